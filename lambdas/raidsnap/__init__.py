@@ -1,0 +1,1 @@
+"""raidsnap: crash-consistent snapshot sets and restores for mdadm arrays on Amazon EBS."""

@@ -1,0 +1,33 @@
+"""Every boto3 client raidsnap uses is made here, with one retry policy."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING
+
+import boto3
+from botocore.config import Config
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_ssm import SSMClient
+
+# Standard mode retries throttling with backoff inside the SDK; what still fails after that
+# reaches the workflow, whose Retry waits longer than a Lambda invocation should.
+_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, user_agent_appid="raidsnap")
+
+
+@cache
+def ec2() -> EC2Client:
+    return boto3.client("ec2", config=_CONFIG)
+
+
+@cache
+def ssm() -> SSMClient:
+    return boto3.client("ssm", config=_CONFIG)
+
+
+def reset() -> None:
+    """Forget cached clients (tests switch regions and mocks between cases)."""
+    ec2.cache_clear()
+    ssm.cache_clear()

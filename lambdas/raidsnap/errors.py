@@ -1,0 +1,67 @@
+"""Named errors.
+
+Lambda reports a failure under the exception's class name; the workflows turn that class name
+into the public error name of the design (``InvalidInputError`` -> ``InvalidInput``) when a run
+fails, so the class names here end in ``Error`` and :func:`public_name` strips it.
+"""
+
+from __future__ import annotations
+
+
+class RaidsnapError(Exception):
+    """Base of every error a person is meant to read."""
+
+
+class InvalidInputError(RaidsnapError):
+    """The execution input is wrong; ``field`` names the offending field."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+class ConfigurationError(RaidsnapError):
+    """A function's environment is missing a setting it needs."""
+
+
+class ArrayNotFoundError(RaidsnapError):
+    pass
+
+
+class SnapshotSetNotFoundError(RaidsnapError):
+    pass
+
+
+class IncompleteSnapshotSetError(RaidsnapError):
+    pass
+
+
+class InstanceNotReadyError(RaidsnapError):
+    pass
+
+
+class CommandFailedError(RaidsnapError):
+    pass
+
+
+class SnapshotFailedError(RaidsnapError):
+    """A snapshot of the set ended in ``error``."""
+
+
+class VolumeFailedError(RaidsnapError):
+    """A volume the run created ended in ``error``."""
+
+
+class RestoreInProgressError(RaidsnapError):
+    """Another restore of the same array holds the lock."""
+
+
+class ThrottledError(RaidsnapError):
+    """EC2 or SSM throttled us beyond the SDK's retries; the workflow retries with backoff."""
+
+
+def public_name(error_type: str) -> str:
+    """``InvalidInputError`` -> ``InvalidInput``; other names (``States.Timeout``) pass through."""
+    if error_type.endswith("Error") and error_type[:-5] and "." not in error_type:
+        return error_type[:-5]
+    return error_type
