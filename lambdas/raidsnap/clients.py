@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 # Standard mode retries throttling with backoff inside the SDK; what still fails after that
 # reaches the workflow, whose Retry waits longer than a Lambda invocation should.
-_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, user_agent_appid="raidsnap")
+_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, user_agent_extra="raidsnap")
 
 
 @cache

@@ -1,0 +1,205 @@
+"""Finding an array: its instance, its member volumes, and what the instance says about it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from raidsnap import clients, tags
+from raidsnap.errors import ArrayNotFoundError
+
+
+@dataclass(frozen=True)
+class Attachment:
+    volume_id: str
+    device: str
+
+
+@dataclass(frozen=True)
+class ArrayInstance:
+    instance_id: str
+    availability_zone: str
+    root_device: str
+    attachments: tuple[Attachment, ...]
+
+    @property
+    def boot_volume_id(self) -> str | None:
+        for att in self.attachments:
+            if att.device == self.root_device:
+                return att.volume_id
+        return None
+
+
+@dataclass(frozen=True)
+class Member:
+    index: int
+    volume_id: str
+    device: str | None = None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What is known of the array: members in slot order, and md facts where discovery ran."""
+
+    members: tuple[Member, ...]
+    source: str  # "discovery" or "tags"
+    note: str = ""
+    md: dict[str, Any] = field(default_factory=dict)
+
+
+def _instance_from(raw: Mapping[str, Any]) -> ArrayInstance:
+    attachments = tuple(
+        Attachment(volume_id=m["Ebs"]["VolumeId"], device=m["DeviceName"])
+        for m in raw.get("BlockDeviceMappings", [])
+        if "Ebs" in m
+    )
+    return ArrayInstance(
+        instance_id=raw["InstanceId"],
+        availability_zone=raw["Placement"]["AvailabilityZone"],
+        root_device=raw.get("RootDeviceName", ""),
+        attachments=attachments,
+    )
+
+
+def find_instance(array: str) -> ArrayInstance:
+    """The one running instance tagged ``raidsnap:array=<array>``."""
+    pages = (
+        clients.ec2()
+        .get_paginator("describe_instances")
+        .paginate(
+            Filters=[
+                {"Name": f"tag:{tags.ARRAY}", "Values": [array]},
+                {"Name": "instance-state-name", "Values": ["running"]},
+            ]
+        )
+    )
+    found = [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
+    if not found:
+        raise ArrayNotFoundError(
+            f"no running instance is tagged {tags.ARRAY}={array}; tag the instance that holds "
+            "the array, or check the array name"
+        )
+    if len(found) > 1:
+        ids = ", ".join(sorted(i["InstanceId"] for i in found))
+        raise ArrayNotFoundError(
+            f"several running instances are tagged {tags.ARRAY}={array} ({ids}); "
+            "an array lives on one instance"
+        )
+    return _instance_from(found[0])
+
+
+def describe_instance(instance_id: str) -> ArrayInstance:
+    reservations = clients.ec2().describe_instances(InstanceIds=[instance_id])["Reservations"]
+    return _instance_from(reservations[0]["Instances"][0])
+
+
+def agent_online(instance_id: str) -> bool:
+    info = clients.ssm().describe_instance_information(
+        Filters=[{"Key": "InstanceIds", "Values": [instance_id]}]
+    )["InstanceInformationList"]
+    return any(i.get("PingStatus") == "Online" for i in info)
+
+
+def volume_tags(volume_ids: list[str]) -> dict[str, dict[str, str]]:
+    if not volume_ids:
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    pages = clients.ec2().get_paginator("describe_volumes").paginate(VolumeIds=volume_ids)
+    for page in pages:
+        for vol in page["Volumes"]:
+            out[vol["VolumeId"]] = tags.as_dict(vol.get("Tags"))  # type: ignore[arg-type]
+    return out
+
+
+def _device_sort_key(device: str) -> tuple[int, str]:
+    return (len(device), device)
+
+
+def members_from_tags(array: str, instance: ArrayInstance, note: str) -> Layout:
+    """The fallback when the instance cannot tell us: attached volumes tagged with the array.
+
+    Slots come from a ``raidsnap:member-index`` volume tag when present, else device-name
+    order; mdadm assembles by superblock, so the order only names the snapshots."""
+    by_id = {a.volume_id: a for a in instance.attachments}
+    volume_tag_map = volume_tags(list(by_id))
+    tagged = [
+        vid
+        for vid, vt in volume_tag_map.items()
+        if vt.get(tags.ARRAY) == array and vid != instance.boot_volume_id
+    ]
+    if not tagged:
+        raise ArrayNotFoundError(
+            f"{note}; and no attached volume of {instance.instance_id} is tagged "
+            f"{tags.ARRAY}={array}, so the members are unknown"
+        )
+
+    def key(vid: str) -> tuple[int, tuple[int, str]]:
+        raw = volume_tag_map[vid].get(tags.MEMBER_INDEX, "")
+        return (int(raw) if raw.isdigit() else 1_000_000, _device_sort_key(by_id[vid].device))
+
+    ordered = sorted(tagged, key=key)
+    members = tuple(
+        Member(index=i, volume_id=vid, device=by_id[vid].device) for i, vid in enumerate(ordered)
+    )
+    return Layout(members=members, source="tags", note=f"{note}; members taken from volume tags")
+
+
+def members_from_discovery(
+    array: str, instance: ArrayInstance, report: dict[str, Any]
+) -> Layout | None:
+    """Pick the array out of the discover document's report; None when it says nothing usable."""
+    arrays = [a for a in report.get("arrays") or [] if a.get("members")]
+    if not arrays:
+        return None
+    attached = {a.volume_id for a in instance.attachments}
+    tagged = {
+        vid for vid, vt in volume_tags(sorted(attached)).items() if vt.get(tags.ARRAY) == array
+    }
+
+    def volume_ids(md: dict[str, Any]) -> set[str]:
+        return {m.get("volumeId") for m in md["members"] if m.get("volumeId")}
+
+    chosen: dict[str, Any] | None = None
+    by_tag = [md for md in arrays if tagged and volume_ids(md) <= tagged]
+    by_name = [md for md in arrays if str(md.get("name") or "").split(":")[-1] == array]
+    if len(by_tag) == 1:
+        chosen = by_tag[0]
+    elif len(by_name) == 1:
+        chosen = by_name[0]
+    elif len(arrays) == 1:
+        chosen = arrays[0]
+    if chosen is None:
+        devices = ", ".join(str(md.get("device")) for md in arrays)
+        raise ArrayNotFoundError(
+            f"{instance.instance_id} has several md arrays ({devices}) and none is clearly "
+            f"{array}: tag its member volumes {tags.ARRAY}={array}"
+        )
+    raw_members = sorted(chosen["members"], key=lambda m: int(m.get("slot", 0)))
+    missing = [m.get("device") for m in raw_members if not m.get("volumeId")]
+    if missing:
+        raise ArrayNotFoundError(
+            f"members {missing} of {chosen.get('device')} are not EBS volumes (no volume id "
+            "in their NVMe serial); raidsnap snapshots EBS members only"
+        )
+    not_attached = [m["volumeId"] for m in raw_members if m["volumeId"] not in attached]
+    if not_attached:
+        raise ArrayNotFoundError(
+            f"discovery reports members {not_attached} that EC2 does not show attached to "
+            f"{instance.instance_id}"
+        )
+    members = tuple(
+        Member(index=i, volume_id=m["volumeId"], device=m.get("device"))
+        for i, m in enumerate(raw_members)
+    )
+    fs = chosen.get("filesystem") or {}
+    md = {
+        "device": chosen.get("device"),
+        "uuid": chosen.get("uuid"),
+        "level": chosen.get("level"),
+        "chunkKib": chosen.get("chunkKib"),
+        "metadata": chosen.get("metadata"),
+        "fsType": fs.get("type"),
+        "mountPoint": chosen.get("mountPoint"),
+    }
+    return Layout(members=members, source="discovery", md={k: v for k, v in md.items() if v})

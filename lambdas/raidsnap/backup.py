@@ -1,0 +1,317 @@
+"""The backup workflow's steps, as plain functions of the workflow state."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from raidsnap import arrays, clients, commands, retention, snapshot_sets, tags
+from raidsnap.environment import BackupSettings, Documents, retention_for
+from raidsnap.errors import CommandFailedError, SnapshotFailedError, public_name
+from raidsnap.models import BackupInput, parse_input
+from raidsnap.observability import logger
+
+State = dict[str, Any]
+
+DISCOVERY_POLL_SECONDS = 3
+COMMAND_POLL_SECONDS = 2
+SNAPSHOT_POLL_MIN_SECONDS = 15
+SNAPSHOT_POLL_MAX_SECONDS = 600
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _parse_time(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def prepare(event: dict[str, Any], documents: Documents, settings: BackupSettings) -> State:
+    """Validate the input, find the instance, and start discovery on it if its agent is up."""
+    request = parse_input(BackupInput, event.get("input"))
+    execution = event.get("execution") or {}
+    instance = arrays.find_instance(request.array)
+    started = _parse_time(str(execution.get("startTime") or _iso(_now())))
+    state: State = {
+        "array": request.array,
+        "consistency": request.consistency or "crash",
+        "trigger": request.trigger,
+        "retention": retention_for(request.array, settings.default_retention),
+        "execution": {"arn": execution.get("id", ""), "startTime": _iso(started)},
+        "setId": snapshot_sets.make_set_id(request.array, started, str(execution.get("id", ""))),
+        "instanceId": instance.instance_id,
+        "availabilityZone": instance.availability_zone,
+        "notes": [],
+    }
+    if not arrays.agent_online(instance.instance_id):
+        state["discovery"] = {"status": "skipped", "reason": "SSM agent is not online"}
+        return state
+    command_id = commands.send(
+        documents.discover,
+        instance.instance_id,
+        {"ArrayName": request.array},
+        comment=f"raidsnap discover {request.array}",
+        timeout=settings.discovery_timeout_seconds,
+    )
+    deadline = _now() + timedelta(seconds=settings.discovery_timeout_seconds)
+    state["discovery"] = {
+        "status": "pending",
+        "commandId": command_id,
+        "deadline": _iso(deadline),
+        "waitSeconds": DISCOVERY_POLL_SECONDS,
+    }
+    return state
+
+
+def collect_members(state: State) -> State:
+    """Members from the discover report, or from volume tags where discovery cannot tell."""
+    instance = arrays.describe_instance(state["instanceId"])
+    discovery = state["discovery"]
+    layout: arrays.Layout | None = None
+    note = str(discovery.get("reason", ""))
+    if discovery["status"] == "pending":
+        result = commands.fetch(discovery["commandId"], state["instanceId"])
+        if result.status == "pending":
+            if _now() < _parse_time(discovery["deadline"]):
+                return state
+            commands.cancel(discovery["commandId"], state["instanceId"])
+            note = "discovery did not finish in time"
+        elif result.status == "failed":
+            note = f"discovery failed ({result.detail}: {result.stderr_tail(3)})"
+        elif result.result is None:
+            note = "discovery printed no report"
+        else:
+            layout = arrays.members_from_discovery(state["array"], instance, result.result)
+            if layout is None:
+                note = "discovery found no md array"
+    if layout is None:
+        layout = arrays.members_from_tags(state["array"], instance, note or "no discovery")
+        logger.warning("members from volume tags", extra={"reason": layout.note})
+    state["discovery"] = {"status": "done", "source": layout.source, "note": layout.note}
+    state["members"] = [
+        {"index": m.index, "volumeId": m.volume_id, "device": m.device} for m in layout.members
+    ]
+    state["md"] = layout.md
+    if state["consistency"] == "fsfreeze" and not layout.md.get("mountPoint"):
+        state["consistency"] = "crash"
+        state["notes"].append(
+            "fsfreeze was asked for but the mount point is unknown; the set is crash-consistent"
+        )
+    return state
+
+
+def send_freeze(state: State, documents: Documents, settings: BackupSettings) -> dict[str, Any]:
+    return _start_command(
+        documents.freeze,
+        state,
+        {
+            "MountPoint": state["md"]["mountPoint"],
+            "MaxFreezeSeconds": str(settings.max_freeze_seconds),
+        },
+        timeout=settings.max_freeze_seconds + 60,
+        fail_on_error=True,
+    )
+
+
+def send_thaw(state: State, documents: Documents, settings: BackupSettings) -> dict[str, Any]:
+    return _start_command(
+        documents.thaw,
+        state,
+        {
+            "MountPoint": state["md"]["mountPoint"],
+            "MaxFreezeSeconds": str(settings.max_freeze_seconds),
+        },
+        timeout=120,
+        fail_on_error=False,
+    )
+
+
+def _start_command(
+    document: str, state: State, params: dict[str, str], timeout: int, fail_on_error: bool
+) -> dict[str, Any]:
+    command_id = commands.send(
+        document, state["instanceId"], params, comment=f"raidsnap {state['setId']}", timeout=timeout
+    )
+    return {
+        "commandId": command_id,
+        "instanceId": state["instanceId"],
+        "document": document,
+        "status": "pending",
+        "waitSeconds": COMMAND_POLL_SECONDS,
+        "deadline": _iso(_now() + timedelta(seconds=timeout)),
+        "failOnError": fail_on_error,
+    }
+
+
+def poll_command(command: dict[str, Any]) -> dict[str, Any]:
+    """One look at a running command; failures raise CommandFailedError unless tolerated."""
+    result = commands.fetch(command["commandId"], command["instanceId"])
+    status = result.status
+    if status == "pending" and _now() >= _parse_time(command["deadline"]):
+        commands.cancel(command["commandId"], command["instanceId"])
+        status = "failed"
+    updated = dict(command, status=status)
+    if status == "success":
+        updated["result"] = result.result
+    if status == "failed":
+        tail = result.stderr_tail()
+        if command.get("failOnError", True):
+            raise CommandFailedError(
+                f"{command['document']} failed on {command['instanceId']} "
+                f"({result.detail}, exit {result.exit_code}): {tail}"
+            )
+        updated["stderrTail"] = tail
+    return updated
+
+
+def create_set(state: State) -> State:
+    instance = arrays.describe_instance(state["instanceId"])
+    layout = arrays.Layout(
+        members=tuple(
+            arrays.Member(index=m["index"], volume_id=m["volumeId"], device=m.get("device"))
+            for m in state["members"]
+        ),
+        source=state["discovery"]["source"],
+        md=state.get("md") or {},
+    )
+    volumes = clients.ec2().describe_volumes(VolumeIds=[m.volume_id for m in layout.members])
+    facts = {v["VolumeId"]: dict(v) for v in volumes["Volumes"]}
+    taken = snapshot_sets.create_set(
+        array=state["array"],
+        set_id=state["setId"],
+        execution_arn=state["execution"]["arn"],
+        instance=instance,
+        layout=layout,
+        consistency=state["consistency"],
+        volume_facts=facts,
+    )
+    state["setId"] = taken.set_id
+    state["snapshots"] = {
+        "status": "pending",
+        "waitSeconds": SNAPSHOT_POLL_MIN_SECONDS,
+        "ids": [m.snapshot_id for m in taken.by_index()],
+        "polls": 0,
+    }
+    return state
+
+
+def check_snapshots(state: State) -> State:
+    """Completed, failed, or still going: and if going, how long to wait before looking again."""
+    current = snapshot_sets.get_set(state["setId"])
+    if current is None:
+        raise SnapshotFailedError(f"the snapshots of set {state['setId']} no longer exist")
+    failed = current.failed
+    if failed:
+        detail = "; ".join(
+            f"member {m.index} ({m.volume_id}) snapshot {m.snapshot_id}: "
+            f"{m.state_message or 'error'}"
+            for m in failed
+        )
+        raise SnapshotFailedError(
+            f"set {current.set_id} of {state['array']} failed: {detail}. The set will never "
+            "be restored; retention removes it once newer sets exist"
+        )
+    snaps = dict(state["snapshots"])
+    snaps["polls"] = int(snaps.get("polls", 0)) + 1
+    snaps["progress"] = min(m.progress for m in current.members)
+    if current.complete:
+        snaps["status"] = "completed"
+    else:
+        # Wait about half the time the slowest snapshot still seems to need, within bounds.
+        elapsed = max(1.0, (_now() - current.start_time).total_seconds())
+        progress = max(1, snaps["progress"])
+        remaining = elapsed * (100 - progress) / progress
+        snaps["waitSeconds"] = int(
+            min(SNAPSHOT_POLL_MAX_SECONDS, max(SNAPSHOT_POLL_MIN_SECONDS, remaining / 2))
+        )
+    state["snapshots"] = snaps
+    return state
+
+
+def apply_retention(state: State) -> State:
+    array = state["array"]
+    sets = snapshot_sets.list_sets(array)
+    protected = _sets_in_use(sets)
+    decided = retention.plan(sets, int(state["retention"]), protected)
+    deleted: list[str] = []
+    for s in decided.delete:
+        logger.info(
+            "retention deletes set",
+            extra={"set_id": s.set_id, "reason": decided.reasons[s.set_id]},
+        )
+        deleted.extend(snapshot_sets.delete_set(s))
+    current = snapshot_sets.get_set(state["setId"])
+    members = current.by_index() if current else []
+    state["output"] = {
+        "array": array,
+        "setId": state["setId"],
+        "instanceId": state["instanceId"],
+        "consistency": state["consistency"],
+        "snapshotIds": [m.snapshot_id for m in members],
+        "memberVolumeIds": [m["volumeId"] for m in state["members"]],
+        "discovery": state["discovery"]["source"],
+        "notes": state["notes"]
+        + ([state["discovery"]["note"]] if state["discovery"]["note"] else []),
+        "retention": {
+            "keep": int(state["retention"]),
+            "keptSets": [s.set_id for s in decided.keep],
+            "deletedSets": [s.set_id for s in decided.delete],
+            "deletedSnapshots": len(deleted),
+        },
+    }
+    return state
+
+
+def _sets_in_use(sets: list[snapshot_sets.SnapshotSet]) -> set[str]:
+    """Sets a restore is creating volumes from right now."""
+    if not sets:
+        return set()
+    owner = {m.snapshot_id: s.set_id for s in sets for m in s.members}
+    pages = (
+        clients.ec2()
+        .get_paginator("describe_volumes")
+        .paginate(
+            Filters=[
+                {"Name": "status", "Values": ["creating"]},
+                {"Name": "tag-key", "Values": [tags.RESTORE_EXECUTION]},
+            ]
+        )
+    )
+    return {
+        owner[v["SnapshotId"]]
+        for page in pages
+        for v in page["Volumes"]
+        if v.get("SnapshotId") in owner
+    }
+
+
+def explain_failure(state: State, documents: Documents, settings: BackupSettings) -> dict[str, str]:
+    """Thaw if we froze, then name the failure for the run's Fail state."""
+    error = state.get("error") or {}
+    name = public_name(str(error.get("Error", "States.Runtime")))
+    cause = _cause_message(str(error.get("Cause", "")))
+    freeze = state.get("freeze") or {}
+    thaw = state.get("thaw") or {}
+    if freeze.get("status") == "success" and thaw.get("status") != "success":
+        try:
+            send_thaw(state, documents, settings)
+        except Exception:  # the guard thaws within its bound anyway
+            logger.exception("thaw after failure could not be sent")
+            cause += " (thaw could not be sent; the freeze guard thaws within its bound)"
+    return {"error": name, "cause": cause}
+
+
+def _cause_message(cause: str) -> str:
+    try:
+        parsed = json.loads(cause)
+    except json.JSONDecodeError:
+        return cause
+    if isinstance(parsed, dict) and "errorMessage" in parsed:
+        return str(parsed["errorMessage"])
+    return cause

@@ -1,0 +1,90 @@
+"""Running raidsnap's SSM Command documents and reading what they printed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from botocore.exceptions import ClientError
+
+from raidsnap import clients
+from raidsnap.aws import error_code
+
+Status = Literal["pending", "success", "failed"]
+
+_PENDING = {"Pending", "InProgress", "Delayed"}
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    command_id: str
+    status: Status
+    detail: str
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def result(self) -> dict[str, Any] | None:
+        """The JSON object every raidsnap document prints as its last line, if it did."""
+        return last_json_line(self.stdout)
+
+    def stderr_tail(self, lines: int = 15) -> str:
+        text = self.stderr.strip() or self.stdout.strip()
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def send(
+    document: str, instance_id: str, parameters: dict[str, str], comment: str, timeout: int = 600
+) -> str:
+    response = clients.ssm().send_command(
+        DocumentName=document,
+        InstanceIds=[instance_id],
+        Parameters={name: [value] for name, value in parameters.items()},
+        Comment=comment[:100],
+        TimeoutSeconds=timeout,
+    )
+    return response["Command"]["CommandId"]
+
+
+def fetch(command_id: str, instance_id: str) -> CommandResult:
+    try:
+        inv = clients.ssm().get_command_invocation(CommandId=command_id, InstanceId=instance_id)
+    except ClientError as err:
+        # Right after SendCommand the invocation may not exist yet.
+        if error_code(err) == "InvocationDoesNotExist":
+            return CommandResult(command_id, "pending", "Pending", -1, "", "")
+        raise
+    raw_status = inv.get("Status", "Pending")
+    if raw_status in _PENDING:
+        status: Status = "pending"
+    elif raw_status == "Success":
+        status = "success"
+    else:
+        status = "failed"
+    return CommandResult(
+        command_id=command_id,
+        status=status,
+        detail=str(inv.get("StatusDetails", raw_status)),
+        exit_code=int(inv.get("ResponseCode", -1)),
+        stdout=inv.get("StandardOutputContent", ""),
+        stderr=inv.get("StandardErrorContent", ""),
+    )
+
+
+def cancel(command_id: str, instance_id: str) -> None:
+    clients.ssm().cancel_command(CommandId=command_id, InstanceIds=[instance_id])
+
+
+def last_json_line(stdout: str) -> dict[str, Any] | None:
+    for raw in reversed(stdout.strip().splitlines()):
+        line = raw.strip()
+        if not line:
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            return None
+        return value if isinstance(value, dict) else None
+    return None

@@ -1,0 +1,78 @@
+"""Typed views of the environment each function gets from the stack."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from raidsnap.errors import ConfigurationError
+
+
+def _require(name: str) -> str:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        raise ConfigurationError(f"environment variable {name} is not set")
+    return value
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigurationError(
+            f"environment variable {name} must be an integer, not {raw!r}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Documents:
+    """Names of the stack's SSM Command documents."""
+
+    discover: str
+    freeze: str
+    thaw: str
+
+    @classmethod
+    def from_env(cls) -> Documents:
+        return cls(
+            discover=_require("DISCOVER_DOCUMENT"),
+            freeze=_require("FREEZE_DOCUMENT"),
+            thaw=_require("THAW_DOCUMENT"),
+        )
+
+
+@dataclass(frozen=True)
+class BackupSettings:
+    """Per-stack backup defaults; per-array values in the execution input win."""
+
+    default_retention: int
+    max_freeze_seconds: int
+    discovery_timeout_seconds: int
+
+    @classmethod
+    def from_env(cls) -> BackupSettings:
+        return cls(
+            default_retention=_int("DEFAULT_RETENTION", 7),
+            max_freeze_seconds=_int("MAX_FREEZE_SECONDS", 60),
+            discovery_timeout_seconds=_int("DISCOVERY_TIMEOUT_SECONDS", 90),
+        )
+
+
+def retention_for(array: str, default: int) -> int:
+    """``RETENTION_<array>`` is not portable (names carry dots and dashes), so the stack passes a
+    JSON map in RETENTION_BY_ARRAY."""
+    raw = os.environ.get("RETENTION_BY_ARRAY", "").strip()
+    if not raw:
+        return default
+    try:
+        mapping = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ConfigurationError("RETENTION_BY_ARRAY is not valid JSON") from None
+    value = mapping.get(array, default)
+    if not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"RETENTION_BY_ARRAY[{array!r}] must be a positive integer")
+    return value

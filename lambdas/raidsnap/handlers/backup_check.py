@@ -1,0 +1,13 @@
+"""Backup: look at the set's snapshots; fail on the first error, else say how long to wait."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap import backup
+from raidsnap.handlers._entry import entry
+
+
+@entry
+def handler(event: dict[str, Any]) -> dict[str, Any]:
+    return backup.check_snapshots(event)

@@ -1,0 +1,14 @@
+"""Backup: start fsfreeze on the array's mount point (its guard thaws after a bound)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap import backup
+from raidsnap.environment import BackupSettings, Documents
+from raidsnap.handlers._entry import entry
+
+
+@entry
+def handler(event: dict[str, Any]) -> dict[str, Any]:
+    return backup.send_freeze(event, Documents.from_env(), BackupSettings.from_env())

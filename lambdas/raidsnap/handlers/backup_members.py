@@ -1,0 +1,13 @@
+"""Backup: read the discover report (or fall back to volume tags) into the member list."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap import backup
+from raidsnap.handlers._entry import entry
+
+
+@entry
+def handler(event: dict[str, Any]) -> dict[str, Any]:
+    return backup.collect_members(event)

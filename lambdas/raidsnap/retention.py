@@ -1,0 +1,55 @@
+"""Which sets of an array to keep, and deleting the rest."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from raidsnap.snapshot_sets import SnapshotSet
+
+
+@dataclass(frozen=True)
+class RetentionPlan:
+    keep: tuple[SnapshotSet, ...]
+    delete: tuple[SnapshotSet, ...]
+    reasons: dict[str, str]
+
+
+def plan(
+    sets: Sequence[SnapshotSet], keep_complete: int, protected: Collection[str]
+) -> RetentionPlan:
+    """Keep the newest ``keep_complete`` complete sets (never fewer than one).
+
+    Older complete sets go. An incomplete set goes once it is older than the oldest kept
+    complete set and none of its snapshots is still pending: an incomplete set newer than that
+    may belong to a backup still running. Sets named in ``protected`` (used by a running
+    restore) always stay."""
+    keep_complete = max(1, keep_complete)
+    ordered = sorted(sets, key=lambda s: (s.start_time, s.set_id))
+    complete = [s for s in ordered if s.complete]
+    kept_complete = complete[-keep_complete:]
+    kept_ids = {s.set_id for s in kept_complete}
+    horizon = kept_complete[0].start_time if kept_complete else None
+    keep: list[SnapshotSet] = []
+    delete: list[SnapshotSet] = []
+    reasons: dict[str, str] = {}
+    for s in ordered:
+        if s.set_id in kept_ids:
+            keep.append(s)
+            reasons[s.set_id] = "within retention"
+        elif s.set_id in protected:
+            keep.append(s)
+            reasons[s.set_id] = "in use by a running restore"
+        elif s.complete:
+            delete.append(s)
+            reasons[s.set_id] = f"older than the newest {keep_complete} complete sets"
+        elif horizon is None or s.start_time >= horizon:
+            keep.append(s)
+            reasons[s.set_id] = "incomplete, but newer than the oldest kept set"
+        elif s.pending:
+            keep.append(s)
+            reasons[s.set_id] = "incomplete and still pending"
+        else:
+            delete.append(s)
+            reasons[s.set_id] = "incomplete and older than every kept set"
+    return RetentionPlan(keep=tuple(keep), delete=tuple(delete), reasons=reasons)
