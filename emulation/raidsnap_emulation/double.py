@@ -1,0 +1,1430 @@
+"""A test double that makes moto answer like EC2 and SSM do where moto does not.
+
+The double wraps ``botocore.client.BaseClient._make_api_call``, so it sees every boto3 call made
+in this process: the Lambda handlers' calls and the Step Functions executor's aws-sdk
+integrations, from any thread. Per (service, operation) it passes the call through to moto,
+rewrites moto's answer, or answers itself. Time is the shared ``VirtualClock``: snapshot
+progress, volume creation, FSR optimisation and command durations are all derived from it, and
+nothing here sleeps.
+
+Where moto keeps the state (volumes, snapshots, instances, tags, documents) the double leaves it
+there and keeps only what moto lacks: start times, failure marks, client tokens, FSR pairs,
+commands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+import boto3
+import yaml  # type: ignore[import-untyped]
+from botocore.client import BaseClient
+from botocore.exceptions import ClientError
+
+from raidsnap_emulation.clock import VirtualClock
+
+Params = dict[str, Any]
+Answer = dict[str, Any]
+CommandStatus = Literal["Success", "Failed", "TimedOut", "Cancelled"]
+
+SNAPSHOT_PER_VOLUME_INTERVAL_SECONDS = 15.0
+"""EC2 refuses a second snapshot of one volume started within this many seconds."""
+
+STDOUT_LIMIT = 24000
+STDERR_LIMIT = 8000
+PLUGIN_OUTPUT_LIMIT = 2500
+
+_MUTATING_PREFIXES = (
+    "Create",
+    "Delete",
+    "Attach",
+    "Detach",
+    "Enable",
+    "Disable",
+    "Modify",
+    "Send",
+    "Cancel",
+    "Run",
+    "Start",
+    "Stop",
+    "Terminate",
+    "Reboot",
+    "Put",
+    "Update",
+    "Register",
+    "Deregister",
+    "Associate",
+    "Disassociate",
+    "Copy",
+    "Restore",
+    "Import",
+    "Reset",
+    "Replace",
+    "Lock",
+    "Unlock",
+    "Add",
+    "Remove",
+)
+
+_SERVER_STATUS = {
+    "RequestLimitExceeded": 503,
+    "ServiceUnavailable": 503,
+    "Unavailable": 503,
+    "InternalError": 500,
+    "InternalFailure": 500,
+    "InternalServerError": 500,
+}
+
+
+@dataclass(frozen=True)
+class Call:
+    """One API call the double saw. ``applied`` is true when AWS carried it out, which includes a
+    call that was made to fail after it took effect."""
+
+    service: str
+    operation: str
+    params: dict[str, Any]
+    error_code: str | None
+    time: datetime
+    applied: bool = True
+
+
+@dataclass(frozen=True)
+class CommandContext:
+    instance_id: str
+    document_name: str
+    parameters: dict[str, list[str]]
+    command_id: str
+    now: datetime
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    status: CommandStatus = "Success"
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int = 0
+    duration_seconds: float = 0.0
+
+
+Responder = Callable[[CommandContext], CommandOutcome]
+
+
+class AwsError(Exception):
+    """An error the double answers with; the dispatcher turns it into the client's ClientError."""
+
+    def __init__(self, code: str, message: str, status: int | None = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.status = status if status is not None else _SERVER_STATUS.get(code, 400)
+
+
+@dataclass
+class _Fault:
+    code: str
+    message: str
+    remaining: int
+    after_success: bool
+
+
+@dataclass
+class _Snapshot:
+    snapshot_id: str
+    volume_id: str
+    start: datetime
+    fails: bool = False
+
+
+@dataclass
+class _Volume:
+    volume_id: str
+    created: datetime
+    snapshot_id: str | None
+    fails: bool
+    initialization_rate: int | None
+    fast_restored: bool
+    kms_key_id: str | None
+
+
+@dataclass
+class _Attachment:
+    volume_id: str
+    instance_id: str
+    device: str
+    since: datetime
+    detaching: bool = False
+
+
+@dataclass
+class _FsrPair:
+    snapshot_id: str
+    zone: str
+    owner_id: str
+    enabling: datetime
+    optimizing: datetime
+    enabled: datetime
+    disabling: datetime | None = None
+    disabled: datetime | None = None
+
+
+@dataclass
+class _Invocation:
+    instance_id: str
+    outcome: CommandOutcome
+    start: datetime
+    end: datetime
+    cancelled_at: datetime | None = None
+
+
+@dataclass
+class _Command:
+    command_id: str
+    document_name: str
+    parameters: dict[str, list[str]]
+    comment: str
+    requested: datetime
+    timeout_seconds: int
+    plugin_name: str
+    invocations: dict[str, _Invocation] = field(default_factory=dict)
+
+
+_FSR_ORDER = {"enabling": 0, "optimizing": 1, "enabled": 2}
+
+
+def _iso(when: datetime) -> str:
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def _truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit]
+
+
+def _page(items: list[Any], params: Params, default_size: int = 1000) -> tuple[list[Any], str]:
+    """Slice one page the way AWS does: an opaque NextToken, empty when there is no more."""
+    start = int(params.get("NextToken") or 0)
+    size = int(params.get("MaxResults") or default_size)
+    end = start + size
+    return items[start:end], (str(end) if end < len(items) else "")
+
+
+def _split_filters(params: Params, names: set[str]) -> tuple[Params, list[dict[str, Any]]]:
+    """Take the filters the double evaluates itself out of params meant for moto."""
+    rest = copy.deepcopy(params)
+    ours = [f for f in rest.get("Filters", []) if f.get("Name") in names]
+    kept = [f for f in rest.get("Filters", []) if f.get("Name") not in names]
+    if kept:
+        rest["Filters"] = kept
+    else:
+        rest.pop("Filters", None)
+    for key in ("MaxResults", "NextToken"):
+        rest.pop(key, None)
+    return rest, ours
+
+
+def _matches(filters: list[dict[str, Any]], values: Callable[[str], list[str]]) -> bool:
+    return all(set(values(f["Name"])) & set(f.get("Values", [])) for f in filters)
+
+
+def _constant(values: list[str]) -> Callable[[str], list[str]]:
+    return lambda _name: values
+
+
+def _lookup(fields: dict[str, list[str]]) -> Callable[[str], list[str]]:
+    return lambda name: fields.get(name, [])
+
+
+class AwsDouble:
+    """EC2 and SSM as they behave, on top of moto, on a virtual clock."""
+
+    _installed: AwsDouble | None = None
+    _install_guard = threading.Lock()
+
+    def __init__(self, clock: VirtualClock, region: str = "us-east-1") -> None:
+        self.clock = clock
+        self.region = region
+        self.calls: list[Call] = []
+
+        self.snapshot_seconds: float = 180.0
+        self.volume_seconds: float = 10.0
+        self.attach_seconds: float = 3.0
+        self.detach_seconds: float = 5.0
+        self.fsr_enabling_seconds: float = 60.0
+        self.fsr_optimizing_seconds_per_gib: float = 3600.0 / 1024.0
+        self.fsr_disabling_seconds: float = 30.0
+        self.invocation_visible_after_seconds: float = 0.0
+
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._original: Callable[[BaseClient, str, Params], Answer] | None = None
+        self._clients: dict[str, BaseClient] = {}
+        self._routes: dict[tuple[str, str], Callable[[Params], Answer]] = {}
+        self._faults: dict[tuple[str, str], list[_Fault]] = {}
+        self._throttle_all: dict[str, tuple[int, str]] = {}
+        self._throttle_all_left: dict[tuple[str, str], int] = {}
+
+        self._snapshots: dict[str, _Snapshot] = {}
+        self._last_snapshot_start: dict[str, datetime] = {}
+        self._failing_snapshot_volumes: set[str] = set()
+        self._volumes: dict[str, _Volume] = {}
+        self._failing_volume_snapshots: set[str] = set()
+        self._client_tokens: dict[str, tuple[str, Answer]] = {}
+        self._attachments: dict[str, _Attachment] = {}
+        self._fsr: dict[tuple[str, str], _FsrPair] = {}
+        self._fsr_stuck: str | None = None
+        self._zones: dict[str, str] | None = None
+
+        self._agents: dict[str, bool] = {}
+        self._responders: dict[str, Responder] = {}
+        self._commands: dict[str, _Command] = {}
+
+        self._handlers: dict[tuple[str, str], Callable[[Params], Answer]] = {
+            ("ec2", "CreateSnapshot"): self._create_snapshot,
+            ("ec2", "CreateSnapshots"): self._create_snapshots,
+            ("ec2", "DescribeSnapshots"): self._describe_snapshots,
+            ("ec2", "DeleteSnapshot"): self._delete_snapshot,
+            ("ec2", "CreateVolume"): self._create_volume,
+            ("ec2", "DescribeVolumes"): self._describe_volumes,
+            ("ec2", "AttachVolume"): self._attach_volume,
+            ("ec2", "DetachVolume"): self._detach_volume,
+            ("ec2", "DeleteVolume"): self._delete_volume,
+            ("ec2", "EnableFastSnapshotRestores"): self._enable_fsr,
+            ("ec2", "DisableFastSnapshotRestores"): self._disable_fsr,
+            ("ec2", "DescribeFastSnapshotRestores"): self._describe_fsr,
+            ("ssm", "SendCommand"): self._send_command,
+            ("ssm", "GetCommandInvocation"): self._get_command_invocation,
+            ("ssm", "ListCommandInvocations"): self._list_command_invocations,
+            ("ssm", "ListCommands"): self._list_commands,
+            ("ssm", "CancelCommand"): self._cancel_command,
+            ("ssm", "DescribeInstanceInformation"): self._describe_instance_information,
+        }
+
+    # ------------------------------------------------------------------ installation
+
+    @contextlib.contextmanager
+    def install(self) -> Iterator[AwsDouble]:
+        """Patch botocore for the duration of the block; nested blocks of one double are fine."""
+        with AwsDouble._install_guard:
+            if AwsDouble._installed is not None and AwsDouble._installed is not self:
+                raise RuntimeError("another AwsDouble is already installed")
+            if self._depth == 0:
+                self._original = getattr(BaseClient, "_make_api_call")  # noqa: B009
+                double = self
+
+                def _make_api_call(client: BaseClient, operation: str, params: Params) -> Answer:
+                    return double._dispatch(client, operation, params)
+
+                setattr(BaseClient, "_make_api_call", _make_api_call)  # noqa: B010
+                AwsDouble._installed = self
+            self._depth += 1
+        try:
+            yield self
+        finally:
+            with AwsDouble._install_guard:
+                self._depth -= 1
+                if self._depth == 0:
+                    setattr(BaseClient, "_make_api_call", self._original)  # noqa: B010
+                    self._original = None
+                    self._clients.clear()
+                    AwsDouble._installed = None
+
+    # ------------------------------------------------------------------ configuration
+
+    def route(self, service: str, operation: str, fn: Callable[[Params], Answer]) -> None:
+        with self._lock:
+            self._routes[(service, operation)] = fn
+
+    def fail_snapshots(self, volume_id: str) -> None:
+        """Snapshots of this volume, those still pending and those to come, end in error."""
+        with self._lock:
+            self._failing_snapshot_volumes.add(volume_id)
+            now = self.clock.now()
+            for snap in self._snapshots.values():
+                if snap.volume_id == volume_id and self._snapshot_state(snap, now)[0] == "pending":
+                    snap.fails = True
+
+    def fail_volumes(self, snapshot_id: str) -> None:
+        with self._lock:
+            self._failing_volume_snapshots.add(snapshot_id)
+
+    def stick_fsr(self, state: str = "enabling") -> None:
+        if state not in (*_FSR_ORDER, "disabling"):
+            raise ValueError(f"FSR cannot stick in state {state!r}")
+        with self._lock:
+            self._fsr_stuck = state
+
+    def set_agent(self, instance_id: str, online: bool) -> None:
+        with self._lock:
+            self._agents[instance_id] = online
+
+    def on_command(self, document_name: str, responder: Responder) -> None:
+        with self._lock:
+            self._responders[document_name] = responder
+
+    def throttle(
+        self, service: str, operation: str, times: int = 1, code: str = "RequestLimitExceeded"
+    ) -> None:
+        message = "Request limit exceeded." if code == "RequestLimitExceeded" else "Rate exceeded"
+        with self._lock:
+            self._faults.setdefault((service, operation), []).append(
+                _Fault(code, message, times, after_success=False)
+            )
+
+    def fail(  # noqa: PLR0917 - the positional order is the published API
+        self,
+        service: str,
+        operation: str,
+        times: int = 1,
+        code: str = "InternalError",
+        message: str = "",
+        after_success: bool = False,
+    ) -> None:
+        text = message or "An internal error has occurred"
+        with self._lock:
+            self._faults.setdefault((service, operation), []).append(
+                _Fault(code, text, times, after_success=after_success)
+            )
+
+    def throttle_everything(
+        self, service: str = "ec2", times_each: int = 1, code: str | None = None
+    ) -> None:
+        default = "RequestLimitExceeded" if service == "ec2" else "ThrottlingException"
+        with self._lock:
+            self._throttle_all[service] = (times_each, code or default)
+
+    # ------------------------------------------------------------------ inspection
+
+    def mutating_calls(self, service: str = "ec2") -> list[Call]:
+        """Calls of that service that changed something in AWS."""
+        with self._lock:
+            return [
+                c
+                for c in self.calls
+                if c.service == service and c.applied and c.operation.startswith(_MUTATING_PREFIXES)
+            ]
+
+    def snapshot_state(self, snapshot_id: str) -> str:
+        with self._lock:
+            return self._snapshot_state(self._snapshots[snapshot_id], self.clock.now())[0]
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _dispatch(self, client: BaseClient, operation: str, params: Params) -> Answer:
+        service: str = client.meta.service_model.service_name
+        recorded = copy.copy(params)
+        with self._lock:
+            fault = self._take_fault(service, operation)
+        if fault is not None and not fault.after_success:
+            self._record(service, operation, recorded, fault.code, applied=False)
+            raise self._client_error(client, operation, AwsError(fault.code, fault.message))
+        try:
+            answer = self._answer(client, service, operation, params)
+        except AwsError as err:
+            self._record(service, operation, recorded, err.code, applied=False)
+            raise self._client_error(client, operation, err) from None
+        except ClientError as err:
+            self._record(service, operation, recorded, err.response["Error"]["Code"], False)
+            raise
+        if fault is not None:
+            self._record(service, operation, recorded, fault.code, applied=True)
+            raise self._client_error(client, operation, AwsError(fault.code, fault.message))
+        self._record(service, operation, recorded, None, applied=True)
+        return answer
+
+    def _answer(self, client: BaseClient, service: str, operation: str, params: Params) -> Answer:
+        route = self._routes.get((service, operation))
+        if route is not None:
+            return route(params)
+        handler = self._handlers.get((service, operation))
+        if service not in ("ec2", "ssm"):
+            return self._passthrough(client, operation, params)
+        with self._lock:
+            if service == "ec2":
+                self._settle_detachments()
+            if handler is not None:
+                answer = handler(params)
+                answer.setdefault(
+                    "ResponseMetadata", {"RequestId": str(uuid.uuid4()), "HTTPStatusCode": 200}
+                )
+                return answer
+            return self._passthrough(client, operation, params)
+
+    def _passthrough(self, client: BaseClient, operation: str, params: Params) -> Answer:
+        assert self._original is not None, "the double is not installed"
+        return self._original(client, operation, params)
+
+    def _record(
+        self, service: str, operation: str, params: Params, code: str | None, applied: bool
+    ) -> None:
+        with self._lock:
+            self.calls.append(Call(service, operation, params, code, self.clock.now(), applied))
+
+    def _take_fault(self, service: str, operation: str) -> _Fault | None:
+        queue = self._faults.get((service, operation), [])
+        while queue and queue[0].remaining <= 0:
+            queue.pop(0)
+        if queue:
+            queue[0].remaining -= 1
+            return queue[0]
+        if service in self._throttle_all:
+            times, code = self._throttle_all[service]
+            left = self._throttle_all_left.setdefault((service, operation), times)
+            if left > 0:
+                self._throttle_all_left[(service, operation)] = left - 1
+                message = (
+                    "Request limit exceeded." if code == "RequestLimitExceeded" else "Rate exceeded"
+                )
+                return _Fault(code, message, 0, after_success=False)
+        return None
+
+    @staticmethod
+    def _client_error(client: BaseClient, operation: str, err: AwsError) -> ClientError:
+        response: dict[str, Any] = {
+            "Error": {"Code": err.code, "Message": err.message},
+            "ResponseMetadata": {
+                "RequestId": str(uuid.uuid4()),
+                "HTTPStatusCode": err.status,
+                "HTTPHeaders": {},
+                "RetryAttempts": 0,
+            },
+        }
+        error_class: Any = client.exceptions.from_code(err.code)
+        error: ClientError = error_class(response, operation)
+        return error
+
+    def _client(self, service: str) -> BaseClient:
+        if service not in self._clients:
+            self._clients[service] = boto3.client(service, region_name=self.region)  # type: ignore[call-overload]
+        return self._clients[service]
+
+    def _moto(self, service: str, operation: str, params: Params) -> Answer:
+        """Ask moto directly, as AWS itself would; its errors come back as AwsError."""
+        assert self._original is not None, "the double is not installed"
+        try:
+            return self._original(self._client(service), operation, params)
+        except ClientError as err:
+            error = err.response["Error"]
+            raise AwsError(error.get("Code", "InternalError"), error.get("Message", "")) from None
+
+    # ------------------------------------------------------------------ EC2 lookups
+
+    def _zones_by_name(self) -> dict[str, str]:
+        if self._zones is None:
+            zones = self._moto("ec2", "DescribeAvailabilityZones", {})["AvailabilityZones"]
+            self._zones = {z["ZoneName"]: z["ZoneId"] for z in zones}
+        return self._zones
+
+    def _instance(self, instance_id: str) -> dict[str, Any]:
+        answer = self._moto("ec2", "DescribeInstances", {"InstanceIds": [instance_id]})
+        return dict(answer["Reservations"][0]["Instances"][0])
+
+    def _moto_volume(self, volume_id: str) -> dict[str, Any]:
+        answer = self._moto("ec2", "DescribeVolumes", {"VolumeIds": [volume_id]})
+        return dict(answer["Volumes"][0])
+
+    def _moto_snapshot(self, snapshot_id: str) -> dict[str, Any]:
+        answer = self._moto("ec2", "DescribeSnapshots", {"SnapshotIds": [snapshot_id]})
+        return dict(answer["Snapshots"][0])
+
+    # ------------------------------------------------------------------ snapshots
+
+    def _snapshot_state(self, snap: _Snapshot, now: datetime) -> tuple[str, str]:
+        elapsed = (now - snap.start).total_seconds()
+        total = self.snapshot_seconds
+        if snap.fails and elapsed >= total / 2:
+            return "error", "50%"
+        if total <= 0 or elapsed >= total:
+            return "completed", "100%"
+        return "pending", f"{int(100 * elapsed / total)}%"
+
+    def _check_snapshot_rate(self, volume_ids: list[str], now: datetime) -> None:
+        for volume_id in volume_ids:
+            last = self._last_snapshot_start.get(volume_id)
+            if (
+                last is not None
+                and (now - last).total_seconds() < SNAPSHOT_PER_VOLUME_INTERVAL_SECONDS
+            ):
+                raise AwsError(
+                    "SnapshotCreationPerVolumeRateExceeded",
+                    "The maximum per volume CreateSnapshot request rate has been exceeded. "
+                    "Use an increasing or variable sleep interval between requests.",
+                )
+
+    def _start_snapshot(
+        self, volume_id: str, description: str, tags: list[dict[str, str]], now: datetime
+    ) -> Answer:
+        request: Params = {"VolumeId": volume_id, "Description": description}
+        if tags:
+            request["TagSpecifications"] = [{"ResourceType": "snapshot", "Tags": tags}]
+        answer = self._moto("ec2", "CreateSnapshot", request)
+        snap = _Snapshot(
+            answer["SnapshotId"], volume_id, now, fails=volume_id in self._failing_snapshot_volumes
+        )
+        self._snapshots[snap.snapshot_id] = snap
+        self._last_snapshot_start[volume_id] = now
+        return self._snapshot_view(answer)
+
+    def _snapshot_view(self, moto_snapshot: dict[str, Any]) -> Answer:
+        view = dict(moto_snapshot)
+        view.pop("ResponseMetadata", None)
+        snap = self._snapshots.get(view["SnapshotId"])
+        if snap is not None:
+            state, progress = self._snapshot_state(snap, self.clock.now())
+            view.update(State=state, Progress=progress, StartTime=snap.start)
+            if state == "error":
+                view["StateMessage"] = "Snapshot creation failed: internal error"
+        return view
+
+    def _create_snapshot(self, params: Params) -> Answer:
+        now = self.clock.now()
+        volume_id = params["VolumeId"]
+        self._moto_volume(volume_id)
+        self._check_snapshot_rate([volume_id], now)
+        tags = [
+            tag
+            for spec in params.get("TagSpecifications", [])
+            if spec.get("ResourceType") == "snapshot"
+            for tag in spec.get("Tags", [])
+        ]
+        return self._start_snapshot(volume_id, params.get("Description", ""), tags, now)
+
+    def _create_snapshots(self, params: Params) -> Answer:
+        now = self.clock.now()
+        spec = params["InstanceSpecification"]
+        instance = self._instance(spec["InstanceId"])
+        root = instance.get("RootDeviceName")
+        excluded = set(spec.get("ExcludeDataVolumeIds", []))
+        members: list[str] = []
+        for mapping in instance.get("BlockDeviceMappings", []):
+            volume_id = mapping["Ebs"]["VolumeId"]
+            is_boot = mapping["DeviceName"] == root
+            if is_boot and volume_id in excluded:
+                raise AwsError(
+                    "InvalidParameterValue",
+                    f"The boot volume {volume_id} cannot be excluded with ExcludeDataVolumeIds; "
+                    "use ExcludeBootVolume.",
+                )
+            if (is_boot and spec.get("ExcludeBootVolume")) or volume_id in excluded:
+                continue
+            members.append(volume_id)
+        unknown = excluded - {m["Ebs"]["VolumeId"] for m in instance.get("BlockDeviceMappings", [])}
+        if unknown:
+            raise AwsError(
+                "InvalidParameterValue",
+                f"The volumes {sorted(unknown)} are not attached to instance {spec['InstanceId']}.",
+            )
+        self._check_snapshot_rate(members, now)
+        spec_tags = [
+            tag
+            for tag_spec in params.get("TagSpecifications", [])
+            if tag_spec.get("ResourceType") == "snapshot"
+            for tag in tag_spec.get("Tags", [])
+        ]
+        snapshots = []
+        for volume_id in members:
+            tags = {t["Key"]: t["Value"] for t in spec_tags}
+            if params.get("CopyTagsFromSource") == "volume":
+                volume_tags = self._moto_volume(volume_id).get("Tags", [])
+                copied = {
+                    t["Key"]: t["Value"] for t in volume_tags if not t["Key"].startswith("aws:")
+                }
+                tags = {**copied, **tags}
+            tag_list = [{"Key": k, "Value": v} for k, v in tags.items()]
+            created = self._start_snapshot(volume_id, params.get("Description", ""), tag_list, now)
+            snapshots.append(
+                {
+                    "SnapshotId": created["SnapshotId"],
+                    "VolumeId": volume_id,
+                    "VolumeSize": created.get("VolumeSize"),
+                    "StartTime": now,
+                    "State": created["State"],
+                    "Progress": created["Progress"],
+                    "OwnerId": created.get("OwnerId"),
+                    "Encrypted": created.get("Encrypted", False),
+                    "Description": params.get("Description", ""),
+                    "Tags": tag_list,
+                }
+            )
+        return {"Snapshots": snapshots}
+
+    def _describe_snapshots(self, params: Params) -> Answer:
+        request, status_filters = _split_filters(params, {"status"})
+        owners = set(request.pop("OwnerIds", []))
+        moto_answer = self._moto("ec2", "DescribeSnapshots", request)
+        account = os.environ.get("MOTO_ACCOUNT_ID", "123456789012")
+        views = []
+        for raw in moto_answer["Snapshots"]:
+            if owners:
+                owner_ok = (
+                    raw.get("OwnerId") in owners
+                    or ("self" in owners and raw.get("OwnerId") == account)
+                    or ("amazon" in owners and raw.get("OwnerAlias") == "amazon")
+                )
+                if not owner_ok:
+                    continue
+            view = self._snapshot_view(raw)
+            if _matches(status_filters, _constant([view["State"]])):
+                views.append(view)
+        page, token = _page(views, params)
+        answer: Answer = {"Snapshots": page}
+        if token:
+            answer["NextToken"] = token
+        return answer
+
+    def _delete_snapshot(self, params: Params) -> Answer:
+        snapshot_id = params["SnapshotId"]
+        self._moto("ec2", "DeleteSnapshot", {"SnapshotId": snapshot_id})
+        self._snapshots.pop(snapshot_id, None)
+        now = self.clock.now()
+        for pair in self._fsr.values():
+            if pair.snapshot_id == snapshot_id and pair.disabled is None:
+                pair.disabling = pair.disabling or now
+                pair.disabled = now
+        return {}
+
+    # ------------------------------------------------------------------ volumes
+
+    def _volume_state(self, vol: _Volume, moto_state: str, now: datetime) -> str:
+        elapsed = (now - vol.created).total_seconds()
+        if elapsed < self.volume_seconds:
+            return "creating"
+        if vol.fails:
+            return "error"
+        return moto_state
+
+    def _volume_view(self, raw: dict[str, Any]) -> Answer:
+        view = dict(raw)
+        view.pop("ResponseMetadata", None)
+        now = self.clock.now()
+        vol = self._volumes.get(view["VolumeId"])
+        if vol is not None:
+            view["State"] = self._volume_state(vol, view.get("State", "available"), now)
+            view["CreateTime"] = vol.created
+            view["FastRestored"] = vol.fast_restored
+            if vol.initialization_rate is not None:
+                view["VolumeInitializationRate"] = vol.initialization_rate
+            if vol.kms_key_id and not view.get("KmsKeyId"):
+                view["KmsKeyId"] = vol.kms_key_id
+        attachments = []
+        for attachment in view.get("Attachments", []):
+            item = dict(attachment)
+            ours = self._attachments.get(view["VolumeId"])
+            if ours is not None:
+                item["AttachTime"] = ours.since
+                if ours.detaching:
+                    item["State"] = "detaching"
+                elif (now - ours.since).total_seconds() < self.attach_seconds:
+                    item["State"] = "attaching"
+                else:
+                    item["State"] = "attached"
+            attachments.append(item)
+        view["Attachments"] = attachments
+        return view
+
+    def _settle_detachments(self) -> None:
+        now = self.clock.now()
+        for volume_id, ours in list(self._attachments.items()):
+            if ours.detaching and (now - ours.since).total_seconds() >= self.detach_seconds:
+                self._moto(
+                    "ec2",
+                    "DetachVolume",
+                    {"VolumeId": volume_id, "InstanceId": ours.instance_id, "Device": ours.device},
+                )
+                del self._attachments[volume_id]
+
+    def _create_volume(self, params: Params) -> Answer:
+        now = self.clock.now()
+        token = params.get("ClientToken")
+        fingerprint = json.dumps(
+            {k: v for k, v in params.items() if k not in ("ClientToken", "DryRun")},
+            sort_keys=True,
+            default=str,
+        )
+        if token and token in self._client_tokens:
+            known, answer = self._client_tokens[token]
+            if known != fingerprint:
+                raise AwsError(
+                    "IdempotentParameterMismatch",
+                    "The client token you have provided is associated with a resource that is "
+                    "already deleted or has different parameters. Please use a different client "
+                    "token.",
+                )
+            with contextlib.suppress(AwsError):
+                return self._volume_view(self._moto_volume(answer["VolumeId"]))
+            return copy.deepcopy(answer)
+
+        request = {
+            k: v
+            for k, v in params.items()
+            if k not in ("ClientToken", "VolumeInitializationRate", "AvailabilityZoneId")
+        }
+        zones = self._zones_by_name()
+        zone = params.get("AvailabilityZone")
+        if zone is None and params.get("AvailabilityZoneId"):
+            by_id = {zone_id: name for name, zone_id in zones.items()}
+            zone = by_id.get(params["AvailabilityZoneId"])
+            if zone is None:
+                raise AwsError(
+                    "InvalidParameterValue",
+                    f"Invalid availability zone ID: [{params['AvailabilityZoneId']}]",
+                )
+            request["AvailabilityZone"] = zone
+        if zone not in zones:
+            raise AwsError("InvalidParameterValue", f"Invalid availability zone: [{zone}]")
+
+        snapshot_id = params.get("SnapshotId")
+        rate = params.get("VolumeInitializationRate")
+        if rate is not None:
+            if not snapshot_id:
+                raise AwsError(
+                    "InvalidParameterValue",
+                    "VolumeInitializationRate can be specified only when creating a volume "
+                    "from a snapshot.",
+                )
+            if not 100 <= int(rate) <= 300:
+                raise AwsError(
+                    "InvalidParameterValue",
+                    f"Invalid value '{rate}' for VolumeInitializationRate. "
+                    "Valid range is 100-300 MiB/s.",
+                )
+        kms_key_id = params.get("KmsKeyId")
+        fast_restored = False
+        if snapshot_id:
+            snapshot = self._moto_snapshot(snapshot_id)
+            snap = self._snapshots.get(snapshot_id)
+            if snap is not None and self._snapshot_state(snap, now)[0] != "completed":
+                raise AwsError(
+                    "IncorrectState",
+                    f"Snapshot '{snapshot_id}' is in state "
+                    f"'{self._snapshot_state(snap, now)[0]}', not 'completed'.",
+                )
+            size = params.get("Size")
+            if size is not None and int(size) < int(snapshot["VolumeSize"]):
+                raise AwsError(
+                    "InvalidParameterValue",
+                    f"Volume of {size}GiB is too small; minimum is {snapshot['VolumeSize']}GiB.",
+                )
+            if snapshot.get("Encrypted") and not kms_key_id:
+                kms_key_id = snapshot.get("KmsKeyId")
+            pair = self._fsr.get((snapshot_id, str(zone)))
+            fast_restored = pair is not None and self._fsr_state(pair, now) == "enabled"
+
+        answer = self._moto("ec2", "CreateVolume", request)
+        vol = _Volume(
+            volume_id=answer["VolumeId"],
+            created=now,
+            snapshot_id=snapshot_id,
+            fails=bool(snapshot_id) and snapshot_id in self._failing_volume_snapshots,
+            initialization_rate=int(rate) if rate is not None else None,
+            fast_restored=fast_restored,
+            kms_key_id=kms_key_id,
+        )
+        self._volumes[vol.volume_id] = vol
+        view = self._volume_view(answer)
+        if token:
+            self._client_tokens[token] = (fingerprint, copy.deepcopy(view))
+        return view
+
+    def _describe_volumes(self, params: Params) -> Answer:
+        request, ours = _split_filters(params, {"status", "attachment.status"})
+        views = [
+            self._volume_view(v) for v in self._moto("ec2", "DescribeVolumes", request)["Volumes"]
+        ]
+
+        def values(view: Answer) -> Callable[[str], list[str]]:
+            def of(name: str) -> list[str]:
+                if name == "status":
+                    return [view["State"]]
+                return [a["State"] for a in view["Attachments"]]
+
+            return of
+
+        kept = [v for v in views if _matches(ours, values(v))]
+        page, token = _page(kept, params, default_size=500)
+        answer: Answer = {"Volumes": page}
+        if token:
+            answer["NextToken"] = token
+        return answer
+
+    def _attach_volume(self, params: Params) -> Answer:
+        now = self.clock.now()
+        volume_id, instance_id, device = params["VolumeId"], params["InstanceId"], params["Device"]
+        volume = self._volume_view(self._moto_volume(volume_id))
+        instance = self._instance(instance_id)
+        if volume["State"] == "in-use":
+            raise AwsError("VolumeInUse", f"{volume_id} is already attached to an instance")
+        if volume["State"] != "available":
+            raise AwsError(
+                "IncorrectState", f"Volume '{volume_id}' is in the '{volume['State']}' state."
+            )
+        instance_state = instance.get("State", {}).get("Name")
+        if instance_state not in ("running", "stopped", "pending"):
+            raise AwsError(
+                "IncorrectInstanceState",
+                f"The instance '{instance_id}' is not in the 'running' or 'stopped' state.",
+            )
+        if volume["AvailabilityZone"] != instance.get("Placement", {}).get("AvailabilityZone"):
+            raise AwsError(
+                "InvalidVolume.ZoneMismatch",
+                f"The volume '{volume_id}' is not in the same availability zone as instance "
+                f"'{instance_id}'",
+            )
+        if any(m["DeviceName"] == device for m in instance.get("BlockDeviceMappings", [])):
+            raise AwsError(
+                "InvalidParameterValue",
+                f"Invalid value '{device}' for unixDevice. Attachment point {device} is already "
+                "in use",
+            )
+        answer = self._moto(
+            "ec2",
+            "AttachVolume",
+            {"VolumeId": volume_id, "InstanceId": instance_id, "Device": device},
+        )
+        self._attachments[volume_id] = _Attachment(volume_id, instance_id, device, now)
+        answer.pop("ResponseMetadata", None)
+        answer.update(State="attaching" if self.attach_seconds > 0 else "attached", AttachTime=now)
+        return answer
+
+    def _detach_volume(self, params: Params) -> Answer:
+        now = self.clock.now()
+        volume_id = params["VolumeId"]
+        volume = self._volume_view(self._moto_volume(volume_id))
+        if not volume["Attachments"]:
+            raise AwsError(
+                "IncorrectState", f"Volume '{volume_id}' is in the '{volume['State']}' state."
+            )
+        attached = volume["Attachments"][0]
+        if params.get("InstanceId") not in (None, attached["InstanceId"]) or params.get(
+            "Device"
+        ) not in (None, attached["Device"]):
+            raise AwsError(
+                "InvalidAttachment.NotFound",
+                f"Volume '{volume_id}' is not attached to instance '{params.get('InstanceId')}' "
+                f"as '{params.get('Device')}'.",
+            )
+        ours = self._attachments.get(volume_id) or _Attachment(
+            volume_id, attached["InstanceId"], attached["Device"], now
+        )
+        if ours.detaching:
+            pass
+        elif self.detach_seconds > 0:
+            ours.detaching = True
+            ours.since = now
+            self._attachments[volume_id] = ours
+        else:
+            self._moto(
+                "ec2",
+                "DetachVolume",
+                {"VolumeId": volume_id, "InstanceId": ours.instance_id, "Device": ours.device},
+            )
+            self._attachments.pop(volume_id, None)
+        return {
+            "VolumeId": volume_id,
+            "InstanceId": ours.instance_id,
+            "Device": ours.device,
+            "State": "detaching",
+            "AttachTime": attached.get("AttachTime", now),
+        }
+
+    def _delete_volume(self, params: Params) -> Answer:
+        volume_id = params["VolumeId"]
+        self._moto("ec2", "DeleteVolume", {"VolumeId": volume_id})
+        self._volumes.pop(volume_id, None)
+        self._attachments.pop(volume_id, None)
+        return {}
+
+    # ------------------------------------------------------------------ fast snapshot restore
+
+    def _fsr_state(self, pair: _FsrPair, now: datetime) -> str:
+        if pair.disabling is not None and now >= pair.disabling:
+            if self._fsr_stuck == "disabling":
+                return "disabling"
+            return "disabled" if pair.disabled is not None and now >= pair.disabled else "disabling"
+        state = "enabling"
+        if now >= pair.optimizing:
+            state = "optimizing"
+        if now >= pair.enabled:
+            state = "enabled"
+        if self._fsr_stuck in _FSR_ORDER and _FSR_ORDER[state] > _FSR_ORDER[self._fsr_stuck]:
+            state = self._fsr_stuck
+        return state
+
+    def _fsr_item(self, pair: _FsrPair, now: datetime) -> Answer:
+        state = self._fsr_state(pair, now)
+        item: Answer = {
+            "SnapshotId": pair.snapshot_id,
+            "AvailabilityZone": pair.zone,
+            "AvailabilityZoneId": self._zones_by_name().get(pair.zone, ""),
+            "State": state,
+            "StateTransitionReason": "Client.UserInitiated"
+            if state in ("enabling", "disabling")
+            else "Client.UserInitiated - Lifecycle state transition",
+            "OwnerId": pair.owner_id,
+            "EnablingTime": pair.enabling,
+        }
+        reached = {"enabling": 0, "optimizing": 1, "enabled": 2, "disabling": 3, "disabled": 4}
+        if pair.disabling is not None:
+            for key, when in (("OptimizingTime", pair.optimizing), ("EnabledTime", pair.enabled)):
+                if when <= pair.disabling:
+                    item[key] = when
+            item["DisablingTime"] = pair.disabling
+            if state == "disabled":
+                item["DisabledTime"] = pair.disabled
+        else:
+            if reached[state] >= 1:
+                item["OptimizingTime"] = pair.optimizing
+            if reached[state] >= 2:
+                item["EnabledTime"] = pair.enabled
+        return item
+
+    def _fsr_targets(
+        self, params: Params
+    ) -> tuple[list[tuple[str, str, dict[str, Any] | None]], list[Answer]]:
+        zones = self._zones_by_name()
+        by_id = {zone_id: name for name, zone_id in zones.items()}
+        requested = list(params.get("AvailabilityZones", [])) + [
+            by_id.get(zone_id, zone_id) for zone_id in params.get("AvailabilityZoneIds", [])
+        ]
+        targets: list[tuple[str, str, dict[str, Any] | None]] = []
+        failures: list[Answer] = []
+        for snapshot_id in params["SourceSnapshotIds"]:
+            errors = []
+            try:
+                snapshot: dict[str, Any] | None = self._moto_snapshot(snapshot_id)
+            except AwsError:
+                snapshot = None
+            for zone in requested:
+                if snapshot is None:
+                    errors.append(
+                        {
+                            "AvailabilityZone": zone,
+                            "Error": {
+                                "Code": "InvalidSnapshot.NotFound",
+                                "Message": f"The snapshot '{snapshot_id}' does not exist.",
+                            },
+                        }
+                    )
+                elif zone not in zones:
+                    errors.append(
+                        {
+                            "AvailabilityZone": zone,
+                            "Error": {
+                                "Code": "InvalidParameterValue",
+                                "Message": f"Invalid availability zone: [{zone}]",
+                            },
+                        }
+                    )
+                else:
+                    targets.append((snapshot_id, zone, snapshot))
+            if errors:
+                failures.append(
+                    {"SnapshotId": snapshot_id, "FastSnapshotRestoreStateErrors": errors}
+                )
+        return targets, failures
+
+    def _enable_fsr(self, params: Params) -> Answer:
+        now = self.clock.now()
+        targets, failures = self._fsr_targets(params)
+        successful = []
+        for snapshot_id, zone, snapshot in targets:
+            assert snapshot is not None
+            pair = self._fsr.get((snapshot_id, zone))
+            if pair is None or self._fsr_state(pair, now) in ("disabling", "disabled"):
+                optimizing = now + timedelta(seconds=self.fsr_enabling_seconds)
+                optimise_for = self.fsr_optimizing_seconds_per_gib * int(
+                    snapshot.get("VolumeSize", 0)
+                )
+                pair = _FsrPair(
+                    snapshot_id,
+                    zone,
+                    str(snapshot.get("OwnerId", "")),
+                    enabling=now,
+                    optimizing=optimizing,
+                    enabled=optimizing + timedelta(seconds=optimise_for),
+                )
+                self._fsr[(snapshot_id, zone)] = pair
+            successful.append(self._fsr_item(pair, now))
+        return {"Successful": successful, "Unsuccessful": failures}
+
+    def _disable_fsr(self, params: Params) -> Answer:
+        now = self.clock.now()
+        targets, failures = self._fsr_targets(params)
+        successful = []
+        for snapshot_id, zone, snapshot in targets:
+            pair = self._fsr.get((snapshot_id, zone))
+            if pair is None:
+                successful.append(
+                    {
+                        "SnapshotId": snapshot_id,
+                        "AvailabilityZone": zone,
+                        "State": "disabled",
+                        "OwnerId": str((snapshot or {}).get("OwnerId", "")),
+                    }
+                )
+                continue
+            if self._fsr_state(pair, now) not in ("disabling", "disabled"):
+                pair.disabling = now
+                pair.disabled = now + timedelta(seconds=self.fsr_disabling_seconds)
+            successful.append(self._fsr_item(pair, now))
+        return {"Successful": successful, "Unsuccessful": failures}
+
+    def _describe_fsr(self, params: Params) -> Answer:
+        now = self.clock.now()
+        filters = params.get("Filters", [])
+        items = []
+        for pair in self._fsr.values():
+            item = self._fsr_item(pair, now)
+            fields = {
+                "availability-zone": [pair.zone],
+                "snapshot-id": [pair.snapshot_id],
+                "state": [item["State"]],
+                "owner-id": [pair.owner_id],
+            }
+            if _matches(filters, _lookup(fields)):
+                items.append(item)
+        page, token = _page(items, params, default_size=200)
+        answer: Answer = {"FastSnapshotRestores": page}
+        if token:
+            answer["NextToken"] = token
+        return answer
+
+    # ------------------------------------------------------------------ SSM
+
+    def _managed_instances(self) -> dict[str, bool]:
+        """Instances that have an SSM agent, and whether it is online."""
+        managed: dict[str, bool] = {}
+        reservations = self._moto("ec2", "DescribeInstances", {})["Reservations"]
+        for reservation in reservations:
+            for instance in reservation["Instances"]:
+                if instance["State"]["Name"] == "terminated":
+                    continue
+                managed[instance["InstanceId"]] = instance["State"]["Name"] in (
+                    "running",
+                    "pending",
+                )
+        managed.update(self._agents)
+        return managed
+
+    def _describe_instance_information(self, params: Params) -> Answer:
+        now = self.clock.now()
+        wanted: dict[str, set[str]] = {}
+        for item in params.get("InstanceInformationFilterList", []):
+            wanted.setdefault(item["key"], set()).update(item["valueSet"])
+        for item in params.get("Filters", []):
+            wanted.setdefault(item["Key"], set()).update(item["Values"])
+        infos = []
+        for instance_id, online in sorted(self._managed_instances().items()):
+            ping = "Online" if online else "ConnectionLost"
+            info = {
+                "InstanceId": instance_id,
+                "PingStatus": ping,
+                "LastPingDateTime": now if online else now - timedelta(hours=1),
+                "AgentVersion": "3.3.1142.0",
+                "IsLatestVersion": True,
+                "PlatformType": "Linux",
+                "PlatformName": "Amazon Linux",
+                "PlatformVersion": "2023",
+                "ResourceType": "EC2Instance",
+                "ComputerName": f"{instance_id}.ec2.internal",
+            }
+            fields: dict[str, set[str]] = {
+                "InstanceIds": {instance_id},
+                "PingStatus": {ping},
+                "PlatformTypes": {"Linux"},
+                "ResourceType": {"EC2Instance"},
+            }
+            if all(fields.get(key, set()) & values for key, values in wanted.items()):
+                infos.append(info)
+        page, token = _page(infos, params, default_size=50)
+        answer: Answer = {"InstanceInformationList": page}
+        if token:
+            answer["NextToken"] = token
+        return answer
+
+    def _document(self, name: str) -> dict[str, Any] | None:
+        """The document's content, None for AWS-owned documents moto does not carry."""
+        try:
+            answer = self._moto("ssm", "GetDocument", {"Name": name})
+        except AwsError:
+            if name.startswith("AWS-"):
+                return None
+            raise AwsError(
+                "InvalidDocument", f"Document with name {name} does not exist."
+            ) from None
+        content = answer.get("Content", "")
+        if answer.get("DocumentFormat") == "YAML":
+            loaded: Any = yaml.safe_load(content)
+        else:
+            loaded = json.loads(content)
+        return loaded if isinstance(loaded, dict) else {}
+
+    @staticmethod
+    def _check_parameters(name: str, document: dict[str, Any], given: dict[str, list[str]]) -> None:
+        declared: dict[str, Any] = document.get("parameters") or {}
+        for key in given:
+            if key not in declared:
+                raise AwsError("InvalidParameters", f'Parameter "{key}" is not valid for {name}.')
+        for key, spec in declared.items():
+            if key not in given and "default" not in spec:
+                raise AwsError("InvalidParameters", f'Parameter "{key}" is required by {name}.')
+            pattern = spec.get("allowedPattern")
+            if pattern and key in given:
+                for value in given[key]:
+                    if not re.fullmatch(pattern, value):
+                        raise AwsError(
+                            "InvalidParameters",
+                            f'Parameter "{key}" "{value}" failed to satisfy constraint: '
+                            f"Member must satisfy regular expression pattern: {pattern}",
+                        )
+
+    def _responder(self, document_name: str) -> Responder | None:
+        if document_name in self._responders:
+            return self._responders[document_name]
+        suffixes = [n for n in self._responders if document_name.endswith(n)]
+        return self._responders[max(suffixes, key=len)] if suffixes else None
+
+    def _target_instances(self, params: Params) -> list[str]:
+        instance_ids = list(params.get("InstanceIds", []))
+        for target in params.get("Targets", []):
+            key, values = target["Key"], target["Values"]
+            if key == "InstanceIds":
+                instance_ids.extend(values)
+            elif key.startswith("tag:"):
+                filters = [{"Name": key, "Values": values}]
+                answer = self._moto("ec2", "DescribeInstances", {"Filters": filters})
+                instance_ids.extend(
+                    i["InstanceId"] for r in answer["Reservations"] for i in r["Instances"]
+                )
+        return list(dict.fromkeys(instance_ids))
+
+    def _send_command(self, params: Params) -> Answer:
+        now = self.clock.now()
+        name = params["DocumentName"]
+        document = self._document(name)
+        parameters: dict[str, list[str]] = {
+            k: list(v) for k, v in params.get("Parameters", {}).items()
+        }
+        if document is not None:
+            self._check_parameters(name, document, parameters)
+        instance_ids = self._target_instances(params)
+        managed = self._managed_instances()
+        offline = [i for i in instance_ids if not managed.get(i, False)]
+        if offline or not instance_ids:
+            account = os.environ.get("MOTO_ACCOUNT_ID", "123456789012")
+            raise AwsError(
+                "InvalidInstanceId",
+                f"Instances [{offline}] not in a valid state for account {account}",
+            )
+        steps = (document or {}).get("mainSteps") or [{"name": "aws:runShellScript"}]
+        timeout = int(parameters.get("executionTimeout", ["3600"])[0])
+        command = _Command(
+            command_id=str(uuid.uuid4()),
+            document_name=name,
+            parameters=parameters,
+            comment=params.get("Comment", ""),
+            requested=now,
+            timeout_seconds=int(params.get("TimeoutSeconds", 3600)),
+            plugin_name=str(steps[0].get("name", "aws:runShellScript")),
+        )
+        responder = self._responder(name)
+        for instance_id in instance_ids:
+            context = CommandContext(
+                instance_id, name, copy.deepcopy(parameters), command.command_id, now
+            )
+            outcome = responder(context) if responder is not None else CommandOutcome()
+            if outcome.duration_seconds > timeout:
+                outcome = CommandOutcome(
+                    "TimedOut", outcome.stdout, outcome.stderr, -1, float(timeout)
+                )
+            end = now + timedelta(seconds=max(0.0, outcome.duration_seconds))
+            command.invocations[instance_id] = _Invocation(instance_id, outcome, now, end)
+        self._commands[command.command_id] = command
+        return {"Command": self._command_view(command, now)}
+
+    @staticmethod
+    def _invocation_status(inv: _Invocation, now: datetime) -> tuple[str, str]:
+        if inv.cancelled_at is not None and inv.cancelled_at < inv.end:
+            return "Cancelled", "Cancelled"
+        if now < inv.end:
+            return "InProgress", "InProgress"
+        status = inv.outcome.status
+        details = {"TimedOut": "ExecutionTimedOut"}.get(status, status)
+        return status, details
+
+    @staticmethod
+    def _response_code(inv: _Invocation, status: str) -> int:
+        if status in ("InProgress", "Cancelled"):
+            return -1
+        if status == "Failed" and inv.outcome.exit_code == 0:
+            return 1
+        return inv.outcome.exit_code
+
+    def _command_view(self, command: _Command, now: datetime) -> Answer:
+        statuses = [self._invocation_status(i, now)[0] for i in command.invocations.values()]
+        if "InProgress" in statuses:
+            status = "InProgress"
+        elif all(s == "Success" for s in statuses):
+            status = "Success"
+        else:
+            status = next(s for s in ("Failed", "TimedOut", "Cancelled") if s in statuses)
+        return {
+            "CommandId": command.command_id,
+            "DocumentName": command.document_name,
+            "DocumentVersion": "$DEFAULT",
+            "Comment": command.comment,
+            "ExpiresAfter": command.requested + timedelta(seconds=command.timeout_seconds),
+            "Parameters": command.parameters,
+            "InstanceIds": list(command.invocations),
+            "Targets": [],
+            "RequestedDateTime": command.requested,
+            "Status": status,
+            "StatusDetails": status,
+            "TargetCount": len(statuses),
+            "CompletedCount": sum(s != "InProgress" for s in statuses),
+            "ErrorCount": sum(s in ("Failed", "TimedOut") for s in statuses),
+            "DeliveryTimedOutCount": 0,
+            "TimeoutSeconds": command.timeout_seconds,
+            "CloudWatchOutputConfig": {"CloudWatchOutputEnabled": False},
+        }
+
+    def _invocation(
+        self, command_id: str, instance_id: str, now: datetime
+    ) -> tuple[_Command, _Invocation]:
+        command = self._commands.get(command_id)
+        inv = command.invocations.get(instance_id) if command is not None else None
+        visible = command is not None and (
+            (now - command.requested).total_seconds() >= self.invocation_visible_after_seconds
+        )
+        if command is None or inv is None or not visible:
+            raise AwsError("InvocationDoesNotExist", "An error occurred (InvocationDoesNotExist)")
+        return command, inv
+
+    def _get_command_invocation(self, params: Params) -> Answer:
+        now = self.clock.now()
+        command, inv = self._invocation(params["CommandId"], params["InstanceId"], now)
+        plugin = params.get("PluginName")
+        if plugin is not None and plugin != command.plugin_name:
+            raise AwsError("InvalidPluginName", f"Plugin {plugin} does not exist in the document.")
+        status, details = self._invocation_status(inv, now)
+        done = status not in ("InProgress",)
+        end = min(inv.end, inv.cancelled_at) if inv.cancelled_at is not None else inv.end
+        elapsed = (end - inv.start).total_seconds() if done else (now - inv.start).total_seconds()
+        return {
+            "CommandId": command.command_id,
+            "InstanceId": inv.instance_id,
+            "Comment": command.comment,
+            "DocumentName": command.document_name,
+            "DocumentVersion": "$DEFAULT",
+            "PluginName": command.plugin_name,
+            "ResponseCode": self._response_code(inv, status),
+            "ExecutionStartDateTime": _iso(inv.start),
+            "ExecutionElapsedTime": f"PT{elapsed:.3f}S",
+            "ExecutionEndDateTime": _iso(end) if done else "",
+            "Status": status,
+            "StatusDetails": details,
+            "StandardOutputContent": _truncate(inv.outcome.stdout, STDOUT_LIMIT)
+            if done and status != "Cancelled"
+            else "",
+            "StandardOutputUrl": "",
+            "StandardErrorContent": _truncate(inv.outcome.stderr, STDERR_LIMIT)
+            if done and status != "Cancelled"
+            else "",
+            "StandardErrorUrl": "",
+            "CloudWatchOutputConfig": {
+                "CloudWatchLogGroupName": "",
+                "CloudWatchOutputEnabled": False,
+            },
+        }
+
+    def _list_command_invocations(self, params: Params) -> Answer:
+        now = self.clock.now()
+        command_id = params.get("CommandId")
+        if command_id is not None and command_id not in self._commands:
+            raise AwsError("InvalidCommandId", f"Command {command_id} does not exist.")
+        items = []
+        for command in self._commands.values():
+            if command_id is not None and command.command_id != command_id:
+                continue
+            for inv in command.invocations.values():
+                if params.get("InstanceId") not in (None, inv.instance_id):
+                    continue
+                status, details = self._invocation_status(inv, now)
+                item: Answer = {
+                    "CommandId": command.command_id,
+                    "InstanceId": inv.instance_id,
+                    "InstanceName": "",
+                    "Comment": command.comment,
+                    "DocumentName": command.document_name,
+                    "DocumentVersion": "$DEFAULT",
+                    "RequestedDateTime": command.requested,
+                    "Status": status,
+                    "StatusDetails": details,
+                    "TraceOutput": "",
+                    "StandardOutputUrl": "",
+                    "StandardErrorUrl": "",
+                    "CommandPlugins": [],
+                    "CloudWatchOutputConfig": {"CloudWatchOutputEnabled": False},
+                }
+                if params.get("Details"):
+                    done = status not in ("InProgress", "Cancelled")
+                    output = inv.outcome.stdout
+                    if inv.outcome.stderr:
+                        output += "\n----------ERROR-------\n" + inv.outcome.stderr
+                    plugin: Answer = {
+                        "Name": command.plugin_name,
+                        "Status": status,
+                        "StatusDetails": details,
+                        "ResponseCode": self._response_code(inv, status),
+                        "ResponseStartDateTime": inv.start,
+                        "Output": _truncate(output, PLUGIN_OUTPUT_LIMIT) if done else "",
+                        "StandardOutputUrl": "",
+                        "StandardErrorUrl": "",
+                    }
+                    if done:
+                        plugin["ResponseFinishDateTime"] = inv.end
+                    item["CommandPlugins"] = [plugin]
+                items.append(item)
+        page, token = _page(items, params, default_size=50)
+        answer: Answer = {"CommandInvocations": page}
+        if token:
+            answer["NextToken"] = token
+        return answer
+
+    def _list_commands(self, params: Params) -> Answer:
+        now = self.clock.now()
+        command_id = params.get("CommandId")
+        if command_id is not None and command_id not in self._commands:
+            raise AwsError("InvalidCommandId", f"Command {command_id} does not exist.")
+        commands = [
+            self._command_view(c, now)
+            for c in self._commands.values()
+            if command_id in (None, c.command_id)
+            and params.get("InstanceId") in (None, *c.invocations)
+        ]
+        page, token = _page(commands, params, default_size=50)
+        answer: Answer = {"Commands": page}
+        if token:
+            answer["NextToken"] = token
+        return answer
+
+    def _cancel_command(self, params: Params) -> Answer:
+        now = self.clock.now()
+        command = self._commands.get(params["CommandId"])
+        if command is None:
+            raise AwsError("InvalidCommandId", f"Command {params['CommandId']} does not exist.")
+        for inv in command.invocations.values():
+            if params.get("InstanceIds") and inv.instance_id not in params["InstanceIds"]:
+                continue
+            if now < inv.end and inv.cancelled_at is None:
+                inv.cancelled_at = now
+        return {}
