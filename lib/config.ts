@@ -1,0 +1,182 @@
+import { readFileSync } from 'fs';
+import { parse } from 'yaml';
+
+/** What an operator may configure. Everything is optional: with no file at all, both
+ * workflows still work for any array found by tags; the file only adds schedules, retention,
+ * restore defaults and automated recovery. */
+export interface RaidsnapConfig {
+  readonly defaults: ArrayDefaults;
+  readonly arrays: Record<string, ArrayConfig>;
+}
+
+export type Consistency = 'crash' | 'fsfreeze';
+export type Initialization = 'fsr' | 'rate' | 'prewarm' | 'none';
+
+export interface ArrayDefaults {
+  readonly retention: number;
+  readonly consistency: Consistency;
+  readonly initialization: Initialization;
+  readonly timezone: string;
+  readonly maxFreezeSeconds: number;
+}
+
+export interface ScheduleConfig {
+  readonly expression: string;
+  readonly timezone: string;
+  readonly retryAttempts: number;
+  readonly maxEventAgeMinutes: number;
+}
+
+export interface ArrayConfig {
+  readonly name: string;
+  readonly schedules: readonly ScheduleConfig[];
+  readonly retention: number;
+  readonly consistency: Consistency;
+  readonly initialization: Initialization;
+  readonly rpoMinutes?: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly field: string, problem: string) {
+    super(`raidsnap config: ${field}: ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const ARRAY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+// EventBridge Scheduler expressions: cron(6 fields), rate(n unit), or at(yyyy-mm-ddThh:mm:ss).
+const SCHEDULE = /^(cron\(\S+( \S+){5}\)|rate\([1-9][0-9]* (minute|minutes|hour|hours|day|days)\)|at\(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\))$/;
+const TIMEZONE = /^(UTC|[A-Za-z]+(\/[A-Za-z0-9_+-]+){1,2})$/;
+
+export const BUILT_IN_DEFAULTS: ArrayDefaults = {
+  retention: 7,
+  consistency: 'crash',
+  initialization: 'prewarm',
+  timezone: 'UTC',
+  maxFreezeSeconds: 60,
+};
+
+type Raw = Record<string, unknown>;
+
+function isObject(value: unknown): value is Raw {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function only(obj: Raw, field: string, allowed: readonly string[]): void {
+  for (const key of Object.keys(obj)) {
+    if (!allowed.includes(key)) {
+      throw new ConfigError(`${field}.${key}`, `unknown setting (allowed: ${allowed.join(', ')})`);
+    }
+  }
+}
+
+function integer(value: unknown, field: string, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError(field, `must be an integer from ${min} to ${max}, not ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+function oneOf<T extends string>(value: unknown, field: string, allowed: readonly T[]): T {
+  if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+    throw new ConfigError(field, `must be one of ${allowed.join(', ')}, not ${JSON.stringify(value)}`);
+  }
+  return value as T;
+}
+
+function matching(value: unknown, field: string, pattern: RegExp, what: string): string {
+  if (typeof value !== 'string' || !pattern.test(value)) {
+    throw new ConfigError(field, `must be ${what}, not ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+function parseDefaults(raw: unknown): ArrayDefaults {
+  if (raw === undefined) return BUILT_IN_DEFAULTS;
+  if (!isObject(raw)) throw new ConfigError('defaults', 'must be a mapping');
+  only(raw, 'defaults', ['retention', 'consistency', 'initialization', 'timezone', 'maxFreezeSeconds']);
+  const d = BUILT_IN_DEFAULTS;
+  return {
+    retention: raw.retention === undefined ? d.retention : integer(raw.retention, 'defaults.retention', 1, 1000),
+    consistency: raw.consistency === undefined ? d.consistency : oneOf(raw.consistency, 'defaults.consistency', ['crash', 'fsfreeze'] as const),
+    initialization: raw.initialization === undefined ? d.initialization
+      : oneOf(raw.initialization, 'defaults.initialization', ['fsr', 'rate', 'prewarm', 'none'] as const),
+    timezone: raw.timezone === undefined ? d.timezone : matching(raw.timezone, 'defaults.timezone', TIMEZONE, 'an IANA time zone such as Europe/Berlin'),
+    maxFreezeSeconds: raw.maxFreezeSeconds === undefined ? d.maxFreezeSeconds
+      : integer(raw.maxFreezeSeconds, 'defaults.maxFreezeSeconds', 1, 900),
+  };
+}
+
+function parseSchedule(raw: unknown, field: string, defaults: ArrayDefaults): ScheduleConfig {
+  const obj: Raw = typeof raw === 'string' ? { expression: raw } : isObject(raw) ? raw : {};
+  if (!isObject(raw) && typeof raw !== 'string') {
+    throw new ConfigError(field, 'must be a schedule expression or a mapping with "expression"');
+  }
+  only(obj, field, ['expression', 'timezone', 'retryAttempts', 'maxEventAgeMinutes']);
+  return {
+    expression: matching(obj.expression, `${field}.expression`, SCHEDULE,
+      'an EventBridge Scheduler expression: cron(m h dom mon dow y), rate(n unit) or at(...)'),
+    timezone: obj.timezone === undefined ? defaults.timezone
+      : matching(obj.timezone, `${field}.timezone`, TIMEZONE, 'an IANA time zone such as Europe/Berlin'),
+    retryAttempts: obj.retryAttempts === undefined ? 3 : integer(obj.retryAttempts, `${field}.retryAttempts`, 0, 185),
+    maxEventAgeMinutes: obj.maxEventAgeMinutes === undefined ? 60
+      : integer(obj.maxEventAgeMinutes, `${field}.maxEventAgeMinutes`, 1, 1440),
+  };
+}
+
+function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayConfig {
+  const field = `arrays.${name}`;
+  if (!ARRAY_NAME.test(name)) {
+    throw new ConfigError(field, 'array names are 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit');
+  }
+  if (!isObject(raw)) throw new ConfigError(field, 'must be a mapping');
+  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes']);
+  if (raw.schedule !== undefined && raw.schedules !== undefined) {
+    throw new ConfigError(field, 'give either schedule or schedules, not both');
+  }
+  let schedules: ScheduleConfig[] = [];
+  if (raw.schedule !== undefined) {
+    schedules = [parseSchedule(raw.schedule, `${field}.schedule`, defaults)];
+  } else if (raw.schedules !== undefined) {
+    if (!Array.isArray(raw.schedules)) throw new ConfigError(`${field}.schedules`, 'must be a list');
+    schedules = raw.schedules.map((s, i) => parseSchedule(s, `${field}.schedules[${i}]`, defaults));
+  }
+  return {
+    name,
+    schedules,
+    retention: raw.retention === undefined ? defaults.retention : integer(raw.retention, `${field}.retention`, 1, 1000),
+    consistency: raw.consistency === undefined ? defaults.consistency
+      : oneOf(raw.consistency, `${field}.consistency`, ['crash', 'fsfreeze'] as const),
+    initialization: raw.initialization === undefined ? defaults.initialization
+      : oneOf(raw.initialization, `${field}.initialization`, ['fsr', 'rate', 'prewarm', 'none'] as const),
+    rpoMinutes: raw.rpoMinutes === undefined ? undefined : integer(raw.rpoMinutes, `${field}.rpoMinutes`, 5, 525600),
+  };
+}
+
+/** Validate a parsed config document; every problem names the field. */
+export function parseConfig(raw: unknown): RaidsnapConfig {
+  if (raw === undefined || raw === null) return { defaults: BUILT_IN_DEFAULTS, arrays: {} };
+  if (!isObject(raw)) throw new ConfigError('(top level)', 'must be a mapping');
+  only(raw, '(top level)', ['defaults', 'arrays']);
+  const defaults = parseDefaults(raw.defaults);
+  const arrays: Record<string, ArrayConfig> = {};
+  if (raw.arrays !== undefined) {
+    if (!isObject(raw.arrays)) throw new ConfigError('arrays', 'must be a mapping of array name to settings');
+    for (const [name, value] of Object.entries(raw.arrays)) {
+      arrays[name] = parseArray(name, value, defaults);
+    }
+  }
+  return { defaults, arrays };
+}
+
+/** Read the config file named by the `config` context value; no file means no config. */
+export function loadConfig(path: string | undefined): RaidsnapConfig {
+  if (!path) return parseConfig(undefined);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError('(file)', `cannot read ${path}: ${(err as Error).message}`);
+  }
+  return parseConfig(parse(text));
+}

@@ -1,0 +1,111 @@
+import { Duration } from 'aws-cdk-lib';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { Construct } from 'constructs';
+import { ArrayConfig, ArrayDefaults } from '../config';
+import { Documents } from './documents';
+import { FunctionFactory, FunctionSpec } from './functions';
+import { Permissions } from './permissions';
+import { Workflow } from './workflow';
+
+export interface BackupWorkflowProps {
+  readonly factory: FunctionFactory;
+  readonly documents: Documents;
+  readonly defaults: ArrayDefaults;
+  readonly arrays: readonly ArrayConfig[];
+}
+
+/** statemachines/backup.asl.json and the functions it calls, each with only its permissions. */
+export class BackupWorkflow extends Construct {
+  readonly stateMachine: sfn.StateMachine;
+  readonly functions: Record<string, lambda.Function>;
+
+  constructor(scope: Construct, id: string, props: BackupWorkflowProps) {
+    super(scope, id);
+    const p = new Permissions(this);
+    const docs = props.documents;
+    const environment = {
+      DISCOVER_DOCUMENT: docs.names.discover,
+      FREEZE_DOCUMENT: docs.names.freeze,
+      THAW_DOCUMENT: docs.names.thaw,
+      DEFAULT_RETENTION: String(props.defaults.retention),
+      MAX_FREEZE_SECONDS: String(props.defaults.maxFreezeSeconds),
+      RETENTION_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.map((a) => [a.name, a.retention]))),
+    };
+    const specs: FunctionSpec[] = [
+      {
+        id: 'BackupPrepare', module: 'backup_prepare',
+        description: 'validate a backup request, find the array instance, start discovery',
+        statements: [
+          p.describe('ec2:DescribeInstances', 'ssm:DescribeInstanceInformation'),
+          ...p.sendCommand(docs.arns('discover')),
+        ],
+      },
+      {
+        id: 'BackupMembers', module: 'backup_members',
+        description: 'resolve the member volumes from discovery or volume tags',
+        statements: [p.describe('ec2:DescribeInstances', 'ec2:DescribeVolumes'), ...p.readCommands()],
+      },
+      {
+        id: 'BackupFreeze', module: 'backup_freeze',
+        description: 'freeze the array filesystem (bounded by a guard on the instance)',
+        statements: p.sendCommand(docs.arns('freeze')),
+      },
+      {
+        id: 'BackupThaw', module: 'backup_thaw',
+        description: 'thaw the array filesystem',
+        statements: p.sendCommand(docs.arns('thaw')),
+      },
+      {
+        id: 'CommandPoll', module: 'command_poll',
+        description: 'look at a running SSM command',
+        statements: p.readCommands(),
+      },
+      {
+        id: 'BackupSnapshot', module: 'backup_snapshot',
+        description: 'take the multi-volume snapshot set of the members',
+        statements: [
+          p.describe('ec2:DescribeInstances', 'ec2:DescribeVolumes', 'ec2:DescribeSnapshots'),
+          ...p.createSnapshots(),
+          p.manageTaggedSnapshots('ec2:CreateTags', 'ec2:DeleteSnapshot'),
+        ],
+      },
+      {
+        id: 'BackupCheck', module: 'backup_check',
+        description: 'follow the progress of a snapshot set',
+        statements: [p.describe('ec2:DescribeSnapshots')],
+      },
+      {
+        id: 'BackupRetention', module: 'backup_retention',
+        description: 'keep the newest complete sets and delete older ones',
+        statements: [
+          p.describe('ec2:DescribeSnapshots', 'ec2:DescribeVolumes'),
+          p.manageTaggedSnapshots('ec2:DeleteSnapshot'),
+        ],
+      },
+      {
+        id: 'BackupFailed', module: 'backup_failed',
+        description: 'thaw after a failed backup and name the error',
+        statements: p.sendCommand(docs.arns('thaw')),
+      },
+    ];
+    this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment })));
+    const f = this.functions;
+    this.stateMachine = new Workflow(this, 'Workflow', {
+      definitionFile: 'backup.asl.json',
+      comment: 'raidsnap backup: a crash-consistent snapshot set of an array, then retention',
+      timeout: Duration.hours(24),
+      functions: {
+        BackupPrepareFunctionArn: f.BackupPrepare,
+        BackupMembersFunctionArn: f.BackupMembers,
+        BackupFreezeFunctionArn: f.BackupFreeze,
+        BackupThawFunctionArn: f.BackupThaw,
+        CommandPollFunctionArn: f.CommandPoll,
+        BackupSnapshotFunctionArn: f.BackupSnapshot,
+        BackupCheckFunctionArn: f.BackupCheck,
+        BackupRetentionFunctionArn: f.BackupRetention,
+        BackupFailedFunctionArn: f.BackupFailed,
+      },
+    }).stateMachine;
+  }
+}

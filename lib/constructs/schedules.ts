@@ -1,0 +1,51 @@
+import { Duration, TimeZone } from 'aws-cdk-lib';
+import * as scheduler from 'aws-cdk-lib/aws-scheduler';
+import * as targets from 'aws-cdk-lib/aws-scheduler-targets';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import { Construct } from 'constructs';
+import { ArrayConfig } from '../config';
+
+export interface SchedulesProps {
+  readonly arrays: readonly ArrayConfig[];
+  readonly backup: sfn.IStateMachine;
+}
+
+/** One EventBridge Scheduler schedule per configured schedule of each array; each starts the
+ * backup workflow with that array's input. Runs that cannot start land in a dead-letter queue. */
+export class Schedules extends Construct {
+  readonly deadLetterQueue?: sqs.Queue;
+  readonly schedules: scheduler.Schedule[] = [];
+
+  constructor(scope: Construct, id: string, props: SchedulesProps) {
+    super(scope, id);
+    const scheduled = props.arrays.filter((a) => a.schedules.length > 0);
+    if (scheduled.length === 0) return;
+    this.deadLetterQueue = new sqs.Queue(this, 'DeadLetters', {
+      enforceSSL: true,
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      retentionPeriod: Duration.days(14),
+    });
+    const group = new scheduler.ScheduleGroup(this, 'Group', {});
+    for (const array of scheduled) {
+      array.schedules.forEach((s, i) => {
+        const target = new targets.StepFunctionsStartExecution(props.backup, {
+          input: scheduler.ScheduleTargetInput.fromObject({
+            array: array.name,
+            consistency: array.consistency,
+            trigger: 'schedule',
+          }),
+          deadLetterQueue: this.deadLetterQueue,
+          retryAttempts: s.retryAttempts,
+          maxEventAge: Duration.minutes(s.maxEventAgeMinutes),
+        });
+        this.schedules.push(new scheduler.Schedule(this, `${array.name}-${i}`, {
+          description: `raidsnap backup of ${array.name}`,
+          schedule: scheduler.ScheduleExpression.expression(s.expression, TimeZone.of(s.timezone)),
+          scheduleGroup: group,
+          target,
+        }));
+      });
+    }
+  }
+}

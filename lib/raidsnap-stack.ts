@@ -1,0 +1,29 @@
+import { Stack, StackProps } from 'aws-cdk-lib';
+import { Construct } from 'constructs';
+import { RaidsnapConfig } from './config';
+import { BackupWorkflow } from './constructs/backup-workflow';
+import { Documents } from './constructs/documents';
+import { FunctionFactory } from './constructs/functions';
+import { Schedules } from './constructs/schedules';
+
+export interface RaidsnapStackProps extends StackProps {
+  readonly config: RaidsnapConfig;
+}
+
+/** Composition only: each part lives in lib/constructs. */
+export class RaidsnapStack extends Stack {
+  readonly backup: BackupWorkflow;
+  readonly documents: Documents;
+  readonly schedules: Schedules;
+
+  constructor(scope: Construct, id: string, props: RaidsnapStackProps) {
+    super(scope, id, props);
+    const arrays = Object.values(props.config.arrays);
+    this.documents = new Documents(this, 'Documents');
+    const factory = new FunctionFactory(this, 'Functions');
+    this.backup = new BackupWorkflow(this, 'Backup', {
+      factory, documents: this.documents, defaults: props.config.defaults, arrays,
+    });
+    this.schedules = new Schedules(this, 'Schedules', { arrays, backup: this.backup.stateMachine });
+  }
+}
