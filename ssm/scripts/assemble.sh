@@ -1,0 +1,520 @@
+#!/usr/bin/env bash
+# raidsnap assemble: bring up a restored md array from its EBS volumes. Finds every member by
+# volume id, checks each superblock carries MdUuid and the member count matches, stops any array
+# udev assembled on its own, assembles by UUID under MdDevice, mounts, and optionally persists
+# (mdadm.conf, initramfs, fstab). Never creates, formats, forces or zeroes anything.
+# Parameters (environment): SSM_VolumeIds, SSM_MdUuid, SSM_MdDevice, SSM_MountPoint,
+# SSM_ReadOnly, SSM_Persist. RAIDSNAP_DEVICE_WAIT_SECONDS (default 120) bounds the wait for
+# the volumes to appear.
+set -euo pipefail
+export LC_ALL=C
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+# JSON string literal for $1: backslash, quote and control characters escaped. Pure bash,
+# because jq or python may be absent on the instance.
+json_str() {
+  local s=$1 out="" c i
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  s=${s//$'\n'/\\n}
+  s=${s//$'\r'/\\r}
+  s=${s//$'\t'/\\t}
+  if [[ $s == *[$'\x01'-$'\x1f']* ]]; then
+    for ((i = 0; i < ${#s}; i++)); do
+      c=${s:i:1}
+      [[ $c == [$'\x01'-$'\x1f'] ]] && printf -v c '\\u%04x' "'$c"
+      out+=$c
+    done
+    s=$out
+  fi
+  printf '"%s"' "$s"
+}
+
+# A JSON string, or null when $1 is empty.
+json_str_or_null() {
+  if [[ -n $1 ]]; then json_str "$1"; else printf 'null'; fi
+}
+
+# A JSON number, or null when $1 is not an integer.
+json_int_or_null() {
+  if [[ $1 =~ ^-?[0-9]+$ ]]; then printf '%s' "$1"; else printf 'null'; fi
+}
+
+say() { printf 'raidsnap: %s\n' "$*" >&2; }
+
+# Print the error as the final JSON line and stop. Exit 2 for bad input, 1 otherwise.
+fail() {
+  local name=$1 message=$2 code=1
+  [[ $name == InvalidInput ]] && code=2
+  say "$name: $message"
+  printf '{"ok":false,"error":%s,"message":%s}\n' "$(json_str "$name")" "$(json_str "$message")"
+  exit "$code"
+}
+
+# Parameters were checked by the document's allowedPattern already; the script checks again so
+# that a hand-run or a copy of the document without the patterns is just as safe.
+require_match() { # NAME VALUE REGEX
+  [[ $2 =~ $3 ]] || fail InvalidInput "$1 has an invalid value (expected ${3})"
+}
+
+require_mount_point() { # NAME VALUE
+  local seg
+  local -a segs
+  require_match "$1" "$2" '^(/[A-Za-z0-9._-]+)+$'
+  ((${#2} <= 201)) || fail InvalidInput "$1 is longer than 201 characters"
+  IFS=/ read -r -a segs <<<"${2#/}"
+  for seg in "${segs[@]}"; do
+    [[ $seg != . && $seg != .. ]] || fail InvalidInput "$1 must not contain . or .. segments"
+  done
+}
+
+# The block device of an EBS volume. Nitro: the NVMe controller serial is the volume id without
+# its dash, seen as /dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_<serial> and in
+# /sys/class/nvme/*/serial. Xen instances expose no volume id at all; the fallback is any
+# /dev/disk/by-id link that carries the id (some images add such links), else nothing.
+volume_device() {
+  local vol=$1 serial=${1/-/} link c ns
+  link=/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_$serial
+  if [[ -b $link ]]; then
+    readlink -f "$link"; return 0
+  fi
+  for c in /sys/class/nvme/nvme*; do
+    [[ -r $c/serial ]] || continue
+    [[ $(tr -d ' \n' <"$c/serial") == "$serial" ]] || continue
+    for ns in "$c"/nvme*n*; do
+      if [[ -b /dev/${ns##*/} ]]; then
+        printf '/dev/%s\n' "${ns##*/}"; return 0
+      fi
+    done
+  done
+  for link in /dev/disk/by-id/*"$serial" /dev/disk/by-id/*"$vol"; do
+    if [[ -b $link ]]; then
+      readlink -f "$link"; return 0
+    fi
+  done
+  return 0
+}
+
+# The whole disk a device belongs to (nvme1n1p1 -> nvme1n1), as a kernel name.
+parent_disk() {
+  local name=${1#/dev/}
+  if [[ -e /sys/class/block/$name/partition ]]; then
+    name=$(readlink -f "/sys/class/block/$name/..")
+    name=${name##*/}
+  fi
+  printf '%s\n' "$name"
+}
+
+# The EBS-style serial of a device (its parent disk's NVMe serial), or nothing.
+device_serial() {
+  local disk link
+  disk=$(parent_disk "$1")
+  if [[ -r /sys/class/block/$disk/device/serial ]]; then
+    tr -d ' \n' <"/sys/class/block/$disk/device/serial"; return 0
+  fi
+  for link in /dev/disk/by-id/*vol*; do
+    [[ -e $link && $link != *-part* ]] || continue
+    if [[ $(readlink -f "$link") == "/dev/$disk" ]]; then
+      printf '%s\n' "${link##*/}" | grep -o 'vol-\{0,1\}[0-9a-f]\{8,17\}' | head -n1 | tr -d -- -
+      return 0
+    fi
+  done
+  return 0
+}
+
+# vol0abc... -> vol-0abc..., nothing for a serial that is not an EBS volume id.
+serial_volume_id() {
+  if [[ $1 =~ ^vol([0-9a-f]{8,17})$ ]]; then printf 'vol-%s\n' "${BASH_REMATCH[1]}"; fi
+}
+
+kv() { # KEY TEXT: value of KEY=value in mdadm/blkid export output
+  sed -n "s/^$1=//p" <<<"$2" | head -n1
+}
+
+# Let udev finish what it is doing (incremental assembly, device links) before looking.
+settle() {
+  if [[ -S /run/udev/control ]] && command -v udevadm >/dev/null; then
+    udevadm settle --timeout=15 >/dev/null 2>&1 || true
+  fi
+}
+
+# md arrays (kernel names) that hold the kernel device $1.
+md_holders() {
+  local h
+  for h in /sys/class/block/"$1"/holders/*; do
+    [[ -e $h ]] && printf '%s\n' "${h##*/}"
+  done
+  return 0
+}
+
+# maj:min of a block device kernel name.
+dev_majmin() { cat "/sys/class/block/$1/dev"; }
+
+# Mount targets of the block device with kernel name $1.
+mount_targets() {
+  local mm
+  mm=$(dev_majmin "$1")
+  findmnt -rn -o MAJ:MIN,TARGET | awk -v mm="$mm" '$1 == mm {print $2}'
+}
+
+# Kernel names of the members currently bound to md array $1.
+md_member_names() {
+  local rd
+  for rd in /sys/block/"$1"/md/dev-*; do
+    [[ -e $rd ]] && printf '%s\n' "${rd##*/dev-}"
+  done
+  return 0
+}
+
+# Stop md array $1, retrying while udev or a prober still has it open.
+md_stop() {
+  local i err=""
+  for i in 1 2 3 4 5; do
+    if err=$(mdadm --stop "/dev/$1" 2>&1); then
+      return 0
+    fi
+    settle
+    sleep "$i"
+  done
+  say "mdadm --stop /dev/$1: $err"
+  return 1
+}
+
+volume_csv=${SSM_VolumeIds:-}
+md_uuid=${SSM_MdUuid:-}
+md_dev=${SSM_MdDevice:-/dev/md0}
+mount_point=${SSM_MountPoint:-}
+read_only=${SSM_ReadOnly:-false}
+persist=${SSM_Persist:-true}
+wait_seconds=${RAIDSNAP_DEVICE_WAIT_SECONDS:-120}
+
+require_match VolumeIds "$volume_csv" '^vol-[0-9a-f]{8,17}(,vol-[0-9a-f]{8,17}){0,39}$'
+require_match MdUuid "$md_uuid" '^[0-9a-f]{8}(:[0-9a-f]{8}){3}$'
+require_match MdDevice "$md_dev" '^/dev/md[0-9]{1,3}$'
+require_mount_point MountPoint "$mount_point"
+require_match ReadOnly "$read_only" '^(true|false)$'
+require_match Persist "$persist" '^(true|false)$'
+[[ $wait_seconds =~ ^[0-9]{1,4}$ ]] || fail InvalidInput "RAIDSNAP_DEVICE_WAIT_SECONDS must be a number"
+for tool in mdadm blkid findmnt mount; do
+  command -v "$tool" >/dev/null || fail ToolMissing "$tool is not installed"
+done
+IFS=, read -r -a volumes <<<"$volume_csv"
+dup=$(printf '%s\n' "${volumes[@]}" | sort | uniq -d | head -n1)
+[[ -z $dup ]] || fail InvalidInput "VolumeIds lists $dup twice"
+md_name=${md_dev#/dev/}
+changed=false
+warnings=()
+
+# 1. Every volume must show up as a block device (attachments take a while to appear).
+say "waiting up to ${wait_seconds}s for ${#volumes[@]} volume(s)"
+deadline=$((SECONDS + wait_seconds))
+while :; do
+  disks=() missing=()
+  for vol in "${volumes[@]}"; do
+    d=$(volume_device "$vol")
+    if [[ -n $d ]]; then disks+=("$d"); else missing+=("$vol"); fi
+  done
+  ((${#missing[@]} == 0)) && break
+  if ((SECONDS >= deadline)); then
+    fail MemberMissing "no block device for ${missing[*]} after ${wait_seconds}s (is it attached to this instance?)"
+  fi
+  settle
+  sleep 2
+done
+settle
+
+# 2. Each volume must carry a superblock of exactly this array. The superblock may sit on the
+#    whole disk or on one of its partitions.
+members=() names=() dev_uuids=() raid_devices=""
+for i in "${!volumes[@]}"; do
+  vol=${volumes[i]} disk=${disks[i]}
+  candidates=("$disk")
+  for p in /sys/class/block/"${disk#/dev/}"/*/partition; do
+    [[ -e $p ]] && candidates+=("/dev/$(basename "$(dirname "$p")")")
+  done
+  member="" examine="" seen_uuid=""
+  for c in "${candidates[@]}"; do
+    e=$(mdadm --examine --export "$c" 2>/dev/null || true)
+    u=$(kv MD_UUID "$e")
+    [[ -n $u ]] || continue
+    seen_uuid=$u
+    if [[ $u == "$md_uuid" ]]; then
+      member=$c examine=$e
+      break
+    fi
+  done
+  if [[ -z $member ]]; then
+    if [[ -n $seen_uuid ]]; then
+      fail UuidMismatch "$vol ($disk) belongs to md array $seen_uuid, not $md_uuid"
+    fi
+    fail NoMdSuperblock "$vol ($disk) carries no md superblock"
+  fi
+  n=$(kv MD_DEVICES "$examine")
+  if [[ -z $raid_devices ]]; then raid_devices=$n; fi
+  members+=("$member")
+  names+=("${member#/dev/}")
+  dev_uuids+=("$(kv MD_DEV_UUID "$examine")")
+  say "$vol -> $member (array $md_uuid, $(kv MD_LEVEL "$examine"), $n devices)"
+done
+if [[ $raid_devices != "${#volumes[@]}" ]]; then
+  fail MemberCountMismatch "the superblocks say the array has ${raid_devices:-?} devices, ${#volumes[@]} volume ids were given"
+fi
+dup=$(printf '%s\n' "${dev_uuids[@]}" | grep -v '^$' | sort | uniq -d | head -n1)
+[[ -z $dup ]] || fail DuplicateMember "two volumes carry the same member (device uuid $dup): copies of one disk?"
+
+# 3. Arrays that already hold our members: our own MdDevice (nothing to do), or one that udev's
+#    incremental assembly built (md127 and the like, active or inactive), which we stop. A member
+#    in use by anything else, or a stray array that is mounted, is refused.
+already=false
+strays=()
+for name in "${names[@]}"; do
+  while read -r holder; do
+    [[ -n $holder ]] || continue
+    if [[ $holder != md* ]]; then
+      fail MemberInUse "/dev/$name is in use by /dev/$holder"
+    fi
+    huuid=$(kv MD_UUID "$(mdadm --detail --export "/dev/$holder" 2>/dev/null || true)")
+    if [[ -n $huuid && $huuid != "$md_uuid" ]]; then
+      fail MemberInUse "/dev/$name is a member of /dev/$holder (array $huuid)"
+    fi
+    [[ $holder == "$md_name" ]] && continue
+    if [[ -n $(mount_targets "$holder") ]] || [[ -n $(ls -A "/sys/class/block/$holder/holders" 2>/dev/null) ]]; then
+      fail MemberInUse "/dev/$name is in /dev/$holder, which is mounted or in use"
+    fi
+    printf '%s\n' "${strays[@]}" | grep -qx "$holder" || strays+=("$holder")
+  done < <(md_holders "$name")
+done
+
+# 4. What MdDevice holds now.
+if [[ -d /sys/block/$md_name/md ]] && [[ -n $(md_member_names "$md_name") ]]; then
+  cur_uuid=$(kv MD_UUID "$(mdadm --detail --export "$md_dev" 2>/dev/null || true)")
+  cur_state=$(cat "/sys/block/$md_name/md/array_state" 2>/dev/null || true)
+  want=$(printf '%s\n' "${names[@]}" | sort)
+  have=$(md_member_names "$md_name" | sort)
+  if [[ -n $cur_uuid && $cur_uuid != "$md_uuid" ]]; then
+    fail MdDeviceBusy "$md_dev is already array $cur_uuid; choose another MdDevice or release it first"
+  elif [[ $want == "$have" && $cur_state =~ ^(clean|active|active-idle|read-auto|readonly)$ ]]; then
+    already=true
+    say "$md_dev is already active with exactly these members"
+  elif [[ -n $(mount_targets "$md_name") ]]; then
+    fail MdDeviceBusy "$md_dev is mounted but holds other devices ($(echo "$have" | paste -sd' ' -)) than requested"
+  else
+    # Our UUID but a partial or different member set (an earlier failed run, or old members):
+    # stop it and assemble exactly the requested devices.
+    [[ -z $cur_uuid ]] && [[ $(printf '%s\n' "$have" | grep -cxF -f <(printf '%s\n' "${names[@]}")) -eq 0 ]] &&
+      fail MdDeviceBusy "$md_dev is an inactive array made of other devices ($(echo "$have" | paste -sd' ' -))"
+    strays+=("$md_name")
+  fi
+fi
+
+stopped=()
+for s in "${strays[@]}"; do
+  say "stopping /dev/$s, assembled from these members before us"
+  md_stop "$s" || fail MemberInUse "could not stop /dev/$s which holds members of $md_uuid"
+  stopped+=("/dev/$s")
+  changed=true
+done
+
+# 5. Assemble exactly these devices under the requested name. No --run: an incomplete array
+#    must not start, and no --force: a member that disagrees is a reason to stop, not to guess.
+if ! $already; then
+  attempt=0
+  while :; do
+    attempt=$((attempt + 1))
+    settle
+    # udev may have grabbed a member again between our stop and now (a close-after-write event).
+    for name in "${names[@]}"; do
+      while read -r holder; do
+        [[ -n $holder && $holder == md* ]] || continue
+        say "stopping /dev/$holder, which took /dev/$name again"
+        md_stop "$holder" || true
+        stopped+=("/dev/$holder")
+      done < <(md_holders "$name")
+    done
+    if out=$(mdadm --assemble "$md_dev" --uuid="$md_uuid" "${members[@]}" 2>&1); then
+      say "$out"
+      break
+    fi
+    say "mdadm --assemble (attempt $attempt): $out"
+    if ((attempt >= 3)); then
+      fail AssembleFailed "mdadm --assemble $md_dev --uuid=$md_uuid ${members[*]} failed: $(tail -n 3 <<<"$out" | paste -sd' ' -)"
+    fi
+    sleep 2
+  done
+  changed=true
+  settle
+  for _ in $(seq 1 50); do
+    [[ -b $md_dev ]] && break
+    sleep 0.2
+  done
+fi
+state=$(cat "/sys/block/$md_name/md/array_state" 2>/dev/null || true)
+[[ $state =~ ^(clean|active|active-idle|read-auto|readonly)$ ]] || fail AssembleFailed "$md_dev is $state after assembly"
+degraded=$(cat "/sys/block/$md_name/md/degraded" 2>/dev/null || echo 0)
+if [[ $degraded != 0 ]]; then
+  md_stop "$md_name" || true
+  fail AssembleFailed "$md_dev came up degraded ($degraded missing); stopped it again"
+fi
+level=$(cat "/sys/block/$md_name/md/level")
+metadata=$(cat "/sys/block/$md_name/md/metadata_version")
+
+members_json=() slots=()
+for i in "${!volumes[@]}"; do
+  slot=$(cat "/sys/block/$md_name/md/dev-${names[i]}/slot" 2>/dev/null || true)
+  slots+=("$slot")
+  members_json+=("$(printf '{"volumeId":%s,"device":%s,"slot":%s}' "$(json_str "${volumes[i]}")" \
+    "$(json_str "${members[i]}")" "$(json_int_or_null "$slot")")")
+done
+if [[ $(printf '%s\n' "${slots[@]}") != "$(seq 0 $((${#volumes[@]} - 1)))" ]]; then
+  warnings+=("VolumeIds are not in member order; slots are ${slots[*]}")
+fi
+
+# 6. Mount. ReadOnly mounts the filesystem read-only; the array itself stays writable so that
+#    ext4/xfs can replay the journal of a crash-consistent copy. (norecovery/noload would show a
+#    filesystem with its last transactions missing, so they are not used.)
+fs=$(blkid -p -o export "$md_dev" 2>/dev/null || true)
+fs_type=$(kv TYPE "$fs") fs_uuid=$(kv UUID "$fs")
+[[ -n $fs_type && -n $fs_uuid ]] || fail NoFilesystem "$md_dev holds no filesystem that blkid recognises"
+opts=defaults
+[[ $read_only == true ]] && opts=ro
+md_mm=$(dev_majmin "$md_name")
+mp_mm=$(findmnt -rn -o MAJ:MIN --mountpoint "$mount_point" 2>/dev/null | tail -n1 || true)
+elsewhere=$(mount_targets "$md_name" | grep -vxF "$mount_point" | head -n1 || true)
+if [[ -n $mp_mm && $mp_mm != "$md_mm" ]]; then
+  fail MountPointBusy "$mount_point already has another filesystem ($mp_mm) mounted"
+elif [[ -n $elsewhere ]]; then
+  fail MountConflict "$md_dev is already mounted at $elsewhere"
+elif [[ -n $mp_mm ]]; then
+  cur_ro=$(findmnt -rn -o OPTIONS --mountpoint "$mount_point" | tail -n1 | tr , '\n' | grep -cx ro || true)
+  if [[ $read_only == true && $cur_ro == 0 ]] || [[ $read_only == false && $cur_ro != 0 ]]; then
+    want_opt=rw
+    [[ $read_only == true ]] && want_opt=ro
+    mount -o "remount,$want_opt" "$mount_point" || fail MountFailed "could not remount $mount_point $want_opt"
+    changed=true
+    say "remounted $mount_point $want_opt"
+  else
+    say "$md_dev is already mounted at $mount_point"
+  fi
+else
+  mkdir -p "$mount_point"
+  if [[ -n $(ls -A "$mount_point" 2>/dev/null) ]]; then
+    warnings+=("$mount_point was not empty; its files are hidden while the array is mounted")
+  fi
+  err=$(mount -t "$fs_type" -o "$opts" "$md_dev" "$mount_point" 2>&1) ||
+    fail MountFailed "mount -t $fs_type -o $opts $md_dev $mount_point failed: $err"
+  changed=true
+  say "mounted $md_dev ($fs_type) at $mount_point ($opts)"
+fi
+
+# Replace the file's content with stdin's if it differs; prints unchanged|written.
+write_if_changed() {
+  local target=$1 tmp
+  tmp=$(mktemp "$(dirname "$target")/.raidsnap.XXXXXX")
+  cat >"$tmp"
+  if [[ -f $target ]] && cmp -s "$tmp" "$target"; then
+    rm -f "$tmp"; echo unchanged; return 0
+  fi
+  if [[ -f $target ]]; then
+    chmod --reference="$target" "$tmp" 2>/dev/null || chmod 0644 "$tmp"
+    cp -p "$target" "$target.raidsnap-$(date +%Y%m%d%H%M%S).bak"
+  else
+    chmod 0644 "$tmp"
+  fi
+  mv -f "$tmp" "$target"
+  echo written
+}
+
+# 7. Persist: ARRAY line by UUID, initramfs, fstab line by filesystem UUID. Each replaced or
+#    added, so a second run writes nothing.
+conf_status=skipped initramfs_status=skipped fstab_status=skipped conf_path="" fstab_path=/etc/fstab
+if [[ $persist == true ]]; then
+  if [[ -d /etc/mdadm ]]; then conf_path=/etc/mdadm/mdadm.conf; else conf_path=/etc/mdadm.conf; fi
+  [[ -f $conf_path ]] || : >>"$conf_path"
+  array_line="ARRAY $md_dev metadata=$metadata UUID=$md_uuid"
+  # Records are a line plus its indented continuation lines. A record with our UUID is
+  # replaced; another array claiming our device name is commented out (it can no longer be it).
+  new_conf=$(awk -v line="$array_line" -v uuid="$md_uuid" -v dev="$md_dev" '
+    function flush(   n, i, parts, f, u) {
+      if (rec == "") return
+      n = split(rec, parts, "\n")
+      split(parts[1], f, /[ \t]+/)
+      u = tolower(rec)
+      if (f[1] == "ARRAY" && index(u, "uuid=" uuid) > 0) {
+        if (!done) { print line; done = 1 }
+      } else if (f[1] == "ARRAY" && f[2] == dev) {
+        for (i = 1; i <= n; i++) print "# raidsnap: " dev " is now " uuid ": " parts[i]
+      } else {
+        for (i = 1; i <= n; i++) print parts[i]
+      }
+      rec = ""
+    }
+    /^[ \t]+[^ \t]/ && rec != "" { rec = rec "\n" $0; next }
+    { flush(); rec = $0 }
+    END { flush(); if (!done) print line }
+  ' "$conf_path")
+  conf_had=$(grep -v '^[[:space:]]*#' "$conf_path" | grep -ci "uuid=$md_uuid" || true)
+  wrote=$(printf '%s\n' "$new_conf" | write_if_changed "$conf_path")
+  if [[ $wrote == unchanged ]]; then
+    conf_status=unchanged
+  elif ((conf_had > 0)); then
+    conf_status=replaced
+  else
+    conf_status=added
+  fi
+  [[ $conf_status == unchanged ]] || changed=true
+
+  if [[ $conf_status == unchanged ]]; then
+    initramfs_status=unchanged
+  elif command -v update-initramfs >/dev/null; then
+    if err=$(update-initramfs -u 2>&1); then initramfs_status=updated; else
+      initramfs_status=failed; warnings+=("update-initramfs -u failed: $(tail -n 2 <<<"$err" | paste -sd' ' -)")
+    fi
+  elif command -v dracut >/dev/null; then
+    if err=$(dracut -f 2>&1); then initramfs_status=updated; else
+      initramfs_status=failed; warnings+=("dracut -f failed: $(tail -n 2 <<<"$err" | paste -sd' ' -)")
+    fi
+  else
+    initramfs_status=skipped-no-tool
+    warnings+=("neither update-initramfs nor dracut is installed: the initramfs was not updated")
+  fi
+
+  fs_opts="defaults,nofail,x-systemd.device-timeout=30s"
+  [[ $read_only == true ]] && fs_opts="ro,nofail,x-systemd.device-timeout=30s"
+  pass=0
+  [[ $fs_type == ext* ]] && pass=2
+  fstab_line="UUID=$fs_uuid $mount_point $fs_type $fs_opts 0 $pass"
+  [[ -f $fstab_path ]] || : >>"$fstab_path"
+  had=$(awk -v u="UUID=$fs_uuid" -v mp="$mount_point" '
+    $1 !~ /^#/ && NF >= 2 { s = $1; gsub(/"/, "", s); if (s == u || $2 == mp) n++ } END { print n + 0 }' "$fstab_path")
+  new_fstab=$(awk -v u="UUID=$fs_uuid" -v mp="$mount_point" -v line="$fstab_line" '
+    $1 !~ /^#/ && NF >= 2 { s = $1; gsub(/"/, "", s)
+      if (s == u || $2 == mp) { if (!done) { print line; done = 1 }; next } }
+    { print }
+    END { if (!done) print line }' "$fstab_path")
+  wrote=$(printf '%s\n' "$new_fstab" | write_if_changed "$fstab_path")
+  if [[ $wrote == unchanged ]]; then fstab_status=unchanged
+  elif ((had > 0)); then fstab_status=replaced
+  else fstab_status=added
+  fi
+  if [[ $fstab_status != unchanged ]]; then
+    changed=true
+    if [[ -d /run/systemd/system ]] && command -v systemctl >/dev/null; then
+      systemctl daemon-reload >/dev/null 2>&1 || warnings+=("systemctl daemon-reload failed")
+    fi
+  fi
+  say "persisted: mdadm.conf $conf_status ($conf_path), initramfs $initramfs_status, fstab $fstab_status"
+fi
+
+w=""
+for x in "${warnings[@]}"; do
+  say "warning: $x"
+  w+="${w:+,}$(json_str "$x")"
+done
+s=""
+for x in "${stopped[@]}"; do s+="${s:+,}$(json_str "$x")"; done
+printf '{"ok":true,"mdDevice":%s,"uuid":%s,"level":%s,"metadata":%s,"members":[%s],"mountPoint":%s,"filesystem":{"type":%s,"uuid":%s},"readOnly":%s,"alreadyAssembled":%s,"stoppedArrays":[%s],"persisted":{"mdadmConf":%s,"mdadmConfPath":%s,"initramfs":%s,"fstab":%s},"changed":%s,"warnings":[%s]}\n' \
+  "$(json_str "$md_dev")" "$(json_str "$md_uuid")" "$(json_str "$level")" "$(json_str "$metadata")" \
+  "$(IFS=,; printf '%s' "${members_json[*]}")" "$(json_str "$mount_point")" "$(json_str "$fs_type")" \
+  "$(json_str "$fs_uuid")" "$read_only" "$already" "$s" "$(json_str "$conf_status")" \
+  "$(json_str_or_null "$conf_path")" "$(json_str "$initramfs_status")" "$(json_str "$fstab_status")" \
+  "$changed" "$w"

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# raidsnap release (replace mode): unmount MountPoint and stop MdDevice so the old members can be
+# detached. Lazy unmount when a member is gone or umount fails. Superblocks are never touched.
+# Safe to run again on a released array. Parameters (environment): SSM_MdDevice, SSM_MountPoint.
+set -euo pipefail
+export LC_ALL=C
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+# JSON string literal for $1: backslash, quote and control characters escaped. Pure bash,
+# because jq or python may be absent on the instance.
+json_str() {
+  local s=$1 out="" c i
+  s=${s//\\/\\\\}
+  s=${s//\"/\\\"}
+  s=${s//$'\n'/\\n}
+  s=${s//$'\r'/\\r}
+  s=${s//$'\t'/\\t}
+  if [[ $s == *[$'\x01'-$'\x1f']* ]]; then
+    for ((i = 0; i < ${#s}; i++)); do
+      c=${s:i:1}
+      [[ $c == [$'\x01'-$'\x1f'] ]] && printf -v c '\\u%04x' "'$c"
+      out+=$c
+    done
+    s=$out
+  fi
+  printf '"%s"' "$s"
+}
+
+# A JSON string, or null when $1 is empty.
+json_str_or_null() {
+  if [[ -n $1 ]]; then json_str "$1"; else printf 'null'; fi
+}
+
+# A JSON number, or null when $1 is not an integer.
+json_int_or_null() {
+  if [[ $1 =~ ^-?[0-9]+$ ]]; then printf '%s' "$1"; else printf 'null'; fi
+}
+
+say() { printf 'raidsnap: %s\n' "$*" >&2; }
+
+# Print the error as the final JSON line and stop. Exit 2 for bad input, 1 otherwise.
+fail() {
+  local name=$1 message=$2 code=1
+  [[ $name == InvalidInput ]] && code=2
+  say "$name: $message"
+  printf '{"ok":false,"error":%s,"message":%s}\n' "$(json_str "$name")" "$(json_str "$message")"
+  exit "$code"
+}
+
+# Parameters were checked by the document's allowedPattern already; the script checks again so
+# that a hand-run or a copy of the document without the patterns is just as safe.
+require_match() { # NAME VALUE REGEX
+  [[ $2 =~ $3 ]] || fail InvalidInput "$1 has an invalid value (expected ${3})"
+}
+
+require_mount_point() { # NAME VALUE
+  local seg
+  local -a segs
+  require_match "$1" "$2" '^(/[A-Za-z0-9._-]+)+$'
+  ((${#2} <= 201)) || fail InvalidInput "$1 is longer than 201 characters"
+  IFS=/ read -r -a segs <<<"${2#/}"
+  for seg in "${segs[@]}"; do
+    [[ $seg != . && $seg != .. ]] || fail InvalidInput "$1 must not contain . or .. segments"
+  done
+}
+
+# The block device of an EBS volume. Nitro: the NVMe controller serial is the volume id without
+# its dash, seen as /dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_<serial> and in
+# /sys/class/nvme/*/serial. Xen instances expose no volume id at all; the fallback is any
+# /dev/disk/by-id link that carries the id (some images add such links), else nothing.
+volume_device() {
+  local vol=$1 serial=${1/-/} link c ns
+  link=/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_$serial
+  if [[ -b $link ]]; then
+    readlink -f "$link"; return 0
+  fi
+  for c in /sys/class/nvme/nvme*; do
+    [[ -r $c/serial ]] || continue
+    [[ $(tr -d ' \n' <"$c/serial") == "$serial" ]] || continue
+    for ns in "$c"/nvme*n*; do
+      if [[ -b /dev/${ns##*/} ]]; then
+        printf '/dev/%s\n' "${ns##*/}"; return 0
+      fi
+    done
+  done
+  for link in /dev/disk/by-id/*"$serial" /dev/disk/by-id/*"$vol"; do
+    if [[ -b $link ]]; then
+      readlink -f "$link"; return 0
+    fi
+  done
+  return 0
+}
+
+# The whole disk a device belongs to (nvme1n1p1 -> nvme1n1), as a kernel name.
+parent_disk() {
+  local name=${1#/dev/}
+  if [[ -e /sys/class/block/$name/partition ]]; then
+    name=$(readlink -f "/sys/class/block/$name/..")
+    name=${name##*/}
+  fi
+  printf '%s\n' "$name"
+}
+
+# The EBS-style serial of a device (its parent disk's NVMe serial), or nothing.
+device_serial() {
+  local disk link
+  disk=$(parent_disk "$1")
+  if [[ -r /sys/class/block/$disk/device/serial ]]; then
+    tr -d ' \n' <"/sys/class/block/$disk/device/serial"; return 0
+  fi
+  for link in /dev/disk/by-id/*vol*; do
+    [[ -e $link && $link != *-part* ]] || continue
+    if [[ $(readlink -f "$link") == "/dev/$disk" ]]; then
+      printf '%s\n' "${link##*/}" | grep -o 'vol-\{0,1\}[0-9a-f]\{8,17\}' | head -n1 | tr -d -- -
+      return 0
+    fi
+  done
+  return 0
+}
+
+# vol0abc... -> vol-0abc..., nothing for a serial that is not an EBS volume id.
+serial_volume_id() {
+  if [[ $1 =~ ^vol([0-9a-f]{8,17})$ ]]; then printf 'vol-%s\n' "${BASH_REMATCH[1]}"; fi
+}
+
+md_dev=${SSM_MdDevice:-/dev/md0}
+mount_point=${SSM_MountPoint:-}
+require_match MdDevice "$md_dev" '^/dev/md[0-9]{1,3}$'
+require_mount_point MountPoint "$mount_point"
+for tool in mdadm findmnt umount; do
+  command -v "$tool" >/dev/null || fail ToolMissing "$tool is not installed"
+done
+md_name=${md_dev#/dev/}
+changed=false
+
+# Members as they are now, reported so the caller knows which volumes it may detach.
+members_json=()
+lost=false
+if [[ -d /sys/block/$md_name/md ]]; then
+  for rd in /sys/block/"$md_name"/md/dev-*; do
+    [[ -e $rd ]] || continue
+    name=${rd##*/dev-}
+    slot=$(cat "$rd/slot" 2>/dev/null || true)
+    st=$(cat "$rd/state" 2>/dev/null || true)
+    [[ $st == *faulty* || ! -e /sys/class/block/$name ]] && lost=true
+    serial=$(device_serial "/dev/$name")
+    members_json+=("$(printf '{"device":%s,"volumeId":%s,"slot":%s,"state":%s}' "$(json_str "/dev/$name")" \
+      "$(json_str_or_null "$(serial_volume_id "$serial")")" "$(json_int_or_null "$slot")" "$(json_str_or_null "$st")")")
+  done
+  array_state=$(cat "/sys/block/$md_name/md/array_state" 2>/dev/null || true)
+  [[ $array_state == broken ]] && lost=true
+  degraded=$(cat "/sys/block/$md_name/md/degraded" 2>/dev/null || echo 0)
+  [[ $degraded != 0 ]] && lost=true
+fi
+
+# 1. Unmount, but only what is really this array: MountPoint may hold something else entirely.
+unmount=not-mounted
+mp_mm=$(findmnt -rn -o MAJ:MIN --mountpoint "$mount_point" 2>/dev/null | tail -n1 || true)
+if [[ -n $mp_mm ]]; then
+  md_mm=$(cat "/sys/block/$md_name/dev" 2>/dev/null || true)
+  if [[ $mp_mm != "$md_mm" ]]; then
+    fail MountPointMismatch "$mount_point holds device $mp_mm, not $md_dev (${md_mm:-not present}); nothing was changed"
+  fi
+  # With a member gone, a normal umount can hang on the flush: detach lazily at once.
+  if ! $lost && err=$(timeout 60 umount "$mount_point" 2>&1); then
+    unmount=unmounted
+  else
+    $lost || say "umount $mount_point failed (${err:-timeout}); detaching lazily"
+    umount -l "$mount_point" || fail UnmountFailed "umount -l $mount_point failed"
+    unmount=lazy
+  fi
+  changed=true
+  say "$mount_point: $unmount"
+fi
+
+# 2. Stop the array. The superblocks are left as they are: the old members stay a valid copy.
+stop=already-stopped
+if [[ -d /sys/block/$md_name/md ]] && [[ -n $(ls -d /sys/block/"$md_name"/md/dev-* 2>/dev/null) ]]; then
+  others=$(findmnt -rn -o MAJ:MIN,TARGET | awk -v mm="$(cat "/sys/block/$md_name/dev")" '$1 == mm {print $2}' | paste -sd' ' -)
+  [[ -z $others ]] || fail MdDeviceBusy "$md_dev is still mounted at $others"
+  for i in 1 2 3 4 5; do
+    if err=$(mdadm --stop "$md_dev" 2>&1); then
+      stop=stopped
+      break
+    fi
+    if [[ -S /run/udev/control ]]; then udevadm settle --timeout=10 >/dev/null 2>&1 || true; fi
+    sleep "$i"
+  done
+  [[ $stop == stopped ]] || fail MdDeviceBusy "mdadm --stop $md_dev failed: $err"
+  changed=true
+  say "stopped $md_dev"
+fi
+
+printf '{"ok":true,"mdDevice":%s,"mountPoint":%s,"unmount":%s,"stop":%s,"memberLost":%s,"members":[%s],"changed":%s}\n' \
+  "$(json_str "$md_dev")" "$(json_str "$mount_point")" "$(json_str "$unmount")" "$(json_str "$stop")" \
+  "$lost" "$(IFS=,; printf '%s' "${members_json[*]}")" "$changed"
