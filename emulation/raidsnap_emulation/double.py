@@ -144,6 +144,7 @@ class _Snapshot:
     volume_id: str
     start: datetime
     fails: bool = False
+    kms_key_id: str | None = None
 
 
 @dataclass
@@ -566,9 +567,14 @@ class AwsDouble:
         request: Params = {"VolumeId": volume_id, "Description": description}
         if tags:
             request["TagSpecifications"] = [{"ResourceType": "snapshot", "Tags": tags}]
+        source_key = self._volume_view(self._moto_volume(volume_id)).get("KmsKeyId")
         answer = self._moto("ec2", "CreateSnapshot", request)
         snap = _Snapshot(
-            answer["SnapshotId"], volume_id, now, fails=volume_id in self._failing_snapshot_volumes
+            answer["SnapshotId"],
+            volume_id,
+            now,
+            fails=volume_id in self._failing_snapshot_volumes,
+            kms_key_id=source_key,
         )
         self._snapshots[snap.snapshot_id] = snap
         self._last_snapshot_start[volume_id] = now
@@ -581,6 +587,8 @@ class AwsDouble:
         if snap is not None:
             state, progress = self._snapshot_state(snap, self.clock.now())
             view.update(State=state, Progress=progress, StartTime=snap.start)
+            if snap.kms_key_id and not view.get("KmsKeyId"):
+                view["KmsKeyId"] = snap.kms_key_id
             if state == "error":
                 view["StateMessage"] = "Snapshot creation failed: internal error"
         return view
@@ -800,7 +808,7 @@ class AwsDouble:
         kms_key_id = params.get("KmsKeyId")
         fast_restored = False
         if snapshot_id:
-            snapshot = self._moto_snapshot(snapshot_id)
+            snapshot = self._snapshot_view(self._moto_snapshot(snapshot_id))
             snap = self._snapshots.get(snapshot_id)
             if snap is not None and self._snapshot_state(snap, now)[0] != "completed":
                 raise AwsError(
