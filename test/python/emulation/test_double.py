@@ -769,3 +769,39 @@ def test_calls_from_another_thread_are_seen_and_recorded(
     assert len(double.mutating_calls()) == 15
     assert len(ec2.describe_volumes()["Volumes"]) == 5
     assert {v["State"] for v in ec2.describe_volumes()["Volumes"]} == {"creating"}
+
+
+def test_the_executors_aws_sdk_integrations_go_through_the_double(
+    double: AwsDouble, clock: VirtualClock, ec2: EC2Client, host: Host
+) -> None:
+    double.throttle("ec2", "CreateSnapshot")
+    definition = {
+        "StartAt": "Snap",
+        "States": {
+            "Snap": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::aws-sdk:ec2:createSnapshot",
+                "Parameters": {"VolumeId": host.data_volumes[0]},
+                "ResultSelector": {"SnapshotId.$": "$.SnapshotId"},
+                "Retry": [{"ErrorEquals": ["States.ALL"], "IntervalSeconds": 1, "MaxAttempts": 2}],
+                "End": True,
+            }
+        },
+    }
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    machine = sfn.create_state_machine(
+        name="snap",
+        definition=json.dumps(definition),
+        roleArn="arn:aws:iam::123456789012:role/sfn",
+    )["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=machine, name="run-1")["executionArn"]
+    for _ in range(200):
+        status = sfn.describe_execution(executionArn=execution)["status"]
+        if status != "RUNNING":
+            break
+        threading.Event().wait(0.05)
+    assert status == "SUCCEEDED"
+    attempts = [c.error_code for c in double.calls if c.operation == "CreateSnapshot"]
+    assert attempts == ["RequestLimitExceeded", None]
+    pending = ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"]
+    assert [s["State"] for s in pending] == ["pending"]
