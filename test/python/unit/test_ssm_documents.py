@@ -1,0 +1,194 @@
+"""Offline checks of the SSM Command documents and the scripts they inline (no VM needed).
+
+Patterns are checked with Python's `re`. SSM evaluates allowedPattern with a Java regex; for the
+constructs used here (anchors, classes, bounded repetition, alternation) the two agree, with one
+difference that matters: Java's `$` also matches before a final line terminator when the
+pattern is searched for rather than matched whole, so "valid\\n" is tested both ways below and
+the scripts' own checks (bash `=~`, where `$` is the end of the string) must reject it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+DOCS = REPO / "ssm" / "documents"
+SCRIPTS = REPO / "ssm" / "scripts"
+
+EXPECTED_PARAMETERS = {
+    "discover": {"ArrayName"},
+    "freeze": {"MountPoint", "MaxFreezeSeconds"},
+    "thaw": {"MountPoint", "MaxFreezeSeconds"},
+    "assemble": {"VolumeIds", "MdUuid", "MdDevice", "MountPoint", "ReadOnly", "Persist"},
+    "release": {"MdDevice", "MountPoint"},
+    "prewarm": {"VolumeIds", "Method"},
+}
+
+VALID = {
+    "ArrayName": "db1",
+    "MountPoint": "/data/pg_main",
+    "MaxFreezeSeconds": "30",
+    "VolumeIds": "vol-0123456789abcdef0,vol-0fedcba9876543210",
+    "MdUuid": "90cb05cc:861c4468:b2f18f0f:60608708",
+    "MdDevice": "/dev/md0",
+    "ReadOnly": "false",
+    "Persist": "true",
+    "Method": "auto",
+}
+
+INJECTIONS = ["; rm -rf /", "$(reboot)", "`reboot`", "\nreboot", "/../etc", "&& id", "| sh", "'", '"']
+
+
+def load(name: str) -> dict:
+    return yaml.safe_load((DOCS / f"{name}.yaml").read_text())
+
+
+def script_of(name: str) -> str:
+    return (SCRIPTS / f"{name}.sh").read_text()
+
+
+def parameters() -> list[tuple[str, str]]:
+    return [(doc, p) for doc, ps in EXPECTED_PARAMETERS.items() for p in sorted(ps)]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
+def test_document_shape(name: str) -> None:
+    doc = load(name)
+    assert doc["schemaVersion"] == "2.2"
+    assert doc["description"]
+    assert set(doc["parameters"]) == EXPECTED_PARAMETERS[name]
+    (step,) = doc["mainSteps"]
+    assert step["action"] == "aws:runShellScript"
+    assert step["precondition"] == {"StringEquals": ["platformType", "Linux"]}
+    assert step["inputs"]["interpolationType"] == "ENV_VAR"
+    assert step["inputs"]["runCommand"] == [f"@include {name}.sh"]
+    assert (SCRIPTS / f"{name}.sh").is_file()
+    assert "{{" not in json.dumps(doc), "parameters must reach the script as environment variables"
+
+
+@pytest.mark.parametrize(("name", "param"), parameters())
+def test_parameter_is_typed_described_and_strict(name: str, param: str) -> None:
+    spec = load(name)["parameters"][param]
+    assert spec["type"] == "String"
+    assert len(spec["description"]) > 10
+    pattern = spec["allowedPattern"]
+    assert pattern.startswith("^") and pattern.endswith("$")
+    assert re.fullmatch(pattern, VALID[param])
+    if "default" in spec:
+        assert re.fullmatch(pattern, spec["default"]), "the default must satisfy its own pattern"
+    assert f"SSM_{param}" in script_of(name), f"{name}.sh never reads SSM_{param}"
+
+
+@pytest.mark.parametrize(("name", "param"), parameters())
+def test_pattern_rejects_injection(name: str, param: str) -> None:
+    pattern = load(name)["parameters"][param]["allowedPattern"]
+    valid = VALID[param]
+    for bad in INJECTIONS:
+        for value in (bad, valid + bad, bad + valid):
+            assert not re.fullmatch(pattern, value), f"{param} accepts {value!r}"
+            # Java's find() with an unanchored-at-newline `$`: the middle and leading forms must
+            # still fail; the trailing-newline form is left to the scripts (see module doc).
+            if not value.endswith("\n" + "reboot") and not value.endswith("\n"):
+                assert not re.search(pattern, value), f"{param} (search) accepts {value!r}"
+    assert not re.fullmatch(pattern, valid * 5000)
+    assert not re.fullmatch(pattern, "a" * 5000)
+    assert not re.fullmatch(pattern, valid + "\n")
+
+
+@pytest.mark.parametrize(
+    "value", ["/", "/data/..", "/data/../etc", "/./data", "//data", "data", "/da ta", "/data/x" * 40]
+)
+def test_mount_point_pattern_refuses_traversal_root_and_oddities(value: str) -> None:
+    pattern = load("assemble")["parameters"]["MountPoint"]["allowedPattern"]
+    assert not re.fullmatch(pattern, value)
+
+
+@pytest.mark.parametrize("value", ["/data", "/mnt/md0", "/srv/pg_15/main", "/.hidden", "/a..b", "/x/...y"])
+def test_mount_point_pattern_accepts_ordinary_paths(value: str) -> None:
+    assert re.fullmatch(load("freeze")["parameters"]["MountPoint"]["allowedPattern"], value)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
+def test_script_is_strict_bash_without_templates(name: str) -> None:
+    text = script_of(name)
+    assert text.startswith("#!/usr/bin/env bash\n")
+    assert "set -euo pipefail" in text
+    assert "{{" not in text and "}}" not in text
+
+
+def code_only(text: str) -> str:
+    """Shell text with comments and quoted strings removed, so words in messages and comments
+    ("never --force") do not count as commands."""
+    out = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        line = re.sub(r"'[^']*'", "''", line)
+        line = re.sub(r'"(?:[^"\\]|\\.)*"', '""', line)
+        line = re.sub(r"(^|\s)#.*$", "", line)
+        out.append(line)
+    return "\n".join(out)
+
+
+FORBIDDEN = [r"--create\b", r"\bmkfs(\.\w+)?\b", r"--force\b", r"--zero-superblock\b", r"\bwipefs\b",
+             r"--scan\b", r"\bmdadm\s+-C\b", r"\bdd\b[^\n]*\bof=/dev/(?!null)"]
+
+
+def forbidden_in(text: str) -> list[str]:
+    code = code_only(text)
+    return [p for p in FORBIDDEN if re.search(p, code)]
+
+
+def test_forbidden_detector_sees_commands_not_words() -> None:
+    assert forbidden_in("mdadm --create /dev/md0 --level=0") == [r"--create\b"]
+    assert forbidden_in("  mkfs.xfs /dev/md0  # format") == [r"\bmkfs(\.\w+)?\b"]
+    assert forbidden_in('x=1 # never --force\nsay "no --zero-superblock here"\n# mkfs') == []
+
+
+@pytest.mark.parametrize("name", ["assemble", "release", "prewarm", "discover"])
+def test_no_destructive_command(name: str) -> None:
+    assert forbidden_in(script_of(name)) == []
+
+
+def test_assemble_names_the_array_and_its_devices() -> None:
+    code = code_only(script_of("assemble"))
+    assert re.search(r'mdadm --assemble "\$md_dev" --uuid="\$md_uuid" "\$\{members\[@\]\}"', script_of("assemble"))
+    assert "--run" not in code
+
+
+def run_script(name: str, env: dict[str, str]) -> tuple[int, dict]:
+    clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    proc = subprocess.run(["bash", str(SCRIPTS / f"{name}.sh")], env={**clean, **env},
+                          capture_output=True, text=True, timeout=30, check=False)
+    return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(("name", "param"), parameters())
+def test_script_rejects_what_the_pattern_would_have(name: str, param: str) -> None:
+    """Defence in depth: with the document's patterns bypassed, the script refuses on its own,
+    before it touches anything, including the trailing-newline form."""
+    base = {f"SSM_{p}": VALID[p] for p in EXPECTED_PARAMETERS[name]}
+    for bad in [VALID[param] + "\n", VALID[param] + "; rm -rf /", "$(reboot)", "/data/../etc"]:
+        rc, out = run_script(name, {**base, f"SSM_{param}": bad})
+        assert rc == 2 and out == {"ok": False, "error": "InvalidInput", "message": out["message"]}
+        assert param in out["message"]
+
+
+def test_freeze_refuses_root() -> None:
+    rc, out = run_script("freeze", {"SSM_MountPoint": "/", "SSM_MaxFreezeSeconds": "5"})
+    assert rc == 2 and out["error"] == "InvalidInput"
+
+
+def test_json_escaping_of_hostile_text() -> None:
+    probe = 'a"b\\c\nd\te\x01f'
+    src = script_of("discover")
+    func = src[src.index("json_str() {"):src.index("# A JSON string, or null")]
+    proc = subprocess.run(["bash", "-c", func + '\njson_str "$1"', "_", probe], capture_output=True,
+                          text=True, check=True, env={"LC_ALL": "C"})
+    assert json.loads(proc.stdout) == probe
