@@ -354,6 +354,11 @@ class AwsDouble:
                 if snap.volume_id == volume_id and self._snapshot_state(snap, now)[0] == "pending":
                     snap.fails = True
 
+    def heal_snapshots(self, volume_id: str) -> None:
+        """Snapshots of this volume taken from now on succeed again."""
+        with self._lock:
+            self._failing_snapshot_volumes.discard(volume_id)
+
     def fail_volumes(self, snapshot_id: str) -> None:
         with self._lock:
             self._failing_volume_snapshots.add(snapshot_id)

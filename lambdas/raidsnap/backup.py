@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from raidsnap import arrays, clients, commands, retention, snapshot_sets, tags
@@ -59,11 +59,10 @@ def prepare(event: dict[str, Any], documents: Documents, settings: BackupSetting
         comment=f"raidsnap discover {request.array}",
         timeout=settings.discovery_timeout_seconds,
     )
-    deadline = _now() + timedelta(seconds=settings.discovery_timeout_seconds)
     state["discovery"] = {
         "status": "pending",
         "commandId": command_id,
-        "deadline": _iso(deadline),
+        "budgetSeconds": settings.discovery_timeout_seconds,
         "waitSeconds": DISCOVERY_POLL_SECONDS,
     }
     return state
@@ -78,7 +77,11 @@ def collect_members(state: State) -> State:
     if discovery["status"] == "pending":
         result = commands.fetch(discovery["commandId"], state["instanceId"])
         if result.status == "pending":
-            if _now() < _parse_time(discovery["deadline"]):
+            # Budgets count the time the workflow has waited, not the wall clock, so a retried
+            # or redriven step does not shorten them.
+            budget = int(discovery["budgetSeconds"]) - int(discovery["waitSeconds"])
+            if budget > 0:
+                state["discovery"] = dict(discovery, budgetSeconds=budget)
                 return state
             commands.cancel(discovery["commandId"], state["instanceId"])
             note = "discovery did not finish in time"
@@ -144,7 +147,7 @@ def _start_command(
         "document": document,
         "status": "pending",
         "waitSeconds": COMMAND_POLL_SECONDS,
-        "deadline": _iso(_now() + timedelta(seconds=timeout)),
+        "budgetSeconds": timeout,
         "failOnError": fail_on_error,
     }
 
@@ -153,10 +156,11 @@ def poll_command(command: dict[str, Any]) -> dict[str, Any]:
     """One look at a running command; failures raise CommandFailedError unless tolerated."""
     result = commands.fetch(command["commandId"], command["instanceId"])
     status = result.status
-    if status == "pending" and _now() >= _parse_time(command["deadline"]):
+    budget = int(command["budgetSeconds"]) - int(command["waitSeconds"])
+    if status == "pending" and budget <= 0:
         commands.cancel(command["commandId"], command["instanceId"])
         status = "failed"
-    updated = dict(command, status=status)
+    updated = dict(command, status=status, budgetSeconds=budget)
     if status == "success":
         updated["result"] = result.result
     if status == "failed":
@@ -197,6 +201,7 @@ def create_set(state: State) -> State:
         "waitSeconds": SNAPSHOT_POLL_MIN_SECONDS,
         "ids": [m.snapshot_id for m in taken.by_index()],
         "polls": 0,
+        "waitedSeconds": 0,
     }
     return state
 
@@ -219,12 +224,13 @@ def check_snapshots(state: State) -> State:
         )
     snaps = dict(state["snapshots"])
     snaps["polls"] = int(snaps.get("polls", 0)) + 1
+    snaps["waitedSeconds"] = int(snaps.get("waitedSeconds", 0)) + int(snaps["waitSeconds"])
     snaps["progress"] = min(m.progress for m in current.members)
     if current.complete:
         snaps["status"] = "completed"
     else:
         # Wait about half the time the slowest snapshot still seems to need, within bounds.
-        elapsed = max(1.0, (_now() - current.start_time).total_seconds())
+        elapsed = max(1.0, float(snaps["waitedSeconds"]))
         progress = max(1, snaps["progress"])
         remaining = elapsed * (100 - progress) / progress
         snaps["waitSeconds"] = int(

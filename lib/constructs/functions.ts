@@ -6,6 +6,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as ssm from 'aws-cdk-lib/aws-ssm';
 import { Construct } from 'constructs';
+import { acknowledge, REASONS } from '../nag';
 
 export const REPO_ROOT = path.join(__dirname, '..', '..');
 export const DEPENDENCY_LAYER_DIR = path.join(REPO_ROOT, '.cache', 'lambda-layer');
@@ -66,7 +67,18 @@ export class FunctionFactory extends Construct {
     const logGroup = new logs.LogGroup(scope, `${spec.id}Logs`, {
       retention: logs.RetentionDays.THREE_MONTHS,
     });
+    // An explicit role instead of AWSLambdaBasicExecutionRole: logs go to this function's own
+    // log group only.
+    const role = new iam.Role(scope, `${spec.id}Role`, {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: `raidsnap ${spec.id}: ${spec.description}`,
+    });
+    role.addToPolicy(new iam.PolicyStatement({
+      actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+      resources: [logGroup.logGroupArn],
+    }));
     const fn = new lambda.Function(scope, spec.id, {
+      role,
       description: `raidsnap: ${spec.description}`,
       runtime: FunctionFactory.runtime,
       architecture: FunctionFactory.architecture,
@@ -81,10 +93,38 @@ export class FunctionFactory extends Construct {
       environment: { ...this.environment, ...(spec.environment ?? {}) },
     });
     for (const statement of spec.statements) fn.addToRolePolicy(statement);
+    acknowledge(fn, 'AwsSolutions-L1', REASONS.runtime);
+    acknowledgePolicyFindings(role, spec.statements);
     return fn;
   }
 
   createAll(scope: Construct, specs: readonly FunctionSpec[]): Record<string, lambda.Function> {
     return Object.fromEntries(specs.map((spec) => [spec.id, this.create(scope, spec)]));
+  }
+}
+
+/** The wildcard resources a function's statements name, each acknowledged for what limits it. */
+function acknowledgePolicyFindings(role: iam.Role, statements: readonly iam.PolicyStatement[]): void {
+  const policy = role.node.tryFindChild('DefaultPolicy');
+  if (!policy) return;
+  const seen = new Set<string>(['*']);
+  acknowledge(policy, 'AwsSolutions-IAM5[Resource::*]', REASONS.describe);
+  for (const statement of statements) {
+    const json = statement.toStatementJson() as { Resource?: unknown; Condition?: unknown };
+    const resources = ([] as unknown[]).concat(json.Resource ?? []);
+    for (const resource of resources) {
+      if (typeof resource !== 'string' || !resource.endsWith('/*') || seen.has(resource)) continue;
+      if (!json.Condition) {
+        throw new Error(`raidsnap: ${role.node.path}: ${resource} without a condition`);
+      }
+      seen.add(resource);
+      const pattern = resource
+        .replace(/\$\{Token\[AWS\.Partition\.\d+\]\}/, '<AWS::Partition>')
+        .replace(/\$\{Token\[AWS\.Region\.\d+\]\}/, '<AWS::Region>')
+        .replace(/\$\{Token\[AWS\.AccountId\.\d+\]\}/, '<AWS::AccountId>');
+      const kind = resource.includes(':instance/') ? REASONS.instances
+        : resource.includes('::snapshot/') ? REASONS.snapshots : REASONS.volumes;
+      acknowledge(policy, `AwsSolutions-IAM5[Resource::${pattern}]`, kind);
+    }
   }
 }

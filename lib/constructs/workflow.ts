@@ -6,6 +6,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { REPO_ROOT } from './functions';
+import { acknowledge, arnRef, REASONS } from '../nag';
 
 export interface WorkflowProps {
   /** File name under statemachines/, e.g. `backup.asl.json`. */
@@ -55,5 +56,12 @@ export class Workflow extends Construct {
       logs: { destination: logGroup, level: sfn.LogLevel.ALL, includeExecutionData: true },
     });
     for (const fn of Object.values(props.functions)) fn.grantInvoke(this.stateMachine);
+    const policy = this.stateMachine.role.node.tryFindChild('DefaultPolicy');
+    if (policy) {
+      acknowledge(policy, 'AwsSolutions-IAM5[Resource::*]', REASONS.describe);
+      for (const fn of new Set(Object.values(props.functions))) {
+        acknowledge(policy, `AwsSolutions-IAM5[Resource::${arnRef(fn)}:*]`, REASONS.invoke);
+      }
+    }
   }
 }

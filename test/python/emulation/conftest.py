@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -22,17 +21,6 @@ MOTO_CONFIG: DefaultConfig = {
     "stepfunctions": {"execute_state_machine": True},
     "lambda": {"use_docker": False},
 }
-
-
-@pytest.fixture(autouse=True)
-def aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith(("AWS_", "MOTO_")):
-            monkeypatch.delenv(key)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
 
 
 @pytest.fixture

@@ -1,0 +1,464 @@
+"""Run raidsnap's synthesized state machines on moto, with the Lambda handlers in-process.
+
+The definitions, function handlers and function environments are read from the synthesized
+template in cdk.out, never from a hand copy: what runs here is what would be deployed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+from botocore.response import StreamingBody
+from moto import mock_aws
+from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
+
+from raidsnap import clients
+from raidsnap_emulation.clock import VirtualClock
+from raidsnap_emulation.double import AwsDouble
+from raidsnap_emulation.host import Hosts
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = REPO_ROOT / "cdk.out" / "raidsnap.template.json"
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+
+# What the functions see on top of their template environment: a region, fake keys, and
+# Powertools quiet enough for a person to follow the workflow.
+RUNTIME_ENV = {
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "POWERTOOLS_METRICS_NAMESPACE": "raidsnap",
+    "POWERTOOLS_SERVICE_NAME": "raidsnap",
+}
+
+_SYNTH_INPUTS = ("bin", "lib", "statemachines", "ssm", "config", "cdk.json")
+
+
+def synthesize(force: bool = False) -> Path:
+    """Synthesize the app unless cdk.out is newer than everything it is made from."""
+    if TEMPLATE.exists() and not force:
+        built = TEMPLATE.stat().st_mtime
+        newest = max(
+            (p.stat().st_mtime for name in _SYNTH_INPUTS for p in _files(REPO_ROOT / name)),
+            default=0.0,
+        )
+        if newest <= built:
+            return TEMPLATE
+    cdk = REPO_ROOT / "node_modules" / ".bin" / "cdk"
+    if not cdk.exists():
+        raise RuntimeError("node_modules is missing: run scripts/setup.sh first")
+    subprocess.run(
+        [str(cdk), "synth", "--quiet", "-o", "cdk.out"],
+        cwd=REPO_ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return TEMPLATE
+
+
+def _files(path: Path) -> Iterator[Path]:
+    if path.is_file():
+        yield path
+    elif path.is_dir():
+        yield from (p for p in path.rglob("*") if p.is_file())
+
+
+# ---------------------------------------------------------------------- template reading
+
+
+class Template:
+    """Just enough CloudFormation to resolve what the state machines and functions refer to."""
+
+    def __init__(self, path: Path) -> None:
+        self.body: dict[str, Any] = json.loads(path.read_text())
+        self.resources: dict[str, dict[str, Any]] = self.body["Resources"]
+
+    def of_type(self, kind: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.resources.items() if v["Type"] == kind}
+
+    def physical_id(self, logical_id: str) -> str:
+        res = self.resources[logical_id]
+        props = res.get("Properties", {})
+        kind = res["Type"]
+        if kind == "AWS::Lambda::Function":
+            return logical_id
+        if kind == "AWS::SSM::Document":
+            return str(self.resolve(props.get("Name", logical_id)))
+        if kind == "AWS::StepFunctions::StateMachine":
+            return f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{logical_id}"
+        if kind == "AWS::DynamoDB::Table":
+            return str(self.resolve(props.get("TableName", logical_id)))
+        if kind == "AWS::SNS::Topic":
+            return f"arn:aws:sns:{REGION}:{ACCOUNT}:{logical_id}"
+        return logical_id
+
+    def get_att(self, logical_id: str, attribute: str) -> str:
+        kind = self.resources[logical_id]["Type"]
+        if kind == "AWS::Lambda::Function" and attribute == "Arn":
+            return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{logical_id}"
+        if kind == "AWS::DynamoDB::Table" and attribute == "Arn":
+            return f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{self.physical_id(logical_id)}"
+        if kind == "AWS::StepFunctions::StateMachine" and attribute in ("Arn", "Name"):
+            arn = self.physical_id(logical_id)
+            return arn if attribute == "Arn" else arn.rsplit(":", 1)[1]
+        raise KeyError(f"GetAtt {logical_id}.{attribute} is not emulated")
+
+    def resolve(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if len(value) == 1:
+            ((key, arg),) = value.items()
+            if key == "Ref":
+                pseudo = {
+                    "AWS::Partition": "aws",
+                    "AWS::Region": REGION,
+                    "AWS::AccountId": ACCOUNT,
+                    "AWS::URLSuffix": "amazonaws.com",
+                    "AWS::StackName": "raidsnap",
+                }
+                return pseudo[arg] if arg in pseudo else self.physical_id(arg)
+            if key == "Fn::GetAtt":
+                return self.get_att(arg[0], arg[1])
+            if key == "Fn::Join":
+                sep, parts = arg
+                return sep.join(str(self.resolve(p)) for p in parts)
+            if key == "Fn::Sub" and isinstance(arg, str):
+                return self._sub(arg)
+            if key == "Fn::Select":
+                return self.resolve(arg[1])[int(arg[0])]
+            if key == "Fn::Split":
+                return str(self.resolve(arg[1])).split(arg[0])
+        return {k: self.resolve(v) for k, v in value.items()}
+
+    def _sub(self, text: str) -> str:
+        def one(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if "." in name:
+                logical, attr = name.split(".", 1)
+                return self.get_att(logical, attr)
+            return str(self.resolve({"Ref": name}))
+
+        return re.sub(r"\$\{([^}!]+)\}", one, text)
+
+    def state_machines(self) -> dict[str, tuple[str, str]]:
+        """Logical id -> (workflow name from its definition file, resolved definition)."""
+        out = {}
+        for logical_id, res in self.of_type("AWS::StepFunctions::StateMachine").items():
+            props = res["Properties"]
+            definition = str(self.resolve(props["DefinitionString"]))
+            # CloudFormation puts DefinitionSubstitutions into ${Name} placeholders.
+            values = self.resolve(props.get("DefinitionSubstitutions", {}))
+            for key, value in values.items():
+                definition = definition.replace("${" + key + "}", str(value))
+            comment = json.loads(definition).get("Comment", "")
+            name = comment.split(":", 1)[0].replace("raidsnap ", "").strip() or logical_id
+            out[logical_id] = (name, definition)
+        return out
+
+
+# ---------------------------------------------------------------------- in-process Lambda
+
+
+@dataclass(frozen=True)
+class FunctionDef:
+    name: str
+    handler: str
+    environment: dict[str, str]
+
+
+class _Context:
+    """The parts of the Lambda context object that Powertools reads."""
+
+    def __init__(self, name: str) -> None:
+        self.function_name = name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
+        self.memory_limit_in_mb = 256
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{name}"
+        self.log_stream_name = "emulation"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+@dataclass
+class Invocation:
+    function: str
+    event: Any
+    result: Any = None
+    error_type: str | None = None
+    error_message: str | None = None
+
+
+class LambdaRouter:
+    """Answers lambda:Invoke by calling the handler named in the template, in this process,
+    under the environment the template gives that function."""
+
+    def __init__(self, functions: dict[str, FunctionDef]) -> None:
+        self.functions = functions
+        self.invocations: list[Invocation] = []
+        # One invocation at a time: each swaps the process environment for its own.
+        self._lock = threading.Lock()
+
+    def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
+        name = str(params["FunctionName"]).rsplit(":", 1)[-1]
+        fn = self.functions[name]
+        raw = params.get("Payload", b"{}")
+        event = json.loads(raw.decode() if isinstance(raw, bytes | bytearray) else raw or "{}")
+        record = Invocation(function=name, event=event)
+        with self._lock:
+            saved = dict(os.environ)
+            os.environ.update(fn.environment)
+            os.environ.update(RUNTIME_ENV)
+            try:
+                module_name, attr = fn.handler.rsplit(".", 1)
+                handler = getattr(importlib.import_module(module_name), attr)
+                record.result = handler(event, _Context(name))
+                payload = json.dumps(record.result, default=str).encode()
+                error = None
+            except Exception as exc:  # a Lambda runtime reports any exception this way
+                record.error_type = type(exc).__name__
+                record.error_message = str(exc)
+                payload = json.dumps(
+                    {
+                        "errorType": record.error_type,
+                        "errorMessage": record.error_message,
+                        "stackTrace": traceback.format_exception(exc)[-3:],
+                    }
+                ).encode()
+                error = "Unhandled"
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
+            self.invocations.append(record)
+        answer: dict[str, Any] = {
+            "StatusCode": 200,
+            "ExecutedVersion": "$LATEST",
+            "Payload": StreamingBody(io.BytesIO(payload), len(payload)),
+        }
+        if error:
+            answer["FunctionError"] = error
+        return answer
+
+
+# ---------------------------------------------------------------------- executions
+
+
+@dataclass
+class Execution:
+    arn: str
+    status: str
+    input: dict[str, Any]
+    output: Any
+    error: str | None
+    cause: str | None
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def states_entered(self) -> list[str]:
+        return [
+            e["stateEnteredEventDetails"]["name"]
+            for e in self.events
+            if e["type"].endswith("StateEntered")
+        ]
+
+    @property
+    def transitions(self) -> int:
+        """State transitions as Step Functions bills them: one per state entered."""
+        return len(self.states_entered)
+
+
+class Emulation:
+    """moto + the double + patched executor timing + in-process Lambda, as one context."""
+
+    def __init__(self, template: Path | None = None) -> None:
+        self.template = Template(template or synthesize())
+        self.clock = VirtualClock()
+        self.double = AwsDouble(self.clock, region=REGION)
+        self.state_machines: dict[str, str] = {}
+        self.router: LambdaRouter | None = None
+        self.hosts: Hosts
+        self._stack = contextlib.ExitStack()
+        self._sfn: Any = None
+
+    # -- lifecycle
+
+    def __enter__(self) -> Emulation:
+        stack = self._stack
+        stack.enter_context(_environment())
+        stack.enter_context(
+            mock_aws(
+                config={
+                    "stepfunctions": {"execute_state_machine": True},
+                    "lambda": {"use_docker": False},
+                }
+            )
+        )
+        stack.enter_context(self.double.install())
+        stack.enter_context(_virtual_waits(self.clock))
+        self._reset_raidsnap_clients()
+        self.document_names = self._create_documents()
+        self.hosts = Hosts(self.double, self.document_names, REGION)
+        self._create_tables()
+        self.router = LambdaRouter(self._functions())
+        self.double.route("lambda", "Invoke", self.router)
+        self._create_state_machines()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+        self._reset_raidsnap_clients()
+
+    @staticmethod
+    def _reset_raidsnap_clients() -> None:
+        clients.reset()
+
+    # -- setup from the template
+
+    def _functions(self) -> dict[str, FunctionDef]:
+        out = {}
+        for logical_id, res in self.template.of_type("AWS::Lambda::Function").items():
+            props = res["Properties"]
+            env = self.template.resolve(props.get("Environment", {}).get("Variables", {}))
+            out[logical_id] = FunctionDef(
+                name=logical_id,
+                handler=props["Handler"],
+                environment={k: str(v) for k, v in env.items()},
+            )
+        return out
+
+    def _create_documents(self) -> dict[str, str]:
+        """Create the stack's documents in moto; returns kind (``discover``...) -> name."""
+        ssm = boto3.client("ssm", region_name=REGION)
+        names = {}
+        for res in self.template.of_type("AWS::SSM::Document").values():
+            props = res["Properties"]
+            name = str(self.template.resolve(props["Name"]))
+            names[name.rsplit("-", 1)[-1]] = name
+            ssm.create_document(
+                Name=name,
+                Content=json.dumps(props["Content"]),
+                DocumentType=props.get("DocumentType", "Command"),
+                DocumentFormat="JSON",
+            )
+        return names
+
+    def _create_tables(self) -> None:
+        tables = self.template.of_type("AWS::DynamoDB::Table")
+        if not tables:
+            return
+        ddb = boto3.client("dynamodb", region_name=REGION)
+        for logical_id, res in tables.items():
+            props = res["Properties"]
+            ddb.create_table(
+                TableName=self.template.physical_id(logical_id),
+                KeySchema=props["KeySchema"],
+                AttributeDefinitions=props["AttributeDefinitions"],
+                BillingMode="PAY_PER_REQUEST",
+            )
+
+    def _create_state_machines(self) -> None:
+        self._sfn = boto3.client("stepfunctions", region_name=REGION)
+        iam = boto3.client("iam", region_name=REGION)
+        role = iam.create_role(
+            RoleName="raidsnap-emulation",
+            AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
+        )["Role"]["Arn"]
+        for logical_id, (name, definition) in self.template.state_machines().items():
+            arn = self._sfn.create_state_machine(
+                name=logical_id, definition=definition, roleArn=role
+            )["stateMachineArn"]
+            self.state_machines[name] = arn
+
+    # -- running
+
+    def start(self, workflow: str, payload: Any, name: str | None = None) -> str:
+        arn = self.state_machines[workflow]
+        response = self._sfn.start_execution(
+            stateMachineArn=arn,
+            name=name or f"{workflow}-{uuid.uuid4().hex[:12]}",
+            input=json.dumps(payload),
+        )
+        return str(response["executionArn"])
+
+    def wait(self, execution_arn: str, timeout: float = 120.0) -> Execution:
+        deadline = time.monotonic() + timeout
+        while True:
+            desc = self._sfn.describe_execution(executionArn=execution_arn)
+            if desc["status"] != "RUNNING":
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{execution_arn} still running after {timeout} s")
+            time.sleep(0.005)
+        events = self._sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)[
+            "events"
+        ]
+        output = json.loads(desc["output"]) if desc.get("output") else None
+        return Execution(
+            arn=execution_arn,
+            status=desc["status"],
+            input=json.loads(desc.get("input") or "null"),
+            output=output,
+            error=desc.get("error"),
+            cause=desc.get("cause"),
+            events=events,
+        )
+
+    def run(self, workflow: str, payload: Any, name: str | None = None) -> Execution:
+        return self.wait(self.start(workflow, payload, name))
+
+
+@contextlib.contextmanager
+def _environment() -> Iterator[None]:
+    saved = dict(os.environ)
+    os.environ.update(RUNTIME_ENV)
+    os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "false"
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def _virtual_waits(clock: VirtualClock) -> Iterator[None]:
+    """Wait states and Retry back-offs advance the virtual clock instead of sleeping."""
+
+    def wait_interval(_self: object, env: object, wait_seconds: int) -> None:
+        del env
+        clock.advance(max(0, wait_seconds))
+
+    wait_class = wait_function.WaitFunction
+    saved_wait = wait_class.__dict__["_wait_interval"]
+    saved_time = retrier_decl.__dict__["time"]
+    setattr(wait_class, "_wait_interval", wait_interval)  # noqa: B010 - moto internals, pinned
+    setattr(retrier_decl, "time", SimpleNamespace(sleep=clock.advance, time=time.time))  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(wait_class, "_wait_interval", saved_wait)  # noqa: B010
+        setattr(retrier_decl, "time", saved_time)  # noqa: B010

@@ -1,0 +1,179 @@
+"""Building the EC2 side of a scenario: an instance holding an array, its boot volume, and
+volumes that are not members, all made through the EC2 API as an operator would."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+
+from raidsnap_emulation.host import Hosts
+
+DEVICE_LETTERS = "fghijklmnopqrstuvwxyz"
+
+
+@dataclass(frozen=True)
+class ArrayFixture:
+    name: str
+    instance_id: str
+    availability_zone: str
+    member_ids: list[str]
+    boot_volume_id: str
+    other_volume_ids: list[str]
+    md_uuid: str
+    mount_point: str
+
+
+def launch_instance(name: str, availability_zone: str, tag_array: bool = True) -> str:
+    ec2 = boto3.client("ec2")
+    tags = [{"Key": "Name", "Value": name}]
+    if tag_array:
+        tags.append({"Key": "raidsnap:array", "Value": name})
+    spec: Any = {"ResourceType": "instance", "Tags": tags}
+    instance = ec2.run_instances(
+        ImageId="ami-0abcdef1234567890",
+        MinCount=1,
+        MaxCount=1,
+        InstanceType="r6i.2xlarge",
+        Placement={"AvailabilityZone": availability_zone},
+        TagSpecifications=[spec],
+    )["Instances"][0]
+    return str(instance["InstanceId"])
+
+
+def make_array(
+    hosts: Hosts,
+    name: str = "db1",
+    members: int = 3,
+    *,
+    availability_zone: str = "us-east-1a",
+    size_gib: int = 8,
+    iops: int = 16000,
+    throughput: int = 1000,
+    unrelated: int = 1,
+    tag_members: bool = False,
+    mount_point: str = "/data",
+    fs_type: str = "xfs",
+    level: str = "raid0",
+    encrypted: bool = False,
+    kms_key_id: str | None = None,
+) -> ArrayFixture:
+    ec2 = boto3.client("ec2")
+    instance_id = launch_instance(name, availability_zone)
+    boot = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"][0]["Instances"][0]
+    boot_volume = boot["BlockDeviceMappings"][0]["Ebs"]["VolumeId"]
+    letters = iter(DEVICE_LETTERS)
+    member_ids: list[str] = []
+    other_ids: list[str] = []
+    for index in range(members + unrelated):
+        is_member = index < members
+        tags = [{"Key": "Name", "Value": f"{name}-{index}" if is_member else "scratch"}]
+        if is_member and tag_members:
+            tags.append({"Key": "raidsnap:array", "Value": name})
+        extra: dict[str, object] = {}
+        if encrypted:
+            extra["Encrypted"] = True
+            if kms_key_id:
+                extra["KmsKeyId"] = kms_key_id
+        volume_spec: Any = {"ResourceType": "volume", "Tags": tags}
+        volume = ec2.create_volume(
+            AvailabilityZone=availability_zone,
+            Size=size_gib if is_member else 4,
+            VolumeType="gp3",
+            Iops=iops if is_member else 3000,
+            Throughput=throughput if is_member else 125,
+            TagSpecifications=[volume_spec],
+            **extra,  # type: ignore[arg-type]
+        )
+        (member_ids if is_member else other_ids).append(volume["VolumeId"])
+    # Volumes become available after the double's creation delay: attach once they are.
+    hosts.double.clock.advance(hosts.double.volume_seconds + 1)
+    for vid in member_ids + other_ids:
+        ec2.attach_volume(VolumeId=vid, InstanceId=instance_id, Device=f"/dev/sd{next(letters)}")
+    hosts.double.clock.advance(hosts.double.attach_seconds + 1)
+    md_uuid = hosts.build_array(
+        instance_id, member_ids, name=name, level=level, fs_type=fs_type, mount_point=mount_point
+    )
+    return ArrayFixture(
+        name=name,
+        instance_id=instance_id,
+        availability_zone=availability_zone,
+        member_ids=member_ids,
+        boot_volume_id=boot_volume,
+        other_volume_ids=other_ids,
+        md_uuid=md_uuid,
+        mount_point=mount_point,
+    )
+
+
+def snapshots_of(array: str) -> list[dict[str, object]]:
+    """Every snapshot tagged with the array, as DescribeSnapshots returns them."""
+    ec2 = boto3.client("ec2")
+    pages = ec2.get_paginator("describe_snapshots").paginate(
+        OwnerIds=["self"], Filters=[{"Name": "tag:raidsnap:array", "Values": [array]}]
+    )
+    return [dict(s) for page in pages for s in page["Snapshots"]]
+
+
+def tags_of(resource: dict[str, object]) -> dict[str, str]:
+    raw = resource.get("Tags") or []
+    return {t["Key"]: t["Value"] for t in raw}  # type: ignore[attr-defined]
+
+
+def sets_of(array: str) -> dict[str, list[dict[str, object]]]:
+    """Set id -> its snapshots."""
+    out: dict[str, list[dict[str, object]]] = {}
+    for snap in snapshots_of(array):
+        out.setdefault(tags_of(snap).get("raidsnap:set-id", ""), []).append(snap)
+    return out
+
+
+def make_old_set(
+    hosts: Hosts,
+    fixture: ArrayFixture,
+    set_id: str,
+    *,
+    missing_index: int | None = None,
+    failing: bool = False,
+) -> list[str]:
+    """A set as an earlier backup left it, taken through the EC2 API: complete, short of one
+    member (``missing_index``), or with one snapshot that ends in error (``failing``)."""
+    ec2 = boto3.client("ec2")
+    if failing:
+        hosts.double.fail_snapshots(fixture.member_ids[-1])
+    set_tags: Any = {
+        "ResourceType": "snapshot",
+        "Tags": [
+            {"Key": "raidsnap:array", "Value": fixture.name},
+            {"Key": "raidsnap:set-id", "Value": set_id},
+            {"Key": "raidsnap:member-count", "Value": str(len(fixture.member_ids))},
+        ],
+    }
+    taken = ec2.create_snapshots(
+        InstanceSpecification={
+            "InstanceId": fixture.instance_id,
+            "ExcludeBootVolume": True,
+            "ExcludeDataVolumeIds": fixture.other_volume_ids,
+        },
+        TagSpecifications=[set_tags],
+    )["Snapshots"]
+    ids = []
+    for snap in taken:
+        index = fixture.member_ids.index(snap["VolumeId"])
+        if index == missing_index:
+            ec2.delete_snapshot(SnapshotId=snap["SnapshotId"])
+            continue
+        ec2.create_tags(
+            Resources=[snap["SnapshotId"]],
+            Tags=[
+                {"Key": "raidsnap:member-index", "Value": str(index)},
+                {"Key": "raidsnap:source-volume", "Value": snap["VolumeId"]},
+            ],
+        )
+        ids.append(snap["SnapshotId"])
+    # Let these snapshots finish (or fail), and keep the per-volume snapshot rate.
+    hosts.double.clock.advance(hosts.double.snapshot_seconds + 20)
+    if failing:
+        hosts.double.heal_snapshots(fixture.member_ids[-1])
+    return ids

@@ -1,0 +1,28 @@
+import { CfnElement, IResolvable, Stack, Validations } from 'aws-cdk-lib';
+import { IConstruct } from 'constructs';
+
+/** Acknowledge one cdk-nag finding on one resource, with the reason a reviewer reads.
+ * Findings are always narrowed to a resource pattern: never a whole rule, never the stack. */
+export function acknowledge(scope: IConstruct, finding: string, reason: string): void {
+  if (!/^AwsSolutions-[A-Z0-9]+(\[[^\]]+\])?$/.test(finding)) {
+    throw new Error(`raidsnap: not a cdk-nag finding id: ${finding}`);
+  }
+  Validations.of(scope).acknowledge({ id: finding, reason });
+}
+
+/** `<LogicalId.Arn>` as cdk-nag prints a GetAtt in a finding id. */
+export function arnRef(resource: IConstruct): string {
+  const cfn = (resource.node.defaultChild ?? resource) as CfnElement;
+  const stack = Stack.of(resource);
+  const logicalId = stack.resolve(stack.getLogicalId(cfn) as unknown as IResolvable) as string;
+  return `<${logicalId}.Arn>`;
+}
+
+export const REASONS = {
+  describe: 'EC2 Describe*, SSM DescribeInstanceInformation/GetCommandInvocation and X-Ray writes support no resource-level permissions; every mutating action is scoped separately',
+  instances: 'limited by condition to instances tagged raidsnap:array (the array instances raidsnap serves)',
+  snapshots: 'limited by condition to snapshots that carry the raidsnap:array tag (or are being created with it)',
+  volumes: 'limited by condition to volumes attached to an instance (CreateSnapshots of an array instance) or tagged by raidsnap',
+  invoke: 'grantInvoke also covers versions and aliases of this one function (ARN:*)',
+  runtime: 'Python 3.13 is the runtime the Powertools layer parameter and the test suite pin; moving runtimes is a deliberate change',
+};
