@@ -5,6 +5,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { ArrayConfig } from '../config';
+import { acknowledge } from '../nag';
 
 export interface SchedulesProps {
   readonly arrays: readonly ArrayConfig[];
@@ -26,6 +27,8 @@ export class Schedules extends Construct {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       retentionPeriod: Duration.days(14),
     });
+    acknowledge(this.deadLetterQueue, 'AwsSolutions-SQS3',
+      'this queue is itself the dead-letter queue of the backup schedules; a queue behind it would only move the problem');
     const group = new scheduler.ScheduleGroup(this, 'Group', {});
     for (const array of scheduled) {
       array.schedules.forEach((s, i) => {

@@ -1,0 +1,125 @@
+import { Match } from 'aws-cdk-lib/assertions';
+import { actionsOf, functionId, resourcesOf, statementsOf, synth } from './helpers';
+
+const BACKUP_MODULES = [
+  'backup_prepare', 'backup_members', 'backup_freeze', 'backup_thaw', 'command_poll',
+  'backup_snapshot', 'backup_check', 'backup_retention', 'backup_failed',
+];
+
+describe('backup workflow', () => {
+  const { template } = synth();
+
+  test('the state machine is Standard, traced, logged, and carries its definition inline', () => {
+    template.hasResourceProperties('AWS::StepFunctions::StateMachine', {
+      StateMachineType: 'STANDARD',
+      DefinitionString: Match.stringLikeRegexp('raidsnap backup:'),
+      TracingConfiguration: { Enabled: true },
+      LoggingConfiguration: Match.objectLike({ Level: 'ALL', IncludeExecutionData: true }),
+    });
+    const machines = Object.values(resourcesOf(template, 'AWS::StepFunctions::StateMachine'));
+    const backup = machines.find((m) => String(m.Properties.DefinitionString).includes('raidsnap backup:'))!;
+    expect(backup.Properties.DefinitionS3Location).toBeUndefined();
+    expect(Object.keys(backup.Properties.DefinitionSubstitutions).sort()).toEqual([
+      'BackupCheckFunctionArn', 'BackupFailedFunctionArn', 'BackupFreezeFunctionArn',
+      'BackupMembersFunctionArn', 'BackupPrepareFunctionArn', 'BackupRetentionFunctionArn',
+      'BackupSnapshotFunctionArn', 'BackupThawFunctionArn', 'CommandPollFunctionArn',
+    ]);
+  });
+
+  test.each(BACKUP_MODULES)('%s runs Python 3.13 on arm64 with Powertools and the pinned boto3 layer', (module) => {
+    const fn = resourcesOf(template, 'AWS::Lambda::Function')[functionId(template, module)];
+    expect(fn.Properties).toMatchObject({
+      Runtime: 'python3.13',
+      Architectures: ['arm64'],
+      TracingConfig: { Mode: 'Active' },
+      LoggingConfig: { LogFormat: 'JSON' },
+    });
+    expect(fn.Properties.Layers).toHaveLength(2);
+    expect(fn.Properties.Environment.Variables).toMatchObject({
+      POWERTOOLS_SERVICE_NAME: 'raidsnap',
+      POWERTOOLS_METRICS_NAMESPACE: 'raidsnap',
+      DISCOVER_DOCUMENT: 'raidsnap-discover',
+      FREEZE_DOCUMENT: 'raidsnap-freeze',
+      THAW_DOCUMENT: 'raidsnap-thaw',
+      DEFAULT_RETENTION: '7',
+    });
+  });
+
+  test('the Powertools layer is resolved at deploy time from the public SSM parameter', () => {
+    const params = template.toJSON().Parameters as Record<string, { Default?: string }>;
+    expect(Object.values(params).map((p) => p.Default)).toContain(
+      '/aws/service/powertools/python/arm64/python3.13/latest');
+  });
+
+  test('the state machine may invoke exactly its own functions', () => {
+    const policies = Object.values(resourcesOf(template, 'AWS::IAM::Policy'))
+      .filter((p) => JSON.stringify(p.Properties.Roles).includes('BackupWorkflowStateMachineRole'));
+    const invoked = policies.flatMap((p) => p.Properties.PolicyDocument.Statement)
+      .filter((s: any) => actionsOf(s).includes('lambda:InvokeFunction'))
+      .flatMap((s: any) => s.Resource)
+      .filter((r: any) => r['Fn::GetAtt'])
+      .map((r: any) => r['Fn::GetAtt'][0]);
+    expect(new Set(invoked)).toEqual(new Set(BACKUP_MODULES.map((m) => functionId(template, m))));
+  });
+
+  test('only the snapshot step may call CreateSnapshots, on tagged instances into tagged snapshots', () => {
+    for (const module of BACKUP_MODULES) {
+      const creates = statementsOf(template, module).filter((s) => actionsOf(s).includes('ec2:CreateSnapshots'));
+      if (module !== 'backup_snapshot') {
+        expect(creates).toEqual([]);
+        continue;
+      }
+      expect(creates).toEqual(expect.arrayContaining([
+        expect.objectContaining({
+          Resource: { 'Fn::Join': ['', expect.arrayContaining([expect.stringMatching(/instance\/\*$/)])] },
+          Condition: { StringLike: { 'aws:ResourceTag/raidsnap:array': '*' } },
+        }),
+        expect.objectContaining({
+          Condition: { StringLike: { 'aws:RequestTag/raidsnap:array': '*' } },
+        }),
+      ]));
+    }
+  });
+
+  test('snapshots are deleted only where they carry the array tag, and only by snapshot and retention steps', () => {
+    for (const module of BACKUP_MODULES) {
+      const deletes = statementsOf(template, module).filter((s) => actionsOf(s).includes('ec2:DeleteSnapshot'));
+      if (!['backup_snapshot', 'backup_retention'].includes(module)) {
+        expect(deletes).toEqual([]);
+        continue;
+      }
+      expect(deletes.length).toBeGreaterThan(0);
+      for (const s of deletes) {
+        expect(s.Condition).toEqual({ StringLike: { 'aws:ResourceTag/raidsnap:array': '*' } });
+      }
+    }
+  });
+
+  test('no backup function can touch volumes or FSR', () => {
+    const forbidden = ['ec2:CreateVolume', 'ec2:DeleteVolume', 'ec2:AttachVolume', 'ec2:DetachVolume',
+      'ec2:EnableFastSnapshotRestores', 'ec2:DisableFastSnapshotRestores'];
+    for (const module of BACKUP_MODULES) {
+      const actions = statementsOf(template, module).flatMap(actionsOf);
+      expect(actions.filter((a) => forbidden.includes(a))).toEqual([]);
+    }
+  });
+
+  test('SendCommand is limited to raidsnap documents and array instances', () => {
+    const sends = statementsOf(template, 'backup_prepare').filter((s) => actionsOf(s).includes('ssm:SendCommand'));
+    expect(JSON.stringify(sends)).toContain('document/raidsnap-discover');
+    expect(JSON.stringify(sends)).not.toContain('document/raidsnap-assemble');
+    const onInstances = sends.filter((s) => JSON.stringify(s.Resource).includes('instance/*'));
+    expect(onInstances).toEqual([
+      expect.objectContaining({ Condition: { StringLike: { 'ssm:resourceTag/raidsnap:array': '*' } } }),
+    ]);
+  });
+
+  test('every function logs to its own log group with a retention period', () => {
+    const groups = resourcesOf(template, 'AWS::Logs::LogGroup');
+    for (const module of BACKUP_MODULES) {
+      const fn = resourcesOf(template, 'AWS::Lambda::Function')[functionId(template, module)];
+      const group = groups[fn.Properties.LoggingConfig.LogGroup.Ref];
+      expect(group.Properties.RetentionInDays).toBe(90);
+    }
+  });
+});

@@ -1,0 +1,58 @@
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { BUILT_IN_DEFAULTS, ConfigError, loadConfig, parseConfig } from '../lib/config';
+import { EXAMPLE_CONFIG } from './helpers';
+
+describe('config', () => {
+  test('no file means built-in defaults and no arrays', () => {
+    expect(loadConfig(undefined)).toEqual({ defaults: BUILT_IN_DEFAULTS, arrays: {} });
+  });
+
+  test('the example config parses with per-array values and inherited defaults', () => {
+    const config = loadConfig(EXAMPLE_CONFIG);
+    expect(config.arrays.db1).toMatchObject({
+      retention: 14, consistency: 'fsfreeze', initialization: 'fsr', rpoMinutes: 300,
+      schedules: [{ expression: 'cron(0 */4 * * ? *)', timezone: 'Europe/Berlin', retryAttempts: 3 }],
+    });
+    expect(config.arrays.analytics).toMatchObject({
+      retention: 3, consistency: 'crash', initialization: 'prewarm',
+      schedules: [{ expression: 'rate(1 day)', timezone: 'UTC' }],
+    });
+  });
+
+  test.each([
+    [{ arrays: { db1: { retention: 0 } } }, 'arrays.db1.retention'],
+    [{ arrays: { db1: { retention: '7' } } }, 'arrays.db1.retention'],
+    [{ arrays: { db1: { consistency: 'app' } } }, 'arrays.db1.consistency'],
+    [{ arrays: { db1: { initialization: 'fast' } } }, 'arrays.db1.initialization'],
+    [{ arrays: { db1: { schedule: 'every day' } } }, 'arrays.db1.schedule.expression'],
+    [{ arrays: { db1: { schedule: { expression: 'rate(1 day)', timezone: 'Mars/Olympus Mons' } } } }, 'arrays.db1.schedule.timezone'],
+    [{ arrays: { db1: { schedules: ['rate(1 day)', 'cron(1 2 3)'] } } }, 'arrays.db1.schedules[1].expression'],
+    [{ arrays: { db1: { schedule: 'rate(1 day)', schedules: [] } } }, 'arrays.db1'],
+    [{ arrays: { 'bad name': {} } }, 'arrays.bad name'],
+    [{ arrays: { db1: { retension: 3 } } }, 'arrays.db1.retension'],
+    [{ defaults: { maxFreezeSeconds: 100000 } }, 'defaults.maxFreezeSeconds'],
+    [{ arrays: [] }, 'arrays'],
+    [{ array: {} }, '(top level).array'],
+  ])('%j is refused naming %s', (raw, field) => {
+    expect(() => parseConfig(raw)).toThrow(ConfigError);
+    try {
+      parseConfig(raw);
+    } catch (err) {
+      expect((err as ConfigError).field).toBe(field);
+      expect((err as Error).message).toContain(field);
+    }
+  });
+
+  test('a missing file is a clear error', () => {
+    const missing = path.join(os.tmpdir(), 'raidsnap-no-such-config.yaml');
+    expect(() => loadConfig(missing)).toThrow(/cannot read/);
+  });
+
+  test('YAML that is not a mapping is refused', () => {
+    const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'raidsnap-')), 'c.yaml');
+    fs.writeFileSync(file, '- just\n- a list\n');
+    expect(() => loadConfig(file)).toThrow(/must be a mapping/);
+  });
+});

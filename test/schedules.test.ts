@@ -1,0 +1,64 @@
+import { Match } from 'aws-cdk-lib/assertions';
+import { EXAMPLE_CONFIG, resourcesOf, synth } from './helpers';
+
+describe('schedules', () => {
+  test('without a config there is no schedule and no dead-letter queue', () => {
+    const { template } = synth();
+    template.resourceCountIs('AWS::Scheduler::Schedule', 0);
+    template.resourceCountIs('AWS::SQS::Queue', 0);
+  });
+
+  test('each configured schedule starts the backup with the array input, in its time zone', () => {
+    const { template } = synth(EXAMPLE_CONFIG);
+    template.resourceCountIs('AWS::Scheduler::Schedule', 2);
+    template.hasResourceProperties('AWS::Scheduler::Schedule', {
+      ScheduleExpression: 'cron(0 */4 * * ? *)',
+      ScheduleExpressionTimezone: 'Europe/Berlin',
+      State: 'ENABLED',
+      Target: Match.objectLike({
+        Input: JSON.stringify({ array: 'db1', consistency: 'fsfreeze', trigger: 'schedule' }),
+        RetryPolicy: { MaximumRetryAttempts: 3, MaximumEventAgeInSeconds: 3600 },
+        DeadLetterConfig: { Arn: Match.anyValue() },
+      }),
+    });
+    template.hasResourceProperties('AWS::Scheduler::Schedule', {
+      ScheduleExpression: 'rate(1 day)',
+      ScheduleExpressionTimezone: 'UTC',
+      Target: Match.objectLike({
+        Input: JSON.stringify({ array: 'analytics', consistency: 'crash', trigger: 'schedule' }),
+      }),
+    });
+  });
+
+  test('the scheduler role may start only the backup state machine', () => {
+    const { template } = synth(EXAMPLE_CONFIG);
+    const policies = Object.values(resourcesOf(template, 'AWS::IAM::Policy'))
+      .map((p) => p.Properties.PolicyDocument.Statement)
+      .filter((statements: any[]) => statements.some((s) => [].concat(s.Action).includes('states:StartExecution' as never)));
+    expect(policies.length).toBeGreaterThan(0);
+    for (const statements of policies) {
+      const starts = statements.filter((s: any) => [].concat(s.Action).includes('states:StartExecution' as never));
+      for (const s of starts) expect(JSON.stringify(s.Resource)).toContain('BackupWorkflowStateMachine');
+    }
+  });
+
+  test('per-array retention reaches the retention function', () => {
+    const { template } = synth(EXAMPLE_CONFIG);
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Handler: 'raidsnap.handlers.backup_retention.handler',
+      Environment: { Variables: Match.objectLike({ RETENTION_BY_ARRAY: JSON.stringify({ db1: 14, analytics: 3 }) }) },
+    });
+  });
+
+  test('the dead-letter queue refuses plain HTTP and is encrypted', () => {
+    const { template } = synth(EXAMPLE_CONFIG);
+    template.hasResourceProperties('AWS::SQS::Queue', { SqsManagedSseEnabled: true });
+    template.hasResourceProperties('AWS::SQS::QueuePolicy', {
+      PolicyDocument: Match.objectLike({
+        Statement: Match.arrayWith([Match.objectLike({
+          Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } },
+        })]),
+      }),
+    });
+  });
+});
