@@ -112,9 +112,8 @@ build_initramfs() {
   ln -sf /usr/bin/udevadm "$root/usr/lib/systemd-udevd" 2>/dev/null || true
   mkdir -p "$root/usr/lib/systemd" && ln -sf /usr/bin/udevadm "$root/usr/lib/systemd/systemd-udevd"
   # Name-service modules so udev can resolve the groups its rules mention.
-  for b in /lib/x86_64-linux-gnu/libnss_files.so.2; do
-    [[ -e $b ]] && install -D "$(readlink -f "$b")" "$root$b"
-  done
+  b=/lib/x86_64-linux-gnu/libnss_files.so.2
+  if [[ -e $b ]]; then install -D "$(readlink -f "$b")" "$root$b"; fi
 
   install -m 0755 "$(command -v busybox)" "$root/usr/bin/busybox"
   while read -r b; do

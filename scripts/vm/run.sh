@@ -31,7 +31,7 @@ done
 work=$(cd "$work" && pwd)
 rm -f "$work/scenario.rc"
 
-args=(-accel tcg,thread=multi -cpu max -smp "$smp" -m "$mem" -M q35
+args=(-accel "tcg,thread=multi" -cpu max -smp "$smp" -m "$mem" -M q35
       -nographic -no-reboot -nic none -monitor none -serial "file:$work/console.log"
       -kernel "$vm/vmlinuz" -initrd "$vm/initrd.cpio"
       -append "console=ttyS0 quiet loglevel=3 panic=-1 rdinit=/init raidsnap.disks=${#disks[@]} raidsnap.udev=$udev"
