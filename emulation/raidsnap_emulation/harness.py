@@ -19,6 +19,7 @@ import traceback
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -208,6 +209,8 @@ class _Context:
 @dataclass
 class Invocation:
     function: str
+    module: str
+    at: datetime
     event: Any
     result: Any = None
     error_type: str | None = None
@@ -218,8 +221,9 @@ class LambdaRouter:
     """Answers lambda:Invoke by calling the handler named in the template, in this process,
     under the environment the template gives that function."""
 
-    def __init__(self, functions: dict[str, FunctionDef]) -> None:
+    def __init__(self, functions: dict[str, FunctionDef], clock: VirtualClock) -> None:
         self.functions = functions
+        self.clock = clock
         self.invocations: list[Invocation] = []
         # One invocation at a time: each swaps the process environment for its own.
         self._lock = threading.Lock()
@@ -229,7 +233,8 @@ class LambdaRouter:
         fn = self.functions[name]
         raw = params.get("Payload", b"{}")
         event = json.loads(raw.decode() if isinstance(raw, bytes | bytearray) else raw or "{}")
-        record = Invocation(function=name, event=event)
+        module = fn.handler.rsplit(".", 2)[-2]
+        record = Invocation(function=name, module=module, at=self.clock.now(), event=event)
         with self._lock:
             saved = dict(os.environ)
             os.environ.update(fn.environment)
@@ -324,7 +329,7 @@ class Emulation:
         self.document_names = self._create_documents()
         self.hosts = Hosts(self.double, self.document_names, REGION)
         self._create_tables()
-        self.router = LambdaRouter(self._functions())
+        self.router = LambdaRouter(self._functions(), self.clock)
         self.double.route("lambda", "Invoke", self.router)
         self._create_state_machines()
         return self

@@ -1,0 +1,20 @@
+# The two commands of the README, and a few conveniences around them.
+.PHONY: demo test setup synth bench clean
+
+demo: ## a backup, the loss of a member and a restore, on the local AWS emulation
+	@scripts/demo.sh
+
+test: ## every check: types, lint, shellcheck, synth + cfn-lint, jest, pytest, the QEMU VM suite
+	@scripts/test.sh
+
+setup: ## node packages, .venv and the Lambda dependency layer
+	@scripts/setup.sh
+
+synth:
+	@scripts/setup.sh && node_modules/.bin/cdk synth --quiet
+
+bench: ## state transitions per run on the emulation, and prewarm throughput in the VM
+	@scripts/setup.sh && .venv/bin/python bench/transitions.py && bench/prewarm.sh
+
+clean:
+	rm -rf cdk.out cdk.out.example .cache/test-results
