@@ -41,7 +41,10 @@ def _members(r: dict[str, Any]) -> str:
     if d.get("status") == "pending":
         return "discover document still running"
     md = r.get("md") or {}
-    facts = f"md {md.get('level', '?')} {md.get('uuid', '?')}, {md.get('fsType', '?')} at {md.get('mountPoint', '?')}"
+    facts = (
+        f"md {md.get('level', '?')} {md.get('uuid', '?')}, "
+        f"{md.get('fsType', '?')} at {md.get('mountPoint', '?')}"
+    )
     return f"{len(r['members'])} members from {d.get('source')}: {facts}"
 
 
@@ -83,7 +86,10 @@ NARRATORS: dict[str, Narrator] = {
 
 def _narrate(inv: Invocation) -> str:
     if inv.error_type:
-        return f"[red]{inv.error_type}[/red]: {inv.error_message} [dim](the workflow decides: retry or fail)[/dim]"
+        return (
+            f"[red]{inv.error_type}[/red]: {inv.error_message} "
+            "[dim](the workflow decides: retry or fail)[/dim]"
+        )
     narrator = NARRATORS.get(inv.module)
     if narrator is not None and isinstance(inv.result, dict):
         try:
@@ -113,7 +119,8 @@ def _run(emu: Emulation, workflow: str, payload: dict[str, Any], name: str) -> E
     colour = "green" if run.status == "SUCCEEDED" else "red"
     console.print(
         f"   [{colour}]{run.status}[/{colour}] in {run.transitions} state transitions, "
-        f"{virtual // 60} min {virtual % 60} s of emulated time, {time.monotonic() - real:.1f} s real"
+        f"{virtual // 60} min {virtual % 60} s of emulated time, "
+        f"{time.monotonic() - real:.1f} s real"
     )
     if run.status != "SUCCEEDED":
         console.print(f"   error [bold]{run.error}[/bold]: {run.cause}")
@@ -124,7 +131,7 @@ def _world(emu: Emulation) -> ArrayFixture:
     fx = make_array(emu.hosts, "db1", 3, size_gib=8, unrelated=1)
     console.print(
         f"[bold]The array[/bold]: instance {fx.instance_id} in {fx.availability_zone}, tagged "
-        f"raidsnap:array=db1\n   md0 = RAID 0 of 3 × 8 GiB gp3 (16,000 IOPS, 1,000 MiB/s each), "
+        f"raidsnap:array=db1\n   md0 = RAID 0 of 3 x 8 GiB gp3 (16,000 IOPS, 1,000 MiB/s each), "
         f"xfs at {fx.mount_point}\n   members {', '.join(fx.member_ids)}\n"
         f"   also attached: boot {fx.boot_volume_id} and scratch {fx.other_volume_ids[0]} "
         "(never snapshotted)"
@@ -135,7 +142,8 @@ def _world(emu: Emulation) -> ArrayFixture:
 def _lose_member(emu: Emulation, fx: ArrayFixture) -> str:
     lost = fx.member_ids[1]
     console.print(
-        f"\n[bold red]✗ failure[/bold red]: member {lost} is lost; RAID 0 has no redundancy, md0 is gone"
+        f"\n[bold red]✗ failure[/bold red]: member {lost} is lost; "
+        "RAID 0 has no redundancy, md0 is gone"
     )
     ec2 = boto3.client("ec2")
     ec2.detach_volume(VolumeId=lost, Force=True)
@@ -154,7 +162,10 @@ def _summary(rows: list[tuple[str, Execution]]) -> None:
         if "snapshotIds" in out:
             detail = f"{len(out['snapshotIds'])} snapshots"
         if "volumeIds" in out:
-            detail = f"{len(out['volumeIds'])} volumes → {out.get('mdDevice')} at {out.get('mountPoint')}"
+            detail = (
+                f"{len(out['volumeIds'])} volumes → {out.get('mdDevice')} "
+                f"at {out.get('mountPoint')}"
+            )
         if run.error:
             detail = f"{run.error}"
         table.add_row(label, run.status, str(run.transitions), str(out.get("setId", "")), detail)
