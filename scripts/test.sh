@@ -27,7 +27,7 @@ step "cdk synth (no config, and the example config) + cfn-lint"
 rm -rf cdk.out cdk.out.example
 node_modules/.bin/cdk synth --quiet -o cdk.out >/dev/null
 node_modules/.bin/cdk synth --quiet -o cdk.out.example -c config=config/example.yaml >/dev/null
-.venv/bin/cfn-lint --info cdk.out/raidsnap.template.json cdk.out.example/raidsnap.template.json
+.venv/bin/cfn-lint --config-file .cfnlintrc.yaml -- cdk.out/raidsnap.template.json cdk.out.example/raidsnap.template.json
 
 step "jest"
 node_modules/.bin/jest --ci --json --outputFile="$results/jest.json"
