@@ -97,6 +97,8 @@ class Call:
     error_code: str | None
     time: datetime
     applied: bool = True
+    # The function (by logical id) on whose behalf the call was made, when the harness knows.
+    actor: str | None = None
 
 
 @dataclass(frozen=True)
@@ -243,6 +245,23 @@ def _constant(values: list[str]) -> Callable[[str], list[str]]:
 
 def _lookup(fields: dict[str, list[str]]) -> Callable[[str], list[str]]:
     return lambda name: fields.get(name, [])
+
+
+class _Actor(threading.local):
+    name: str | None = None
+
+
+_actor = _Actor()
+
+
+@contextlib.contextmanager
+def acting_as(name: str) -> Iterator[None]:
+    """Attribute the calls this thread makes inside the block to ``name``."""
+    previous, _actor.name = _actor.name, name
+    try:
+        yield
+    finally:
+        _actor.name = previous
 
 
 class AwsDouble:
@@ -473,7 +492,9 @@ class AwsDouble:
         self, service: str, operation: str, params: Params, code: str | None, applied: bool
     ) -> None:
         with self._lock:
-            self.calls.append(Call(service, operation, params, code, self.clock.now(), applied))
+            self.calls.append(
+                Call(service, operation, params, code, self.clock.now(), applied, _actor.name)
+            )
 
     def _take_fault(self, service: str, operation: str) -> _Fault | None:
         queue = self._faults.get((service, operation), [])

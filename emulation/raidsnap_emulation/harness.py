@@ -32,7 +32,7 @@ from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wai
 
 from raidsnap import clients
 from raidsnap_emulation.clock import VirtualClock
-from raidsnap_emulation.double import AwsDouble
+from raidsnap_emulation.double import AwsDouble, acting_as
 from raidsnap_emulation.host import Hosts
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -242,7 +242,8 @@ class LambdaRouter:
             try:
                 module_name, attr = fn.handler.rsplit(".", 1)
                 handler = getattr(importlib.import_module(module_name), attr)
-                record.result = handler(event, _Context(name))
+                with acting_as(name):
+                    record.result = handler(event, _Context(name))
                 payload = json.dumps(record.result, default=str).encode()
                 error = None
             except Exception as exc:  # a Lambda runtime reports any exception this way

@@ -304,7 +304,9 @@ def explain_failure(state: State, documents: Documents, settings: BackupSettings
     cause = _cause_message(str(error.get("Cause", "")))
     freeze = state.get("freeze") or {}
     thaw = state.get("thaw") or {}
-    if freeze.get("status") == "success" and thaw.get("status") != "success":
+    # A freeze that failed or was cancelled may still have frozen the filesystem: thaw is
+    # harmless on a thawed one, so thaw whenever a freeze was attempted.
+    if freeze and thaw.get("status") != "success":
         try:
             send_thaw(state, documents, settings)
         except Exception:  # the guard thaws within its bound anyway

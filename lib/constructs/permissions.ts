@@ -38,7 +38,7 @@ export class Permissions {
   /** Read and cancel commands (SSM has no resource scoping for reading invocations). */
   readCommands(): iam.PolicyStatement[] {
     return [
-      new iam.PolicyStatement({ actions: ['ssm:GetCommandInvocation', 'ssm:ListCommandInvocations'], resources: ['*'] }),
+      new iam.PolicyStatement({ actions: ['ssm:GetCommandInvocation'], resources: ['*'] }),
       new iam.PolicyStatement({
         actions: ['ssm:CancelCommand'],
         resources: [this.ec2Arn('instance/*')],

@@ -243,6 +243,9 @@ def test_a_failed_freeze_fails_with_command_failed_and_its_stderr(emu: Emulation
     assert (run.status, run.error) == ("FAILED", "CommandFailed")
     assert "Operation not supported" in (run.cause or "")
     assert ec2_changes(emu, mark) == []
+    # AND the failure path thawed anyway: a freeze that failed half-way may have frozen
+    thaws = [c for c in emu.double.calls if c.params.get("DocumentName") == "raidsnap-thaw"]
+    assert len(thaws) == 1
 
 
 def test_unknown_array_fails_with_array_not_found(emu: Emulation) -> None:
