@@ -4,6 +4,7 @@ import { RaidsnapConfig } from './config';
 import { BackupWorkflow } from './constructs/backup-workflow';
 import { Documents } from './constructs/documents';
 import { FunctionFactory } from './constructs/functions';
+import { RestoreLock, RestoreWorkflow } from './constructs/restore-workflow';
 import { Schedules } from './constructs/schedules';
 
 export interface RaidsnapStackProps extends StackProps {
@@ -14,6 +15,7 @@ export interface RaidsnapStackProps extends StackProps {
 export class RaidsnapStack extends Stack {
   readonly backup: BackupWorkflow;
   readonly documents: Documents;
+  readonly restore: RestoreWorkflow;
   readonly schedules: Schedules;
 
   constructor(scope: Construct, id: string, props: RaidsnapStackProps) {
@@ -21,8 +23,13 @@ export class RaidsnapStack extends Stack {
     const arrays = Object.values(props.config.arrays);
     this.documents = new Documents(this, 'Documents');
     const factory = new FunctionFactory(this, 'Functions');
+    const restoreLock = new RestoreLock(this, 'RestoreLock');
     this.backup = new BackupWorkflow(this, 'Backup', {
+      factory, documents: this.documents, defaults: props.config.defaults, arrays, restoreLock: restoreLock.table,
+    });
+    this.restore = new RestoreWorkflow(this, 'Restore', {
       factory, documents: this.documents, defaults: props.config.defaults, arrays,
+      lock: restoreLock, commandPoll: this.backup.functions.CommandPoll,
     });
     this.schedules = new Schedules(this, 'Schedules', { arrays, backup: this.backup.stateMachine });
   }

@@ -316,12 +316,20 @@ class Hosts:
         md_device = self._param(ctx, "MdDevice", "/dev/md0")
         state = self.state(ctx.instance_id)
         released = state.arrays.pop(md_device, None)
+        devices = self.nvme_devices(ctx.instance_id)
+        # As release.sh prints them: one object per member the md device had.
+        members = [
+            {"device": devices.get(v), "volumeId": v, "slot": i, "state": "in_sync"}
+            for i, v in enumerate(released.members if released else [])
+        ]
         return self._ok(
             {
                 "ok": True,
                 "mdDevice": md_device,
+                "mountPoint": self._param(ctx, "MountPoint"),
                 "released": released is not None,
-                "members": released.members if released else [],
+                "members": members,
+                "changed": released is not None,
             },
             duration=2.0,
         )

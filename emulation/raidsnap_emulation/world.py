@@ -177,3 +177,25 @@ def make_old_set(
     if failing:
         hosts.double.heal_snapshots(fixture.member_ids[-1])
     return ids
+
+
+def backed_up(hosts: Hosts, emu_run: Any, fixture: ArrayFixture) -> str:
+    """Take a set of the array with the backup workflow itself; returns its set id."""
+    run = emu_run("backup", {"array": fixture.name})
+    if run.status != "SUCCEEDED":
+        raise AssertionError(f"backup of {fixture.name} failed: {run.error}: {run.cause}")
+    return str(run.output["setId"])
+
+
+def restored_volumes(execution_arn: str) -> list[dict[str, Any]]:
+    """Every volume a restore execution created (live or not yet deleted), by member index."""
+    ec2 = boto3.client("ec2")
+    pages = ec2.get_paginator("describe_volumes").paginate(
+        Filters=[{"Name": "tag:raidsnap:restore-execution", "Values": [execution_arn]}]
+    )
+    found = [dict(v) for page in pages for v in page["Volumes"]]
+    return sorted(found, key=lambda v: int(tags_of(v).get("raidsnap:member-index", "0")))
+
+
+def terminate(instance_id: str) -> None:
+    boto3.client("ec2").terminate_instances(InstanceIds=[instance_id])

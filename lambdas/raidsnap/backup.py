@@ -6,8 +6,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from raidsnap import arrays, clients, commands, retention, snapshot_sets, tags
-from raidsnap.environment import BackupSettings, Documents, retention_for
+from raidsnap import arrays, clients, commands, lock, retention, snapshot_sets, tags
+from raidsnap.environment import BackupSettings, Documents, restore_lock_table, retention_for
 from raidsnap.errors import CommandFailedError, SnapshotFailedError, public_name
 from raidsnap.models import BackupInput, parse_input
 from raidsnap.observability import logger
@@ -275,9 +275,11 @@ def apply_retention(state: State) -> State:
 
 
 def _sets_in_use(sets: list[snapshot_sets.SnapshotSet]) -> set[str]:
-    """Sets a restore is creating volumes from right now."""
+    """Sets a restore is creating volumes from right now, or holds in the restore lock."""
     if not sets:
         return set()
+    table = restore_lock_table()
+    held = lock.sets_held(table, sets[0].array) if table else set()
     owner = {m.snapshot_id: s.set_id for s in sets for m in s.members}
     pages = (
         clients.ec2()
@@ -289,7 +291,7 @@ def _sets_in_use(sets: list[snapshot_sets.SnapshotSet]) -> set[str]:
             ]
         )
     )
-    return {
+    return held | {
         owner[v["SnapshotId"]]
         for page in pages
         for v in page["Volumes"]

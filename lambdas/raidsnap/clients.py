@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -11,6 +11,7 @@ from botocore.config import Config
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
     from mypy_boto3_ssm import SSMClient
+    from mypy_boto3_stepfunctions import SFNClient
 
 # Standard mode retries throttling with backoff inside the SDK; what still fails after that
 # reaches the workflow, whose Retry waits longer than a Lambda invocation should.
@@ -27,7 +28,19 @@ def ssm() -> SSMClient:
     return boto3.client("ssm", config=_CONFIG)
 
 
+@cache
+def dynamodb() -> Any:  # no mypy_boto3_dynamodb stubs are pinned; calls are checked by tests
+    return boto3.client("dynamodb", config=_CONFIG)
+
+
+@cache
+def stepfunctions() -> SFNClient:
+    return boto3.client("stepfunctions", config=_CONFIG)
+
+
 def reset() -> None:
     """Forget cached clients (tests switch regions and mocks between cases)."""
     ec2.cache_clear()
     ssm.cache_clear()
+    dynamodb.cache_clear()
+    stepfunctions.cache_clear()

@@ -76,3 +76,72 @@ def retention_for(array: str, default: int) -> int:
     if not isinstance(value, int) or value < 1:
         raise ConfigurationError(f"RETENTION_BY_ARRAY[{array!r}] must be a positive integer")
     return value
+
+
+@dataclass(frozen=True)
+class RestoreDocuments:
+    """The SSM Command documents a restore runs on its target."""
+
+    assemble: str
+    release: str
+    prewarm: str
+
+    @classmethod
+    def from_env(cls) -> RestoreDocuments:
+        return cls(
+            assemble=_require("ASSEMBLE_DOCUMENT"),
+            release=_require("RELEASE_DOCUMENT"),
+            prewarm=_require("PREWARM_DOCUMENT"),
+        )
+
+
+INITIALIZATIONS = ("fsr", "rate", "prewarm", "none")
+
+
+@dataclass(frozen=True)
+class RestoreSettings:
+    """Per-stack restore defaults; the execution input wins, then the array's config."""
+
+    lock_table: str
+    lock_lease_seconds: int
+    default_initialization: str
+    default_initialization_rate: int
+    fsr_timeout_seconds: int
+
+    @classmethod
+    def from_env(cls) -> RestoreSettings:
+        initialization = os.environ.get("DEFAULT_INITIALIZATION", "").strip() or "prewarm"
+        if initialization not in INITIALIZATIONS:
+            raise ConfigurationError(
+                f"DEFAULT_INITIALIZATION must be one of {', '.join(INITIALIZATIONS)}"
+            )
+        return cls(
+            lock_table=_require("LOCK_TABLE"),
+            lock_lease_seconds=_int("LOCK_LEASE_SECONDS", 3 * 86400),
+            default_initialization=initialization,
+            default_initialization_rate=_int("DEFAULT_INITIALIZATION_RATE", 300),
+            fsr_timeout_seconds=_int("FSR_TIMEOUT_SECONDS", 3600),
+        )
+
+
+def initialization_for(array: str, default: str) -> str:
+    """The array's configured initialization (INITIALIZATION_BY_ARRAY, a JSON map), else the
+    stack default."""
+    raw = os.environ.get("INITIALIZATION_BY_ARRAY", "").strip()
+    if not raw:
+        return default
+    try:
+        mapping = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ConfigurationError("INITIALIZATION_BY_ARRAY is not valid JSON") from None
+    value = mapping.get(array, default)
+    if value not in INITIALIZATIONS:
+        raise ConfigurationError(
+            f"INITIALIZATION_BY_ARRAY[{array!r}] must be one of {INITIALIZATIONS}"
+        )
+    return str(value)
+
+
+def restore_lock_table() -> str | None:
+    """The restore lock table, for backup retention (absent: no restore workflow deployed)."""
+    return os.environ.get("RESTORE_LOCK_TABLE", "").strip() or None

@@ -36,3 +36,109 @@ def parse_input(model: type[M], data: Any) -> M:
         elif first["type"] == "string_pattern_mismatch":
             problem = f"{first['input']!r} does not match {first['ctx']['pattern']}"
         raise InvalidInputError(field, problem) from None
+
+
+# Volume limits as the EC2 CreateVolume API reference gives them (botocore 1.44.5 service model,
+# CreateVolume Iops/Throughput, checked 2026-11): gp3 3,000-80,000 IOPS and 125-2,000 MiB/s
+# (older pages still say 16,000 and 1,000); io1 100-64,000 IOPS; io2 100-256,000 IOPS. Limits
+# that depend on the size (IOPS per GiB) are left to EC2, whose refusal fails the run.
+VolumeType = Literal["gp3", "gp2", "io1", "io2", "st1", "sc1", "standard"]
+IOPS_RANGE: dict[str, tuple[int, int]] = {
+    "gp3": (3000, 80000),
+    "io1": (100, 64000),
+    "io2": (100, 256000),
+}
+THROUGHPUT_RANGE: dict[str, tuple[int, int]] = {"gp3": (125, 2000)}
+# VolumeInitializationRate: 100-300 MiB/s (CreateVolume API reference).
+INITIALIZATION_RATE_RANGE = (100, 300)
+
+# The assemble and release documents' MountPoint pattern: an absolute path of plain segments,
+# no "." or ".." segment, never "/" itself.
+MOUNT_POINT_PATTERN = (
+    r"^(/([A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,61}"
+    r"|\.\.[A-Za-z0-9._-]{1,61})){1,16}$"
+)
+MountPoint = Annotated[str, StringConstraints(pattern=MOUNT_POINT_PATTERN, max_length=201)]
+SetId = Annotated[str, StringConstraints(pattern=r"^(latest|[A-Za-z0-9][A-Za-z0-9_.:-]{0,127})$")]
+InstanceId = Annotated[str, StringConstraints(pattern=r"^i-[0-9a-f]{8,17}$")]
+MdDevice = Annotated[str, StringConstraints(pattern=r"^/dev/md[0-9]{1,3}$")]
+MdUuid = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{8}(:[0-9a-f]{8}){3}$")]
+Initialization = Literal["fsr", "rate", "prewarm", "none"]
+
+
+class RestoreInput(BaseModel):
+    """A restore request. Only ``array`` is required; what is left out comes from the set's
+    tags, the stack's configuration, or the array's instance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    array: ArrayName
+    setId: SetId = "latest"
+    targetInstanceId: InstanceId | None = None
+    volumeType: VolumeType | None = None
+    iops: int | None = None
+    throughput: int | None = None
+    initialization: Initialization | None = None
+    initializationRate: int | None = None
+    allowOptimizing: bool = False
+    fsrTimeoutSeconds: int | None = None
+    mountPoint: MountPoint | None = None
+    mdDevice: MdDevice = "/dev/md0"
+    mdUuid: MdUuid | None = None
+    readOnly: bool = False
+    mode: Literal["attach", "replace"] = "attach"
+
+    def check_combinations(self) -> None:
+        """What pydantic's field types cannot say: which fields go together."""
+        if self.iops is not None:
+            if self.volumeType is not None and self.volumeType not in IOPS_RANGE:
+                raise InvalidInputError(
+                    "iops", f"only gp3, io1 and io2 volumes take iops, not {self.volumeType}"
+                )
+            low, high = IOPS_RANGE.get(self.volumeType or "io2", IOPS_RANGE["io2"])
+            if not low <= self.iops <= high:
+                raise InvalidInputError(
+                    "iops", f"{self.iops} is outside {low}..{high} for {self.volumeType or 'io2'}"
+                )
+        if self.throughput is not None:
+            if self.volumeType is not None and self.volumeType != "gp3":
+                raise InvalidInputError(
+                    "throughput", f"only gp3 volumes take throughput, not {self.volumeType}"
+                )
+            low, high = THROUGHPUT_RANGE["gp3"]
+            if not low <= self.throughput <= high:
+                raise InvalidInputError(
+                    "throughput", f"{self.throughput} is outside {low}..{high} MiB/s"
+                )
+        if self.initializationRate is not None:
+            if self.initialization != "rate":
+                raise InvalidInputError(
+                    "initializationRate", 'is only used with "initialization": "rate"'
+                )
+            low, high = INITIALIZATION_RATE_RANGE
+            if not low <= self.initializationRate <= high:
+                raise InvalidInputError(
+                    "initializationRate",
+                    f"{self.initializationRate} is outside {low}..{high} MiB/s",
+                )
+        if self.initialization == "rate" and self.initializationRate is None:
+            raise InvalidInputError(
+                "initializationRate", 'is required with "initialization": "rate"'
+            )
+        if self.fsrTimeoutSeconds is not None:
+            if self.initialization not in (None, "fsr"):
+                raise InvalidInputError(
+                    "fsrTimeoutSeconds", 'is only used with "initialization": "fsr"'
+                )
+            if not 60 <= self.fsrTimeoutSeconds <= 86400:
+                raise InvalidInputError(
+                    "fsrTimeoutSeconds", f"{self.fsrTimeoutSeconds} is outside 60..86400 seconds"
+                )
+        if self.allowOptimizing and self.initialization not in (None, "fsr"):
+            raise InvalidInputError("allowOptimizing", 'is only used with "initialization": "fsr"')
+
+
+def parse_restore_input(data: Any) -> RestoreInput:
+    request = parse_input(RestoreInput, data)
+    request.check_combinations()
+    return request

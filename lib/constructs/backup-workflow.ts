@@ -1,4 +1,6 @@
 import { Duration } from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
@@ -13,6 +15,8 @@ export interface BackupWorkflowProps {
   readonly documents: Documents;
   readonly defaults: ArrayDefaults;
   readonly arrays: readonly ArrayConfig[];
+  /** The restore lock table: retention keeps the set a running restore holds. */
+  readonly restoreLock?: dynamodb.ITable;
 }
 
 /** statemachines/backup.asl.json and the functions it calls, each with only its permissions. */
@@ -31,7 +35,11 @@ export class BackupWorkflow extends Construct {
       DEFAULT_RETENTION: String(props.defaults.retention),
       MAX_FREEZE_SECONDS: String(props.defaults.maxFreezeSeconds),
       RETENTION_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.map((a) => [a.name, a.retention]))),
+      ...(props.restoreLock ? { RESTORE_LOCK_TABLE: props.restoreLock.tableName } : {}),
     };
+    const readLock = props.restoreLock
+      ? [new iam.PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [props.restoreLock.tableArn] })]
+      : [];
     const specs: FunctionSpec[] = [
       {
         id: 'BackupPrepare', module: 'backup_prepare',
@@ -81,6 +89,7 @@ export class BackupWorkflow extends Construct {
         statements: [
           p.describe('ec2:DescribeSnapshots', 'ec2:DescribeVolumes'),
           p.manageTaggedSnapshots('ec2:DeleteSnapshot'),
+          ...readLock,
         ],
       },
       {

@@ -82,3 +82,115 @@ export class Permissions {
     });
   }
 }
+
+/** Tag keys of the restore's conditions. */
+export const RESTORE_EXECUTION_TAG = 'raidsnap:restore-execution';
+export const REPLACED_BY_TAG = 'raidsnap:replaced-by';
+
+/** IAM statements of the restore workflow. Volumes it creates carry raidsnap:restore-execution
+ * from the moment they exist (CreateVolume's TagSpecifications), and every later action on them
+ * is conditioned on that tag; instances are touched only when tagged raidsnap:array. */
+export class RestorePermissions extends Permissions {
+  private readonly scopeStack: Stack;
+
+  constructor(scope: Construct) {
+    super(scope);
+    this.scopeStack = Stack.of(scope);
+  }
+
+  /** CreateVolume from a raidsnap snapshot, into a volume tagged with the execution. */
+  createVolumes(): iam.PolicyStatement[] {
+    return [
+      new iam.PolicyStatement({
+        actions: ['ec2:CreateVolume'],
+        resources: [this.ec2Arn('volume/*')],
+        conditions: { StringLike: { [`aws:RequestTag/${RESTORE_EXECUTION_TAG}`]: '*' } },
+      }),
+      new iam.PolicyStatement({
+        actions: ['ec2:CreateVolume'],
+        resources: [this.ec2Arn('snapshot/*')],
+        conditions: { StringLike: { [`aws:ResourceTag/${ARRAY_TAG}`]: '*' } },
+      }),
+      new iam.PolicyStatement({
+        actions: ['ec2:CreateTags'],
+        resources: [this.ec2Arn('volume/*')],
+        conditions: { StringEquals: { 'ec2:CreateAction': 'CreateVolume' } },
+      }),
+    ];
+  }
+
+  /** Enable/Disable FSR only on snapshots that carry the array tag. */
+  fastSnapshotRestores(...actions: string[]): iam.PolicyStatement {
+    return this.manageTaggedSnapshots(...actions);
+  }
+
+  /** Attach, detach or delete only volumes this restore workflow created; attach and detach
+   * only on instances tagged with an array. */
+  manageRestoredVolumes(...actions: string[]): iam.PolicyStatement[] {
+    const statements = [
+      new iam.PolicyStatement({
+        actions,
+        resources: [this.ec2Arn('volume/*')],
+        conditions: { StringLike: { [`aws:ResourceTag/${RESTORE_EXECUTION_TAG}`]: '*' } },
+      }),
+    ];
+    const onInstances = actions.filter((a) => a !== 'ec2:DeleteVolume');
+    if (onInstances.length) statements.push(this.onArrayInstances(...onInstances));
+    return statements;
+  }
+
+  /** Replace mode: the old members may carry no raidsnap tag at all, so the restore first tags
+   * them raidsnap:replaced-by (that tag key only, its value an execution of this workflow) and
+   * may then detach only volumes so tagged, from instances tagged with an array. */
+  replaceOldMembers(stateMachineName: string): iam.PolicyStatement[] {
+    return [
+      new iam.PolicyStatement({
+        actions: ['ec2:CreateTags'],
+        resources: [this.ec2Arn('volume/*')],
+        conditions: {
+          'ForAllValues:StringEquals': { 'aws:TagKeys': [REPLACED_BY_TAG] },
+          StringLike: { [`aws:RequestTag/${REPLACED_BY_TAG}`]: `${this.executionArnPrefix(stateMachineName)}*` },
+        },
+      }),
+      new iam.PolicyStatement({
+        actions: ['ec2:DetachVolume'],
+        resources: [this.ec2Arn('volume/*')],
+        conditions: { StringLike: { [`aws:ResourceTag/${REPLACED_BY_TAG}`]: '*' } },
+      }),
+      this.onArrayInstances('ec2:DetachVolume'),
+    ];
+  }
+
+  /** Tag (or untag) an instance with the array tag key only: a restore onto a new instance
+   * whose predecessor is gone makes it the array's instance. */
+  tagArrayInstance(...actions: string[]): iam.PolicyStatement {
+    return new iam.PolicyStatement({
+      actions,
+      resources: [this.ec2Arn('instance/*')],
+      conditions: { 'ForAllValues:StringEquals': { 'aws:TagKeys': [ARRAY_TAG] } },
+    });
+  }
+
+  onArrayInstances(...actions: string[]): iam.PolicyStatement {
+    return new iam.PolicyStatement({
+      actions,
+      resources: [this.ec2Arn('instance/*')],
+      conditions: { StringLike: { [`aws:ResourceTag/${ARRAY_TAG}`]: '*' } },
+    });
+  }
+
+  executionArnPrefix(stateMachineName: string): string {
+    const s = this.scopeStack;
+    return `arn:${s.partition}:states:${s.region}:${s.account}:execution:${stateMachineName}:`;
+  }
+
+  /** DescribeExecution of this workflow's own executions (is a lock's holder still running?).
+   * Built from a fixed state machine name: the state machine's ARN would make the functions
+   * depend on the state machine that depends on them. */
+  describeExecutions(stateMachineName: string): iam.PolicyStatement {
+    return new iam.PolicyStatement({
+      actions: ['states:DescribeExecution'],
+      resources: [`${this.executionArnPrefix(stateMachineName)}*`],
+    });
+  }
+}

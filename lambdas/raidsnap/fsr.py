@@ -1,0 +1,95 @@
+"""Fast Snapshot Restore for exactly a set's snapshots in exactly one Availability Zone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from raidsnap import clients
+
+# EC2 documents FSR optimisation at about 60 minutes per TiB of snapshot data.
+OPTIMIZING_SECONDS_PER_GIB = 3600.0 / 1024.0
+# Enabling usually takes about a minute.
+ENABLING_SECONDS = 60.0
+MIN_WAIT_SECONDS = 15
+MAX_WAIT_SECONDS = 300
+
+_ACTIVE = ("enabling", "optimizing", "enabled")
+
+
+@dataclass(frozen=True)
+class PairState:
+    snapshot_id: str
+    state: str
+
+
+def pair_key(snapshot_id: str, zone: str) -> str:
+    return f"{snapshot_id}@{zone}"
+
+
+def states(snapshot_ids: Iterable[str], zone: str) -> dict[str, PairState]:
+    """The FSR state of each snapshot in the zone; absent snapshots have none."""
+    ids = list(snapshot_ids)
+    out: dict[str, PairState] = {}
+    if not ids:
+        return out
+    pages = (
+        clients.ec2()
+        .get_paginator("describe_fast_snapshot_restores")
+        .paginate(
+            Filters=[
+                {"Name": "snapshot-id", "Values": ids},
+                {"Name": "availability-zone", "Values": [zone]},
+            ]
+        )
+    )
+    for page in pages:
+        for item in page.get("FastSnapshotRestores", []):
+            sid = item.get("SnapshotId", "")
+            out[sid] = PairState(snapshot_id=sid, state=str(item.get("State", "")))
+    return out
+
+
+def already_active(snapshot_ids: Iterable[str], zone: str) -> set[str]:
+    """Snapshots whose FSR in the zone was enabled before us: never ours to disable."""
+    return {sid for sid, pair in states(snapshot_ids, zone).items() if pair.state in _ACTIVE}
+
+
+def enable(snapshot_ids: list[str], zone: str) -> list[str]:
+    """Enable FSR; returns EC2's refusals as readable lines (a limit, a snapshot not ours)."""
+    if not snapshot_ids:
+        return []
+    answer = clients.ec2().enable_fast_snapshot_restores(
+        AvailabilityZones=[zone], SourceSnapshotIds=snapshot_ids
+    )
+    problems = []
+    for item in answer.get("Unsuccessful", []):
+        for err in item.get("FastSnapshotRestoreStateErrors", []):
+            detail = err.get("Error", {})
+            problems.append(
+                f"{item.get('SnapshotId')}: {detail.get('Code')}: {detail.get('Message')}"
+            )
+    return problems
+
+
+def disable(snapshot_ids: list[str], zone: str) -> None:
+    if snapshot_ids:
+        clients.ec2().disable_fast_snapshot_restores(
+            AvailabilityZones=[zone], SourceSnapshotIds=snapshot_ids
+        )
+
+
+def usable(state: str, allow_optimizing: bool) -> bool:
+    return state == "enabled" or (allow_optimizing and state == "optimizing")
+
+
+def seconds_left(state: str | None, size_gib: int, spent_in_state: float) -> float:
+    """What EC2's published pace says a pair still needs before it is enabled, given how long
+    the workflow has already waited since it first saw the pair in this state. Time is counted
+    in waited seconds, never read from a clock, so a retried step does not shorten it."""
+    optimizing = size_gib * OPTIMIZING_SECONDS_PER_GIB
+    if state in (None, "enabling"):
+        return max(0.0, ENABLING_SECONDS - spent_in_state) + optimizing
+    if state == "optimizing":
+        return max(0.0, optimizing - spent_in_state)
+    return 0.0

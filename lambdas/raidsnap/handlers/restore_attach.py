@@ -1,0 +1,13 @@
+"""Restore: attach all new volumes in member order, then follow the attachments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap import restore
+from raidsnap.handlers._entry import entry
+
+
+@entry
+def handler(event: dict[str, Any]) -> dict[str, Any]:
+    return restore.attach_volumes(event)

@@ -1,0 +1,13 @@
+"""Restore: one look at all new volumes; disable this run's FSR once they exist."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap import restore
+from raidsnap.handlers._entry import entry
+
+
+@entry
+def handler(event: dict[str, Any]) -> dict[str, Any]:
+    return restore.check_volumes(event)

@@ -1,0 +1,14 @@
+"""Restore: start the release, assemble or prewarm document on the target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap import restore
+from raidsnap.environment import RestoreDocuments
+from raidsnap.handlers._entry import entry
+
+
+@entry
+def handler(event: dict[str, Any]) -> dict[str, Any]:
+    return restore.send_command(event["state"], str(event["step"]), RestoreDocuments.from_env())

@@ -1,0 +1,13 @@
+"""Restore, replace mode: tag the old members replaced-by, detach them, follow the detach."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap import restore
+from raidsnap.handlers._entry import entry
+
+
+@entry
+def handler(event: dict[str, Any]) -> dict[str, Any]:
+    return restore.detach_old(event)

@@ -1,0 +1,14 @@
+"""Restore: enable Fast Snapshot Restore for the set in the target's AZ, then follow it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap import restore
+from raidsnap.environment import RestoreSettings
+from raidsnap.handlers._entry import entry
+
+
+@entry
+def handler(event: dict[str, Any]) -> dict[str, Any]:
+    return restore.fsr_step(event, RestoreSettings.from_env())

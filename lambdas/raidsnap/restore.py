@@ -1,0 +1,761 @@
+"""The restore workflow's steps, as plain functions of the workflow state.
+
+Every step works on all members at once (one Lambda invocation, one Describe per look), so a
+restore of 16 members makes as many state transitions as one of 2.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from raidsnap import arrays, clients, commands, fsr, lock, snapshot_sets, tags, volumes
+from raidsnap.aws import error_code
+from raidsnap.environment import RestoreDocuments, RestoreSettings, initialization_for
+from raidsnap.errors import (
+    ArrayNotFoundError,
+    IncompleteSnapshotSetError,
+    InstanceNotReadyError,
+    InvalidInputError,
+    SnapshotSetNotFoundError,
+    VolumeFailedError,
+    public_name,
+)
+from raidsnap.models import (
+    IOPS_RANGE,
+    MOUNT_POINT_PATTERN,
+    THROUGHPUT_RANGE,
+    RestoreInput,
+    parse_restore_input,
+)
+from raidsnap.observability import logger
+
+State = dict[str, Any]
+
+VOLUME_POLL_SECONDS = 5
+VOLUME_BUDGET_SECONDS = 1800
+ATTACH_POLL_SECONDS = 3
+ATTACH_BUDGET_SECONDS = 600
+DETACH_POLL_SECONDS = 5
+DETACH_BUDGET_SECONDS = 600
+COMMAND_POLL_SECONDS = 2
+CLEANUP_POLL_SECONDS = 5
+# Cleanup asks for a normal detach first, and forces it after this many looks.
+CLEANUP_FORCE_AFTER = 6
+CLEANUP_MAX_LOOKS = 120
+ASSEMBLE_TIMEOUT_SECONDS = 600
+RELEASE_TIMEOUT_SECONDS = 300
+PREWARM_TIMEOUT_SECONDS = 172800
+# A conservative read pace for estimating how long a prewarm takes, to space out the polls.
+PREWARM_MIB_PER_SECOND = 250
+MAX_MEMBERS = 40  # the assemble document's VolumeIds pattern takes at most 40 ids
+VOLUME_TYPES = ("gp3", "gp2", "io1", "io2", "st1", "sc1", "standard")
+
+
+# ---------------------------------------------------------------------- prepare
+
+
+def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
+    """Validate the input, resolve set, target and AZ, check the agent, take the lock.
+
+    Nothing in EC2 or SSM changes here: every refusal happens before the first change."""
+    request = parse_restore_input(event.get("input"))
+    execution = event.get("execution") or {}
+    execution_arn = str(execution.get("id", ""))
+    snapshot_set = _resolve_set(request)
+    target, tag_target, target_tag = _resolve_target(request)
+    if request.mode == "replace" and target_tag != request.array:
+        raise InvalidInputError(
+            "mode",
+            f"replace releases the array on the instance that holds it, but {target.instance_id} "
+            f"is not tagged {tags.ARRAY}={request.array}; use mode attach",
+        )
+    if not arrays.agent_online(target.instance_id):
+        raise InstanceNotReadyError(
+            f"the SSM agent of {target.instance_id} is not online, so the array cannot be "
+            "assembled there; start the instance or fix its agent (and its instance profile), "
+            "then restore again. Nothing was changed"
+        )
+    notes: list[str] = []
+    members = _member_specs(request, snapshot_set, notes)
+    md_uuid = request.mdUuid or snapshot_set.tag_values.get(tags.MD_UUID, "")
+    if not re.fullmatch(r"[0-9a-f]{8}(:[0-9a-f]{8}){3}", md_uuid):
+        raise InvalidInputError(
+            "mdUuid",
+            f"set {snapshot_set.set_id} records no md UUID (it was taken without on-instance "
+            "discovery); give the array's UUID as mdUuid (mdadm --detail or --examine shows it)",
+        )
+    mount_point = request.mountPoint or snapshot_set.tag_values.get(tags.MOUNT_POINT, "")
+    if not re.fullmatch(MOUNT_POINT_PATTERN, mount_point):
+        default = f"/mnt/{request.array}"
+        if mount_point:
+            notes.append(
+                f"the set's mount point {mount_point!r} is not usable; mounted at {default}"
+            )
+        else:
+            notes.append(f"the set records no mount point; mounted at {default}")
+        mount_point = default
+    initialization = request.initialization or initialization_for(
+        request.array, settings.default_initialization
+    )
+    rate = request.initializationRate
+    if initialization == "rate" and rate is None:
+        rate = settings.default_initialization_rate
+    taken_over = lock.acquire(
+        settings.lock_table,
+        request.array,
+        execution_arn,
+        snapshot_set.set_id,
+        settings.lock_lease_seconds,
+    )
+    if taken_over is not None:
+        notes.append(
+            f"took over the restore lock of {request.array} from {taken_over.execution_arn}, "
+            "which is no longer running"
+        )
+    return {
+        "array": request.array,
+        "setId": snapshot_set.set_id,
+        "execution": {"id": execution_arn, "startTime": execution.get("startTime")},
+        "targetInstanceId": target.instance_id,
+        "availabilityZone": target.availability_zone,
+        "tagTarget": tag_target,
+        "mode": request.mode,
+        "mdDevice": request.mdDevice,
+        "mdUuid": md_uuid,
+        "mountPoint": mount_point,
+        "readOnly": request.readOnly,
+        "initialization": {
+            "requested": initialization,
+            "used": initialization,
+            "rate": rate if initialization == "rate" else None,
+            "allowOptimizing": request.allowOptimizing,
+            "fsrTimeoutSeconds": request.fsrTimeoutSeconds or settings.fsr_timeout_seconds,
+        },
+        "members": members,
+        "sourceVolumeIds": [m.volume_id for m in snapshot_set.by_index()],
+        "fsr": {"status": "start" if initialization == "fsr" else "skipped"},
+        "notes": notes,
+    }
+
+
+def _resolve_set(request: RestoreInput) -> snapshot_sets.SnapshotSet:
+    if request.setId == "latest":
+        found = snapshot_sets.latest_complete(request.array)
+        if found is None:
+            others = snapshot_sets.list_sets(request.array)
+            detail = f"; its {len(others)} sets are all incomplete or failed" if others else ""
+            raise SnapshotSetNotFoundError(
+                f"array {request.array} has no complete snapshot set to restore{detail}"
+            )
+        return found
+    found = snapshot_sets.get_set(request.setId)
+    if found is None or found.array != request.array:
+        where = f" (it belongs to array {found.array})" if found else ""
+        raise SnapshotSetNotFoundError(
+            f"no snapshot set {request.setId} of array {request.array}{where}; "
+            'give an existing set id or "latest"'
+        )
+    if not found.complete:
+        raise IncompleteSnapshotSetError(_why_incomplete(found))
+    return found
+
+
+def _why_incomplete(s: snapshot_sets.SnapshotSet) -> str:
+    problems = []
+    n = s.member_count
+    if n is None:
+        problems.append("its snapshots disagree on (or lack) the member count")
+    else:
+        have = {m.index for m in s.members}
+        missing = [i for i in range(n) if i not in have]
+        if missing:
+            problems.append(f"members {missing} of {n} have no snapshot")
+        if len(s.members) > n:
+            problems.append(f"{len(s.members)} snapshots for {n} members")
+    for m in s.members:
+        if m.state != "completed":
+            problems.append(f"snapshot {m.snapshot_id} (member {m.index}) is {m.state}")
+    return (
+        f"set {s.set_id} of {s.array} is incomplete and is never restored: "
+        + "; ".join(problems)
+        + '. Restore another set, or "latest"'
+    )
+
+
+def _resolve_target(request: RestoreInput) -> tuple[arrays.ArrayInstance, bool, str | None]:
+    """The target instance, whether the restore must tag it with the array, and its tag."""
+    if request.targetInstanceId is None:
+        try:
+            instance = arrays.find_instance(request.array)
+        except ArrayNotFoundError as err:
+            raise ArrayNotFoundError(
+                f"{err}. To restore onto another instance, give targetInstanceId"
+            ) from None
+        return instance, False, request.array
+    instance_id = request.targetInstanceId
+    try:
+        reservations = clients.ec2().describe_instances(InstanceIds=[instance_id])["Reservations"]
+    except ClientError as err:
+        if error_code(err).startswith("InvalidInstanceID"):
+            raise InvalidInputError(
+                "targetInstanceId", f"instance {instance_id} does not exist in this region"
+            ) from None
+        raise
+    raw = reservations[0]["Instances"][0]
+    state = raw.get("State", {}).get("Name", "")
+    if state != "running":
+        raise InstanceNotReadyError(
+            f"target {instance_id} is {state}, not running; start it and restore again"
+        )
+    target_tag = tags.as_dict(raw.get("Tags")).get(tags.ARRAY)  # type: ignore[arg-type]
+    tag_target = False
+    if target_tag is None:
+        try:
+            holder: arrays.ArrayInstance | None = arrays.find_instance(request.array)
+        except ArrayNotFoundError:
+            holder = None
+        if holder is not None and holder.instance_id != instance_id:
+            raise InvalidInputError(
+                "targetInstanceId",
+                f"{instance_id} is not tagged {tags.ARRAY} and {holder.instance_id} still holds "
+                f"{request.array}; to restore a copy there, tag {instance_id} "
+                f"{tags.ARRAY}=<a name for the copy> first",
+            )
+        # The array's instance is gone: the target becomes the array's instance.
+        tag_target = True
+    return arrays.describe_instance(instance_id), tag_target, target_tag
+
+
+def _member_specs(
+    request: RestoreInput, snapshot_set: snapshot_sets.SnapshotSet, notes: list[str]
+) -> list[dict[str, Any]]:
+    if len(snapshot_set.members) > MAX_MEMBERS:
+        raise IncompleteSnapshotSetError(
+            f"set {snapshot_set.set_id} has {len(snapshot_set.members)} members; "
+            f"raidsnap assembles at most {MAX_MEMBERS}"
+        )
+    out = []
+    for m in snapshot_set.by_index():
+        recorded_type = m.tags.get(tags.VOLUME_TYPE)
+        volume_type = request.volumeType or recorded_type or "gp3"
+        if volume_type not in VOLUME_TYPES:
+            notes.append(f"member {m.index}: recorded volume type {volume_type!r} unknown; gp3")
+            volume_type = "gp3"
+        same_type = recorded_type == volume_type
+        iops: int | None = request.iops
+        if iops is None and same_type and volume_type in IOPS_RANGE:
+            iops = _int_tag(m.tags.get(tags.IOPS))
+        throughput: int | None = request.throughput
+        if throughput is None and same_type and volume_type in THROUGHPUT_RANGE:
+            throughput = _int_tag(m.tags.get(tags.THROUGHPUT))
+        if request.iops is not None:
+            if volume_type not in IOPS_RANGE:
+                raise InvalidInputError(
+                    "iops", f"the volumes are {volume_type}, which takes no iops; give volumeType"
+                )
+            low, high = IOPS_RANGE[volume_type]
+            if not low <= request.iops <= high:
+                raise InvalidInputError(
+                    "iops", f"{request.iops} is outside {low}..{high} for {volume_type}"
+                )
+        if request.throughput is not None and volume_type != "gp3":
+            raise InvalidInputError(
+                "throughput", f"the volumes are {volume_type}; only gp3 takes throughput"
+            )
+        if volume_type in ("io1", "io2") and iops is None:
+            iops = IOPS_RANGE["gp3"][0]
+            notes.append(f"member {m.index}: no IOPS recorded for {volume_type}; {iops} used")
+        spec = volumes.VolumeSpec(m.index or 0, m.snapshot_id, volume_type, iops, throughput)
+        own_tags = {
+            k: v
+            for k, v in m.tags.items()
+            if not k.startswith((tags.PREFIX, "aws:")) and k != "Name"
+        }
+        out.append(spec.as_dict() | {"sizeGib": m.size_gib, "tags": own_tags})
+    return out
+
+
+def _int_tag(raw: str | None) -> int | None:
+    return int(raw) if raw and raw.isdigit() else None
+
+
+# ---------------------------------------------------------------------- fast snapshot restore
+
+
+def fsr_step(state: State, settings: RestoreSettings) -> State:
+    """First call: enable FSR for the pairs not already enabled. Later calls: look, and decide
+    how long to wait, or give up and fall back to prewarm."""
+    f = dict(state["fsr"])
+    zone = state["availabilityZone"]
+    ids = [m["snapshotId"] for m in state["members"]]
+    arn = state["execution"]["id"]
+    if f["status"] == "start":
+        holder = lock.current(settings.lock_table, state["array"])
+        recorded = {
+            p.split("@")[0]
+            for p in (holder.fsr_pairs if holder and holder.execution_arn == arn else ())
+            if p.endswith(f"@{zone}")
+        }
+        before = fsr.already_active(ids, zone) - recorded
+        ours = [i for i in ids if i not in before]
+        lock.record_fsr(
+            settings.lock_table, state["array"], arn, [fsr.pair_key(i, zone) for i in ours]
+        )
+        problems = fsr.enable(ours, zone)
+        f = {
+            "status": "pending",
+            "ours": ours,
+            "before": sorted(before),
+            "waitedSeconds": 0,
+            "seen": {},
+            "disabled": False,
+        }
+        state["fsr"] = f
+        if problems:
+            return _fsr_fallback(state, "EC2 refused to enable FSR: " + "; ".join(problems))
+        f["waitSeconds"] = _fsr_wait(state, {}, f)
+        if before:
+            state["notes"].append(
+                f"FSR was already enabled in {zone} for {len(before)} snapshots; "
+                "the restore leaves it enabled"
+            )
+        return state
+
+    f["waitedSeconds"] = int(f["waitedSeconds"]) + int(f["waitSeconds"])
+    pairs = fsr.states(ids, zone)
+    allow = bool(state["initialization"]["allowOptimizing"])
+    current = {i: (pairs[i].state if i in pairs else "absent") for i in ids}
+    seen = dict(f.get("seen") or {})
+    for sid, st in current.items():
+        if seen.get(sid, [None])[0] != st:
+            seen[sid] = [st, f["waitedSeconds"]]
+    f["seen"] = seen
+    state["fsr"] = f
+    if all(fsr.usable(st, allow) for st in current.values()):
+        f["status"] = "ready"
+        f["states"] = current
+        return state
+    limit = int(state["initialization"]["fsrTimeoutSeconds"])
+    if f["waitedSeconds"] >= limit:
+        summary = ", ".join(
+            f"{sid} {st}" for sid, st in current.items() if not fsr.usable(st, allow)
+        )
+        return _fsr_fallback(state, f"FSR was not usable after {limit} s ({summary})")
+    f["waitSeconds"] = min(_fsr_wait(state, current, f), max(1, limit - f["waitedSeconds"]))
+    return state
+
+
+def _fsr_wait(state: State, current: dict[str, str], f: dict[str, Any]) -> int:
+    allow = bool(state["initialization"]["allowOptimizing"])
+    waited = int(f.get("waitedSeconds", 0))
+    seen = f.get("seen") or {}
+    left = 0.0
+    for m in state["members"]:
+        st = current.get(m["snapshotId"])
+        if st is not None and fsr.usable(st, allow):
+            continue
+        since = seen.get(m["snapshotId"], [None, waited])[1]
+        need = fsr.seconds_left(
+            None if st in (None, "absent") else st, int(m["sizeGib"]), waited - since
+        )
+        if allow and st in (None, "absent", "enabling"):
+            need = max(0.0, fsr.ENABLING_SECONDS - (waited - since))
+        # A pair slower than EC2's published pace: look again after a quarter of the wait so far.
+        left = max(left, need if need > 0 else waited / 4)
+    return int(min(fsr.MAX_WAIT_SECONDS, max(fsr.MIN_WAIT_SECONDS, left)))
+
+
+def _fsr_fallback(state: State, why: str) -> State:
+    f = state["fsr"]
+    fsr.disable(list(f.get("ours", [])), state["availabilityZone"])
+    f["disabled"] = True
+    f["status"] = "fallback"
+    state["initialization"]["used"] = "prewarm"
+    state["notes"].append(f"{why}; FSR disabled again and the members are prewarmed instead")
+    return state
+
+
+# ---------------------------------------------------------------------- volumes
+
+
+def create_volumes(state: State) -> State:
+    """Create every member's volume, in the target's AZ, each with a token derived from the
+    execution so that a retried step creates nothing twice."""
+    init = state["initialization"]
+    rate = init.get("rate") if init["used"] == "rate" else None
+    ids = []
+    for raw in state["members"]:
+        spec = volumes.VolumeSpec.from_dict(raw)
+        ids.append(
+            volumes.create(
+                spec,
+                zone=state["availabilityZone"],
+                execution_arn=state["execution"]["id"],
+                array=state["array"],
+                set_id=state["setId"],
+                initialization_rate=rate,
+                extra_tags=raw.get("tags") or {},
+            )
+        )
+    state["volumes"] = {
+        "status": "creating",
+        "ids": ids,
+        "waitSeconds": VOLUME_POLL_SECONDS,
+        "budgetSeconds": VOLUME_BUDGET_SECONDS,
+    }
+    return state
+
+
+def check_volumes(state: State) -> State:
+    """One DescribeVolumes for all members: any in error fails the run; all available ends the
+    wait, and then FSR this run enabled is disabled at once (the volumes are made)."""
+    v = dict(state["volumes"])
+    views = volumes.describe(v["ids"])
+    failed = [
+        f"member {i} {vid} (from {state['members'][i]['snapshotId']})"
+        for i, vid in enumerate(v["ids"])
+        if vid in views and views[vid].state == "error"
+    ]
+    if failed:
+        raise VolumeFailedError(
+            f"volumes ended in error: {', '.join(failed)}. EC2 could not create them from the "
+            "snapshots; the run removes what it created. Try again, or another set"
+        )
+    if all(vid in views and views[vid].state == "available" for vid in v["ids"]):
+        v["status"] = "available"
+        v["fastRestored"] = [views[vid].fast_restored for vid in v["ids"]]
+        f = state.get("fsr") or {}
+        if f.get("ours") and not f.get("disabled"):
+            fsr.disable(list(f["ours"]), state["availabilityZone"])
+            state["fsr"] = dict(f, disabled=True)
+    else:
+        v["budgetSeconds"] = int(v["budgetSeconds"]) - int(v["waitSeconds"])
+        if v["budgetSeconds"] <= 0:
+            slow = [vid for vid in v["ids"] if views.get(vid) and views[vid].state == "creating"]
+            raise VolumeFailedError(
+                f"volumes {slow} were still creating after {VOLUME_BUDGET_SECONDS} s"
+            )
+    state["volumes"] = v
+    return state
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def send_command(state: State, step: str, documents: RestoreDocuments) -> dict[str, Any]:
+    """Start the release, assemble or prewarm document on the target."""
+    ids = ",".join(state.get("volumes", {}).get("ids", []))
+    wait = COMMAND_POLL_SECONDS
+    fail_on_error = True
+    if step == "release":
+        document, timeout = documents.release, RELEASE_TIMEOUT_SECONDS
+        params = {"MdDevice": state["mdDevice"], "MountPoint": state["mountPoint"]}
+    elif step == "assemble":
+        document, timeout = documents.assemble, ASSEMBLE_TIMEOUT_SECONDS
+        params = {
+            "VolumeIds": ids,
+            "MdUuid": state["mdUuid"],
+            "MdDevice": state["mdDevice"],
+            "MountPoint": state["mountPoint"],
+            "ReadOnly": "true" if state["readOnly"] else "false",
+            "Persist": "true",
+        }
+    elif step == "prewarm":
+        document, timeout = documents.prewarm, PREWARM_TIMEOUT_SECONDS
+        params = {"VolumeIds": ids, "Method": "auto"}
+        largest = max(int(m["sizeGib"]) for m in state["members"])
+        expected = largest * 1024 / PREWARM_MIB_PER_SECOND
+        wait = int(min(300, max(10, expected / 4)))
+        # A prewarm that fails leaves a usable array whose first reads are slow: say so, but
+        # do not throw away a restored array for it.
+        fail_on_error = False
+    else:
+        raise ValueError(f"unknown command step {step!r}")
+    command_id = commands.send(
+        document,
+        state["targetInstanceId"],
+        params,
+        comment=f"raidsnap restore {state['setId']}",
+        timeout=timeout,
+    )
+    return {
+        "commandId": command_id,
+        "instanceId": state["targetInstanceId"],
+        "document": document,
+        "status": "pending",
+        "waitSeconds": wait,
+        "budgetSeconds": timeout,
+        "failOnError": fail_on_error,
+    }
+
+
+# ---------------------------------------------------------------------- replace mode
+
+
+def detach_old(state: State) -> State:
+    """Replace mode, after the release document: tag the old members raidsnap:replaced-by and
+    detach them (kept, never deleted); later calls look until they are detached.
+
+    The old members are the volumes attached to the target (never its boot volume, never a
+    volume this run created) that are the set's source volumes, or tagged with the array, or
+    that the release document reported as members of the md device."""
+    target = state["targetInstanceId"]
+    old = dict(state.get("old") or {})
+    if not old:
+        instance = arrays.describe_instance(target)
+        attached = {a.volume_id for a in instance.attachments} - {instance.boot_volume_id}
+        ours = set(state["volumes"]["ids"])
+        reported = ((state.get("release") or {}).get("result") or {}).get("members") or []
+        candidates = set(state.get("sourceVolumeIds") or [])
+        candidates |= {r["volumeId"] if isinstance(r, dict) else str(r) for r in reported}
+        candidates |= {
+            vid
+            for vid, vt in arrays.volume_tags(sorted(attached)).items()
+            if vt.get(tags.ARRAY) == state["array"]
+        }
+        old_ids = sorted((candidates & attached) - ours - {""})
+        if old_ids:
+            clients.ec2().create_tags(
+                Resources=old_ids,
+                Tags=[{"Key": tags.REPLACED_BY, "Value": state["execution"]["id"]}],
+            )
+            for vid in old_ids:
+                volumes.detach(vid, target)
+        else:
+            state["notes"].append(f"no old member of {state['array']} was attached to {target}")
+        state["old"] = {
+            "status": "detaching" if old_ids else "detached",
+            "volumeIds": old_ids,
+            "waitSeconds": DETACH_POLL_SECONDS,
+            "budgetSeconds": DETACH_BUDGET_SECONDS,
+        }
+        return state
+    views = volumes.describe(old["volumeIds"])
+    still = [vid for vid, view in views.items() if any(a[0] == target for a in view.attachments)]
+    for vid in still:
+        if not any(a[2] == "detaching" for a in views[vid].attachments):
+            volumes.detach(vid, target)  # the first request was lost
+    if not still:
+        old["status"] = "detached"
+    else:
+        old["budgetSeconds"] = int(old["budgetSeconds"]) - int(old["waitSeconds"])
+        if old["budgetSeconds"] <= 0:
+            raise VolumeFailedError(
+                f"old members {still} did not detach from {target} within "
+                f"{DETACH_BUDGET_SECONDS} s; check the instance, then restore again"
+            )
+    state["old"] = old
+    return state
+
+
+# ---------------------------------------------------------------------- attach
+
+
+def attach_volumes(state: State) -> State:
+    """First call: attach every new volume, in member order, to free device names. Later calls:
+    one DescribeVolumes, until all are attached."""
+    target = state["targetInstanceId"]
+    ids: list[str] = state["volumes"]["ids"]
+    a = dict(state.get("attach") or {})
+    views = volumes.describe(ids)
+
+    def on_target(vid: str) -> tuple[str, str, str] | None:
+        view = views.get(vid)
+        found = [x for x in view.attachments if x[0] == target] if view else []
+        return found[0] if found else None
+
+    if not a.get("devices"):
+        if state.get("tagTarget"):
+            clients.ec2().create_tags(
+                Resources=[target], Tags=[{"Key": tags.ARRAY, "Value": state["array"]}]
+            )
+        instance = arrays.describe_instance(target)
+        need = [vid for vid in ids if on_target(vid) is None]
+        names = volumes.free_device_names([x.device for x in instance.attachments], len(need))
+        devices = {vid: (on_target(vid) or ("", "", ""))[1] for vid in ids if vid not in need}
+        devices |= dict(zip(need, names, strict=True))
+        for vid in need:
+            volumes.attach(vid, target, devices[vid])
+        state["attach"] = {
+            "status": "attaching",
+            "devices": [devices[vid] for vid in ids],
+            "waitSeconds": ATTACH_POLL_SECONDS,
+            "budgetSeconds": ATTACH_BUDGET_SECONDS,
+        }
+        return state
+    pending = []
+    for vid, device in zip(ids, a["devices"], strict=True):
+        found = on_target(vid)
+        if found is None:
+            volumes.attach(vid, target, device)  # the first request was lost
+            pending.append(vid)
+        elif found[2] != "attached":
+            pending.append(vid)
+    if not pending:
+        a["status"] = "attached"
+    else:
+        a["budgetSeconds"] = int(a["budgetSeconds"]) - int(a["waitSeconds"])
+        if a["budgetSeconds"] <= 0:
+            raise VolumeFailedError(
+                f"volumes {pending} did not attach to {target} within {ATTACH_BUDGET_SECONDS} s"
+            )
+    state["attach"] = a
+    return state
+
+
+# ---------------------------------------------------------------------- finish
+
+
+def finish(state: State, settings: RestoreSettings) -> State:
+    lock.release(settings.lock_table, state["array"], state["execution"]["id"])
+    notes = list(state["notes"])
+    if state.get("tagTarget"):
+        notes.append(
+            f"tagged {state['targetInstanceId']} {tags.ARRAY}={state['array']}: backups of "
+            f"{state['array']} now follow the restored array"
+        )
+    assembled = (state.get("assemble") or {}).get("result") or {}
+    prewarm = state.get("prewarm") or {}
+    prewarm_out: dict[str, Any] | None = None
+    if prewarm:
+        if prewarm.get("status") == "success":
+            prewarm_out = {"status": "success", "result": prewarm.get("result")}
+        else:
+            prewarm_out = {"status": "failed", "stderrTail": prewarm.get("stderrTail", "")}
+            notes.append(
+                "prewarm failed; the array is mounted and usable, but blocks not yet read come "
+                "from S3 slowly on first access. Run the prewarm document again when convenient"
+            )
+    init = state["initialization"]
+    f = state.get("fsr") or {}
+    if init["requested"] == "fsr" and init["used"] == "fsr":
+        notes.append(
+            f"FSR enabled for {len(f.get('ours', []))} snapshots in {state['availabilityZone']} "
+            "and disabled again once the volumes existed"
+        )
+    state["output"] = {
+        "array": state["array"],
+        "setId": state["setId"],
+        "volumeIds": state["volumes"]["ids"],
+        "devices": (state.get("attach") or {}).get("devices", []),
+        "mdDevice": assembled.get("mdDevice") or state["mdDevice"],
+        "mountPoint": assembled.get("mountPoint") or state["mountPoint"],
+        "mdUuid": state["mdUuid"],
+        "targetInstanceId": state["targetInstanceId"],
+        "availabilityZone": state["availabilityZone"],
+        "mode": state["mode"],
+        "initialization": init["used"],
+        "requestedInitialization": init["requested"],
+        "fastRestored": state["volumes"].get("fastRestored", []),
+        "replacedVolumeIds": (state.get("old") or {}).get("volumeIds", []),
+        "prewarm": prewarm_out,
+        "notes": notes,
+    }
+    return state
+
+
+# ---------------------------------------------------------------------- failure path
+
+
+def cleanup(state: State, settings: RestoreSettings) -> dict[str, Any]:
+    """Remove what this run made, and only that; then name the failure.
+
+    Called in a loop by the workflow: each call detaches what is still attached (forcing it
+    after a while), deletes what is detached, and says how long to wait for the rest."""
+    c = dict(state.get("cleanup") or {})
+    error = state.get("error") or {}
+    arn = str((state.get("execution") or {}).get("id", ""))
+    zone = state.get("availabilityZone")
+    array = state.get("array")
+    c.setdefault("error", public_name(str(error.get("Error", "States.Runtime"))))
+    c.setdefault("cause", _cause_message(str(error.get("Cause", ""))))
+    c.setdefault("looks", 0)
+    c.setdefault("deleted", [])
+    c.setdefault("detachAsks", {})
+    c["looks"] += 1
+
+    if array and zone and not c.get("fsrDone"):
+        ours = set((state.get("fsr") or {}).get("ours") or [])
+        holder = lock.current(settings.lock_table, array)
+        if holder is not None and holder.execution_arn == arn:
+            ours |= {p.split("@")[0] for p in holder.fsr_pairs if p.endswith(f"@{zone}")}
+        if ours:
+            fsr.disable(sorted(ours), zone)
+            c["fsrDisabled"] = sorted(ours)
+        c["fsrDone"] = True
+
+    known = set((state.get("volumes") or {}).get("ids") or [])
+    views = volumes.created_by(arn) if arn else {}
+    views |= volumes.describe(known - set(views))
+    pending = []
+    for vid, view in sorted(views.items()):
+        if view.tags.get(tags.RESTORE_EXECUTION) != arn:
+            continue  # never touch a volume this run did not create
+        if view.state in ("deleting", "deleted"):
+            continue
+        live = [x for x in view.attachments if x[2] in ("attaching", "attached", "busy")]
+        if live or any(x[2] == "detaching" for x in view.attachments):
+            asks = int(c["detachAsks"].get(vid, 0))
+            force = asks >= CLEANUP_FORCE_AFTER
+            if live or force:
+                for instance_id, _device, _st in view.attachments:
+                    volumes.detach(vid, instance_id, force=force)
+            c["detachAsks"][vid] = asks + 1
+            pending.append(vid)
+        elif view.state == "creating":
+            pending.append(vid)
+        else:
+            volumes.delete(vid)
+            c["deleted"].append(vid)
+    if pending and c["looks"] < CLEANUP_MAX_LOOKS:
+        c["status"] = "pending"
+        c["waitSeconds"] = CLEANUP_POLL_SECONDS
+        return c
+
+    if array and state.get("tagTarget") and state.get("targetInstanceId"):
+        # Only the tag this run added: DeleteTags with a value removes it only when it matches.
+        clients.ec2().delete_tags(
+            Resources=[state["targetInstanceId"]], Tags=[{"Key": tags.ARRAY, "Value": array}]
+        )
+    if array and arn:
+        lock.release(settings.lock_table, array, arn)
+    c["status"] = "done"
+    c["cause"] = c["cause"] + _cleanup_summary(state, c, pending)
+    logger.info("restore cleaned up", extra={"deleted": c["deleted"], "left": pending})
+    return c
+
+
+def _cleanup_summary(state: State, c: dict[str, Any], left: list[str]) -> str:
+    parts = []
+    if c["deleted"]:
+        parts.append(f"deleted the {len(c['deleted'])} volumes this run created")
+    if c.get("fsrDisabled"):
+        parts.append(f"disabled the FSR it enabled ({len(c['fsrDisabled'])} snapshots)")
+    if left:
+        parts.append(
+            f"could not remove volumes {left} in time: delete them by hand (tagged "
+            f"{tags.RESTORE_EXECUTION})"
+        )
+    old = (state.get("old") or {}).get("volumeIds") or []
+    if old:
+        parts.append(
+            f"the old members {old} stay detached and intact, tagged {tags.REPLACED_BY}; "
+            "re-attach them to go back"
+        )
+    if not parts:
+        return ""
+    return " [cleanup: " + "; ".join(parts) + "; snapshots untouched]"
+
+
+def _cause_message(cause: str) -> str:
+    try:
+        parsed = json.loads(cause)
+    except json.JSONDecodeError:
+        return cause
+    if isinstance(parsed, dict) and "errorMessage" in parsed:
+        return str(parsed["errorMessage"])
+    return cause

@@ -1,0 +1,179 @@
+import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { Construct } from 'constructs';
+import { ArrayConfig, ArrayDefaults } from '../config';
+import { acknowledge } from '../nag';
+import { Documents } from './documents';
+import { FunctionFactory, FunctionSpec } from './functions';
+import { RestorePermissions } from './permissions';
+import { Workflow } from './workflow';
+
+/** One item per array while a restore of it runs: the execution that holds it and its set. */
+export class RestoreLock extends Construct {
+  readonly table: dynamodb.Table;
+
+  constructor(scope: Construct, id: string) {
+    super(scope, id);
+    this.table = new dynamodb.Table(this, 'Table', {
+      partitionKey: { name: 'array', type: dynamodb.AttributeType.STRING },
+      billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      timeToLiveAttribute: 'expiresAt',
+      // Only transient locks live here; nothing to keep when the stack goes.
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+  }
+
+  /** Plain item access on this table only. */
+  statement(...actions: string[]): iam.PolicyStatement {
+    return new iam.PolicyStatement({
+      actions: actions.map((a) => `dynamodb:${a}`),
+      resources: [this.table.tableArn],
+    });
+  }
+}
+
+export interface RestoreWorkflowProps {
+  readonly factory: FunctionFactory;
+  readonly documents: Documents;
+  readonly defaults: ArrayDefaults;
+  readonly arrays: readonly ArrayConfig[];
+  readonly lock: RestoreLock;
+  /** The shared CommandPoll function (made by the backup workflow). */
+  readonly commandPoll: lambda.IFunction;
+}
+
+// The restore reaches its lock table, documents and functions for 3 days at most: a prewarm of
+// a large array may read for up to 48 hours (the prewarm document's own limit).
+const TIMEOUT = Duration.days(3);
+
+/** statemachines/restore.asl.json and the functions it calls, each with only its permissions. */
+export class RestoreWorkflow extends Construct {
+  readonly stateMachine: sfn.StateMachine;
+  readonly functions: Record<string, lambda.Function>;
+  readonly stateMachineName: string;
+
+  constructor(scope: Construct, id: string, props: RestoreWorkflowProps) {
+    super(scope, id);
+    const p = new RestorePermissions(this);
+    const docs = props.documents;
+    const lock = props.lock;
+    this.stateMachineName = `${Stack.of(this).stackName}-restore`;
+    const environment = {
+      ASSEMBLE_DOCUMENT: docs.names.assemble,
+      RELEASE_DOCUMENT: docs.names.release,
+      PREWARM_DOCUMENT: docs.names.prewarm,
+      LOCK_TABLE: lock.table.tableName,
+      LOCK_LEASE_SECONDS: String(TIMEOUT.toSeconds()),
+      DEFAULT_INITIALIZATION: props.defaults.initialization,
+      INITIALIZATION_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.map((a) => [a.name, a.initialization]))),
+    };
+    const specs: FunctionSpec[] = [
+      {
+        id: 'RestorePrepare', module: 'restore_prepare',
+        description: 'validate a restore request, resolve set and target, take the restore lock',
+        statements: [
+          p.describe('ec2:DescribeInstances', 'ec2:DescribeSnapshots', 'ssm:DescribeInstanceInformation'),
+          lock.statement('GetItem', 'PutItem'),
+          p.describeExecutions(this.stateMachineName),
+        ],
+      },
+      {
+        id: 'RestoreFsr', module: 'restore_fsr',
+        description: 'enable Fast Snapshot Restore for the set in the target AZ and follow it',
+        statements: [
+          p.describe('ec2:DescribeFastSnapshotRestores'),
+          p.fastSnapshotRestores('ec2:EnableFastSnapshotRestores', 'ec2:DisableFastSnapshotRestores'),
+          lock.statement('GetItem', 'UpdateItem'),
+        ],
+      },
+      {
+        id: 'RestoreCreateVolumes', module: 'restore_create_volumes',
+        description: 'create the member volumes of a restore',
+        statements: p.createVolumes(),
+      },
+      {
+        id: 'RestoreCheckVolumes', module: 'restore_check_volumes',
+        description: 'follow the new volumes and disable the FSR of this run once they exist',
+        statements: [
+          p.describe('ec2:DescribeVolumes'),
+          p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
+        ],
+      },
+      {
+        id: 'RestoreCommand', module: 'restore_command',
+        description: 'run the release, assemble or prewarm document on the target',
+        statements: p.sendCommand(docs.arns('release', 'assemble', 'prewarm')),
+      },
+      {
+        id: 'RestoreDetachOld', module: 'restore_detach_old',
+        description: 'replace mode: tag the old members replaced-by and detach them',
+        statements: [
+          p.describe('ec2:DescribeInstances', 'ec2:DescribeVolumes'),
+          ...p.replaceOldMembers(this.stateMachineName),
+        ],
+      },
+      {
+        id: 'RestoreAttach', module: 'restore_attach',
+        description: 'attach the new volumes to the target in member order',
+        statements: [
+          p.describe('ec2:DescribeInstances', 'ec2:DescribeVolumes'),
+          ...p.manageRestoredVolumes('ec2:AttachVolume'),
+          p.tagArrayInstance('ec2:CreateTags'),
+        ],
+      },
+      {
+        id: 'RestoreFinish', module: 'restore_finish',
+        description: 'release the restore lock and shape the output',
+        statements: [lock.statement('DeleteItem')],
+      },
+      {
+        id: 'RestoreCleanup', module: 'restore_cleanup',
+        description: 'after a failed restore: remove only what the run created, release its lock',
+        statements: [
+          p.describe('ec2:DescribeVolumes'),
+          ...p.manageRestoredVolumes('ec2:DetachVolume', 'ec2:DeleteVolume'),
+          p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
+          p.tagArrayInstance('ec2:DeleteTags'),
+          lock.statement('GetItem', 'DeleteItem'),
+        ],
+      },
+    ];
+    this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment })));
+    for (const id of ['RestorePrepare']) {
+      const policy = this.functions[id].role?.node.tryFindChild('DefaultPolicy');
+      if (policy) {
+        acknowledge(
+          policy,
+          `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:${this.stateMachineName}:*]`,
+          'DescribeExecution of this restore workflow\'s own executions only: is the holder of a restore lock still running?',
+        );
+      }
+    }
+    const f = this.functions;
+    const workflow = new Workflow(this, 'Workflow', {
+      definitionFile: 'restore.asl.json',
+      comment: 'raidsnap restore: volumes from a complete snapshot set, assembled and mounted on the target',
+      timeout: TIMEOUT,
+      functions: {
+        RestorePrepareFunctionArn: f.RestorePrepare,
+        RestoreFsrFunctionArn: f.RestoreFsr,
+        RestoreCreateVolumesFunctionArn: f.RestoreCreateVolumes,
+        RestoreCheckVolumesFunctionArn: f.RestoreCheckVolumes,
+        RestoreCommandFunctionArn: f.RestoreCommand,
+        RestoreDetachOldFunctionArn: f.RestoreDetachOld,
+        RestoreAttachFunctionArn: f.RestoreAttach,
+        RestoreFinishFunctionArn: f.RestoreFinish,
+        RestoreCleanupFunctionArn: f.RestoreCleanup,
+        CommandPollFunctionArn: props.commandPoll,
+      },
+    });
+    this.stateMachine = workflow.stateMachine;
+    // A fixed name, so the functions can be granted DescribeExecution on its executions
+    // without depending on the state machine itself.
+    (this.stateMachine.node.defaultChild as sfn.CfnStateMachine).stateMachineName = this.stateMachineName;
+  }
+}
