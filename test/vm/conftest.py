@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from vmlib import Boot, Disk, blank_disk, boot, ensure_vm, new_volume_id
+from vmlib import Boot, Disk, blank_disk, boot, copy_disk, ensure_vm, new_volume_id
 
 TIMINGS: list[tuple[str, float]] = []
 
@@ -26,7 +25,9 @@ def pytest_terminal_summary(terminalreporter):  # type: ignore[no-untyped-def]
     terminalreporter.section("VM boots (wall seconds per boot)")
     for name, secs in TIMINGS:
         terminalreporter.write_line(f"{secs:7.1f}s  {name}")
-    terminalreporter.write_line(f"{sum(s for _, s in TIMINGS):7.1f}s  total in {len(TIMINGS)} boots")
+    terminalreporter.write_line(
+        f"{sum(s for _, s in TIMINGS):7.1f}s  total in {len(TIMINGS)} boots"
+    )
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -56,14 +57,23 @@ class ArraySet:
     created: Boot
 
     def copies(self, dest: Path, rng: random.Random) -> list[Disk]:
-        from vmlib import copy_disk
-
         dest.mkdir(parents=True, exist_ok=True)
-        return [copy_disk(d, dest / f"copy{i}.img", new_volume_id(rng)) for i, d in enumerate(self.disks)]
+        return [
+            copy_disk(d, dest / f"copy{i}.img", new_volume_id(rng))
+            for i, d in enumerate(self.disks)
+        ]
 
 
 def create_array(
-    work: Path, *, level: str, n: int, size_mib: int, chunk_kib: int, fs_type: str, name: str, seed: str
+    work: Path,
+    *,
+    level: str,
+    n: int,
+    size_mib: int,
+    chunk_kib: int,
+    fs_type: str,
+    name: str,
+    seed: str,
 ) -> ArraySet:
     rng = random.Random(seed)
     disks = [blank_disk(work / f"src{i}.img", size_mib, new_volume_id(rng)) for i in range(n)]
@@ -71,8 +81,8 @@ def create_array(
     mkfs = "mkfs.xfs -q -f" if fs_type == "xfs" else "mkfs.ext4 -q -F"
     scenario = f"""
 set -e
-mdadm --create /dev/md0 --run --assume-clean --level={level} --chunk={chunk_kib} --raid-devices={n} \\
-  --metadata=1.2 --name={name} --homehost=srchost {members}
+mdadm --create /dev/md0 --run --assume-clean --level={level} --chunk={chunk_kib} \\
+  --raid-devices={n} --metadata=1.2 --name={name} --homehost=srchost {members}
 {mkfs} /dev/md0
 mkdir -p /data && mount /dev/md0 /data
 mkdir -p /data/db/sub
@@ -108,14 +118,26 @@ mdadm --stop /dev/md0
 def raid0_set(tmp_path_factory: pytest.TempPathFactory) -> ArraySet:
     # XFS refuses filesystems under 300 MB, hence 3 x 128 MiB.
     return create_array(
-        tmp_path_factory.mktemp("raid0"), level="0", n=3, size_mib=128, chunk_kib=64,
-        fs_type="xfs", name="db1", seed="raid0",
+        tmp_path_factory.mktemp("raid0"),
+        level="0",
+        n=3,
+        size_mib=128,
+        chunk_kib=64,
+        fs_type="xfs",
+        name="db1",
+        seed="raid0",
     )
 
 
 @pytest.fixture(scope="session")
 def raid10_set(tmp_path_factory: pytest.TempPathFactory) -> ArraySet:
     return create_array(
-        tmp_path_factory.mktemp("raid10"), level="10", n=4, size_mib=64, chunk_kib=128,
-        fs_type="ext4", name="logs", seed="raid10",
+        tmp_path_factory.mktemp("raid10"),
+        level="10",
+        n=4,
+        size_mib=64,
+        chunk_kib=128,
+        fs_type="ext4",
+        name="logs",
+        seed="raid10",
     )

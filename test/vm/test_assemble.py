@@ -8,18 +8,26 @@ import re
 from pathlib import Path
 
 import pytest
+from vmlib import Disk, boot
 
 from conftest import ArraySet, record
-from vmlib import Disk, boot
 
 pytestmark = pytest.mark.vm
 
 
-def assemble_env(disks: list[Disk], uuid: str, *, mount_point: str = "/data", read_only: str = "false",
-                 persist: str = "true") -> str:
+def assemble_env(
+    disks: list[Disk],
+    uuid: str,
+    *,
+    mount_point: str = "/data",
+    read_only: str = "false",
+    persist: str = "true",
+) -> str:
     vols = ",".join(d.volume_id for d in disks)
-    return (f"SSM_VolumeIds={vols} SSM_MdUuid={uuid} SSM_MdDevice=/dev/md0 "
-            f"SSM_MountPoint={mount_point} SSM_ReadOnly={read_only} SSM_Persist={persist}")
+    return (
+        f"SSM_VolumeIds={vols} SSM_MdUuid={uuid} SSM_MdDevice=/dev/md0 "
+        f"SSM_MountPoint={mount_point} SSM_ReadOnly={read_only} SSM_Persist={persist}"
+    )
 
 
 def restore_scenario(env: str, name: str, prelude: str = "") -> str:
@@ -45,17 +53,28 @@ def check_members(result: dict, disks: list[Disk]) -> None:
     assert all(m["device"].startswith("/dev/nvme") for m in result["members"])
 
 
-def test_raid0_restores_from_copies_and_persists(raid0_set: ArraySet, tmp_path: Path, rng: random.Random) -> None:
+def test_raid0_restores_from_copies_and_persists(
+    raid0_set: ArraySet, tmp_path: Path, rng: random.Random
+) -> None:
     disks = raid0_set.copies(tmp_path / "disks", rng)
-    b = record("restore raid0 (no udev)", boot(
-        tmp_path / "vm", restore_scenario(assemble_env(disks, raid0_set.uuid), "db1"), disks,
-        files={"sums": raid0_set.sums}))
+    b = record(
+        "restore raid0 (no udev)",
+        boot(
+            tmp_path / "vm",
+            restore_scenario(assemble_env(disks, raid0_set.uuid), "db1"),
+            disks,
+            files={"sums": raid0_set.sums},
+        ),
+    )
 
     assert b.rc_of("first") == 0, b.explain("first")
     first = b.json_of("first")
     assert first["ok"] is True and first["changed"] is True
     assert first["mdDevice"] == "/dev/md0" and first["uuid"] == raid0_set.uuid
-    assert first["level"] == "raid0" and first["filesystem"] == {"type": "xfs", "uuid": raid0_set.fs_uuid}
+    assert first["level"] == "raid0" and first["filesystem"] == {
+        "type": "xfs",
+        "uuid": raid0_set.fs_uuid,
+    }
     check_members(first, disks)
     assert first["persisted"]["mdadmConf"] == "added"
     assert first["persisted"]["fstab"] == "added"
@@ -66,19 +85,31 @@ def test_raid0_restores_from_copies_and_persists(raid0_set: ArraySet, tmp_path: 
     array_lines = [line for line in b.text("mdadm.conf.1").splitlines() if line.startswith("ARRAY")]
     assert array_lines == [f"ARRAY /dev/md0 metadata=1.2 UUID={raid0_set.uuid}"]
     fstab = [line for line in b.text("fstab.1").splitlines() if line.strip()]
-    assert fstab == [f"UUID={raid0_set.fs_uuid} /data xfs defaults,nofail,x-systemd.device-timeout=30s 0 0"]
+    assert fstab == [
+        f"UUID={raid0_set.fs_uuid} /data xfs defaults,nofail,x-systemd.device-timeout=30s 0 0"
+    ]
 
     assert b.rc_of("second") == 0, b.explain("second")
     second = b.json_of("second")
-    assert second["ok"] is True and second["changed"] is False and second["alreadyAssembled"] is True
-    assert second["persisted"] == {"mdadmConf": "unchanged", "mdadmConfPath": "/etc/mdadm/mdadm.conf",
-                                   "initramfs": "unchanged", "fstab": "unchanged"}
+    assert (
+        second["ok"] is True and second["changed"] is False and second["alreadyAssembled"] is True
+    )
+    assert second["persisted"] == {
+        "mdadmConf": "unchanged",
+        "mdadmConfPath": "/etc/mdadm/mdadm.conf",
+        "initramfs": "unchanged",
+        "fstab": "unchanged",
+    }
     assert b.text("mdadm.conf.2") == b.text("mdadm.conf.1")
     assert b.text("fstab.2") == b.text("fstab.1")
 
     # The restored array is what discovery now reports, with the NEW volume ids.
     arrays = b.json_of("discover")["arrays"]
-    assert len(arrays) == 1 and arrays[0]["uuid"] == raid0_set.uuid and arrays[0]["mountPoint"] == "/data"
+    assert (
+        len(arrays) == 1
+        and arrays[0]["uuid"] == raid0_set.uuid
+        and arrays[0]["mountPoint"] == "/data"
+    )
     assert [m["volumeId"] for m in arrays[0]["members"]] == [d.volume_id for d in disks]
     assert "md127" not in b.text("mdstat.after")
 
@@ -91,25 +122,40 @@ def test_raid10_restore_replaces_old_config_lines_read_only(
     # Left over from the array this restore replaces: same md UUID (continuation line form),
     # another array claiming /dev/md0, an fstab entry for the same mount point.
     prelude = f"""
-printf 'HOMEHOST <system>\\nARRAY /dev/md/logs metadata=1.2 name=oldhost:logs\\n   UUID={raid10_set.uuid}\\nARRAY /dev/md0 metadata=1.2 UUID={other}\\n' >/etc/mdadm/mdadm.conf
-printf '# static file systems\\n/dev/md0 /data ext4 defaults 0 2\\nproc /proc proc defaults 0 0\\n' >/etc/fstab
+{{ echo 'HOMEHOST <system>'
+  echo 'ARRAY /dev/md/logs metadata=1.2 name=oldhost:logs'
+  echo '   UUID={raid10_set.uuid}'
+  echo 'ARRAY /dev/md0 metadata=1.2 UUID={other}'; }} >/etc/mdadm/mdadm.conf
+{{ echo '# static file systems'
+  echo '/dev/md0 /data ext4 defaults 0 2'
+  echo 'proc /proc proc defaults 0 0'; }} >/etc/fstab
 """
     env = assemble_env(disks, raid10_set.uuid, read_only="true")
-    b = record("restore raid10 ro, replace config", boot(
-        tmp_path / "vm", restore_scenario(env, "logs", prelude), disks, shuffle_seed=3,
-        files={"sums": raid10_set.sums}))
+    b = record(
+        "restore raid10 ro, replace config",
+        boot(
+            tmp_path / "vm",
+            restore_scenario(env, "logs", prelude),
+            disks,
+            shuffle_seed=3,
+            files={"sums": raid10_set.sums},
+        ),
+    )
 
     assert b.rc_of("first") == 0, b.explain("first")
     first = b.json_of("first")
     assert first["level"] == "raid10" and first["readOnly"] is True
     check_members(first, disks)
-    assert first["persisted"]["mdadmConf"] == "replaced" and first["persisted"]["fstab"] == "replaced"
+    assert (
+        first["persisted"]["mdadmConf"] == "replaced" and first["persisted"]["fstab"] == "replaced"
+    )
     assert b.text("verify.rc").strip() == "0", b.text("verify")
     assert "ro" in b.text("mount.options").strip().split(",")
 
     conf = b.text("mdadm.conf.1").splitlines()
     assert [line for line in conf if line.startswith("ARRAY")] == [
-        f"ARRAY /dev/md0 metadata=1.2 UUID={raid10_set.uuid}"]
+        f"ARRAY /dev/md0 metadata=1.2 UUID={raid10_set.uuid}"
+    ]
     assert f"   UUID={raid10_set.uuid}" not in conf
     assert any(line.startswith("# raidsnap:") and other in line for line in conf)
     assert b.text("fstab.1").splitlines() == [
@@ -119,16 +165,26 @@ printf '# static file systems\\n/dev/md0 /data ext4 defaults 0 2\\nproc /proc pr
     ]
     second = b.json_of("second")
     assert b.rc_of("second") == 0 and second["changed"] is False
-    assert b.text("mdadm.conf.2") == b.text("mdadm.conf.1") and b.text("fstab.2") == b.text("fstab.1")
+    assert b.text("mdadm.conf.2") == b.text("mdadm.conf.1") and b.text("fstab.2") == b.text(
+        "fstab.1"
+    )
 
 
 def test_udev_incremental_assembly_is_stopped_and_replaced(
     raid0_set: ArraySet, tmp_path: Path, rng: random.Random
 ) -> None:
     disks = raid0_set.copies(tmp_path / "disks", rng)
-    b = record("restore raid0 with udevd", boot(
-        tmp_path / "vm", restore_scenario(assemble_env(disks, raid0_set.uuid), "db1"), disks,
-        udev=True, shuffle_seed=11, files={"sums": raid0_set.sums}))
+    b = record(
+        "restore raid0 with udevd",
+        boot(
+            tmp_path / "vm",
+            restore_scenario(assemble_env(disks, raid0_set.uuid), "db1"),
+            disks,
+            udev=True,
+            shuffle_seed=11,
+            files={"sums": raid0_set.sums},
+        ),
+    )
 
     # udev's 64-md-raid-assembly.rules got there first, as on a booting instance.
     before = b.text("mdstat.before")

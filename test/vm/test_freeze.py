@@ -7,16 +7,18 @@ import random
 from pathlib import Path
 
 import pytest
+from vmlib import blank_disk, boot, new_volume_id
 
 from conftest import record
-from vmlib import blank_disk, boot, new_volume_id
 
 pytestmark = pytest.mark.vm
 
 MAX_FREEZE = 6
 
 
-def test_guard_thaws_after_caller_is_killed_and_thaw_is_repeatable(tmp_path: Path, rng: random.Random) -> None:
+def test_guard_thaws_after_caller_is_killed_and_thaw_is_repeatable(
+    tmp_path: Path, rng: random.Random
+) -> None:
     disk = blank_disk(tmp_path / "f.img", 64, new_volume_id(rng))
     scenario = f"""
 mkfs.ext4 -q -F $(by_id {disk.serial})
@@ -24,12 +26,15 @@ mkdir -p /mnt/f && mount $(by_id {disk.serial}) /mnt/f
 run root freeze.sh SSM_MountPoint=/ SSM_MaxFreezeSeconds=5
 
 # The caller: its own process group, running freeze and then lingering, as an SSM command would.
-setsid bash -c '. /work/lib.sh; run freeze freeze.sh SSM_MountPoint=/mnt/f SSM_MaxFreezeSeconds={MAX_FREEZE}; sleep 600' &
+setsid bash -c '. /work/lib.sh
+  run freeze freeze.sh SSM_MountPoint=/mnt/f SSM_MaxFreezeSeconds={MAX_FREEZE}
+  sleep 600' &
 caller=$!
 while [ ! -f /work/freeze.rc ]; do sleep 0.05; done
 date +%s.%N >/work/frozen_at
 kill -KILL -- -$caller
-(dd if=/dev/zero of=/mnt/f/probe bs=4k count=1 conv=fsync status=none; date +%s.%N >/work/write_done) &
+(dd if=/dev/zero of=/mnt/f/probe bs=4k count=1 conv=fsync status=none
+ date +%s.%N >/work/write_done) &
 writer=$!
 sleep 2
 if [ -f /work/write_done ]; then echo no >/work/blocked; else echo yes >/work/blocked; fi
@@ -51,7 +56,11 @@ echo ok >/mnt/f/after && cat /mnt/f/after >/work/write_after_thaw
     assert b.rc_of("root") == 2 and b.json_of("root")["error"] == "InvalidInput"
     assert b.rc_of("freeze") == 0, b.explain("freeze")
     frozen = b.json_of("freeze")
-    assert frozen["ok"] is True and frozen["frozen"] is True and frozen["maxFreezeSeconds"] == MAX_FREEZE
+    assert (
+        frozen["ok"] is True
+        and frozen["frozen"] is True
+        and frozen["maxFreezeSeconds"] == MAX_FREEZE
+    )
     assert b.text("blocked").strip() == "yes", "a write must block while the filesystem is frozen"
     elapsed = float(b.text("write_done")) - float(b.text("frozen_at"))
     print(f"write blocked for {elapsed:.2f}s with MaxFreezeSeconds={MAX_FREEZE}")

@@ -6,14 +6,16 @@ import random
 from pathlib import Path
 
 import pytest
+from vmlib import MIB, boot
 
 from conftest import ArraySet, record
-from vmlib import MIB, boot
 
 pytestmark = pytest.mark.vm
 
 
-def test_prewarm_reads_every_byte_with_fio_and_dd(raid10_set: ArraySet, tmp_path: Path, rng: random.Random) -> None:
+def test_prewarm_reads_every_byte_with_fio_and_dd(
+    raid10_set: ArraySet, tmp_path: Path, rng: random.Random
+) -> None:
     disks = raid10_set.copies(tmp_path / "disks", rng)
     vols = ",".join(d.volume_id for d in disks)
     scenario = f"""
@@ -31,5 +33,6 @@ run auto prewarm.sh SSM_VolumeIds={vols} SSM_Method=auto
         assert out["bytes"] == sum(sizes.values()) == out["expectedBytes"]
         assert {d["volumeId"]: d["bytes"] for d in out["devices"]} == sizes
         assert out["seconds"] > 0
-        print(f"prewarm {name}: {out['bytes'] / MIB:.0f} MiB in {out['seconds']}s ({out['mibPerSecond']} MiB/s)")
+        mib, secs, rate = out["bytes"] / MIB, out["seconds"], out["mibPerSecond"]
+        print(f"prewarm {name}: {mib:.0f} MiB in {secs}s ({rate} MiB/s)")
     assert "progress:" in b.text("fio.stderr") and "progress:" in b.text("dd.stderr")

@@ -7,9 +7,9 @@ import random
 from pathlib import Path
 
 import pytest
+from vmlib import boot, copy_disk
 
 from conftest import ArraySet, record
-from vmlib import boot, copy_disk, new_volume_id
 
 pytestmark = pytest.mark.vm
 
@@ -26,7 +26,13 @@ WRONG_UUID = "0badc0de:0badc0de:0badc0de:0badc0de"
     ],
 )
 def test_assemble_refuses_and_leaves_members_untouched(
-    case: str, error: str, raid0_set: ArraySet, raid10_set: ArraySet, tmp_path: Path, rng: random.Random
+    case: str,
+    error: str,
+    *,
+    raid0_set: ArraySet,
+    raid10_set: ArraySet,
+    tmp_path: Path,
+    rng: random.Random,
 ) -> None:
     disks = raid0_set.copies(tmp_path / "disks", rng)
     uuid = raid0_set.uuid
@@ -36,7 +42,9 @@ def test_assemble_refuses_and_leaves_members_untouched(
         attached = disks[:2]
     elif case == "foreign_disk":
         # A member of another array (the RAID 10 set) attached under the third volume id.
-        attached[2] = copy_disk(raid10_set.disks[0], tmp_path / "disks" / "foreign.img", disks[2].volume_id)
+        attached[2] = copy_disk(
+            raid10_set.disks[0], tmp_path / "disks" / "foreign.img", disks[2].volume_id
+        )
     elif case == "wrong_uuid":
         uuid = WRONG_UUID
     elif case == "count_mismatch":

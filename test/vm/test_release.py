@@ -7,22 +7,31 @@ import random
 from pathlib import Path
 
 import pytest
+from vmlib import boot
 
 from conftest import ArraySet, record
-from vmlib import boot
 
 pytestmark = pytest.mark.vm
 
 
-def test_release_stops_array_and_keeps_superblocks(raid0_set: ArraySet, tmp_path: Path, rng: random.Random) -> None:
+def test_release_stops_array_and_keeps_superblocks(
+    raid0_set: ArraySet, tmp_path: Path, rng: random.Random
+) -> None:
     disks = raid0_set.copies(tmp_path / "disks", rng)
     vols = ",".join(d.volume_id for d in disks)
-    env = (f"SSM_VolumeIds={vols} SSM_MdUuid={raid0_set.uuid} SSM_MdDevice=/dev/md0 SSM_MountPoint=/data "
-           "SSM_ReadOnly=false SSM_Persist=false")
+    env = (
+        f"SSM_VolumeIds={vols} SSM_MdUuid={raid0_set.uuid} SSM_MdDevice=/dev/md0 "
+        "SSM_MountPoint=/data SSM_ReadOnly=false SSM_Persist=false"
+    )
     rel = "SSM_MdDevice=/dev/md0 SSM_MountPoint=/data"
     superblocks = " ".join(f"$(by_id {d.serial})" for d in disks)
     scenario = f"""
-sb() {{ for d in {superblocks}; do dd if=$d bs=4096 skip=1 count=1 status=none | sha256sum; mdadm --examine --export $d | grep -E 'MD_(UUID|DEV_UUID|LEVEL|DEVICES)='; done; }}
+sb() {{
+  for d in {superblocks}; do
+    dd if=$d bs=4096 skip=1 count=1 status=none | sha256sum
+    mdadm --examine --export $d | grep -E 'MD_(UUID|DEV_UUID|LEVEL|DEVICES)='
+  done
+}}
 run assemble assemble.sh {env}
 echo hello >/data/after-restore && sync
 mkdir -p /other && mount -t tmpfs tmpfs /other
@@ -51,11 +60,20 @@ cat /proc/mdstat >/work/mdstat3
 
     assert b.rc_of("rel1") == 0, b.explain("rel1")
     r1 = b.json_of("rel1")
-    assert r1 == {**r1, "ok": True, "unmount": "unmounted", "stop": "stopped", "memberLost": False, "changed": True}
+    assert r1 == {
+        **r1,
+        "ok": True,
+        "unmount": "unmounted",
+        "stop": "stopped",
+        "memberLost": False,
+        "changed": True,
+    }
     assert sorted(m["volumeId"] for m in r1["members"]) == sorted(d.volume_id for d in disks)
     assert b.text("sb.after") == b.text("sb.before"), "release must not write the superblocks"
     r2 = b.json_of("rel2")
-    assert b.rc_of("rel2") == 0 and r2["unmount"] == "not-mounted" and r2["stop"] == "already-stopped"
+    assert (
+        b.rc_of("rel2") == 0 and r2["unmount"] == "not-mounted" and r2["stop"] == "already-stopped"
+    )
     assert r2["changed"] is False
     assert "md0" not in b.text("mdstat") and b.text("data_mount").strip() == ""
 

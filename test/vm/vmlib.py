@@ -74,8 +74,9 @@ class Boot:
 
     def explain(self, name: str) -> str:
         return (
-            f"{name}: rc={self.text(name + '.rc').strip()}\nstdout:\n{self.text(name + '.stdout')[-3000:]}"
-            f"\nstderr:\n{self.text(name + '.stderr')[-3000:]}"
+            f"{name}: rc={self.text(name + '.rc').strip()}\n"
+            f"stdout:\n{self.text(name + '.stdout')[-3000:]}\n"
+            f"stderr:\n{self.text(name + '.stderr')[-3000:]}"
         )
 
 

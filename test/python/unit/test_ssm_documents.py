@@ -42,7 +42,17 @@ VALID = {
     "Method": "auto",
 }
 
-INJECTIONS = ["; rm -rf /", "$(reboot)", "`reboot`", "\nreboot", "/../etc", "&& id", "| sh", "'", '"']
+INJECTIONS = [
+    "; rm -rf /",
+    "$(reboot)",
+    "`reboot`",
+    "\nreboot",
+    "/../etc",
+    "&& id",
+    "| sh",
+    "'",
+    '"',
+]
 
 
 def load(name: str) -> dict:
@@ -102,14 +112,17 @@ def test_pattern_rejects_injection(name: str, param: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["/", "/data/..", "/data/../etc", "/./data", "//data", "data", "/da ta", "/data/x" * 40]
+    "value",
+    ["/", "/data/..", "/data/../etc", "/./data", "//data", "data", "/da ta", "/data/x" * 40],
 )
 def test_mount_point_pattern_refuses_traversal_root_and_oddities(value: str) -> None:
     pattern = load("assemble")["parameters"]["MountPoint"]["allowedPattern"]
     assert not re.fullmatch(pattern, value)
 
 
-@pytest.mark.parametrize("value", ["/data", "/mnt/md0", "/srv/pg_15/main", "/.hidden", "/a..b", "/x/...y"])
+@pytest.mark.parametrize(
+    "value", ["/data", "/mnt/md0", "/srv/pg_15/main", "/.hidden", "/a..b", "/x/...y"]
+)
 def test_mount_point_pattern_accepts_ordinary_paths(value: str) -> None:
     assert re.fullmatch(load("freeze")["parameters"]["MountPoint"]["allowedPattern"], value)
 
@@ -126,18 +139,26 @@ def code_only(text: str) -> str:
     """Shell text with comments and quoted strings removed, so words in messages and comments
     ("never --force") do not count as commands."""
     out = []
-    for line in text.splitlines():
-        if line.lstrip().startswith("#"):
+    for raw in text.splitlines():
+        if raw.lstrip().startswith("#"):
             continue
-        line = re.sub(r"'[^']*'", "''", line)
-        line = re.sub(r'"(?:[^"\\]|\\.)*"', '""', line)
-        line = re.sub(r"(^|\s)#.*$", "", line)
-        out.append(line)
+        code = re.sub(r"'[^']*'", "''", raw)
+        code = re.sub(r'"(?:[^"\\]|\\.)*"', '""', code)
+        code = re.sub(r"(^|\s)#.*$", "", code)
+        out.append(code)
     return "\n".join(out)
 
 
-FORBIDDEN = [r"--create\b", r"\bmkfs(\.\w+)?\b", r"--force\b", r"--zero-superblock\b", r"\bwipefs\b",
-             r"--scan\b", r"\bmdadm\s+-C\b", r"\bdd\b[^\n]*\bof=/dev/(?!null)"]
+FORBIDDEN = [
+    r"--create\b",
+    r"\bmkfs(\.\w+)?\b",
+    r"--force\b",
+    r"--zero-superblock\b",
+    r"\bwipefs\b",
+    r"--scan\b",
+    r"\bmdadm\s+-C\b",
+    r"\bdd\b[^\n]*\bof=/dev/(?!null)",
+]
 
 
 def forbidden_in(text: str) -> list[str]:
@@ -158,14 +179,23 @@ def test_no_destructive_command(name: str) -> None:
 
 def test_assemble_names_the_array_and_its_devices() -> None:
     code = code_only(script_of("assemble"))
-    assert re.search(r'mdadm --assemble "\$md_dev" --uuid="\$md_uuid" "\$\{members\[@\]\}"', script_of("assemble"))
+    assert re.search(
+        r'mdadm --assemble "\$md_dev" --uuid="\$md_uuid" "\$\{members\[@\]\}"',
+        script_of("assemble"),
+    )
     assert "--run" not in code
 
 
 def run_script(name: str, env: dict[str, str]) -> tuple[int, dict]:
     clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    proc = subprocess.run(["bash", str(SCRIPTS / f"{name}.sh")], env={**clean, **env},
-                          capture_output=True, text=True, timeout=30, check=False)
+    proc = subprocess.run(
+        ["bash", str(SCRIPTS / f"{name}.sh")],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -188,7 +218,12 @@ def test_freeze_refuses_root() -> None:
 def test_json_escaping_of_hostile_text() -> None:
     probe = 'a"b\\c\nd\te\x01f'
     src = script_of("discover")
-    func = src[src.index("json_str() {"):src.index("# A JSON string, or null")]
-    proc = subprocess.run(["bash", "-c", func + '\njson_str "$1"', "_", probe], capture_output=True,
-                          text=True, check=True, env={"LC_ALL": "C"})
+    func = src[src.index("json_str() {") : src.index("# A JSON string, or null")]
+    proc = subprocess.run(
+        ["bash", "-c", func + '\njson_str "$1"', "_", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"LC_ALL": "C"},
+    )
     assert json.loads(proc.stdout) == probe
