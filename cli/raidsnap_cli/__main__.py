@@ -1,0 +1,5 @@
+"""``python -m raidsnap_cli``."""
+
+from .app import main
+
+main()

@@ -1,0 +1,168 @@
+"""Where the commands run: AWS through the standard credential chain, or the local emulation.
+
+Both give the commands the same things: a Step Functions client, the workflows' ARNs, the
+clock that snapshot ages are measured against, and how often to poll a running execution.
+raidsnap's domain modules make their own boto3 clients from boto3's default session, so a
+``--profile`` or ``--region`` is installed there for the length of one command."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+from raidsnap import clients
+
+from .resolve import ResolveError, resolve
+
+if TYPE_CHECKING:
+    from mypy_boto3_stepfunctions import SFNClient
+
+    from raidsnap_emulation.harness import Emulation
+    from raidsnap_emulation.world import ArrayFixture
+
+EMULATION_ARRAY = "db1"
+EMULATION_MEMBERS = 3
+SEED_SPACING_SECONDS = 3600
+AWS_POLL_SECONDS = 2.0
+EMULATION_POLL_SECONDS = 0.02
+
+
+class BackendError(Exception):
+    """The backend cannot do what was asked; the message says why."""
+
+
+@dataclass
+class Backend:
+    sfn: SFNClient
+    snapshot_now: Callable[[], datetime]
+    poll_seconds: float
+    description: str
+    _resolve: Callable[[], tuple[dict[str, str], str]]
+    _machines: dict[str, str] | None = field(default=None, init=False)
+    _found_by: str = field(default="", init=False)
+
+    @property
+    def state_machines(self) -> dict[str, str]:
+        """Resolved on first use, so ``sets`` needs no Step Functions or CloudFormation access."""
+        if self._machines is None:
+            try:
+                self._machines, self._found_by = self._resolve()
+            except ResolveError as err:
+                raise BackendError(str(err)) from None
+        return self._machines
+
+    def arn(self, workflow: str) -> str:
+        machines = self.state_machines
+        if workflow not in machines:
+            have = ", ".join(sorted(machines)) or "none"
+            raise BackendError(
+                f"no {workflow} workflow found ({self._found_by}; workflows found: {have}); "
+                f"is the {workflow} workflow deployed?"
+            )
+        return machines[workflow]
+
+
+@dataclass(frozen=True)
+class AwsOptions:
+    stack: str
+    region: str | None
+    profile: str | None
+
+
+@dataclass(frozen=True)
+class EmulationOptions:
+    seed_backups: int = 0
+    # Tests shape the emulated world further (old sets, faults) before the command runs.
+    prepare: Callable[[Emulation, ArrayFixture], None] | None = None
+
+
+@contextlib.contextmanager
+def aws(options: AwsOptions) -> Iterator[Backend]:
+    saved = boto3.DEFAULT_SESSION
+    session = boto3.Session(profile_name=options.profile, region_name=options.region)
+    if session.region_name is None:
+        raise BackendError(
+            "no AWS region: pass --region, set AWS_REGION, or give the profile a region"
+        )
+    boto3.DEFAULT_SESSION = session
+    clients.reset()
+    try:
+        sfn = session.client("stepfunctions")
+        cloudformation: Any = session.client("cloudformation")
+        yield Backend(
+            sfn=sfn,
+            snapshot_now=lambda: datetime.now(UTC),
+            poll_seconds=AWS_POLL_SECONDS,
+            description=f"AWS {session.region_name}, stack {options.stack}",
+            _resolve=lambda: resolve(cloudformation, sfn, options.stack),
+        )
+    finally:
+        boto3.DEFAULT_SESSION = saved
+        clients.reset()
+
+
+@contextlib.contextmanager
+def _quiet_functions() -> Iterator[None]:
+    """The functions run in this process: keep their metrics and info logs off the terminal,
+    as the demo does, and the executor's evaluation chatter out of the way."""
+    saved = dict(os.environ)
+    os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    moto_logger = logging.getLogger("moto")
+    level = moto_logger.level
+    moto_logger.setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings(
+                "ignore", message="No application metrics to publish"
+            )
+            yield
+    finally:
+        moto_logger.setLevel(level)
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextlib.contextmanager
+def emulation(options: EmulationOptions) -> Iterator[Backend]:
+    """A fresh emulated account in this process: the synthesized state machines on moto, and
+    one instance holding array db1 (RAID 0 of three volumes). Nothing outlives the command."""
+    # Imported here: moto and the emulation are only needed, and only paid for, on request.
+    from raidsnap_emulation.harness import Emulation  # noqa: PLC0415
+    from raidsnap_emulation.world import make_array  # noqa: PLC0415
+
+    with _quiet_functions(), Emulation() as emu:
+        fixture = make_array(emu.hosts, EMULATION_ARRAY, EMULATION_MEMBERS)
+        for seed in range(options.seed_backups):
+            if seed:
+                emu.clock.advance(SEED_SPACING_SECONDS)
+            run = emu.run("backup", {"array": EMULATION_ARRAY, "trigger": "manual"})
+            if run.status != "SUCCEEDED":
+                raise BackendError(
+                    f"seed backup {seed + 1} ended {run.status}: {run.cause}"
+                )
+        if options.prepare is not None:
+            options.prepare(emu, fixture)
+        yield Backend(
+            sfn=boto3.client("stepfunctions"),
+            snapshot_now=emu.clock.now,
+            poll_seconds=EMULATION_POLL_SECONDS,
+            description="local emulation (this process only)",
+            _resolve=lambda: (dict(emu.state_machines), "the emulation"),
+        )
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Passed in as typer's context object by tests, never by a user: shape the emulated world
+    (older sets, faults) after it is built and before the command runs."""
+
+    prepare_emulation: Callable[[Emulation, ArrayFixture], None] | None = None

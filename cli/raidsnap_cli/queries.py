@@ -1,0 +1,163 @@
+"""Read-only questions to AWS that raidsnap's domain modules do not already answer."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import re
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from raidsnap import clients, tags
+
+if TYPE_CHECKING:
+    from mypy_boto3_stepfunctions import SFNClient
+
+# How many executions ``status --array`` looks through to find the last N of one array.
+SCAN_LIMIT = 200
+
+
+def arrays_with_snapshots() -> list[str]:
+    """Names of the arrays that have at least one snapshot tagged ``raidsnap:array``."""
+    pages = (
+        clients.ec2()
+        .get_paginator("describe_snapshots")
+        .paginate(
+            OwnerIds=["self"], Filters=[{"Name": "tag-key", "Values": [tags.ARRAY]}]
+        )
+    )
+    names = {
+        tag["Value"]
+        for page in pages
+        for snapshot in page["Snapshots"]
+        for tag in snapshot.get("Tags", [])
+        if tag["Key"] == tags.ARRAY and tag["Value"]
+    }
+    return sorted(names)
+
+
+def execution_name(workflow: str, array: str, now: datetime | None = None) -> str:
+    """``backup-db1-20260105T030000Z-1a2b``: readable in the console, unique, within the
+    80 characters and the character set Step Functions allows."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "-", array)
+    suffix = f"-{stamp}-{secrets.token_hex(2)}"
+    return f"{workflow}-{safe}"[: 80 - len(suffix)] + suffix
+
+
+@dataclass(frozen=True)
+class ExecutionInfo:
+    arn: str
+    name: str
+    workflow: str
+    state_machine: str
+    status: str
+    start: datetime
+    stop: datetime | None
+    input: Any
+    output: Any
+    error: str | None
+    cause: str | None
+
+    @property
+    def array(self) -> str:
+        return str(self.input.get("array", "")) if isinstance(self.input, dict) else ""
+
+    @property
+    def result(self) -> str:
+        if self.status == "SUCCEEDED" and isinstance(self.output, dict):
+            return str(self.output.get("setId", ""))
+        return self.error or ""
+
+
+def _loads(raw: str | None) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def describe(sfn: SFNClient, arn: str, workflow: str) -> ExecutionInfo:
+    d = sfn.describe_execution(executionArn=arn)
+    return ExecutionInfo(
+        arn=arn,
+        name=d["name"],
+        workflow=workflow,
+        state_machine=d["stateMachineArn"],
+        status=d["status"],
+        start=d["startDate"],
+        stop=d.get("stopDate"),
+        input=_loads(d.get("input")),
+        output=_loads(d.get("output")),
+        error=d.get("error"),
+        cause=d.get("cause"),
+    )
+
+
+def _executions(
+    sfn: SFNClient, workflow: str, arn: str
+) -> Iterator[tuple[datetime, str, str]]:
+    for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=arn):
+        for e in page["executions"]:
+            yield e["startDate"], workflow, e["executionArn"]
+
+
+def recent(
+    sfn: SFNClient, machines: dict[str, str], last: int, array: str | None = None
+) -> list[ExecutionInfo]:
+    """The newest ``last`` executions of every workflow, newest first (of ``array`` only, when
+    given: that needs each execution's input, so at most SCAN_LIMIT are looked at)."""
+    streams = [_executions(sfn, w, arn) for w, arn in sorted(machines.items())]
+    merged = heapq.merge(*streams, key=lambda item: item[0], reverse=True)
+    found: list[ExecutionInfo] = []
+    for scanned, (_, workflow, arn) in enumerate(merged):
+        if len(found) >= last or scanned >= SCAN_LIMIT:
+            break
+        info = describe(sfn, arn, workflow)
+        if array is None or info.array == array:
+            found.append(info)
+    return found
+
+
+class ExecutionNotFoundError(Exception):
+    pass
+
+
+def find(sfn: SFNClient, machines: dict[str, str], ref: str) -> ExecutionInfo:
+    """An execution by ARN, or by name within one of the workflows."""
+    workflow_of = {arn: w for w, arn in machines.items()}
+    if ref.startswith("arn:"):
+        try:
+            info = describe(sfn, ref, "?")
+        except ClientError as err:
+            raise ExecutionNotFoundError(
+                f"no execution {ref}: {_message(err)}"
+            ) from None
+        return _with_workflow(info, workflow_of.get(info.state_machine, "?"))
+    for workflow, machine in sorted(machines.items()):
+        candidate = machine.replace(":stateMachine:", ":execution:", 1) + ":" + ref
+        try:
+            return describe(sfn, candidate, workflow)
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") not in (
+                "ExecutionDoesNotExist",
+                "ResourceNotFound",
+            ):
+                raise
+    names = " or ".join(sorted(machines))
+    raise ExecutionNotFoundError(f"no execution named {ref!r} in the {names} workflow")
+
+
+def _with_workflow(info: ExecutionInfo, workflow: str) -> ExecutionInfo:
+    return ExecutionInfo(**{**info.__dict__, "workflow": workflow})
+
+
+def _message(err: ClientError) -> str:
+    return str(err.response.get("Error", {}).get("Message", err))

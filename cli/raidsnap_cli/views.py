@@ -1,0 +1,274 @@
+"""What a person reads: set tables, execution tables, durations, outputs and errors.
+
+Every value that comes from AWS (set ids, causes, paths) is put into ``Text`` or escaped, so
+a bracket in a cause is printed, never read as rich markup."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from raidsnap.snapshot_sets import SnapshotSet
+
+from .queries import ExecutionInfo
+
+
+def human_duration(delta: timedelta | float) -> str:
+    """``3h 12m``: the two largest units, never more; seconds only under an hour."""
+    seconds = int(delta.total_seconds() if isinstance(delta, timedelta) else delta)
+    seconds = max(seconds, 0)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h" if hours else f"{days}d"
+    if hours:
+        return f"{hours}h {minutes}m" if minutes else f"{hours}h"
+    if minutes:
+        return f"{minutes}m {secs}s" if secs else f"{minutes}m"
+    return f"{secs}s"
+
+
+def utc(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+# ---------------------------------------------------------------------- snapshot sets
+
+
+@dataclass(frozen=True)
+class SetRow:
+    set_id: str
+    taken: datetime
+    members: str
+    complete: bool
+    why: str
+    age: str
+    latest: bool
+
+
+def why_incomplete(snapshot_set: SnapshotSet) -> str:
+    """The reason a set cannot be restored, in the order an operator should look at them."""
+    n = snapshot_set.member_count
+    if n is None:
+        return "member count unknown (tags missing or disagreeing)"
+    failed = snapshot_set.failed
+    if failed:
+        which = ", ".join(
+            f"member {m.index}" if m.index is not None else m.snapshot_id
+            for m in failed
+        )
+        return f"error ({which})"
+    present = {m.index for m in snapshot_set.members if m.index is not None}
+    missing = sorted(set(range(n)) - present)
+    if missing:
+        noun = "member" if len(missing) == 1 else "members"
+        return f"missing {noun} {', '.join(str(i) for i in missing)}"
+    if (
+        any(m.index is None for m in snapshot_set.members)
+        or len(snapshot_set.members) != n
+    ):
+        return "extra or unindexed snapshots"
+    if snapshot_set.pending:
+        slowest = min(m.progress for m in snapshot_set.members if m.state == "pending")
+        return f"pending ({slowest}%)"
+    states = sorted({m.state for m in snapshot_set.members if m.state != "completed"})
+    return f"snapshots {', '.join(states)}" if states else "incomplete"
+
+
+def set_rows(sets: Iterable[SnapshotSet], now: datetime) -> list[SetRow]:
+    """Newest first; the newest complete set is the one ``latest`` restores."""
+    ordered = sorted(sets, key=lambda s: (s.start_time, s.set_id), reverse=True)
+    latest = next((s.set_id for s in ordered if s.complete), None)
+    rows = []
+    for s in ordered:
+        n = s.member_count
+        present = len({m.index for m in s.members if m.index is not None})
+        rows.append(
+            SetRow(
+                set_id=s.set_id,
+                taken=s.start_time,
+                members=f"{present}/{n if n is not None else '?'}",
+                complete=s.complete,
+                why="" if s.complete else why_incomplete(s),
+                age=human_duration(now - s.start_time),
+                latest=s.set_id == latest,
+            )
+        )
+    return rows
+
+
+def sets_table(array: str, rows: list[SetRow]) -> Table:
+    table = Table(title=Text(f"array {array}", style="bold"), title_justify="left")
+    table.add_column("set")
+    table.add_column("taken")
+    table.add_column("age", justify="right")
+    table.add_column("members", justify="right")
+    table.add_column("state")
+    for row in rows:
+        if row.complete:
+            state = Text("complete", style="green")
+            if row.latest:
+                state.append(" · latest", style="bold green")
+        else:
+            state = Text(f"incomplete: {row.why}", style="yellow")
+        table.add_row(Text(row.set_id), utc(row.taken), row.age, row.members, state)
+    return table
+
+
+# ---------------------------------------------------------------------- executions
+
+
+def parse_json(raw: str | None) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def readable_cause(cause: str | None) -> str:
+    """A cause as a person reads it: a Lambda error payload becomes its message."""
+    if not cause:
+        return ""
+    parsed = parse_json(cause)
+    if isinstance(parsed, dict) and "errorMessage" in parsed:
+        kind = parsed.get("errorType")
+        message = str(parsed["errorMessage"])
+        return f"{kind}: {message}" if kind else message
+    return cause
+
+
+def error_view(error: str | None, cause: str | None) -> Text:
+    text = Text()
+    text.append(error or "failed", style="bold red")
+    shown = readable_cause(cause)
+    if shown:
+        text.append(": ")
+        text.append(shown)
+    return text
+
+
+def _by_index(value: Any) -> list[tuple[str, str]]:
+    """Ids by member index, whether the output gives a list or an index -> id object."""
+    if isinstance(value, list):
+        return [(str(i), str(v)) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return sorted(
+            ((str(k), str(v)) for k, v in value.items()), key=lambda kv: _int(kv[0])
+        )
+    return []
+
+
+def _int(value: str) -> int:
+    return int(value) if value.isdigit() else 1 << 30
+
+
+def output_view(workflow: str, output: Any) -> RenderableType:
+    """The fields of a run's output an operator acts on; anything unexpected as JSON."""
+    if not isinstance(output, Mapping):
+        return Text(json.dumps(output, indent=2, default=str))
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column()
+
+    def add(label: str, value: Any) -> None:
+        if value not in (None, "", [], {}):
+            grid.add_row(label, Text(str(value)))
+
+    add("array", output.get("array"))
+    add("set", output.get("setId"))
+    if workflow == "backup":
+        add("instance", output.get("instanceId"))
+        add("consistency", output.get("consistency"))
+        add("members from", output.get("discovery"))
+        snapshots = _by_index(output.get("snapshotIds"))
+        sources = dict(_by_index(output.get("memberVolumeIds")))
+        for index, snap in snapshots:
+            source = sources.get(index)
+            add(f"member {index}", f"{snap}  (from {source})" if source else snap)
+        kept = output.get("retention")
+        if isinstance(kept, Mapping):
+            deleted = kept.get("deletedSets") or []
+            add(
+                "retention",
+                f"keeps {len(kept.get('keptSets') or [])} of at most {kept.get('keep')} sets; "
+                f"deleted {len(deleted)}"
+                + (f": {', '.join(map(str, deleted))}" if deleted else ""),
+            )
+    else:
+        add("target", output.get("targetInstanceId") or output.get("instanceId"))
+        for index, volume in _by_index(output.get("volumeIds")):
+            add(f"member {index}", volume)
+        add("md device", output.get("mdDevice"))
+        add("mount point", output.get("mountPoint"))
+        add("initialization", output.get("initialization"))
+        replaced = output.get("replacedVolumeIds")
+        if replaced:
+            add("replaced", ", ".join(v for _, v in _by_index(replaced)))
+    notes = output.get("notes")
+    if isinstance(notes, list):
+        for note in notes:
+            add("note", note)
+    return grid
+
+
+def execution_row_cells(run: ExecutionInfo, now: datetime) -> list[RenderableType]:
+    end = run.stop or now
+    duration = human_duration(end - run.start) + ("" if run.stop else " …")
+    return [
+        Text(run.name),
+        run.workflow,
+        status_text(run.status),
+        utc(run.start),
+        duration,
+        Text(run.array),
+        Text(run.result),
+    ]
+
+
+STATUS_STYLES = {
+    "SUCCEEDED": "green",
+    "RUNNING": "cyan",
+    "FAILED": "red",
+    "TIMED_OUT": "magenta",
+    "ABORTED": "magenta",
+}
+
+
+def status_text(status: str) -> Text:
+    return Text(status, style=STATUS_STYLES.get(status, ""))
+
+
+def executions_table(rows: list[list[RenderableType]], title: str) -> Table:
+    table = Table(title=Text(title, style="bold"), title_justify="left")
+    for column in (
+        "execution",
+        "workflow",
+        "status",
+        "started",
+        "took",
+        "array",
+        "result",
+    ):
+        table.add_column(column, justify="right" if column == "took" else "left")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def key_values(pairs: Iterable[tuple[str, RenderableType]]) -> Group:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim")
+    grid.add_column()
+    for label, value in pairs:
+        grid.add_row(label, value)
+    return Group(grid)
