@@ -37,9 +37,16 @@ if [ ! -f "$layer_stamp" ] || [ "$(cat "$layer_stamp")" != "$layer_want" ]; then
   uv_bin=$(command -v uv || echo .venv/bin/uv)
   # Powertools (and pydantic with it) comes from the public Powertools layer; boto3 is ours, so
   # that the API surface the functions use does not depend on what the runtime bundles.
-  boto_pins=$(grep -E '^(boto3)==' lambdas/requirements.txt)
+  mapfile -t boto_pins < <(grep -E "^boto3==" lambdas/requirements.txt)
   "$uv_bin" pip install --quiet --target "$layer/python" --python-version 3.13 \
-    --python-platform aarch64-manylinux2014 $boto_pins
+    --python-platform aarch64-manylinux2014 "${boto_pins[@]}"
   echo "$layer_want" > "$layer_stamp"
+fi
+# checkov pins its own dependencies (boto3 among them): it lives in a venv of its own.
+if [ ! -x .venv-checkov/bin/checkov ]; then
+  log "installing checkov into .venv-checkov"
+  uv_bin=$(command -v uv || echo .venv/bin/uv)
+  "$uv_bin" venv --quiet .venv-checkov
+  "$uv_bin" pip install --quiet --python .venv-checkov/bin/python checkov==3.3.30
 fi
 log "ready"

@@ -20,14 +20,20 @@ step "Python: ruff, mypy --strict"
 .venv/bin/mypy --config-file lambdas/pyproject.toml lambdas/raidsnap emulation/raidsnap_emulation
 
 step "shellcheck"
-mapfile -t scripts < <(git ls-files '*.sh' && find scripts/vm/guest test/vm/guest -type f -name '*.sh' 2>/dev/null)
+# Every tracked shell script, with or without a .sh suffix (the VM's init has none).
+mapfile -t scripts < <(git ls-files | while read -r f; do
+  case "$f" in *.sh) echo "$f" ;; *) head -c 64 "$f" 2>/dev/null | grep -qE '^#!/(usr/)?bin/(env )?(ba)?sh' && echo "$f" ;; esac
+done)
 .venv/bin/shellcheck -x "${scripts[@]}"
 
-step "cdk synth (no config, and the example config) + cfn-lint"
+step "cdk synth (no config, and the example config), cfn-lint"
 rm -rf cdk.out cdk.out.example
 node_modules/.bin/cdk synth --quiet -o cdk.out >/dev/null
 node_modules/.bin/cdk synth --quiet -o cdk.out.example -c config=config/example.yaml >/dev/null
 .venv/bin/cfn-lint --config-file .cfnlintrc.yaml -- cdk.out/raidsnap.template.json cdk.out.example/raidsnap.template.json
+
+step "checkov"
+.venv-checkov/bin/checkov --config-file .checkov.yaml -f cdk.out/raidsnap.template.json -f cdk.out.example/raidsnap.template.json
 
 step "jest"
 node_modules/.bin/jest --ci --json --outputFile="$results/jest.json"

@@ -6,6 +6,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as ssm from 'aws-cdk-lib/aws-ssm';
 import { Construct } from 'constructs';
+import { stackKey } from './encryption';
 import { acknowledge, REASONS } from '../nag';
 
 export const REPO_ROOT = path.join(__dirname, '..', '..');
@@ -66,6 +67,7 @@ export class FunctionFactory extends Construct {
   create(scope: Construct, spec: FunctionSpec): lambda.Function {
     const logGroup = new logs.LogGroup(scope, `${spec.id}Logs`, {
       retention: logs.RetentionDays.THREE_MONTHS,
+      encryptionKey: stackKey(scope),
     });
     // An explicit role instead of AWSLambdaBasicExecutionRole: logs go to this function's own
     // log group only.

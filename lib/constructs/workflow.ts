@@ -6,6 +6,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { REPO_ROOT } from './functions';
+import { stackKey } from './encryption';
 import { acknowledge, arnRef, REASONS } from '../nag';
 
 export interface WorkflowProps {
@@ -45,6 +46,7 @@ export class Workflow extends Construct {
     const logGroup = new logs.LogGroup(this, 'Logs', {
       retention: logs.RetentionDays.THREE_MONTHS,
       removalPolicy: RemovalPolicy.RETAIN,
+      encryptionKey: stackKey(this),
     });
     this.stateMachine = new sfn.StateMachine(this, 'StateMachine', {
       stateMachineType: sfn.StateMachineType.STANDARD,

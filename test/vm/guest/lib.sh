@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by every scenario inside the VM.
 S=${RAIDSNAP_SCRIPTS:-/opt/raidsnap/scripts}
 
