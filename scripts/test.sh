@@ -15,8 +15,8 @@ step "TypeScript: tsc --noEmit"
 node_modules/.bin/tsc --noEmit
 
 step "Python: ruff, mypy --strict"
-.venv/bin/ruff check --config lambdas/pyproject.toml lambdas emulation test/python test/vm bench
-.venv/bin/ruff format --check --config lambdas/pyproject.toml lambdas emulation test/python test/vm bench
+.venv/bin/ruff check --config lambdas/pyproject.toml lambdas emulation cli scripts test/python test/vm
+.venv/bin/ruff format --check --config lambdas/pyproject.toml lambdas emulation cli scripts test/python test/vm
 .venv/bin/mypy --config-file lambdas/pyproject.toml lambdas/raidsnap emulation/raidsnap_emulation
 
 step "shellcheck"

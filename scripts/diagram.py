@@ -1,0 +1,111 @@
+"""Draw each state machine as a Mermaid flowchart, straight from its ASL file.
+
+`python scripts/diagram.py` prints the diagrams; `--write` puts them into README.md between the
+`<!-- diagram:NAME -->` and `<!-- /diagram:NAME -->` markers. A test checks the README is
+current, so the picture cannot drift from the definition."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+SHAPES = {
+    "Task": ('["', '"]'),
+    "Choice": ('{"', '"}'),
+    "Wait": ('(["', '"])'),
+    "Pass": ('[/"', '"/]'),
+    "Succeed": ('(("', '"))'),
+    "Fail": ('(("', '"))'),
+    "Map": ('[["', '"]]'),
+    "Parallel": ('[["', '"]]'),
+}
+
+
+def _label(name: str, state: dict[str, Any]) -> str:
+    kind = state["Type"]
+    if kind == "Wait":
+        return f"{name}<br/>wait"
+    if kind == "Fail":
+        return f"{name}<br/>fail"
+    return name
+
+
+def mermaid(definition: dict[str, Any]) -> str:
+    lines = ["flowchart TD", f"  start([start]) --> {definition['StartAt']}"]
+    for name, state in definition["States"].items():
+        left, right = SHAPES.get(state["Type"], ('["', '"]'))
+        lines.append(f"  {name}{left}{_label(name, state)}{right}")
+    for name, state in definition["States"].items():
+        if "Next" in state:
+            lines.append(f"  {name} --> {state['Next']}")
+        for choice in state.get("Choices", []):
+            lines.append(f"  {name} -->|{_condition(choice)}| {choice['Next']}")
+        if "Default" in state:
+            lines.append(f"  {name} -->|otherwise| {state['Default']}")
+    # Every Task catches into the failure path: one node says so instead of an edge per Task.
+    catchers: dict[str, list[str]] = {}
+    for name, state in definition["States"].items():
+        for catch in state.get("Catch", []):
+            catchers.setdefault(catch["Next"], []).append(name)
+    for target, sources in catchers.items():
+        if len(sources) > 2:
+            lines.append(
+                f'  {target}_errors{{{{"any of {len(sources)} steps fails"}}}} -.-> {target}'
+            )
+        else:
+            lines += [f"  {src} -.->|error| {target}" for src in sources]
+    return "\n".join(lines)
+
+
+def _condition(choice: dict[str, Any]) -> str:
+    if "And" in choice:
+        return " and ".join(_condition(c) for c in choice["And"])
+    variable = str(choice.get("Variable", "")).removeprefix("$.")
+    for op, value in choice.items():
+        if op in ("Variable", "Next"):
+            continue
+        return f"{variable} {_op(op)} {value}".replace('"', "'")
+    return variable
+
+
+def _op(op: str) -> str:
+    return {
+        "StringEquals": "=",
+        "IsPresent": "present",
+        "BooleanEquals": "=",
+        "NumericGreaterThan": ">",
+        "NumericLessThan": "<",
+    }.get(op, op)
+
+
+def diagrams() -> dict[str, str]:
+    out = {}
+    for path in sorted((ROOT / "statemachines").glob("*.asl.json")):
+        out[path.name.removesuffix(".asl.json")] = mermaid(json.loads(path.read_text()))
+    return out
+
+
+def render_readme(text: str) -> str:
+    for name, chart in diagrams().items():
+        block = f"<!-- diagram:{name} -->\n```mermaid\n{chart}\n```\n<!-- /diagram:{name} -->"
+        pattern = re.compile(rf"<!-- diagram:{name} -->.*?<!-- /diagram:{name} -->", re.S)
+        text = pattern.sub(lambda _m, b=block: b, text)
+    return text
+
+
+def main(argv: list[str]) -> int:
+    if "--write" in argv:
+        README.write_text(render_readme(README.read_text()))
+        return 0
+    for name, chart in diagrams().items():
+        print(f"## {name}\n```mermaid\n{chart}\n```")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
