@@ -10,10 +10,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -111,13 +114,22 @@ def aws(options: AwsOptions) -> Iterator[Backend]:
 
 @contextlib.contextmanager
 def _quiet_functions() -> Iterator[None]:
-    """The functions run in this process: keep their metrics and info logs off the terminal,
-    as the demo does, and the executor's evaluation chatter out of the way."""
-    saved = dict(os.environ)
+    """The functions run in this process and log to its stdout. For one command: their
+    warnings and errors go to stderr with the progress, their info logs and metrics nowhere,
+    and the executor's evaluation chatter is dropped. Everything is put back afterwards."""
+    # The functions' one logger: imported now, so it exists before they run and can be tuned.
+    from raidsnap.observability import logger as function_logger  # noqa: PLC0415
+
+    saved_env = dict(os.environ)
     os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    handler = function_logger.registered_handler
+    stream = handler.stream if isinstance(handler, logging.StreamHandler) else None
+    level = function_logger.log_level
     moto_logger = logging.getLogger("moto")
-    level = moto_logger.level
+    moto_level = moto_logger.level
+    function_logger.setLevel(logging.WARNING)
+    if isinstance(handler, logging.StreamHandler):
+        handler.setStream(sys.stderr)
     moto_logger.setLevel(logging.CRITICAL)
     try:
         with warnings.catch_warnings():
@@ -126,9 +138,30 @@ def _quiet_functions() -> Iterator[None]:
             )
             yield
     finally:
-        moto_logger.setLevel(level)
+        moto_logger.setLevel(moto_level)
+        function_logger.setLevel(level)
+        if isinstance(handler, logging.StreamHandler) and stream is not None:
+            handler.setStream(stream)
         os.environ.clear()
-        os.environ.update(saved)
+        os.environ.update(saved_env)
+
+
+@contextlib.contextmanager
+def _synthesized() -> Iterator[Path]:
+    """The synthesized template the emulation runs; a failed synth is the app's problem, said
+    as such rather than as a traceback."""
+    from raidsnap_emulation.harness import synthesize  # noqa: PLC0415
+
+    try:
+        template = synthesize()
+    except subprocess.CalledProcessError as err:
+        raise BackendError(
+            f"the CDK app does not synthesize (exit {err.returncode}); "
+            "`node_modules/.bin/cdk synth` shows why"
+        ) from None
+    except RuntimeError as err:
+        raise BackendError(f"cannot synthesize the CDK app: {err}") from None
+    yield template
 
 
 @contextlib.contextmanager
@@ -139,7 +172,7 @@ def emulation(options: EmulationOptions) -> Iterator[Backend]:
     from raidsnap_emulation.harness import Emulation  # noqa: PLC0415
     from raidsnap_emulation.world import make_array  # noqa: PLC0415
 
-    with _quiet_functions(), Emulation() as emu:
+    with _quiet_functions(), _synthesized() as template, Emulation(template) as emu:
         fixture = make_array(emu.hosts, EMULATION_ARRAY, EMULATION_MEMBERS)
         for seed in range(options.seed_backups):
             if seed:

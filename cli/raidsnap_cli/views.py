@@ -205,15 +205,34 @@ def output_view(workflow: str, output: Any) -> RenderableType:
                 + (f": {', '.join(map(str, deleted))}" if deleted else ""),
             )
     else:
-        add("target", output.get("targetInstanceId") or output.get("instanceId"))
-        for index, volume in _by_index(output.get("volumeIds")):
-            add(f"member {index}", volume)
+        target = output.get("targetInstanceId") or output.get("instanceId")
+        zone = output.get("availabilityZone")
+        add("target", f"{target} in {zone}" if target and zone else target)
+        devices = [str(d) for d in output.get("devices") or []]
+        for position, (index, volume) in enumerate(_by_index(output.get("volumeIds"))):
+            device = devices[position] if position < len(devices) else ""
+            add(f"member {index}", f"{volume} at {device}" if device else volume)
         add("md device", output.get("mdDevice"))
+        add("md uuid", output.get("mdUuid"))
         add("mount point", output.get("mountPoint"))
-        add("initialization", output.get("initialization"))
+        add("mode", output.get("mode"))
+        used, asked = (
+            output.get("initialization"),
+            output.get("requestedInitialization"),
+        )
+        add(
+            "initialization",
+            f"{used} (asked: {asked})" if asked and asked != used else used,
+        )
+        prewarm = output.get("prewarm")
+        if isinstance(prewarm, Mapping):
+            add("prewarm", prewarm.get("status"))
         replaced = output.get("replacedVolumeIds")
         if replaced:
-            add("replaced", ", ".join(v for _, v in _by_index(replaced)))
+            add(
+                "replaced",
+                ", ".join(v for _, v in _by_index(replaced)) + " (kept, detached)",
+            )
     notes = output.get("notes")
     if isinstance(notes, list):
         for note in notes:

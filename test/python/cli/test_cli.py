@@ -1,0 +1,413 @@
+"""The raidsnap command, end to end on the emulation: what an operator sees and the exit codes
+scripts rely on (0 success, 1 failed, 2 bad usage, 3 timed out or aborted)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from typer.testing import CliRunner, Result
+
+from raidsnap_cli.app import app
+from raidsnap_cli.backends import Hooks
+from raidsnap_emulation.harness import Emulation
+from raidsnap_emulation.world import ArrayFixture, make_array, make_old_set
+
+REPO = Path(__file__).resolve().parents[3]
+Prepare = Callable[[Emulation, ArrayFixture], None]
+
+
+class Cli:
+    """``raidsnap ARGS`` in this process; with --emulation the command builds its own emulated
+    account, and ``prepare`` shapes it before the command runs."""
+
+    def __init__(self) -> None:
+        self.runner = CliRunner()
+
+    def __call__(self, *args: str, prepare: Prepare | None = None) -> Result:
+        return self.runner.invoke(
+            app,
+            list(args),
+            obj=Hooks(prepare_emulation=prepare),
+            env={"COLUMNS": "200"},
+        )
+
+
+@pytest.fixture
+def cli(template: Path) -> Cli:
+    del template  # synthesized once per session, before the first command needs it
+    return Cli()
+
+
+def plain(output: str) -> str:
+    """Output without the error panel's frame, on one line: messages wrap inside the panel."""
+    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", output).split())
+
+
+def line_of(output: str, needle: str) -> str:
+    lines = [line for line in output.splitlines() if needle in line]
+    assert len(lines) == 1, f"{needle!r} in {len(lines)} lines of:\n{output}"
+    return lines[0]
+
+
+def take_pending_set(fx: ArrayFixture, set_id: str) -> None:
+    """A set whose snapshots were just started: the clock does not move, so they stay pending."""
+    ec2 = boto3.client("ec2")
+    spec: Any = {
+        "ResourceType": "snapshot",
+        "Tags": [
+            {"Key": "raidsnap:array", "Value": fx.name},
+            {"Key": "raidsnap:set-id", "Value": set_id},
+            {"Key": "raidsnap:member-count", "Value": str(len(fx.member_ids))},
+        ],
+    }
+    taken = ec2.create_snapshots(
+        InstanceSpecification={
+            "InstanceId": fx.instance_id,
+            "ExcludeBootVolume": True,
+            "ExcludeDataVolumeIds": fx.other_volume_ids,
+        },
+        TagSpecifications=[spec],
+    )["Snapshots"]
+    for snap in taken:
+        index = fx.member_ids.index(snap["VolumeId"])
+        ec2.create_tags(
+            Resources=[snap["SnapshotId"]],
+            Tags=[{"Key": "raidsnap:member-index", "Value": str(index)}],
+        )
+
+
+# ---------------------------------------------------------------------- sets
+
+
+def test_sets_shows_complete_incomplete_why_latest_and_age(cli: Cli) -> None:
+    def world(emu: Emulation, fx: ArrayFixture) -> None:
+        make_old_set(emu.hosts, fx, "db1-a-complete")
+        make_old_set(emu.hosts, fx, "db1-b-short", missing_index=1)
+        make_old_set(emu.hosts, fx, "db1-c-failed", failing=True)
+        make_old_set(emu.hosts, fx, "db1-d-complete")
+        # make_old_set lets each set finish: snapshot time + 20 s. Then 3 h 12 m since d began.
+        emu.clock.advance(3 * 3600 + 12 * 60 - (emu.double.snapshot_seconds + 20))
+        take_pending_set(fx, "db1-e-running")
+
+    result = cli("sets", "--emulation", prepare=world)
+
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "array db1" in out
+    latest = line_of(out, "db1-d-complete")
+    assert "complete · latest" in latest
+    assert "3h 12m" in latest
+    assert "3/3" in latest
+    older = line_of(out, "db1-a-complete")
+    assert "complete" in older
+    assert "latest" not in older
+    assert "missing member 1" in line_of(out, "db1-b-short")
+    assert "2/3" in line_of(out, "db1-b-short")
+    assert "error (member 2)" in line_of(out, "db1-c-failed")
+    assert "pending (0%)" in line_of(out, "db1-e-running")
+    assert "0s" in line_of(out, "db1-e-running")
+    # newest first
+    assert (
+        out.index("db1-e-running")
+        < out.index("db1-d-complete")
+        < out.index("db1-a-complete")
+    )
+
+
+def test_sets_finds_every_array_by_tag_and_array_narrows_to_one(cli: Cli) -> None:
+    def world(emu: Emulation, fx: ArrayFixture) -> None:
+        make_old_set(emu.hosts, fx, "db1-only")
+        logs = make_array(emu.hosts, "logs", 2)
+        make_old_set(emu.hosts, logs, "logs-only")
+
+    every = cli("sets", "--emulation", prepare=world)
+    one = cli("sets", "--emulation", "--array", "logs", prepare=world)
+
+    assert every.exit_code == 0, every.output
+    assert "array db1" in every.stdout
+    assert "array logs" in every.stdout
+    assert "2/2" in line_of(every.stdout, "logs-only")
+    assert one.exit_code == 0, one.output
+    assert "logs-only" in one.stdout
+    assert "db1" not in one.stdout
+
+
+def test_sets_without_any_set_says_so(cli: Cli) -> None:
+    result = cli("sets", "--emulation")
+    assert result.exit_code == 0, result.output
+    assert "no snapshot sets" in result.stdout
+
+
+# ---------------------------------------------------------------------- backup
+
+
+def test_backup_follows_the_run_to_succeeded_and_exits_0(cli: Cli) -> None:
+    result = cli("backup", "db1", "--emulation", "--consistency", "fsfreeze")
+
+    assert result.exit_code == 0, result.output
+    assert (
+        '{"array":"db1","trigger":"manual","consistency":"fsfreeze"}' in result.output
+    )
+    # the progress: states in the order the run entered them
+    assert result.output.index("→ Prepare") < result.output.index("→ TakeSnapshotSet")
+    assert "SUCCEEDED backup backup-db1-" in result.stdout
+    assert re.search(r"set\s+db1-\d{8}T\d{6}Z-[0-9a-f]{8}", result.stdout)
+    assert re.search(r"consistency\s+fsfreeze", result.stdout)
+    for index in range(3):
+        assert re.search(
+            rf"member {index}\s+snap-[0-9a-f]+\s+\(from vol-", result.stdout
+        )
+
+
+def test_backup_of_an_unknown_array_exits_1_with_error_name_and_cause(cli: Cli) -> None:
+    result = cli("backup", "db9", "--emulation")
+
+    assert result.exit_code == 1, result.output
+    assert "FAILED backup" in result.output
+    assert (
+        "ArrayNotFound: no running instance is tagged raidsnap:array=db9"
+        in result.output
+    )
+    assert "SUCCEEDED" not in result.output
+
+
+# ---------------------------------------------------------------------- restore
+
+
+def test_restore_of_latest_prints_volumes_md_device_and_mount_point(cli: Cli) -> None:
+    result = cli(
+        "restore", "db1", "--emulation", "--seed-backups", "1", "--mode", "replace"
+    )
+
+    assert result.exit_code == 0, result.output
+    assert '{"array":"db1","mode":"replace"}' in result.output
+    assert "SUCCEEDED restore restore-db1-" in result.stdout
+    for index in range(3):
+        assert re.search(
+            rf"member {index}\s+vol-[0-9a-f]+ at /dev/sd[a-z]", result.stdout
+        )
+    assert re.search(r"md device\s+/dev/md0", result.stdout)
+    assert re.search(r"mount point\s+/data", result.stdout)
+    assert re.search(r"replaced\s+vol-", result.stdout)
+
+
+def test_restore_without_a_complete_set_exits_1_with_snapshot_set_not_found(
+    cli: Cli,
+) -> None:
+    result = cli("restore", "db1", "--emulation")
+
+    assert result.exit_code == 1, result.output
+    assert (
+        "SnapshotSetNotFound: array db1 has no complete snapshot set" in result.output
+    )
+
+
+def test_restore_that_is_aborted_exits_3(cli: Cli) -> None:
+    def abort_on_first_step(emu: Emulation, fx: ArrayFixture) -> None:
+        del fx
+        assert emu.router is not None
+        router, sfn = emu.router, boto3.client("stepfunctions")
+
+        def invoke(params: dict[str, Any]) -> dict[str, Any]:
+            # The run is inside its first Task: an operator presses "Stop execution" now.
+            for run in sfn.list_executions(
+                stateMachineArn=emu.state_machines["restore"], statusFilter="RUNNING"
+            )["executions"]:
+                sfn.stop_execution(executionArn=run["executionArn"], error="Operator")
+            return router(params)
+
+        emu.double.route("lambda", "Invoke", invoke)
+
+    result = cli(
+        "restore",
+        "db1",
+        "--emulation",
+        "--seed-backups",
+        "1",
+        prepare=abort_on_first_step,
+    )
+
+    assert result.exit_code == 3, result.output
+    assert "ABORTED restore" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "message"),
+    [
+        (["--mode", "swap"], "--mode", "'swap' is not one of 'attach', 'replace'"),
+        (
+            ["--initialization", "lazy"],
+            "--initialization",
+            "'lazy' is not one of 'fsr', 'rate', 'prewarm', 'none'",
+        ),
+        (
+            ["--volume-type", "gp3", "--iops", "500"],
+            "--iops",
+            "500 is outside 3000..80000",
+        ),
+        (
+            ["--volume-type", "io2", "--throughput", "500"],
+            "--throughput",
+            "only gp3 volumes take throughput, not io2",
+        ),
+        (["--rate", "200"], "--rate", 'is only used with "initialization": "rate"'),
+        (
+            ["--initialization", "rate"],
+            "--rate",
+            'is required with "initialization": "rate"',
+        ),
+        (
+            ["--initialization", "rate", "--rate", "900"],
+            "--rate",
+            "900 is outside 100..300",
+        ),
+        (["--target", "web-1"], "--target", "'web-1' does not match"),
+        (["--mount-point", "/"], "--mount-point", "'/' does not match"),
+        (["--set", "-bad"], "--set", "'-bad' does not match"),
+        (["--iops", "many"], "--iops", "should be a valid integer"),
+    ],
+)
+def test_restore_refuses_bad_option_values_with_exit_2_and_starts_nothing(
+    cli: Cli, args: list[str], option: str, message: str
+) -> None:
+    def must_not_be_built(emu: Emulation, fx: ArrayFixture) -> None:
+        raise AssertionError("a refused command built the emulation")
+
+    result = cli("restore", "db1", "--emulation", *args, prepare=must_not_be_built)
+
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}'" in plain(result.output)
+    assert message in plain(result.output)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["backup", "no spaces"], "does not match"),
+        (
+            ["backup", "db1", "--consistency", "app"],
+            "'app' is not one of 'crash', 'fsfreeze'",
+        ),
+        (["backup", "db1", "--seed-backups", "1"], "add --emulation"),
+        (
+            ["backup", "db1", "--emulation", "--no-wait"],
+            "the emulation ends with this command",
+        ),
+        (["sets", "--emulation", "--region", "eu-west-1"], "the emulation has none"),
+        (["status", "--follow"], "needs an EXECUTION"),
+        (["status", "--last", "0"], "greater than or equal to 1"),
+    ],
+)
+def test_bad_usage_exits_2_with_a_clear_message(
+    cli: Cli, args: list[str], message: str
+) -> None:
+    result = cli(*args)
+    assert result.exit_code == 2, result.output
+    assert message in plain(result.output)
+
+
+# ---------------------------------------------------------------------- status
+
+
+def runs_of_both_workflows(emu: Emulation, fx: ArrayFixture) -> None:
+    del fx
+    assert (
+        emu.run("restore", {"array": "db1"}, name="restore-after-loss").status
+        == "SUCCEEDED"
+    )
+    assert emu.run("backup", {"array": "db9"}, name="nightly-db9").status == "FAILED"
+
+
+def test_status_lists_recent_runs_of_both_workflows_newest_first(cli: Cli) -> None:
+    result = cli(
+        "status", "--emulation", "--seed-backups", "2", prepare=runs_of_both_workflows
+    )
+
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "last 4 runs" in out
+    failed = line_of(out, "nightly-db9")
+    assert "backup" in failed
+    assert "FAILED" in failed
+    assert "db9" in failed
+    assert "ArrayNotFound" in failed
+    restored = line_of(out, "restore-after-loss")
+    assert "restore" in restored
+    assert "SUCCEEDED" in restored
+    assert re.search(r"db1\s+│\s+db1-\d{8}T", restored)
+    assert len(re.findall(r"│ backup-[0-9a-f]{12}", out)) == 2
+    assert out.index("nightly-db9") < out.index("restore-after-loss")
+
+
+def test_status_narrows_to_an_array_and_to_the_last_n(cli: Cli) -> None:
+    by_array = cli(
+        "status", "--emulation", "--seed-backups", "1", "--array", "db9",
+        prepare=runs_of_both_workflows,
+    )  # fmt: skip
+    last_one = cli("status", "--emulation", "--seed-backups", "1", "--last", "1",
+                   prepare=runs_of_both_workflows)  # fmt: skip
+
+    assert by_array.exit_code == 0, by_array.output
+    assert "nightly-db9" in by_array.stdout
+    assert "restore-after-loss" not in by_array.stdout
+    assert last_one.exit_code == 0, last_one.output
+    assert "last 1 runs" in last_one.stdout
+    assert "nightly-db9" in last_one.stdout
+    assert "restore-after-loss" not in last_one.stdout
+
+
+def test_status_of_one_run_shows_input_states_and_error(cli: Cli) -> None:
+    result = cli(
+        "status", "nightly-db9", "--emulation", "--seed-backups", "1",
+        prepare=runs_of_both_workflows,
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    assert re.search(r"workflow\s+backup", result.stdout)
+    assert re.search(r"status\s+FAILED", result.stdout)
+    assert '{"array":"db9"}' in result.stdout
+    assert re.search(r"states\s+Start → Prepare", result.stdout)
+    assert (
+        "ArrayNotFound: no running instance is tagged raidsnap:array=db9"
+        in result.output
+    )
+
+
+def test_status_of_an_unknown_run_exits_1(cli: Cli) -> None:
+    result = cli("status", "no-such-run", "--emulation")
+    assert result.exit_code == 1, result.output
+    assert "no execution named 'no-such-run'" in result.output
+
+
+# ---------------------------------------------------------------------- AWS mode, wrapper
+
+
+def test_without_a_region_the_command_says_how_to_give_one(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    result = cli("sets")
+    assert result.exit_code == 1, result.output
+    assert "no AWS region: pass --region" in result.output
+
+
+def test_bin_raidsnap_runs_the_cli_from_any_directory(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [str(REPO / "bin" / "raidsnap"), "restore", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--initialization" in result.stdout
+    assert json.dumps("raidsnap")[1:-1] in result.stdout
