@@ -293,6 +293,37 @@ def test_a_restored_array_is_backed_up_again(emu: Emulation) -> None:
     assert {tags_of(s)["raidsnap:md-uuid"] for s in new_set} == {fx.md_uuid}
 
 
+def test_restore_transitions_do_not_grow_with_members(template: object) -> None:
+    counts = {}
+    for members in (2, 8, 16):
+        with Emulation() as emu:
+            emu.double.volume_seconds = 0
+            emu.double.attach_seconds = 0
+            fx, _, target = world(emu, members, unrelated=0)
+            run = emu.run(
+                "restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"}
+            )
+            assert run.status == "SUCCEEDED", run.cause
+            counts[members] = run.transitions
+    assert counts[2] == counts[8] == counts[16]
+
+
+def test_more_members_than_single_letter_device_names_attach_too(emu: Emulation) -> None:
+    # 21 names /dev/sd[f-z], 2 of them taken on the target: the 20th member needs another name
+    fx, set_id, target = world(emu, 20, unrelated=0)
+    ec2 = boto3.client("ec2")
+    for letter in "fg":
+        extra = ec2.create_volume(AvailabilityZone=fx.availability_zone, Size=1)["VolumeId"]
+        emu.double.clock.advance(emu.double.volume_seconds + 1)
+        ec2.attach_volume(VolumeId=extra, InstanceId=target, Device=f"/dev/sd{letter}")
+    run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"})
+    assert_restored(emu, run, fx, set_id, target, fx.availability_zone)
+    devices = run.output["devices"]
+    assert len(set(devices)) == 20
+    assert "/dev/sdf" not in devices
+    assert devices[-2:] == ["/dev/sdz", "/dev/xvdba"]
+
+
 # ---------------------------------------------------------------------- replace mode
 
 
