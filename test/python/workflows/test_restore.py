@@ -299,7 +299,7 @@ def test_restore_transitions_do_not_grow_with_members(template: object) -> None:
         with Emulation() as emu:
             emu.double.volume_seconds = 0
             emu.double.attach_seconds = 0
-            fx, _, target = world(emu, members, unrelated=0)
+            _, _, target = world(emu, members, unrelated=0)
             run = emu.run(
                 "restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"}
             )
