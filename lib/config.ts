@@ -7,6 +7,12 @@ import { parse } from 'yaml';
 export interface RaidsnapConfig {
   readonly defaults: ArrayDefaults;
   readonly arrays: Record<string, ArrayConfig>;
+  readonly notifications: NotificationsConfig;
+}
+
+export interface NotificationsConfig {
+  /** Addresses subscribed to the notification topic (each confirms by mail). */
+  readonly emails: readonly string[];
 }
 
 export type Consistency = 'crash' | 'fsfreeze';
@@ -46,6 +52,7 @@ export class ConfigError extends Error {
 const ARRAY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 // EventBridge Scheduler expressions: cron(6 fields), rate(n unit), or at(yyyy-mm-ddThh:mm:ss).
 const SCHEDULE = /^(cron\(\S+( \S+){5}\)|rate\([1-9][0-9]* (minute|minutes|hour|hours|day|days)\)|at\(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\))$/;
+const EMAIL = /^[^@\s]+@[^@\s]+\.[^@\s]+$/;
 const TIMEZONE = /^(UTC|[A-Za-z]+(\/[A-Za-z0-9_+-]+){1,2})$/;
 
 export const BUILT_IN_DEFAULTS: ArrayDefaults = {
@@ -154,10 +161,23 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
 }
 
 /** Validate a parsed config document; every problem names the field. */
+function parseNotifications(raw: unknown): NotificationsConfig {
+  if (raw === undefined) return { emails: [] };
+  if (!isObject(raw)) throw new ConfigError('notifications', 'must be a mapping');
+  only(raw, 'notifications', ['emails']);
+  if (raw.emails === undefined) return { emails: [] };
+  if (!Array.isArray(raw.emails)) throw new ConfigError('notifications.emails', 'must be a list of addresses');
+  return {
+    emails: raw.emails.map((e, i) => matching(e, `notifications.emails[${i}]`, EMAIL, 'an email address')),
+  };
+}
+
 export function parseConfig(raw: unknown): RaidsnapConfig {
-  if (raw === undefined || raw === null) return { defaults: BUILT_IN_DEFAULTS, arrays: {} };
+  if (raw === undefined || raw === null) {
+    return { defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] } };
+  }
   if (!isObject(raw)) throw new ConfigError('(top level)', 'must be a mapping');
-  only(raw, '(top level)', ['defaults', 'arrays']);
+  only(raw, '(top level)', ['defaults', 'arrays', 'notifications']);
   const defaults = parseDefaults(raw.defaults);
   const arrays: Record<string, ArrayConfig> = {};
   if (raw.arrays !== undefined) {
@@ -166,7 +186,7 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
       arrays[name] = parseArray(name, value, defaults);
     }
   }
-  return { defaults, arrays };
+  return { defaults, arrays, notifications: parseNotifications(raw.notifications) };
 }
 
 /** Read the config file named by the `config` context value; no file means no config. */

@@ -4,6 +4,7 @@ import { RaidsnapConfig } from './config';
 import { BackupWorkflow } from './constructs/backup-workflow';
 import { Documents } from './constructs/documents';
 import { FunctionFactory } from './constructs/functions';
+import { Monitoring } from './constructs/monitoring';
 import { RestoreLock, RestoreWorkflow } from './constructs/restore-workflow';
 import { Schedules } from './constructs/schedules';
 
@@ -15,6 +16,7 @@ export interface RaidsnapStackProps extends StackProps {
 export class RaidsnapStack extends Stack {
   readonly backup: BackupWorkflow;
   readonly documents: Documents;
+  readonly monitoring: Monitoring;
   readonly restore: RestoreWorkflow;
   readonly schedules: Schedules;
 
@@ -32,5 +34,9 @@ export class RaidsnapStack extends Stack {
       lock: restoreLock, commandPoll: this.backup.functions.CommandPoll,
     });
     this.schedules = new Schedules(this, 'Schedules', { arrays, backup: this.backup.stateMachine });
+    this.monitoring = new Monitoring(this, 'Monitoring', {
+      factory, arrays, emails: props.config.notifications.emails,
+      workflows: { backup: this.backup.stateMachine, restore: this.restore.stateMachine },
+    });
   }
 }

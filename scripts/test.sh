@@ -17,7 +17,7 @@ node_modules/.bin/tsc --noEmit
 step "Python: ruff, mypy --strict"
 .venv/bin/ruff check --config lambdas/pyproject.toml lambdas emulation cli scripts test/python test/vm
 .venv/bin/ruff format --check --config lambdas/pyproject.toml lambdas emulation cli scripts test/python test/vm
-.venv/bin/mypy --config-file lambdas/pyproject.toml lambdas/raidsnap emulation/raidsnap_emulation
+.venv/bin/mypy --config-file lambdas/pyproject.toml lambdas/raidsnap emulation/raidsnap_emulation cli/raidsnap_cli
 
 step "shellcheck"
 # Every tracked shell script, with or without a .sh suffix (the VM's init has none).

@@ -6,7 +6,7 @@ import { EXAMPLE_CONFIG } from './helpers';
 
 describe('config', () => {
   test('no file means built-in defaults and no arrays', () => {
-    expect(loadConfig(undefined)).toEqual({ defaults: BUILT_IN_DEFAULTS, arrays: {} });
+    expect(loadConfig(undefined)).toEqual({ defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] } });
   });
 
   test('the example config parses with per-array values and inherited defaults', () => {
@@ -35,6 +35,8 @@ describe('config', () => {
     [{ defaults: { maxFreezeSeconds: 100000 } }, 'defaults.maxFreezeSeconds'],
     [{ arrays: [] }, 'arrays'],
     [{ array: {} }, '(top level).array'],
+    [{ notifications: { emails: ['ops'] } }, 'notifications.emails[0]'],
+    [{ notifications: { email: 'ops@example.com' } }, 'notifications.email'],
   ])('%j is refused naming %s', (raw, field) => {
     expect(() => parseConfig(raw)).toThrow(ConfigError);
     try {

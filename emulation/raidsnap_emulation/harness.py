@@ -434,6 +434,18 @@ class Emulation:
             events=events,
         )
 
+    def invoke(self, module: str, event: Any) -> Invocation:
+        """Invoke the function with this handler module directly, as a schedule or rule would."""
+        assert self.router is not None
+        names = [
+            n for n, f in self.router.functions.items() if f.handler.rsplit(".", 2)[-2] == module
+        ]
+        if len(names) != 1:
+            raise KeyError(f"expected one function with handler module {module}, found {names}")
+        lam = boto3.client("lambda", region_name=REGION)
+        lam.invoke(FunctionName=names[0], Payload=json.dumps(event).encode())
+        return self.router.invocations[-1]
+
     def run(self, workflow: str, payload: Any, name: str | None = None) -> Execution:
         return self.wait(self.start(workflow, payload, name))
 

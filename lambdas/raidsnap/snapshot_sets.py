@@ -261,3 +261,11 @@ def delete_set(snapshot_set: SnapshotSet) -> list[str]:
         clients.ec2().delete_snapshot(SnapshotId=m.snapshot_id)
         deleted.append(m.snapshot_id)
     return deleted
+
+
+def list_all_sets() -> dict[str, list[SnapshotSet]]:
+    """Every raidsnap set of every array (found by the array tag), oldest first per array."""
+    by_array: dict[str, list[SnapshotSet]] = {}
+    for s in _group(_describe([{"Name": "tag-key", "Values": [tags.ARRAY]}])):
+        by_array.setdefault(s.array, []).append(s)
+    return by_array

@@ -73,7 +73,14 @@ def _scenario_backup_freeze_hangs(emu: Emulation) -> None:
     assert (run.status, run.error) == ("FAILED", "CommandFailed")
 
 
+def _scenario_set_age_report(emu: Emulation) -> None:
+    fx = make_array(emu.hosts, "db1", 2)
+    make_old_set(emu.hosts, fx, "db1-old")
+    assert emu.invoke("monitor_set_age", {}).error_type is None
+
+
 SCENARIOS: list[Callable[[Emulation], None]] = [
+    _scenario_set_age_report,
     _scenario_backup_freeze_hangs,
     _scenario_backup_happy,
     _scenario_backup_fsfreeze,
@@ -162,5 +169,7 @@ def test_every_acknowledged_gap_is_still_a_gap(
     stale = []
     for module, gaps in NOT_EXERCISED.items():
         fid, actions = by_module[module]
-        stale += [f"{module}:{a}" for a in gaps if a not in actions or a in observed.get(fid, set())]
+        stale += [
+            f"{module}:{a}" for a in gaps if a not in actions or a in observed.get(fid, set())
+        ]
     assert stale == []

@@ -1,0 +1,164 @@
+import { Duration, Stack } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as eventTargets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as scheduler from 'aws-cdk-lib/aws-scheduler';
+import * as schedulerTargets from 'aws-cdk-lib/aws-scheduler-targets';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
+import { Construct } from 'constructs';
+import { ArrayConfig } from '../config';
+import { acknowledge, arnRef, REASONS } from '../nag';
+import { stackKey } from './encryption';
+import { FunctionFactory } from './functions';
+import { Permissions } from './permissions';
+
+export const SET_AGE_METRIC = 'NewestCompleteSetAgeMinutes';
+export const REPORT_EVERY = Duration.minutes(15);
+
+export interface MonitoringProps {
+  readonly factory: FunctionFactory;
+  readonly arrays: readonly ArrayConfig[];
+  /** Workflow name (`backup`, `restore`, ...) -> its state machine. */
+  readonly workflows: Record<string, sfn.IStateMachine>;
+  readonly emails: readonly string[];
+}
+
+/** What an operator watches: a notification for every failed run and every recovery, the age
+ * of each array's newest complete set with an alarm past its RPO, and one dashboard. */
+export class Monitoring extends Construct {
+  readonly topic: sns.Topic;
+  readonly reporter: lambda.Function;
+  readonly rpoAlarms: Record<string, cloudwatch.Alarm> = {};
+  readonly dashboard: cloudwatch.Dashboard;
+
+  constructor(scope: Construct, id: string, props: MonitoringProps) {
+    super(scope, id);
+    const stack = Stack.of(this);
+    const key = stackKey(this);
+    this.topic = new sns.Topic(this, 'Notifications', {
+      displayName: 'raidsnap',
+      masterKey: key,
+      enforceSSL: true,
+    });
+    // EventBridge and CloudWatch alarms publish to the encrypted topic: they need the key.
+    key.addToResourcePolicy(new iam.PolicyStatement({
+      principals: [new iam.ServicePrincipal('events.amazonaws.com'), new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+      actions: ['kms:GenerateDataKey*', 'kms:Decrypt'],
+      resources: ['*'],
+      conditions: { StringEquals: { 'aws:SourceAccount': stack.account } },
+    }));
+    for (const email of props.emails) this.topic.addSubscription(new subscriptions.EmailSubscription(email));
+
+    const machines = Object.values(props.workflows);
+    const detail = (path: string) => events.EventField.fromPath(`$.detail.${path}`);
+    new events.Rule(this, 'RunFailed', {
+      description: 'raidsnap: a backup, restore or drill run failed, timed out or was aborted',
+      eventPattern: {
+        source: ['aws.states'],
+        detailType: ['Step Functions Execution Status Change'],
+        detail: { stateMachineArn: machines.map((m) => m.stateMachineArn), status: ['FAILED', 'TIMED_OUT', 'ABORTED'] },
+      },
+      targets: [new eventTargets.SnsTopic(this.topic, {
+        message: events.RuleTargetInput.fromText(
+          `raidsnap run ${detail('name')} ${detail('status')}: ${detail('error')}: ${detail('cause')} (${detail('executionArn')})`),
+      })],
+    });
+    if (props.workflows.restore) {
+      new events.Rule(this, 'Recovered', {
+        description: 'raidsnap: a restore completed, the array is back',
+        eventPattern: {
+          source: ['aws.states'],
+          detailType: ['Step Functions Execution Status Change'],
+          detail: { stateMachineArn: [props.workflows.restore.stateMachineArn], status: ['SUCCEEDED'] },
+        },
+        targets: [new eventTargets.SnsTopic(this.topic, {
+          message: events.RuleTargetInput.fromText(
+            `raidsnap restore ${detail('name')} succeeded: ${detail('output')}`),
+        })],
+      });
+    }
+
+    const p = new Permissions(this);
+    this.reporter = props.factory.create(this, {
+      id: 'SetAgeReporter',
+      module: 'monitor_set_age',
+      description: 'publish the age of each array newest complete snapshot set',
+      statements: [p.describe('ec2:DescribeSnapshots')],
+      environment: { CONFIGURED_ARRAYS: props.arrays.map((a) => a.name).join(',') },
+    });
+    const schedulerRole = new iam.Role(this, 'ReportSetAgeRole', {
+      assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', {
+        conditions: { StringEquals: { 'aws:SourceAccount': stack.account } },
+      }),
+      description: 'raidsnap: lets the set-age schedule invoke its reporter',
+    });
+    new scheduler.Schedule(this, 'ReportSetAge', {
+      description: 'raidsnap: report the age of the newest complete set of every array',
+      schedule: scheduler.ScheduleExpression.rate(REPORT_EVERY),
+      target: new schedulerTargets.LambdaInvoke(this.reporter, { retryAttempts: 0, role: schedulerRole }),
+    });
+    const invokePolicy = schedulerRole.node.tryFindChild('DefaultPolicy');
+    if (invokePolicy) acknowledge(invokePolicy, `AwsSolutions-IAM5[Resource::${arnRef(this.reporter)}:*]`, REASONS.invoke);
+
+    const age = (array: string) => new cloudwatch.Metric({
+      namespace: 'raidsnap',
+      metricName: SET_AGE_METRIC,
+      // Powertools adds the service dimension to every metric it publishes.
+      dimensionsMap: { Array: array, service: 'raidsnap' },
+      statistic: 'Maximum',
+      period: REPORT_EVERY,
+    });
+    for (const array of props.arrays.filter((a) => a.rpoMinutes !== undefined)) {
+      const alarm = new cloudwatch.Alarm(this, `Rpo-${array.name}`, {
+        alarmDescription: `raidsnap: the newest complete snapshot set of ${array.name} is older than its RPO of ${array.rpoMinutes} minutes`,
+        metric: age(array.name),
+        threshold: array.rpoMinutes!,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluationPeriods: 1,
+        // No report at all means nobody is watching: that breaches the RPO as well.
+        treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+      });
+      alarm.addAlarmAction(new actions.SnsAction(this.topic));
+      alarm.addOkAction(new actions.SnsAction(this.topic));
+      this.rpoAlarms[array.name] = alarm;
+    }
+
+    this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
+      dashboardName: `${stack.stackName}-raidsnap`,
+      defaultInterval: Duration.days(7),
+    });
+    const runs = Object.entries(props.workflows).map(([name, machine]) => new cloudwatch.GraphWidget({
+      title: `${name} runs`,
+      left: [machine.metricStarted({ label: 'started' }), machine.metricSucceeded({ label: 'succeeded' }), machine.metricFailed({ label: 'failed' }),
+        machine.metricTimedOut({ label: 'timed out' })],
+      width: 8,
+    }));
+    const durations = new cloudwatch.GraphWidget({
+      title: 'run duration (p90)',
+      left: Object.entries(props.workflows).map(([name, machine]) => machine.metricTime({ statistic: 'p90', label: name })),
+      width: 8,
+    });
+    const ages = new cloudwatch.GraphWidget({
+      title: 'age of the newest complete set (minutes)',
+      left: [new cloudwatch.MathExpression({
+        expression: `SEARCH('{raidsnap,Array,service} MetricName="${SET_AGE_METRIC}"', 'Maximum', ${REPORT_EVERY.toSeconds()})`,
+        label: '',
+        period: REPORT_EVERY,
+      })],
+      leftAnnotations: props.arrays.filter((a) => a.rpoMinutes).map((a) => ({ value: a.rpoMinutes!, label: `${a.name} RPO` })),
+      width: 24,
+    });
+    this.dashboard.addWidgets(...runs, durations);
+    this.dashboard.addWidgets(ages);
+    if (Object.keys(this.rpoAlarms).length) {
+      this.dashboard.addWidgets(new cloudwatch.AlarmStatusWidget({
+        title: 'RPO alarms', alarms: Object.values(this.rpoAlarms), width: 24,
+      }));
+    }
+  }
+}

@@ -1,0 +1,94 @@
+import { Match } from 'aws-cdk-lib/assertions';
+import { EXAMPLE_CONFIG, resourcesOf, synth } from './helpers';
+
+describe('monitoring', () => {
+  const { template } = synth(EXAMPLE_CONFIG);
+
+  test('notifications go to one topic encrypted with the stack key, refusing plain HTTP', () => {
+    template.resourceCountIs('AWS::SNS::Topic', 1);
+    template.hasResourceProperties('AWS::SNS::Topic', {
+      KmsMasterKeyId: { 'Fn::GetAtt': [Match.stringLikeRegexp('^RaidsnapKey'), 'Arn'] },
+    });
+    template.hasResourceProperties('AWS::SNS::TopicPolicy', {
+      PolicyDocument: Match.objectLike({
+        Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]),
+      }),
+    });
+    template.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'storage-oncall@example.com' });
+  });
+
+  test('the stack key rotates and lets only this account\'s EventBridge and alarms use it', () => {
+    template.hasResourceProperties('AWS::KMS::Key', {
+      EnableKeyRotation: true,
+      KeyPolicy: Match.objectLike({
+        Statement: Match.arrayWith([Match.objectLike({
+          Principal: { Service: ['events.amazonaws.com', 'cloudwatch.amazonaws.com'] },
+          Condition: { StringEquals: { 'aws:SourceAccount': '123456789012' } },
+        })]),
+      }),
+    });
+  });
+
+  test('every failed, timed out or aborted run of either workflow is notified', () => {
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: {
+        'source': ['aws.states'],
+        'detail-type': ['Step Functions Execution Status Change'],
+        'detail': {
+          stateMachineArn: Match.arrayWith([{ Ref: Match.stringLikeRegexp('^BackupWorkflowStateMachine') }]),
+          status: ['FAILED', 'TIMED_OUT', 'ABORTED'],
+        },
+      },
+      Targets: [Match.objectLike({ Arn: { Ref: Match.stringLikeRegexp('^MonitoringNotifications') } })],
+    });
+  });
+
+  test('a succeeded restore is notified as a recovery', () => {
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: Match.objectLike({
+        detail: { stateMachineArn: [{ Ref: Match.stringLikeRegexp('^RestoreWorkflowStateMachine') }], status: ['SUCCEEDED'] },
+      }),
+    });
+  });
+
+  test('the set-age reporter runs every 15 minutes and may only read snapshots', () => {
+    template.hasResourceProperties('AWS::Scheduler::Schedule', {
+      ScheduleExpression: 'rate(15 minutes)',
+      Target: Match.objectLike({ Arn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^MonitoringSetAgeReporter'), 'Arn'] } }),
+    });
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Handler: 'raidsnap.handlers.monitor_set_age.handler',
+      Environment: { Variables: Match.objectLike({ CONFIGURED_ARRAYS: 'db1,analytics' }) },
+    });
+  });
+
+  test('an array with an RPO gets an alarm on the age of its newest complete set; missing data breaches', () => {
+    const alarms = Object.values(resourcesOf(template, 'AWS::CloudWatch::Alarm'));
+    expect(alarms).toHaveLength(1);
+    expect(alarms[0].Properties).toMatchObject({
+      MetricName: 'NewestCompleteSetAgeMinutes',
+      Namespace: 'raidsnap',
+      Dimensions: expect.arrayContaining([{ Name: 'Array', Value: 'db1' }, { Name: 'service', Value: 'raidsnap' }]),
+      Threshold: 300,
+      ComparisonOperator: 'GreaterThanThreshold',
+      TreatMissingData: 'breaching',
+      Period: 900,
+    });
+    expect(JSON.stringify(alarms[0].Properties.AlarmActions)).toContain('MonitoringNotifications');
+  });
+
+  test('one dashboard shows runs, durations and set ages', () => {
+    const dashboards = Object.values(resourcesOf(template, 'AWS::CloudWatch::Dashboard'));
+    expect(dashboards).toHaveLength(1);
+    const body = JSON.stringify(dashboards[0].Properties.DashboardBody);
+    for (const text of ['backup runs', 'restore runs', 'run duration', 'NewestCompleteSetAgeMinutes', 'RPO alarms']) {
+      expect(body).toContain(text);
+    }
+  });
+
+  test('every log group is encrypted with the stack key', () => {
+    const groups = Object.values(resourcesOf(template, 'AWS::Logs::LogGroup'));
+    expect(groups.length).toBeGreaterThan(10);
+    for (const g of groups) expect(JSON.stringify(g.Properties.KmsKeyId)).toContain('RaidsnapKey');
+  });
+});
