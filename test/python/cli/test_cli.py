@@ -389,6 +389,28 @@ def test_status_of_an_unknown_run_exits_1(cli: Cli) -> None:
 # ---------------------------------------------------------------------- AWS mode, wrapper
 
 
+def test_without_emulation_sets_come_through_the_default_credential_chain(
+    template: Path,
+) -> None:
+    # GIVEN an account (moto, held by the test) with one complete set
+    with Emulation(template) as emu:
+        fx = make_array(emu.hosts, "db1", 3)
+        make_old_set(emu.hosts, fx, "db1-on-aws")
+
+        # WHEN sets runs without --emulation, as an operator's shell would
+        result = Cli()("sets", "--region", "us-east-1")
+
+    # THEN it reads the account it was pointed at
+    assert result.exit_code == 0, result.output
+    assert "complete · latest" in line_of(result.stdout, "db1-on-aws")
+
+
+def test_an_unknown_profile_exits_1_naming_it(cli: Cli) -> None:
+    result = cli("sets", "--profile", "no-such-profile")
+    assert result.exit_code == 1, result.output
+    assert "no-such-profile" in result.output
+
+
 def test_without_a_region_the_command_says_how_to_give_one(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
