@@ -1,0 +1,142 @@
+import { EXAMPLE_CONFIG, resourcesOf, synth } from './helpers';
+
+/** Every Allow statement of every IAM policy in the synthesized stack, flattened. */
+interface Grant { policy: string; action: string; resource: string; condition: Record<string, Record<string, unknown>> }
+
+function text(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (value && typeof value === 'object') {
+    const v = value as Record<string, any>;
+    if (v['Fn::Join']) return (v['Fn::Join'][1] as unknown[]).map(text).join(v['Fn::Join'][0]);
+    if (v.Ref) return `<${v.Ref}>`;
+    if (v['Fn::GetAtt']) return `<${v['Fn::GetAtt'].join('.')}>`;
+  }
+  return JSON.stringify(value);
+}
+
+function grants(configPath?: string): Grant[] {
+  const { template } = synth(configPath);
+  const out: Grant[] = [];
+  for (const [id, policy] of Object.entries(resourcesOf(template, 'AWS::IAM::Policy'))) {
+    for (const s of policy.Properties.PolicyDocument.Statement as Array<Record<string, any>>) {
+      if (s.Effect !== 'Allow') continue;
+      for (const action of ([] as string[]).concat(s.Action)) {
+        for (const resource of ([] as unknown[]).concat(s.Resource)) {
+          out.push({ policy: id, action, resource: text(resource), condition: s.Condition ?? {} });
+        }
+      }
+    }
+  }
+  return out;
+}
+
+const READ = /^[a-z0-9-]+:(Describe|Get|List|BatchGet|Query|Scan)/;
+const PLATFORM = /^(logs|xray):/;
+const mutating = (g: Grant) => !READ.test(g.action) && !PLATFORM.test(g.action);
+const conditionKeys = (g: Grant) => Object.values(g.condition).flatMap((c) => Object.keys(c));
+
+/** Mutating EC2/SSM actions on wildcard resources, and the condition keys that scope them:
+ * a grant must carry at least one of them. Anything not in this table is refused. */
+const SCOPED: Array<[string, string, string[]]> = [
+  ['ec2:CreateSnapshots', ':instance/*', ['aws:ResourceTag/raidsnap:array']],
+  ['ec2:CreateSnapshots', ':volume/*', ['ec2:InstanceId']],
+  ['ec2:CreateSnapshots', '::snapshot/*', ['aws:RequestTag/raidsnap:array']],
+  ['ec2:CreateTags', '::snapshot/*', ['ec2:CreateAction', 'aws:ResourceTag/raidsnap:array']],
+  ['ec2:DeleteSnapshot', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
+  ['ec2:EnableFastSnapshotRestores', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
+  ['ec2:DisableFastSnapshotRestores', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
+  ['ec2:CreateVolume', ':volume/*', ['aws:RequestTag/raidsnap:restore-execution']],
+  ['ec2:CreateVolume', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
+  ['ec2:CreateTags', ':volume/*', ['ec2:CreateAction', 'aws:TagKeys']],
+  ['ec2:AttachVolume', ':volume/*', ['aws:ResourceTag/raidsnap:restore-execution']],
+  ['ec2:AttachVolume', ':instance/*', ['aws:ResourceTag/raidsnap:array']],
+  ['ec2:DetachVolume', ':volume/*', ['aws:ResourceTag/raidsnap:restore-execution', 'aws:ResourceTag/raidsnap:replaced-by']],
+  ['ec2:DetachVolume', ':instance/*', ['aws:ResourceTag/raidsnap:array']],
+  ['ec2:DeleteVolume', ':volume/*', ['aws:ResourceTag/raidsnap:restore-execution']],
+  ['ec2:CreateTags', ':instance/*', ['aws:TagKeys']],
+  ['ec2:DeleteTags', ':instance/*', ['aws:TagKeys']],
+  ['ssm:SendCommand', ':instance/*', ['ssm:resourceTag/raidsnap:array']],
+  ['ssm:CancelCommand', ':instance/*', ['ssm:resourceTag/raidsnap:array']],
+  ['kms:Decrypt', ':key/*', ['kms:ViaService']],
+  ['kms:GenerateDataKeyWithoutPlaintext', ':key/*', ['kms:ViaService']],
+  ['kms:ReEncryptFrom', ':key/*', ['kms:ViaService']],
+  ['kms:ReEncryptTo', ':key/*', ['kms:ViaService']],
+  ['kms:CreateGrant', ':key/*', ['kms:ViaService']],
+];
+
+describe.each([['without a config', undefined], ['with the example config', EXAMPLE_CONFIG]])('IAM %s', (_label, config) => {
+  const all = grants(config);
+
+  test('no statement allows a mutating action on "*"', () => {
+    expect(all.filter((g) => mutating(g) && g.resource === '*').map((g) => `${g.policy}: ${g.action}`)).toEqual([]);
+  });
+
+  test('no statement grants a wildcard action', () => {
+    expect(all.filter((g) => g.action.includes('*')).map((g) => `${g.policy}: ${g.action}`)).toEqual([]);
+  });
+
+  test('every mutating action on a wildcard resource is in the table, and carries its tag condition', () => {
+    const wild = all.filter((g) => mutating(g) && g.resource.endsWith('/*') && !g.resource.includes(':function:'));
+    expect(wild.length).toBeGreaterThan(20);
+    const problems: string[] = [];
+    for (const g of wild) {
+      const row = SCOPED.find(([action, suffix]) => action === g.action && g.resource.endsWith(suffix));
+      if (!row) {
+        problems.push(`${g.policy}: ${g.action} on ${g.resource} is not an allowed wildcard grant`);
+        continue;
+      }
+      const keys = conditionKeys(g);
+      if (!row[2].some((k) => keys.includes(k))) {
+        problems.push(`${g.policy}: ${g.action} on ${g.resource} lacks one of ${row[2].join(', ')} (has ${keys.join(', ') || 'none'})`);
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  test('volumes are deleted only where raidsnap created them (raidsnap:restore-execution)', () => {
+    const deletes = all.filter((g) => g.action === 'ec2:DeleteVolume');
+    expect(deletes.length).toBeGreaterThan(0);
+    for (const g of deletes) {
+      expect(conditionKeys(g)).toEqual(['aws:ResourceTag/raidsnap:restore-execution']);
+    }
+  });
+
+  test('tags on instances and old members are limited to raidsnap keys', () => {
+    for (const g of all.filter((x) => ['ec2:CreateTags', 'ec2:DeleteTags'].includes(x.action) && /:(instance|volume)\/\*$/.test(x.resource))) {
+      const keys = Object.values(g.condition).map((c) => c['aws:TagKeys']).filter(Boolean);
+      const createAction = conditionKeys(g).includes('ec2:CreateAction');
+      expect(createAction || keys.length > 0).toBe(true);
+      for (const list of keys) for (const key of ([] as string[]).concat(list as string[])) expect(key).toMatch(/^raidsnap:/);
+    }
+  });
+
+  test('SendCommand runs only raidsnap documents, on instances tagged with an array', () => {
+    const sends = all.filter((g) => g.action === 'ssm:SendCommand');
+    expect(sends.length).toBeGreaterThan(0);
+    for (const g of sends) {
+      if (g.resource.includes(':document/')) {
+        expect(g.resource).toMatch(/:document\/raidsnap-(discover|freeze|thaw|assemble|release|prewarm)$/);
+      } else {
+        expect(g.resource).toMatch(/:instance\/\*$/);
+        expect(g.condition).toEqual({ StringLike: { 'ssm:resourceTag/raidsnap:array': '*' } });
+      }
+    }
+  });
+
+  test('DynamoDB is reached only on the restore lock table', () => {
+    for (const g of all.filter((x) => x.action.startsWith('dynamodb:'))) {
+      expect(g.resource).toMatch(/^<RestoreLockTable[A-Za-z0-9]+\.Arn>$/);
+    }
+  });
+
+  test('Step Functions actions name raidsnap state machines or their executions only', () => {
+    for (const g of all.filter((x) => x.action.startsWith('states:'))) {
+      expect(g.resource).toMatch(/(StateMachine[A-Za-z0-9]*>|:execution:raidsnap-[a-z]+:\*|:stateMachine:raidsnap-[a-z]+)$/);
+    }
+  });
+
+  test('functions may invoke nothing; only state machines and schedules invoke functions', () => {
+    const invokes = all.filter((g) => g.action === 'lambda:InvokeFunction');
+    for (const g of invokes) expect(g.policy).toMatch(/(StateMachineRole|ReportSetAgeRole|Schedule|Recovery|Drill)/);
+  });
+});
