@@ -72,7 +72,66 @@ def _failed(r: dict[str, Any]) -> str:
     return f"{r.get('error')}: {r.get('cause')}"
 
 
+def _restore_prepare(r: dict[str, Any]) -> str:
+    init = r["initialization"]["requested"]
+    return (
+        f"set {r['setId']} ({len(r['members'])} members) onto {r['targetInstanceId']} in "
+        f"{r['availabilityZone']}; {r['mode']} mode, initialization {init}; lock taken"
+    )
+
+
+def _restore_fsr(r: dict[str, Any]) -> str:
+    f = r["fsr"]
+    if f["status"] == "ready":
+        return "Fast Snapshot Restore usable for every snapshot: create the volumes"
+    if f["status"] == "pending" and not f.get("seen"):
+        return f"enabled FSR for {len(f['ours'])} snapshots in {r['availabilityZone']} only"
+    if f["status"] == "pending":
+        states = sorted({v[0] for v in f["seen"].values()})
+        return f"FSR {', '.join(states)}; next look in {f['waitSeconds']} s"
+    return f"FSR: {f['status']} ({'; '.join(r.get('notes', [])[-1:])})"
+
+
+def _restore_create(r: dict[str, Any]) -> str:
+    ids = r["volumes"]["ids"]
+    return f"one step asked for {len(ids)} volumes (a ClientToken per member): {_short(ids)}"
+
+
+def _restore_check(r: dict[str, Any]) -> str:
+    v = r["volumes"]
+    done = "; FSR disabled again" if r.get("fsr", {}).get("disabled") else ""
+    return f"{len(v['ids'])} volumes {v['status']} (one DescribeVolumes call){done}"
+
+
+def _restore_old(r: dict[str, Any]) -> str:
+    old = r["old"]
+    if old["status"] == "detached":
+        return f"old members detached and kept, tagged raidsnap:replaced-by: {_short(old['volumeIds'])}"
+    return f"detaching old members {_short(old['volumeIds'])}"
+
+
+def _restore_attach(r: dict[str, Any]) -> str:
+    return f"attach: {r['attach']['status']}"
+
+
+def _restore_command(r: dict[str, Any]) -> str:
+    return f"sent {r.get('document')} to {r.get('instanceId')}"
+
+
+def _restore_finish(r: dict[str, Any]) -> str:
+    out = r["output"]
+    return f"array back: {out['mdDevice']} at {out['mountPoint']}; lock released"
+
+
 NARRATORS: dict[str, Narrator] = {
+    "restore_prepare": _restore_prepare,
+    "restore_fsr": _restore_fsr,
+    "restore_create_volumes": _restore_create,
+    "restore_check_volumes": _restore_check,
+    "restore_detach_old": _restore_old,
+    "restore_attach": _restore_attach,
+    "restore_command": _restore_command,
+    "restore_finish": _restore_finish,
     "backup_prepare": _prepare,
     "backup_members": _members,
     "backup_snapshot": _snapshot,
