@@ -106,7 +106,8 @@ def _restore_check(r: dict[str, Any]) -> str:
 def _restore_old(r: dict[str, Any]) -> str:
     old = r["old"]
     if old["status"] == "detached":
-        return f"old members detached and kept, tagged raidsnap:replaced-by: {_short(old['volumeIds'])}"
+        kept = _short(old["volumeIds"])
+        return f"old members detached and kept, tagged raidsnap:replaced-by: {kept}"
     return f"detaching old members {_short(old['volumeIds'])}"
 
 
