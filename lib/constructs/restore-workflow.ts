@@ -153,6 +153,32 @@ export class RestoreWorkflow extends Construct {
         );
       }
     }
+    // A volume from a snapshot encrypted with a customer managed key is created and attached
+    // with that key: EBS and EC2 use it on the caller's behalf, so the caller needs these KMS
+    // actions, only through EC2 in this region (AWS managed keys need none of this).
+    const kmsKeys = Stack.of(this).formatArn({ service: 'kms', resource: 'key', resourceName: '*' });
+    const viaEc2 = { 'kms:ViaService': `ec2.${Stack.of(this).region}.amazonaws.com` };
+    for (const id of ['RestoreCreateVolumes', 'RestoreAttach']) {
+      const fn = this.functions[id];
+      fn.addToRolePolicy(new iam.PolicyStatement({
+        actions: ['kms:Decrypt', 'kms:DescribeKey', 'kms:GenerateDataKeyWithoutPlaintext', 'kms:ReEncryptFrom', 'kms:ReEncryptTo'],
+        resources: [kmsKeys],
+        conditions: { StringEquals: viaEc2 },
+      }));
+      fn.addToRolePolicy(new iam.PolicyStatement({
+        actions: ['kms:CreateGrant'],
+        resources: [kmsKeys],
+        conditions: { StringEquals: viaEc2, Bool: { 'kms:GrantIsForAWSResource': 'true' } },
+      }));
+      const policy = fn.role?.node.tryFindChild('DefaultPolicy');
+      if (policy) {
+        acknowledge(
+          policy,
+          'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*]',
+          'the snapshots\' keys are the operator\'s and unknown at deploy time; use is limited by condition to EC2 in this region (kms:ViaService) and grants to those EC2 makes for AWS resources',
+        );
+      }
+    }
     const f = this.functions;
     const workflow = new Workflow(this, 'Workflow', {
       definitionFile: 'restore.asl.json',
