@@ -11,6 +11,15 @@ import { FunctionFactory, FunctionSpec } from './functions';
 import { RestorePermissions } from './permissions';
 import { Workflow } from './workflow';
 
+/** A resource ARN as cdk-nag prints it in a finding id: pseudo-parameter tokens become
+ * `<AWS::...>`, values known at synth stay as they are. */
+function nagPattern(resource: string): string {
+  return resource
+    .replace(/\$\{Token\[AWS\.Partition\.\d+\]\}/, '<AWS::Partition>')
+    .replace(/\$\{Token\[AWS\.Region\.\d+\]\}/, '<AWS::Region>')
+    .replace(/\$\{Token\[AWS\.AccountId\.\d+\]\}/, '<AWS::AccountId>');
+}
+
 /** One item per array while a restore of it runs: the execution that holds it and its set. */
 export class RestoreLock extends Construct {
   readonly table: dynamodb.Table;
@@ -148,7 +157,7 @@ export class RestoreWorkflow extends Construct {
       if (policy) {
         acknowledge(
           policy,
-          `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:${this.stateMachineName}:*]`,
+          `AwsSolutions-IAM5[Resource::${nagPattern(`${p.executionArnPrefix(this.stateMachineName)}*`)}]`,
           'DescribeExecution of this restore workflow\'s own executions only: is the holder of a restore lock still running?',
         );
       }
@@ -174,7 +183,7 @@ export class RestoreWorkflow extends Construct {
       if (policy) {
         acknowledge(
           policy,
-          'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:kms:<AWS::Region>:<AWS::AccountId>:key/*]',
+          `AwsSolutions-IAM5[Resource::${nagPattern(kmsKeys)}]`,
           'the snapshots\' keys are the operator\'s and unknown at deploy time; use is limited by condition to EC2 in this region (kms:ViaService) and grants to those EC2 makes for AWS resources',
         );
       }
