@@ -1,16 +1,22 @@
 import { Match } from 'aws-cdk-lib/assertions';
+import { Template } from 'aws-cdk-lib/assertions';
 import { EXAMPLE_CONFIG, resourcesOf, synth } from './helpers';
+
+function backupSchedules(template: Template) {
+  return Object.values(resourcesOf(template, 'AWS::Scheduler::Schedule'))
+    .filter((s) => JSON.stringify(s.Properties.Target.Arn).includes('BackupWorkflowStateMachine'));
+}
 
 describe('schedules', () => {
   test('without a config there is no schedule and no dead-letter queue', () => {
     const { template } = synth();
-    template.resourceCountIs('AWS::Scheduler::Schedule', 0);
+    expect(backupSchedules(template)).toHaveLength(0);
     template.resourceCountIs('AWS::SQS::Queue', 0);
   });
 
   test('each configured schedule starts the backup with the array input, in its time zone', () => {
     const { template } = synth(EXAMPLE_CONFIG);
-    template.resourceCountIs('AWS::Scheduler::Schedule', 2);
+    expect(backupSchedules(template)).toHaveLength(2);
     template.hasResourceProperties('AWS::Scheduler::Schedule', {
       ScheduleExpression: 'cron(0 */4 * * ? *)',
       ScheduleExpressionTimezone: 'Europe/Berlin',
@@ -50,9 +56,11 @@ describe('schedules', () => {
     });
   });
 
-  test('the dead-letter queue refuses plain HTTP and is encrypted', () => {
+  test('the dead-letter queue refuses plain HTTP and is encrypted with the stack key', () => {
     const { template } = synth(EXAMPLE_CONFIG);
-    template.hasResourceProperties('AWS::SQS::Queue', { SqsManagedSseEnabled: true });
+    template.hasResourceProperties('AWS::SQS::Queue', {
+      KmsMasterKeyId: { 'Fn::GetAtt': [Match.stringLikeRegexp('^RaidsnapKey'), 'Arn'] },
+    });
     template.hasResourceProperties('AWS::SQS::QueuePolicy', {
       PolicyDocument: Match.objectLike({
         Statement: Match.arrayWith([Match.objectLike({
@@ -61,4 +69,14 @@ describe('schedules', () => {
       }),
     });
   });
+});
+
+test('the scheduler may put failed starts into the encrypted dead-letter queue', () => {
+  const { template } = synth(EXAMPLE_CONFIG);
+  const statements = Object.values(resourcesOf(template, 'AWS::IAM::Policy'))
+    .flatMap((p) => p.Properties.PolicyDocument.Statement as Array<Record<string, any>>);
+  const send = statements.find((s) => [].concat(s.Action).includes('sqs:SendMessage' as never));
+  expect(send).toBeDefined();
+  const kms = statements.filter((s) => JSON.stringify(s.Resource).includes('RaidsnapKey'));
+  expect(kms.flatMap((s) => [].concat(s.Action))).toEqual(expect.arrayContaining(['kms:GenerateDataKey', 'kms:Decrypt']));
 });

@@ -1,4 +1,5 @@
-import { Duration, TimeZone } from 'aws-cdk-lib';
+import { Duration, Stack, TimeZone } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as targets from 'aws-cdk-lib/aws-scheduler-targets';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
@@ -6,6 +7,7 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { ArrayConfig } from '../config';
 import { acknowledge } from '../nag';
+import { stackKey } from './encryption';
 
 export interface SchedulesProps {
   readonly arrays: readonly ArrayConfig[];
@@ -24,12 +26,22 @@ export class Schedules extends Construct {
     if (scheduled.length === 0) return;
     this.deadLetterQueue = new sqs.Queue(this, 'DeadLetters', {
       enforceSSL: true,
-      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      encryption: sqs.QueueEncryption.KMS,
+      encryptionMasterKey: stackKey(this),
       retentionPeriod: Duration.days(14),
     });
     acknowledge(this.deadLetterQueue, 'AwsSolutions-SQS3',
       'this queue is itself the dead-letter queue of the backup schedules; a queue behind it would only move the problem');
     const group = new scheduler.ScheduleGroup(this, 'Group', {});
+    // One role for every backup schedule: start the backup, and put a start that failed into the
+    // dead-letter queue, which is encrypted with the stack key.
+    const role = new iam.Role(this, 'Role', {
+      assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', {
+        conditions: { StringEquals: { 'aws:SourceAccount': Stack.of(this).account } },
+      }),
+      description: 'raidsnap: lets the backup schedules start the backup workflow',
+    });
+    stackKey(this).grant(role, 'kms:GenerateDataKey', 'kms:Decrypt');
     for (const array of scheduled) {
       array.schedules.forEach((s, i) => {
         const target = new targets.StepFunctionsStartExecution(props.backup, {
@@ -39,6 +51,7 @@ export class Schedules extends Construct {
             trigger: 'schedule',
           }),
           deadLetterQueue: this.deadLetterQueue,
+          role,
           retryAttempts: s.retryAttempts,
           maxEventAge: Duration.minutes(s.maxEventAgeMinutes),
         });
