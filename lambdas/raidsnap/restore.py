@@ -678,7 +678,9 @@ def cleanup(state: State, settings: RestoreSettings) -> dict[str, Any]:
     c.setdefault("detachAsks", {})
     c["looks"] += 1
 
-    if array and zone and not c.get("fsrDone"):
+    # FSR this run enabled and has not disabled yet: from the state, and from the lock item,
+    # which has the pairs even when the step that enabled them lost EC2's answer.
+    if array and zone and not c.get("fsrDone") and not (state.get("fsr") or {}).get("disabled"):
         ours = set((state.get("fsr") or {}).get("ours") or [])
         holder = lock.current(settings.lock_table, array)
         if holder is not None and holder.execution_arn == arn:

@@ -188,6 +188,23 @@ def test_restore_with_fsr_leaves_fsr_enabled_before_the_run_alone(emu: Emulation
     assert fsr_states(emu, snapshot_ids)[snapshot_ids[0]] in ("enabling", "optimizing", "enabled")
 
 
+def test_fsr_enabled_by_a_step_whose_answer_was_lost_is_still_disabled(emu: Emulation) -> None:
+    # EC2 enables FSR but the answer is lost: on the retry the pairs look "already enabled",
+    # yet they are this run's (the lock item recorded them first) and are disabled after
+    fx, set_id, target = world(emu, 3)
+    snapshot_ids = sorted(str(s["SnapshotId"]) for s in sets_of("db1")[set_id])
+    emu.double.fail(
+        "ec2", "EnableFastSnapshotRestores", code="RequestLimitExceeded", after_success=True
+    )
+    run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "fsr"})
+    assert_restored(emu, run, fx, set_id, target, fx.availability_zone)
+    disabled = [
+        s for c in calls(emu, "DisableFastSnapshotRestores") for s in c.params["SourceSnapshotIds"]
+    ]
+    assert sorted(disabled) == snapshot_ids
+    assert set(fsr_states(emu, snapshot_ids).values()) <= {"disabling", "disabled"}
+
+
 @pytest.mark.parametrize("members", [2, 3, 8])
 def test_restore_with_rate_passes_the_initialization_rate_to_every_volume(
     emu: Emulation, members: int
