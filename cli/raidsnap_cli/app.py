@@ -56,6 +56,11 @@ app = typer.Typer(
         "Against AWS by default (the standard credential chain; --profile, --region, --stack). "
         "With --emulation, against a local emulation that lives only inside this one command."
     ),
+    epilog=(
+        "Exit codes: 0 succeeded (or answered), 1 the run failed or AWS could not be asked, "
+        "2 bad usage (nothing started), 3 the run timed out or was aborted, "
+        "130 interrupted while following (the run goes on)."
+    ),
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -80,7 +85,8 @@ EmulationFlag = Annotated[
             "Run against a local emulation instead of AWS: the synthesized state machines on "
             "moto, the Lambda code in this process, virtual time, and one demo instance "
             "holding array db1 (RAID 0 of 3 volumes). It is created for this command and gone "
-            "when it ends: nothing carries over to the next command."
+            "when it ends: nothing carries over to the next command. Snapshot times and ages "
+            "are emulated time; execution times are this machine's clock."
         ),
         rich_help_panel=EMULATION,
     ),

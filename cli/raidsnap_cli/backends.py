@@ -85,6 +85,7 @@ class EmulationOptions:
     seed_backups: int = 0
     # Tests shape the emulated world further (old sets, faults) before the command runs.
     prepare: Callable[[Emulation, ArrayFixture], None] | None = None
+    template: Path | None = None
 
 
 @contextlib.contextmanager
@@ -147,11 +148,14 @@ def _quiet_functions() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _synthesized() -> Iterator[Path]:
+def _synthesized(pinned: Path | None) -> Iterator[Path]:
     """The synthesized template the emulation runs; a failed synth is the app's problem, said
     as such rather than as a traceback."""
     from raidsnap_emulation.harness import synthesize  # noqa: PLC0415
 
+    if pinned is not None:
+        yield pinned
+        return
     try:
         template = synthesize()
     except subprocess.CalledProcessError as err:
@@ -172,12 +176,20 @@ def emulation(options: EmulationOptions) -> Iterator[Backend]:
     from raidsnap_emulation.harness import Emulation  # noqa: PLC0415
     from raidsnap_emulation.world import make_array  # noqa: PLC0415
 
-    with _quiet_functions(), _synthesized() as template, Emulation(template) as emu:
+    with (
+        _quiet_functions(),
+        _synthesized(options.template) as template,
+        Emulation(template) as emu,
+    ):
         fixture = make_array(emu.hosts, EMULATION_ARRAY, EMULATION_MEMBERS)
         for seed in range(options.seed_backups):
             if seed:
                 emu.clock.advance(SEED_SPACING_SECONDS)
-            run = emu.run("backup", {"array": EMULATION_ARRAY, "trigger": "manual"})
+            run = emu.run(
+                "backup",
+                {"array": EMULATION_ARRAY, "trigger": "manual"},
+                name=f"seed-backup-{seed + 1}",
+            )
             if run.status != "SUCCEEDED":
                 raise BackendError(
                     f"seed backup {seed + 1} ended {run.status}: {run.cause}"
@@ -199,3 +211,5 @@ class Hooks:
     (older sets, faults) after it is built and before the command runs."""
 
     prepare_emulation: Callable[[Emulation, ArrayFixture], None] | None = None
+    # A template synthesized once, instead of a synth check at every command.
+    template: Path | None = None

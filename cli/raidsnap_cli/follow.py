@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
 
 HISTORY_PAGE = 100
+RECENT_STEPS = 6
 FINISHED = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
 
 
@@ -46,7 +47,15 @@ class Progress:
         kind = str(event["type"])
         line = describe(event)
         if line:
-            self.last_event = line
+            # Task, Lambda and Wait events do not name their state: the current one does.
+            named = (
+                "StateEntered" in kind
+                or "StateExited" in kind
+                or kind.startswith("Execution")
+            )
+            self.last_event = (
+                line if named or not self.current else f"{self.current}: {line}"
+            )
         if kind.endswith("StateEntered"):
             self.current = str(event["stateEnteredEventDetails"]["name"])
             self.steps.append((event["timestamp"], self.current))
@@ -120,6 +129,14 @@ def view(progress: Progress, now: datetime) -> RenderableType:
     grid.add_row("states done", str(progress.done))
     grid.add_row("elapsed", human_duration(now - progress.started))
     grid.add_row("last event", Text(progress.last_event))
+    recent = progress.steps[-RECENT_STEPS:]
+    if recent:
+        lines = Text()
+        for at, name in recent:
+            lines.append(f"+{human_duration(at - progress.started):<7} ", style="dim")
+            lines.append(f"{name}\n")
+        lines.rstrip()
+        grid.add_row("recent states", lines)
     return Group(grid)
 
 

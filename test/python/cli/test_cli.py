@@ -27,22 +27,22 @@ class Cli:
     """``raidsnap ARGS`` in this process; with --emulation the command builds its own emulated
     account, and ``prepare`` shapes it before the command runs."""
 
-    def __init__(self) -> None:
+    def __init__(self, template: Path) -> None:
         self.runner = CliRunner()
+        self.template = template
 
     def __call__(self, *args: str, prepare: Prepare | None = None) -> Result:
         return self.runner.invoke(
             app,
             list(args),
-            obj=Hooks(prepare_emulation=prepare),
+            obj=Hooks(prepare_emulation=prepare, template=self.template),
             env={"COLUMNS": "200"},
         )
 
 
 @pytest.fixture
 def cli(template: Path) -> Cli:
-    del template  # synthesized once per session, before the first command needs it
-    return Cli()
+    return Cli(template)
 
 
 def plain(output: str) -> str:
@@ -342,32 +342,32 @@ def test_status_lists_recent_runs_of_both_workflows_newest_first(cli: Cli) -> No
     assert "restore" in restored
     assert "SUCCEEDED" in restored
     assert re.search(r"db1\s+│\s+db1-\d{8}T", restored)
-    assert len(re.findall(r"│ backup-[0-9a-f]{12}", out)) == 2
+    assert "seed-backup-1" in out
+    assert "seed-backup-2" in out
     assert out.index("nightly-db9") < out.index("restore-after-loss")
 
 
+def two_backups(emu: Emulation, fx: ArrayFixture) -> None:
+    del fx
+    assert emu.run("backup", {"array": "db1"}, name="nightly-db1").status == "SUCCEEDED"
+    assert emu.run("backup", {"array": "db9"}, name="nightly-db9").status == "FAILED"
+
+
 def test_status_narrows_to_an_array_and_to_the_last_n(cli: Cli) -> None:
-    by_array = cli(
-        "status", "--emulation", "--seed-backups", "1", "--array", "db9",
-        prepare=runs_of_both_workflows,
-    )  # fmt: skip
-    last_one = cli("status", "--emulation", "--seed-backups", "1", "--last", "1",
-                   prepare=runs_of_both_workflows)  # fmt: skip
+    by_array = cli("status", "--emulation", "--array", "db9", prepare=two_backups)
+    last_one = cli("status", "--emulation", "--last", "1", prepare=two_backups)
 
     assert by_array.exit_code == 0, by_array.output
     assert "nightly-db9" in by_array.stdout
-    assert "restore-after-loss" not in by_array.stdout
+    assert "nightly-db1" not in by_array.stdout
     assert last_one.exit_code == 0, last_one.output
     assert "last 1 runs" in last_one.stdout
     assert "nightly-db9" in last_one.stdout
-    assert "restore-after-loss" not in last_one.stdout
+    assert "nightly-db1" not in last_one.stdout
 
 
 def test_status_of_one_run_shows_input_states_and_error(cli: Cli) -> None:
-    result = cli(
-        "status", "nightly-db9", "--emulation", "--seed-backups", "1",
-        prepare=runs_of_both_workflows,
-    )  # fmt: skip
+    result = cli("status", "nightly-db9", "--emulation", prepare=two_backups)
 
     assert result.exit_code == 0, result.output
     assert re.search(r"workflow\s+backup", result.stdout)
@@ -398,7 +398,7 @@ def test_without_emulation_sets_come_through_the_default_credential_chain(
         make_old_set(emu.hosts, fx, "db1-on-aws")
 
         # WHEN sets runs without --emulation, as an operator's shell would
-        result = Cli()("sets", "--region", "us-east-1")
+        result = Cli(template)("sets", "--region", "us-east-1")
 
     # THEN it reads the account it was pointed at
     assert result.exit_code == 0, result.output
