@@ -104,14 +104,10 @@ SeedBackups = Annotated[
         rich_help_panel=EMULATION,
     ),
 ]
-Region = Annotated[
-    str | None, typer.Option("--region", help="AWS region.", rich_help_panel=AWS)
-]
+Region = Annotated[str | None, typer.Option("--region", help="AWS region.", rich_help_panel=AWS)]
 Profile = Annotated[
     str | None,
-    typer.Option(
-        "--profile", help="Profile of the shared AWS config.", rich_help_panel=AWS
-    ),
+    typer.Option("--profile", help="Profile of the shared AWS config.", rich_help_panel=AWS),
 ]
 Stack = Annotated[
     str,
@@ -163,9 +159,7 @@ def _consoles() -> tuple[Console, Console]:
     """Results on stdout, progress and errors on stderr. Not on a terminal, lines are long
     enough that set ids and causes are never cut."""
     out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-    err = Console(
-        stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160
-    )
+    err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
     return out, err
 
 
@@ -178,9 +172,7 @@ def _backend(ctx: typer.Context, target: Target, err: Console) -> Iterator[Backe
             if target.emulation:
                 status = err.status("starting the local emulation…")
                 status.start()
-                options = EmulationOptions(
-                    target.seed_backups, prepare=hooks.prepare_emulation
-                )
+                options = EmulationOptions(target.seed_backups, prepare=hooks.prepare_emulation)
                 try:
                     backend = stack.enter_context(backends.emulation(options))
                 finally:
@@ -194,9 +186,7 @@ def _backend(ctx: typer.Context, target: Target, err: Console) -> Iterator[Backe
         raise typer.Exit(EXIT_FAILED) from None
     except ClientError as error:
         info = error.response.get("Error", {})
-        err.print(
-            Text(f"AWS error {info.get('Code')}: {info.get('Message')}", style="red")
-        )
+        err.print(Text(f"AWS error {info.get('Code')}: {info.get('Message')}", style="red"))
         raise typer.Exit(EXIT_FAILED) from None
     except BotoCoreError as error:
         err.print(Text(f"AWS error: {error}", style="red"))
@@ -229,9 +219,7 @@ def _start_and_follow(
         stateMachineArn=backend.arn(workflow), name=name, input=_json(payload)
     )
     arn = started["executionArn"]
-    err.print(
-        Text.assemble(("started ", "dim"), (f"{workflow} ", "bold"), _json(payload))
-    )
+    err.print(Text.assemble(("started ", "dim"), (f"{workflow} ", "bold"), _json(payload)))
     err.print(Text.assemble(("execution ", "dim"), arn))
     if not wait:
         out.print(arn)
@@ -239,15 +227,11 @@ def _start_and_follow(
     return _follow_to_end(backend, workflow, arn, out, err)
 
 
-def _follow_to_end(
-    backend: Backend, workflow: str, arn: str, out: Console, err: Console
-) -> int:
+def _follow_to_end(backend: Backend, workflow: str, arn: str, out: Console, err: Console) -> int:
     try:
         followed = follow(backend.sfn, arn, err, backend.poll_seconds)
     except KeyboardInterrupt:
-        err.print(
-            Text(f"stopped following; the run goes on: raidsnap status {arn} --follow")
-        )
+        err.print(Text(f"stopped following; the run goes on: raidsnap status {arn} --follow"))
         raise typer.Exit(EXIT_INTERRUPTED) from None
     info = queries.describe(backend.sfn, arn, workflow)
     _print_outcome(info, out, err)
@@ -256,9 +240,7 @@ def _follow_to_end(
 
 def _print_outcome(info: queries.ExecutionInfo, out: Console, err: Console) -> None:
     took = human_duration((info.stop or datetime.now(UTC)) - info.start)
-    headline = Text.assemble(
-        status_text(info.status), f" {info.workflow} {info.name} in {took}"
-    )
+    headline = Text.assemble(status_text(info.status), f" {info.workflow} {info.name} in {took}")
     if info.status == "SUCCEEDED":
         out.print(headline)
         out.print(output_view(info.workflow, info.output))
@@ -313,9 +295,7 @@ def sets(
 def backup(
     ctx: typer.Context,
     *,
-    array: Annotated[
-        str, typer.Argument(help="The array, as its raidsnap:array tag names it.")
-    ],
+    array: Annotated[str, typer.Argument(help="The array, as its raidsnap:array tag names it.")],
     consistency: Annotated[
         Consistency | None,
         typer.Option(
@@ -364,18 +344,14 @@ def _no_wait_on_emulation(target: Target, wait: bool) -> None:
 def restore(
     ctx: typer.Context,
     *,
-    array: Annotated[
-        str, typer.Argument(help="The array, as its raidsnap:array tag names it.")
-    ],
+    array: Annotated[str, typer.Argument(help="The array, as its raidsnap:array tag names it.")],
     set_id: Annotated[
         str | None,
         typer.Option("--set", help='"latest" (the newest complete set) or a set id.'),
     ] = None,
     target_instance: Annotated[
         str | None,
-        typer.Option(
-            "--target", help="Instance to restore onto (default: the array's)."
-        ),
+        typer.Option("--target", help="Instance to restore onto (default: the array's)."),
     ] = None,
     initialization: Annotated[
         Initialization | None,
@@ -392,12 +368,8 @@ def restore(
         VolumeType | None,
         typer.Option("--volume-type", help="Default: as recorded on the snapshots."),
     ] = None,
-    iops: Annotated[
-        int | None, typer.Option("--iops", help="gp3, io1 and io2 only.")
-    ] = None,
-    throughput: Annotated[
-        int | None, typer.Option("--throughput", help="MiB/s, gp3 only.")
-    ] = None,
+    iops: Annotated[int | None, typer.Option("--iops", help="gp3, io1 and io2 only.")] = None,
+    throughput: Annotated[int | None, typer.Option("--throughput", help="MiB/s, gp3 only.")] = None,
     mount_point: Annotated[
         str | None,
         typer.Option("--mount-point", help="Default: as recorded on the set."),
@@ -462,18 +434,14 @@ def status(
         str | None,
         typer.Argument(help="An execution ARN or name: show it in detail."),
     ] = None,
-    array: Annotated[
-        str | None, typer.Option("--array", help="Only runs of this array.")
-    ] = None,
+    array: Annotated[str | None, typer.Option("--array", help="Only runs of this array.")] = None,
     last: Annotated[
         int,
         typer.Option("--last", min=1, max=100, help="How many recent runs to list."),
     ] = 10,
     follow_run: Annotated[
         bool,
-        typer.Option(
-            "--follow", help="With EXECUTION: follow it if it is still running."
-        ),
+        typer.Option("--follow", help="With EXECUTION: follow it if it is still running."),
     ] = False,
     emulation: EmulationFlag = False,
     seed_backups: SeedBackups = 0,
@@ -484,9 +452,7 @@ def status(
     """Recent runs of the backup and restore workflows, or one run in detail."""
     target = _target(emulation, seed_backups, region, profile, stack)
     if follow_run and execution is None:
-        raise typer.BadParameter(
-            "needs an EXECUTION to follow", param_hint="'--follow'"
-        )
+        raise typer.BadParameter("needs an EXECUTION to follow", param_hint="'--follow'")
     out, err = _consoles()
     with _backend(ctx, target, err) as backend:
         machines = backend.state_machines
@@ -496,9 +462,7 @@ def status(
             rows = [execution_row_cells(r, now) for r in runs]
             scope = f" of array {array}" if array else ""
             if not rows:
-                out.print(
-                    f"no runs{scope} of the {' or '.join(sorted(machines))} workflow"
-                )
+                out.print(f"no runs{scope} of the {' or '.join(sorted(machines))} workflow")
                 return
             out.print(executions_table(rows, f"last {len(rows)} runs{scope}"))
             return

@@ -134,9 +134,7 @@ def _quiet_functions() -> Iterator[None]:
     moto_logger.setLevel(logging.CRITICAL)
     try:
         with warnings.catch_warnings():
-            warnings.filterwarnings(
-                "ignore", message="No application metrics to publish"
-            )
+            warnings.filterwarnings("ignore", message="No application metrics to publish")
             yield
     finally:
         moto_logger.setLevel(moto_level)
@@ -191,9 +189,7 @@ def emulation(options: EmulationOptions) -> Iterator[Backend]:
                 name=f"seed-backup-{seed + 1}",
             )
             if run.status != "SUCCEEDED":
-                raise BackendError(
-                    f"seed backup {seed + 1} ended {run.status}: {run.cause}"
-                )
+                raise BackendError(f"seed backup {seed + 1} ended {run.status}: {run.cause}")
         if options.prepare is not None:
             options.prepare(emu, fixture)
         yield Backend(

@@ -48,14 +48,8 @@ class Progress:
         line = describe(event)
         if line:
             # Task, Lambda and Wait events do not name their state: the current one does.
-            named = (
-                "StateEntered" in kind
-                or "StateExited" in kind
-                or kind.startswith("Execution")
-            )
-            self.last_event = (
-                line if named or not self.current else f"{self.current}: {line}"
-            )
+            named = "StateEntered" in kind or "StateExited" in kind or kind.startswith("Execution")
+            self.last_event = line if named or not self.current else f"{self.current}: {line}"
         if kind.endswith("StateEntered"):
             self.current = str(event["stateEnteredEventDetails"]["name"])
             self.steps.append((event["timestamp"], self.current))
@@ -63,11 +57,7 @@ class Progress:
         if kind.endswith("StateExited"):
             self.done += 1
             return None
-        if (
-            kind.endswith("Failed")
-            or kind.endswith("TimedOut")
-            or kind == "ExecutionAborted"
-        ):
+        if kind.endswith("Failed") or kind.endswith("TimedOut") or kind == "ExecutionAborted":
             return line
         return None
 
@@ -75,11 +65,7 @@ class Progress:
 def describe(event: dict[str, Any]) -> str:
     kind = str(event["type"])
     details = next(
-        (
-            v
-            for k, v in event.items()
-            if k.endswith("EventDetails") and isinstance(v, dict)
-        ),
+        (v for k, v in event.items() if k.endswith("EventDetails") and isinstance(v, dict)),
         {},
     )
     if kind.endswith("StateEntered"):
@@ -176,9 +162,7 @@ def follow(
         return progress.status in FINISHED
 
     if console.is_terminal:
-        with Live(
-            view(progress, datetime.now(UTC)), console=console, refresh_per_second=4
-        ) as live:
+        with Live(view(progress, datetime.now(UTC)), console=console, refresh_per_second=4) as live:
             while True:
                 poll()
                 live.update(view(progress, datetime.now(UTC)))

@@ -27,9 +27,7 @@ def arrays_with_snapshots() -> list[str]:
     pages = (
         clients.ec2()
         .get_paginator("describe_snapshots")
-        .paginate(
-            OwnerIds=["self"], Filters=[{"Name": "tag-key", "Values": [tags.ARRAY]}]
-        )
+        .paginate(OwnerIds=["self"], Filters=[{"Name": "tag-key", "Values": [tags.ARRAY]}])
     )
     names = {
         tag["Value"]
@@ -101,9 +99,7 @@ def describe(sfn: SFNClient, arn: str, workflow: str) -> ExecutionInfo:
     )
 
 
-def _executions(
-    sfn: SFNClient, workflow: str, arn: str
-) -> Iterator[tuple[datetime, str, str]]:
+def _executions(sfn: SFNClient, workflow: str, arn: str) -> Iterator[tuple[datetime, str, str]]:
     for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=arn):
         for e in page["executions"]:
             yield e["startDate"], workflow, e["executionArn"]
@@ -137,9 +133,7 @@ def find(sfn: SFNClient, machines: dict[str, str], ref: str) -> ExecutionInfo:
         try:
             info = describe(sfn, ref, "?")
         except ClientError as err:
-            raise ExecutionNotFoundError(
-                f"no execution {ref}: {_message(err)}"
-            ) from None
+            raise ExecutionNotFoundError(f"no execution {ref}: {_message(err)}") from None
         return _with_workflow(info, workflow_of.get(info.state_machine, "?"))
     for workflow, machine in sorted(machines.items()):
         candidate = machine.replace(":stateMachine:", ":execution:", 1) + ":" + ref

@@ -51,26 +51,18 @@ def _recognise(sfn: SFNClient, arns: Iterable[str]) -> dict[str, list[str]]:
 def _single(found: dict[str, list[str]], where: str) -> dict[str, str]:
     ambiguous = {w: arns for w, arns in found.items() if len(arns) > 1}
     if ambiguous:
-        detail = "; ".join(
-            f"{w}: {', '.join(sorted(a))}" for w, a in sorted(ambiguous.items())
-        )
-        raise ResolveError(
-            f"more than one raidsnap state machine per workflow {where}: {detail}"
-        )
+        detail = "; ".join(f"{w}: {', '.join(sorted(a))}" for w, a in sorted(ambiguous.items()))
+        raise ResolveError(f"more than one raidsnap state machine per workflow {where}: {detail}")
     return {w: arns[0] for w, arns in found.items()}
 
 
-def from_stack(
-    cloudformation: Any, sfn: SFNClient, stack: str
-) -> dict[str, str] | None:
+def from_stack(cloudformation: Any, sfn: SFNClient, stack: str) -> dict[str, str] | None:
     """Workflow -> ARN from the stack's resources; None when the stack cannot be read.
 
     ListStackResources pages where DescribeStackResources stops at 100 resources; both give the
     physical id, which for a state machine is its ARN."""
     try:
-        pages = cloudformation.get_paginator("list_stack_resources").paginate(
-            StackName=stack
-        )
+        pages = cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack)
         arns = [
             r["PhysicalResourceId"]
             for page in pages
@@ -94,9 +86,7 @@ def by_comment(sfn: SFNClient, stack: str) -> dict[str, str]:
     ]
     found = _recognise(sfn, arns)
     for workflow, candidates in found.items():
-        found[workflow] = [
-            arn for arn in candidates if _stack_of(sfn, arn) in (None, stack)
-        ]
+        found[workflow] = [arn for arn in candidates if _stack_of(sfn, arn) in (None, stack)]
     return _single({w: a for w, a in found.items() if a}, "in this account and region")
 
 
@@ -108,9 +98,7 @@ def _stack_of(sfn: SFNClient, arn: str) -> str | None:
     return next((t["value"] for t in tags if t.get("key") == STACK_TAG), None)
 
 
-def resolve(
-    cloudformation: Any, sfn: SFNClient, stack: str
-) -> tuple[dict[str, str], str]:
+def resolve(cloudformation: Any, sfn: SFNClient, stack: str) -> tuple[dict[str, str], str]:
     """Workflow -> ARN, and how they were found (for the operator, when something is off)."""
     found = from_stack(cloudformation, sfn, stack)
     if found:

@@ -62,8 +62,7 @@ def why_incomplete(snapshot_set: SnapshotSet) -> str:
     failed = snapshot_set.failed
     if failed:
         which = ", ".join(
-            f"member {m.index}" if m.index is not None else m.snapshot_id
-            for m in failed
+            f"member {m.index}" if m.index is not None else m.snapshot_id for m in failed
         )
         return f"error ({which})"
     present = {m.index for m in snapshot_set.members if m.index is not None}
@@ -71,10 +70,7 @@ def why_incomplete(snapshot_set: SnapshotSet) -> str:
     if missing:
         noun = "member" if len(missing) == 1 else "members"
         return f"missing {noun} {', '.join(str(i) for i in missing)}"
-    if (
-        any(m.index is None for m in snapshot_set.members)
-        or len(snapshot_set.members) != n
-    ):
+    if any(m.index is None for m in snapshot_set.members) or len(snapshot_set.members) != n:
         return "extra or unindexed snapshots"
     if snapshot_set.pending:
         slowest = min(m.progress for m in snapshot_set.members if m.state == "pending")
@@ -162,9 +158,7 @@ def _by_index(value: Any) -> list[tuple[str, str]]:
     if isinstance(value, list):
         return [(str(i), str(v)) for i, v in enumerate(value)]
     if isinstance(value, dict):
-        return sorted(
-            ((str(k), str(v)) for k, v in value.items()), key=lambda kv: _int(kv[0])
-        )
+        return sorted(((str(k), str(v)) for k, v in value.items()), key=lambda kv: _int(kv[0]))
     return []
 
 

@@ -114,11 +114,7 @@ def test_sets_shows_complete_incomplete_why_latest_and_age(cli: Cli) -> None:
     assert "pending (0%)" in line_of(out, "db1-e-running")
     assert "0s" in line_of(out, "db1-e-running")
     # newest first
-    assert (
-        out.index("db1-e-running")
-        < out.index("db1-d-complete")
-        < out.index("db1-a-complete")
-    )
+    assert out.index("db1-e-running") < out.index("db1-d-complete") < out.index("db1-a-complete")
 
 
 def test_sets_finds_every_array_by_tag_and_array_narrows_to_one(cli: Cli) -> None:
@@ -152,18 +148,14 @@ def test_backup_follows_the_run_to_succeeded_and_exits_0(cli: Cli) -> None:
     result = cli("backup", "db1", "--emulation", "--consistency", "fsfreeze")
 
     assert result.exit_code == 0, result.output
-    assert (
-        '{"array":"db1","trigger":"manual","consistency":"fsfreeze"}' in result.output
-    )
+    assert '{"array":"db1","trigger":"manual","consistency":"fsfreeze"}' in result.output
     # the progress: states in the order the run entered them
     assert result.output.index("→ Prepare") < result.output.index("→ TakeSnapshotSet")
     assert "SUCCEEDED backup backup-db1-" in result.stdout
     assert re.search(r"set\s+db1-\d{8}T\d{6}Z-[0-9a-f]{8}", result.stdout)
     assert re.search(r"consistency\s+fsfreeze", result.stdout)
     for index in range(3):
-        assert re.search(
-            rf"member {index}\s+snap-[0-9a-f]+\s+\(from vol-", result.stdout
-        )
+        assert re.search(rf"member {index}\s+snap-[0-9a-f]+\s+\(from vol-", result.stdout)
 
 
 def test_backup_of_an_unknown_array_exits_1_with_error_name_and_cause(cli: Cli) -> None:
@@ -171,10 +163,7 @@ def test_backup_of_an_unknown_array_exits_1_with_error_name_and_cause(cli: Cli) 
 
     assert result.exit_code == 1, result.output
     assert "FAILED backup" in result.output
-    assert (
-        "ArrayNotFound: no running instance is tagged raidsnap:array=db9"
-        in result.output
-    )
+    assert "ArrayNotFound: no running instance is tagged raidsnap:array=db9" in result.output
     assert "SUCCEEDED" not in result.output
 
 
@@ -182,17 +171,13 @@ def test_backup_of_an_unknown_array_exits_1_with_error_name_and_cause(cli: Cli) 
 
 
 def test_restore_of_latest_prints_volumes_md_device_and_mount_point(cli: Cli) -> None:
-    result = cli(
-        "restore", "db1", "--emulation", "--seed-backups", "1", "--mode", "replace"
-    )
+    result = cli("restore", "db1", "--emulation", "--seed-backups", "1", "--mode", "replace")
 
     assert result.exit_code == 0, result.output
     assert '{"array":"db1","mode":"replace"}' in result.output
     assert "SUCCEEDED restore restore-db1-" in result.stdout
     for index in range(3):
-        assert re.search(
-            rf"member {index}\s+vol-[0-9a-f]+ at /dev/sd[a-z]", result.stdout
-        )
+        assert re.search(rf"member {index}\s+vol-[0-9a-f]+ at /dev/sd[a-z]", result.stdout)
     assert re.search(r"md device\s+/dev/md0", result.stdout)
     assert re.search(r"mount point\s+/data", result.stdout)
     assert re.search(r"replaced\s+vol-", result.stdout)
@@ -204,9 +189,7 @@ def test_restore_without_a_complete_set_exits_1_with_snapshot_set_not_found(
     result = cli("restore", "db1", "--emulation")
 
     assert result.exit_code == 1, result.output
-    assert (
-        "SnapshotSetNotFound: array db1 has no complete snapshot set" in result.output
-    )
+    assert "SnapshotSetNotFound: array db1 has no complete snapshot set" in result.output
 
 
 def test_restore_that_is_aborted_exits_3(cli: Cli) -> None:
@@ -305,9 +288,7 @@ def test_restore_refuses_bad_option_values_with_exit_2_and_starts_nothing(
         (["status", "--last", "0"], "greater than or equal to 1"),
     ],
 )
-def test_bad_usage_exits_2_with_a_clear_message(
-    cli: Cli, args: list[str], message: str
-) -> None:
+def test_bad_usage_exits_2_with_a_clear_message(cli: Cli, args: list[str], message: str) -> None:
     result = cli(*args)
     assert result.exit_code == 2, result.output
     assert message in plain(result.output)
@@ -318,17 +299,12 @@ def test_bad_usage_exits_2_with_a_clear_message(
 
 def runs_of_both_workflows(emu: Emulation, fx: ArrayFixture) -> None:
     del fx
-    assert (
-        emu.run("restore", {"array": "db1"}, name="restore-after-loss").status
-        == "SUCCEEDED"
-    )
+    assert emu.run("restore", {"array": "db1"}, name="restore-after-loss").status == "SUCCEEDED"
     assert emu.run("backup", {"array": "db9"}, name="nightly-db9").status == "FAILED"
 
 
 def test_status_lists_recent_runs_of_both_workflows_newest_first(cli: Cli) -> None:
-    result = cli(
-        "status", "--emulation", "--seed-backups", "2", prepare=runs_of_both_workflows
-    )
+    result = cli("status", "--emulation", "--seed-backups", "2", prepare=runs_of_both_workflows)
 
     assert result.exit_code == 0, result.output
     out = result.stdout
@@ -374,10 +350,7 @@ def test_status_of_one_run_shows_input_states_and_error(cli: Cli) -> None:
     assert re.search(r"status\s+FAILED", result.stdout)
     assert '{"array":"db9"}' in result.stdout
     assert re.search(r"states\s+Start → Prepare", result.stdout)
-    assert (
-        "ArrayNotFound: no running instance is tagged raidsnap:array=db9"
-        in result.output
-    )
+    assert "ArrayNotFound: no running instance is tagged raidsnap:array=db9" in result.output
 
 
 def test_status_of_an_unknown_run_exits_1(cli: Cli) -> None:

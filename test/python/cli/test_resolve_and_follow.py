@@ -62,9 +62,7 @@ class FakeCloudFormation:
                 "ListStackResources",
             )
         resources = self.stacks[StackName]
-        for start in range(
-            0, len(resources), 2
-        ):  # small pages: paging must be followed
+        for start in range(0, len(resources), 2):  # small pages: paging must be followed
             yield {
                 "StackResourceSummaries": [
                     {"ResourceType": kind, "PhysicalResourceId": physical}
@@ -80,12 +78,8 @@ def test_the_stack_resources_decide_even_when_another_stack_has_the_same_workflo
     sfn: Any,
 ) -> None:
     # GIVEN two deployments in one account, and a state machine of ours that is not a workflow
-    backup = machine(
-        sfn, "BackupWorkflowStateMachine80046694-AbCd", "raidsnap backup: x"
-    )
-    restore = machine(
-        sfn, "RestoreWorkflowStateMachine494B12BE-EfGh", "raidsnap restore: y"
-    )
+    backup = machine(sfn, "BackupWorkflowStateMachine80046694-AbCd", "raidsnap backup: x")
+    restore = machine(sfn, "RestoreWorkflowStateMachine494B12BE-EfGh", "raidsnap restore: y")
     machine(sfn, "BackupWorkflowStateMachine80046694-Other", "raidsnap backup: x")
     reporter = machine(sfn, "SetAgeReporter-IjKl", "reports set ages")
     cloudformation = FakeCloudFormation(
@@ -114,9 +108,7 @@ def test_without_the_stack_the_comment_scan_leaves_out_other_stacks_machines(
     ours = machine(sfn, "BackupA", "raidsnap backup: x", stack="raidsnap")
     machine(sfn, "BackupB", "raidsnap backup: x", stack="raidsnap-staging")
     restore = machine(sfn, "RestoreA", "raidsnap restore: y")  # untagged: may be ours
-    machine(
-        sfn, "Unrelated", "raidsnap is mentioned, but not as 'raidsnap <workflow>:'"
-    )
+    machine(sfn, "Unrelated", "raidsnap is mentioned, but not as 'raidsnap <workflow>:'")
 
     found, how = resolve(FakeCloudFormation({}), sfn, "raidsnap")
 
@@ -196,9 +188,7 @@ def test_follow_reads_each_event_once_and_pages_only_through_what_is_new() -> No
     followed = follow(history, "arn", console, 0.0, sleep=lambda _: None)  # type: ignore[arg-type]
 
     # THEN every step was seen once, in order, and the run's end is reported as it was
-    assert [name for _, name in followed.progress.steps] == [
-        f"Step{n}" for n in range(1, 255)
-    ]
+    assert [name for _, name in followed.progress.steps] == [f"Step{n}" for n in range(1, 255)]
     assert followed.status == "TIMED_OUT"
     assert out.getvalue().count("→ Step") == 254
     # AND the 250 took three pages of 100; each later poll needed one page, newest first
