@@ -40,6 +40,37 @@ export interface ArrayConfig {
   readonly consistency: Consistency;
   readonly initialization: Initialization;
   readonly rpoMinutes?: number;
+  readonly recovery?: RecoveryConfig;
+  readonly drill?: DrillConfig;
+}
+
+export type RecoveryMode = 'replace' | 'attach';
+
+/** Automated recovery of one array (arrays.<name>.recovery). */
+export interface RecoveryConfig {
+  /** The array's instance: its StatusCheckFailed_AttachedEBS alarm starts a recovery. */
+  readonly instanceId: string;
+  /** replace: restore onto the same instance, releasing the broken array; attach: restore
+   * onto the replacement instance. */
+  readonly mode: RecoveryMode;
+  /** Restore here when the instance is terminated (and, in attach mode, when its EBS fails). */
+  readonly replacementInstanceId?: string;
+  /** An Auto Scaling group of one: each instance it launches gets the array restored before it
+   * goes InService (a launch lifecycle hook holds it). */
+  readonly autoScalingGroup?: string;
+  readonly initialization: Initialization;
+}
+
+export type DrillInitialization = 'fsr' | 'prewarm' | 'none';
+
+/** A scheduled restore drill of one array (arrays.<name>.drill). */
+export interface DrillConfig {
+  readonly schedule: ScheduleConfig;
+  /** The drill instance: tagged raidsnap:array with another name, never the array's own. */
+  readonly targetInstanceId: string;
+  readonly mountPoint: string;
+  readonly mdDevice: string;
+  readonly initialization: DrillInitialization;
 }
 
 export class ConfigError extends Error {
@@ -53,6 +84,14 @@ const ARRAY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 // EventBridge Scheduler expressions: cron(6 fields), rate(n unit), or at(yyyy-mm-ddThh:mm:ss).
 const SCHEDULE = /^(cron\(\S+( \S+){5}\)|rate\([1-9][0-9]* (minute|minutes|hour|hours|day|days)\)|at\(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\))$/;
 const EMAIL = /^[^@\s]+@[^@\s]+\.[^@\s]+$/;
+const INSTANCE_ID = /^i-[0-9a-f]{8,17}$/;
+// Auto Scaling group names: 1-255 characters; raidsnap takes the plain ones (the name also goes
+// into an IAM resource ARN and an EventBridge pattern).
+const ASG_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$/;
+// The assemble and release documents' patterns.
+const MOUNT_POINT = /^(\/([A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,61}|\.\.[A-Za-z0-9._-]{1,61})){1,16}$/;
+const MD_DEVICE = /^\/dev\/md[0-9]{1,3}$/;
+export const DRILL_DEFAULTS = { mountPoint: '/mnt/raidsnap-drill', mdDevice: '/dev/md100', initialization: 'none' as DrillInitialization };
 const TIMEZONE = /^(UTC|[A-Za-z]+(\/[A-Za-z0-9_+-]+){1,2})$/;
 
 export const BUILT_IN_DEFAULTS: ArrayDefaults = {
@@ -137,7 +176,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     throw new ConfigError(field, 'array names are 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit');
   }
   if (!isObject(raw)) throw new ConfigError(field, 'must be a mapping');
-  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes']);
+  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill']);
   if (raw.schedule !== undefined && raw.schedules !== undefined) {
     throw new ConfigError(field, 'give either schedule or schedules, not both');
   }
@@ -148,15 +187,65 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     if (!Array.isArray(raw.schedules)) throw new ConfigError(`${field}.schedules`, 'must be a list');
     schedules = raw.schedules.map((s, i) => parseSchedule(s, `${field}.schedules[${i}]`, defaults));
   }
+  const initialization = raw.initialization === undefined ? defaults.initialization
+    : oneOf(raw.initialization, `${field}.initialization`, ['fsr', 'rate', 'prewarm', 'none'] as const);
+  const recovery = raw.recovery === undefined ? undefined : parseRecovery(raw.recovery, `${field}.recovery`, initialization);
+  const drill = raw.drill === undefined ? undefined : parseDrill(raw.drill, `${field}.drill`, defaults);
+  if (recovery && drill && [recovery.instanceId, recovery.replacementInstanceId].includes(drill.targetInstanceId)) {
+    throw new ConfigError(`${field}.drill.targetInstanceId`, 'must be a separate drill instance, not the array\'s instance or its replacement');
+  }
   return {
     name,
     schedules,
     retention: raw.retention === undefined ? defaults.retention : integer(raw.retention, `${field}.retention`, 1, 1000),
     consistency: raw.consistency === undefined ? defaults.consistency
       : oneOf(raw.consistency, `${field}.consistency`, ['crash', 'fsfreeze'] as const),
-    initialization: raw.initialization === undefined ? defaults.initialization
-      : oneOf(raw.initialization, `${field}.initialization`, ['fsr', 'rate', 'prewarm', 'none'] as const),
+    initialization,
     rpoMinutes: raw.rpoMinutes === undefined ? undefined : integer(raw.rpoMinutes, `${field}.rpoMinutes`, 5, 525600),
+    ...(recovery ? { recovery } : {}),
+    ...(drill ? { drill } : {}),
+  };
+}
+
+function parseRecovery(raw: unknown, field: string, arrayInitialization: Initialization): RecoveryConfig {
+  if (!isObject(raw)) throw new ConfigError(field, 'must be a mapping with at least instanceId');
+  only(raw, field, ['instanceId', 'mode', 'replacementInstanceId', 'autoScalingGroup', 'initialization']);
+  const instanceId = matching(raw.instanceId, `${field}.instanceId`, INSTANCE_ID, 'the array instance\'s id (i-...)');
+  const mode = raw.mode === undefined ? 'replace' : oneOf(raw.mode, `${field}.mode`, ['replace', 'attach'] as const);
+  const replacementInstanceId = raw.replacementInstanceId === undefined ? undefined
+    : matching(raw.replacementInstanceId, `${field}.replacementInstanceId`, INSTANCE_ID, 'an instance id (i-...)');
+  if (replacementInstanceId === instanceId) {
+    throw new ConfigError(`${field}.replacementInstanceId`, 'must be another instance than instanceId');
+  }
+  if (mode === 'attach' && !replacementInstanceId) {
+    throw new ConfigError(`${field}.replacementInstanceId`, 'is required with mode attach (attach restores onto the replacement); or use mode replace');
+  }
+  const autoScalingGroup = raw.autoScalingGroup === undefined ? undefined
+    : matching(raw.autoScalingGroup, `${field}.autoScalingGroup`, ASG_NAME, 'an Auto Scaling group name (letters, digits, ".", "_", "-")');
+  return {
+    instanceId,
+    mode,
+    ...(replacementInstanceId ? { replacementInstanceId } : {}),
+    ...(autoScalingGroup ? { autoScalingGroup } : {}),
+    initialization: raw.initialization === undefined ? arrayInitialization
+      : oneOf(raw.initialization, `${field}.initialization`, ['fsr', 'rate', 'prewarm', 'none'] as const),
+  };
+}
+
+function parseDrill(raw: unknown, field: string, defaults: ArrayDefaults): DrillConfig {
+  if (!isObject(raw)) throw new ConfigError(field, 'must be a mapping with schedule and targetInstanceId');
+  only(raw, field, ['schedule', 'targetInstanceId', 'mountPoint', 'mdDevice', 'initialization']);
+  if (raw.schedule === undefined) throw new ConfigError(`${field}.schedule`, 'is required (when drills run)');
+  const d = DRILL_DEFAULTS;
+  return {
+    schedule: parseSchedule(raw.schedule, `${field}.schedule`, defaults),
+    targetInstanceId: matching(raw.targetInstanceId, `${field}.targetInstanceId`, INSTANCE_ID, 'the drill instance\'s id (i-...)'),
+    mountPoint: raw.mountPoint === undefined ? d.mountPoint
+      : matching(raw.mountPoint, `${field}.mountPoint`, MOUNT_POINT, 'an absolute path of plain segments, not "/"'),
+    mdDevice: raw.mdDevice === undefined ? d.mdDevice
+      : matching(raw.mdDevice, `${field}.mdDevice`, MD_DEVICE, 'an md device such as /dev/md100'),
+    initialization: raw.initialization === undefined ? d.initialization
+      : oneOf(raw.initialization, `${field}.initialization`, ['fsr', 'prewarm', 'none'] as const),
   };
 }
 

@@ -3,8 +3,11 @@ import { Construct } from 'constructs';
 import { RaidsnapConfig } from './config';
 import { BackupWorkflow } from './constructs/backup-workflow';
 import { Documents } from './constructs/documents';
+import { Drills } from './constructs/drills';
+import { stackKey } from './constructs/encryption';
 import { FunctionFactory } from './constructs/functions';
 import { Monitoring } from './constructs/monitoring';
+import { notifyAlarms, Recovery } from './constructs/recovery';
 import { RestoreLock, RestoreWorkflow } from './constructs/restore-workflow';
 import { Schedules } from './constructs/schedules';
 
@@ -16,7 +19,9 @@ export interface RaidsnapStackProps extends StackProps {
 export class RaidsnapStack extends Stack {
   readonly backup: BackupWorkflow;
   readonly documents: Documents;
+  readonly drills: Drills;
   readonly monitoring: Monitoring;
+  readonly recovery: Recovery;
   readonly restore: RestoreWorkflow;
   readonly schedules: Schedules;
 
@@ -33,10 +38,21 @@ export class RaidsnapStack extends Stack {
       factory, documents: this.documents, defaults: props.config.defaults, arrays,
       lock: restoreLock, commandPoll: this.backup.functions.CommandPoll,
     });
+    this.recovery = new Recovery(this, 'Recovery', {
+      factory, arrays, restore: this.restore, lock: restoreLock,
+    });
+    this.drills = new Drills(this, 'Drills', {
+      factory, arrays, documents: this.documents, restore: this.restore, commandPoll: this.backup.functions.CommandPoll,
+    });
     this.schedules = new Schedules(this, 'Schedules', { arrays, backup: this.backup.stateMachine });
     this.monitoring = new Monitoring(this, 'Monitoring', {
       factory, arrays, emails: props.config.notifications.emails,
-      workflows: { backup: this.backup.stateMachine, restore: this.restore.stateMachine },
+      workflows: {
+        backup: this.backup.stateMachine, restore: this.restore.stateMachine,
+        recovery: this.recovery.stateMachine, drill: this.drills.stateMachine,
+      },
     });
+    this.drills.notifyTo(this.monitoring.topic, stackKey(this));
+    notifyAlarms(this.recovery, this.monitoring.topic);
   }
 }

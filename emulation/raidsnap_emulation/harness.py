@@ -25,9 +25,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import boto3
+import botocore.session
 from botocore.response import StreamingBody
 from moto import mock_aws
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+    state_task_service_callback,
+    state_task_service_sfn,
+)
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
 
 from raidsnap import clients
@@ -464,7 +469,8 @@ def _environment() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _virtual_waits(clock: VirtualClock) -> Iterator[None]:
-    """Wait states and Retry back-offs advance the virtual clock instead of sleeping."""
+    """Wait states and Retry back-offs advance the virtual clock instead of sleeping; a nested
+    execution (``startExecution.sync``) is looked at every 10 ms of real time, not every 0.5 s."""
 
     def wait_interval(_self: object, env: object, wait_seconds: int) -> None:
         del env
@@ -475,8 +481,55 @@ def _virtual_waits(clock: VirtualClock) -> Iterator[None]:
     saved_time = retrier_decl.__dict__["time"]
     setattr(wait_class, "_wait_interval", wait_interval)  # noqa: B010 - moto internals, pinned
     setattr(retrier_decl, "time", SimpleNamespace(sleep=clock.advance, time=time.time))  # noqa: B010
+    saved_delay = state_task_service_callback._DELAY_SECONDS_SYNC_CONDITION_CHECK
+    state_task_service_callback._DELAY_SECONDS_SYNC_CONDITION_CHECK = 0.01  # type: ignore[misc]
+    sfn_task = state_task_service_sfn.StateTaskServiceSfn
+    saved_sfn = (sfn_task._normalise_parameters, sfn_task._normalise_response)
+    sfn_task._normalise_parameters = _sfn_parameters(saved_sfn[0])  # type: ignore[method-assign]
+    sfn_task._normalise_response = _sfn_response  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
+        sfn_task._normalise_parameters, sfn_task._normalise_response = saved_sfn  # type: ignore[method-assign]
         setattr(wait_class, "_wait_interval", saved_wait)  # noqa: B010
         setattr(retrier_decl, "time", saved_time)  # noqa: B010
+        state_task_service_callback._DELAY_SECONDS_SYNC_CONDITION_CHECK = saved_delay  # type: ignore[misc]
+
+
+# moto 5.2.5's states:startExecution integration passes the ASL's Parameters (StateMachineArn,
+# Input, Name) to boto3 unconverted, which fails, and returns boto3's camelCase answer where Step
+# Functions gives PascalCase (ExecutionArn, Output, Error, Cause). These restore what the service
+# does, from the Step Functions API model, for that integration only.
+_SFN_MODEL = botocore.session.get_session().get_service_model("stepfunctions")
+
+
+def _sfn_operation(task: Any, service_action_name: str | None) -> Any:
+    action = task._get_boto_service_action(service_action_name)
+    return _SFN_MODEL.operation_model("".join(w.capitalize() for w in action.split("_")))
+
+
+def _sfn_parameters(original: Any) -> Any:
+    def normalise(
+        task: Any,
+        parameters: dict[str, Any],
+        boto_service_name: str | None = None,
+        service_action_name: str | None = None,
+    ) -> None:
+        original(task, parameters, boto_service_name, service_action_name)
+        task._to_boto_request(parameters, _sfn_operation(task, service_action_name).input_shape)
+
+    return normalise
+
+
+def _sfn_response(
+    task: Any,
+    response: Any,
+    boto_service_name: str | None = None,
+    service_action_name: str | None = None,
+) -> None:
+    del boto_service_name
+    task._from_boto_response(response, _sfn_operation(task, service_action_name).output_shape)
+    if isinstance(response, dict):  # Step Functions gives dates as epoch milliseconds
+        for key, value in response.items():
+            if isinstance(value, datetime):
+                response[key] = int(value.timestamp() * 1000)

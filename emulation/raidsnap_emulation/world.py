@@ -3,6 +3,7 @@ volumes that are not members, all made through the EC2 API as an operator would.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,3 +200,141 @@ def restored_volumes(execution_arn: str) -> list[dict[str, Any]]:
 
 def terminate(instance_id: str) -> None:
     boto3.client("ec2").terminate_instances(InstanceIds=[instance_id])
+
+
+# ---------------------------------------------------------------------- recovery and drills
+#
+# EventBridge events as AWS delivers them to a rule's Lambda target. Shapes from the AWS docs:
+# CloudWatch "Alarm events and EventBridge" (single metric alarm state change), Amazon EC2
+# "EC2 instance state-change events", and Amazon EC2 Auto Scaling "Lifecycle hook events"
+# (EC2 Instance-launch Lifecycle Action).
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+
+
+def alarm_event(
+    instance_id: str,
+    *,
+    alarm_name: str = "raidsnap-attached-ebs-db1",
+    at: str = "2026-11-21T06:00:00Z",
+    state: str = "ALARM",
+    event_id: str = "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+) -> dict[str, Any]:
+    """CloudWatch Alarm State Change of an alarm on StatusCheckFailed_AttachedEBS."""
+    timestamp = at.replace("Z", ".000+0000")
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": "CloudWatch Alarm State Change",
+        "source": "aws.cloudwatch",
+        "account": ACCOUNT,
+        "time": at,
+        "region": REGION,
+        "resources": [f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:{alarm_name}"],
+        "detail": {
+            "alarmName": alarm_name,
+            "state": {
+                "value": state,
+                "reason": "Threshold Crossed: 2 out of the last 2 datapoints [1.0 (21/11/26 "
+                "05:59:00), 1.0 (21/11/26 05:58:00)] were greater than or equal to the "
+                "threshold (1.0) (minimum 2 datapoints for OK -> ALARM transition).",
+                "reasonData": '{"version":"1.0","queryDate":"' + timestamp + '"}',
+                "timestamp": timestamp,
+            },
+            "previousState": {
+                "value": "OK",
+                "reason": "Threshold Crossed: no datapoints were received",
+                "timestamp": "2026-11-20T06:00:00.000+0000",
+            },
+            "configuration": {
+                "description": f"raidsnap: an attached EBS volume of {instance_id} fails",
+                "metrics": [
+                    {
+                        "id": "7b2b4b1e-3a43-4c3e-b0c9-3e2e3c2d1f00",
+                        "metricStat": {
+                            "metric": {
+                                "dimensions": {"InstanceId": instance_id},
+                                "name": "StatusCheckFailed_AttachedEBS",
+                                "namespace": "AWS/EC2",
+                            },
+                            "period": 60,
+                            "stat": "Maximum",
+                        },
+                        "returnData": True,
+                    }
+                ],
+            },
+        },
+    }
+
+
+def instance_state_event(
+    instance_id: str, state: str = "terminated", *, at: str = "2026-11-21T06:00:00Z"
+) -> dict[str, Any]:
+    """EC2 Instance State-change Notification."""
+    return {
+        "version": "0",
+        "id": "7bf73129-1428-4cd3-a780-95db273d1602",
+        "detail-type": "EC2 Instance State-change Notification",
+        "source": "aws.ec2",
+        "account": ACCOUNT,
+        "time": at,
+        "region": REGION,
+        "resources": [f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/{instance_id}"],
+        "detail": {"instance-id": instance_id, "state": state},
+    }
+
+
+def launch_event(
+    group: str,
+    instance_id: str,
+    *,
+    hook: str = "raidsnap-db1",
+    token: str = "87654321-4321-4321-4321-210987654321",  # noqa: S107 - a lifecycle action id
+    at: str = "2026-11-21T06:00:00Z",
+) -> dict[str, Any]:
+    """EC2 Instance-launch Lifecycle Action of an Auto Scaling group's launch hook."""
+    return {
+        "version": "0",
+        "id": "468fe059-f4b7-445f-bb22-2a271b94974d",
+        "detail-type": "EC2 Instance-launch Lifecycle Action",
+        "source": "aws.autoscaling",
+        "account": ACCOUNT,
+        "time": at,
+        "region": REGION,
+        "resources": [
+            f"arn:aws:autoscaling:{REGION}:{ACCOUNT}:autoScalingGroup:"
+            f"8c5b3a8e-2a4f-4b5a-9d6e-0f1e2d3c4b5a:autoScalingGroupName/{group}"
+        ],
+        "detail": {
+            "LifecycleActionToken": token,
+            "AutoScalingGroupName": group,
+            "LifecycleHookName": hook,
+            "EC2InstanceId": instance_id,
+            "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
+            "Origin": "EC2",
+            "Destination": "AutoScalingGroup",
+        },
+    }
+
+
+def configure_recovery(emu: Any, array: str, **settings: str) -> None:
+    """Give the recovery trigger this array's recovery settings, as a config file would (the
+    emulation's template is synthesized without one): instanceId, mode, replacementInstanceId,
+    autoScalingGroup, initialization."""
+    fn = next(
+        f for f in emu.router.functions.values() if f.handler.endswith(".recovery_start.handler")
+    )
+    current = json.loads(fn.environment.get("RECOVERY_BY_ARRAY") or "{}")
+    current[array] = {"mode": "replace", **settings}
+    fn.environment["RECOVERY_BY_ARRAY"] = json.dumps(current)
+
+
+def create_topics(emu: Any) -> list[str]:
+    """The stack's SNS topics, as the template names them (the harness creates none)."""
+    sns = boto3.client("sns")
+    return [
+        sns.create_topic(Name=logical_id)["TopicArn"]
+        for logical_id in emu.template.of_type("AWS::SNS::Topic")
+    ]

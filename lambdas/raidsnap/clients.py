@@ -9,7 +9,9 @@ import boto3
 from botocore.config import Config
 
 if TYPE_CHECKING:
+    from mypy_boto3_autoscaling import AutoScalingClient
     from mypy_boto3_ec2 import EC2Client
+    from mypy_boto3_sns import SNSClient
     from mypy_boto3_ssm import SSMClient
     from mypy_boto3_stepfunctions import SFNClient
 
@@ -38,9 +40,21 @@ def stepfunctions() -> SFNClient:
     return boto3.client("stepfunctions", config=_CONFIG)
 
 
+@cache
+def autoscaling() -> AutoScalingClient:
+    return boto3.client("autoscaling", config=_CONFIG)
+
+
+@cache
+def sns() -> SNSClient:
+    return boto3.client("sns", config=_CONFIG)
+
+
 def reset() -> None:
     """Forget cached clients (tests switch regions and mocks between cases)."""
     ec2.cache_clear()
     ssm.cache_clear()
     dynamodb.cache_clear()
     stepfunctions.cache_clear()
+    autoscaling.cache_clear()
+    sns.cache_clear()

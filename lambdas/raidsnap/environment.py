@@ -145,3 +145,48 @@ def initialization_for(array: str, default: str) -> str:
 def restore_lock_table() -> str | None:
     """The restore lock table, for backup retention (absent: no restore workflow deployed)."""
     return os.environ.get("RESTORE_LOCK_TABLE", "").strip() or None
+
+
+@dataclass(frozen=True)
+class RecoverySettings:
+    """What the recovery trigger needs: where to start recoveries, the restore lock to respect,
+    and each configured array's recovery settings (RECOVERY_BY_ARRAY, a JSON map)."""
+
+    state_machine_arn: str
+    lock_table: str
+    by_array: dict[str, dict[str, str]]
+
+    @classmethod
+    def from_env(cls) -> RecoverySettings:
+        raw = os.environ.get("RECOVERY_BY_ARRAY", "").strip() or "{}"
+        try:
+            mapping = json.loads(raw)
+        except json.JSONDecodeError:
+            raise ConfigurationError("RECOVERY_BY_ARRAY is not valid JSON") from None
+        if not isinstance(mapping, dict) or not all(isinstance(v, dict) for v in mapping.values()):
+            raise ConfigurationError("RECOVERY_BY_ARRAY must map array names to settings")
+        return cls(
+            state_machine_arn=_require("RECOVERY_STATE_MACHINE_ARN"),
+            lock_table=_require("LOCK_TABLE"),
+            by_array={str(k): {str(a): str(b) for a, b in v.items()} for k, v in mapping.items()},
+        )
+
+
+@dataclass(frozen=True)
+class DrillSettings:
+    """The restore workflow a drill runs, and the document that checks the restored copy."""
+
+    restore_state_machine_arn: str
+
+    @classmethod
+    def from_env(cls) -> DrillSettings:
+        return cls(restore_state_machine_arn=_require("RESTORE_STATE_MACHINE_ARN"))
+
+
+def drill_documents() -> tuple[str, str]:
+    """(discover, release): the documents a drill runs on its target."""
+    return _require("DISCOVER_DOCUMENT"), _require("RELEASE_DOCUMENT")
+
+
+def topic_arn() -> str:
+    return _require("TOPIC_ARN")

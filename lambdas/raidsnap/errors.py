@@ -56,6 +56,14 @@ class RestoreInProgressError(RaidsnapError):
     """Another restore of the same array holds the lock."""
 
 
+class DrillVerificationFailedError(RaidsnapError):
+    """A drill restored the set, but what came up on the drill instance is not that array."""
+
+
+class DrillTeardownFailedError(RaidsnapError):
+    """A drill could not remove every volume its restore created."""
+
+
 class ThrottledError(RaidsnapError):
     """EC2 or SSM throttled us beyond the SDK's retries; the workflow retries with backoff."""
 

@@ -142,3 +142,29 @@ def parse_restore_input(data: Any) -> RestoreInput:
     request = parse_input(RestoreInput, data)
     request.check_combinations()
     return request
+
+
+# A drill assembles its copy away from the production array's usual /dev/md0 and mount point,
+# so the drill instance's own arrays (if any) are never in the way.
+DRILL_MOUNT_POINT = "/mnt/raidsnap-drill"
+DRILL_MD_DEVICE = "/dev/md100"
+
+
+class DrillInput(BaseModel):
+    """A restore drill: the latest (or a given) set, restored read-only onto a drill instance,
+    checked, and removed again."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    array: ArrayName
+    targetInstanceId: InstanceId
+    setId: SetId = "latest"
+    mountPoint: MountPoint = DRILL_MOUNT_POINT
+    mdDevice: MdDevice = DRILL_MD_DEVICE
+    # rate needs a rate of its own; a drill measures the set, not the initialization.
+    initialization: Literal["fsr", "prewarm", "none"] = "none"
+    trigger: Literal["schedule", "manual"] = "manual"
+
+
+def parse_drill_input(data: Any) -> DrillInput:
+    return parse_input(DrillInput, data)

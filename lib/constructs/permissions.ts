@@ -184,6 +184,50 @@ export class RestorePermissions extends Permissions {
     return `arn:${s.partition}:states:${s.region}:${s.account}:execution:${stateMachineName}:`;
   }
 
+  /** A state machine that runs this restore workflow nested (startExecution.sync:2): start it,
+   * follow and stop only executions whose names match `names`, and the managed rule through
+   * which Step Functions learns that the child ended. */
+  runNestedRestore(restoreArn: string, stateMachineName: string, names = '*'): iam.PolicyStatement[] {
+    const s = this.scopeStack;
+    return [
+      new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [restoreArn] }),
+      new iam.PolicyStatement({
+        actions: ['states:DescribeExecution', 'states:StopExecution'],
+        resources: [`${this.executionArnPrefix(stateMachineName)}${names}`],
+      }),
+      new iam.PolicyStatement({
+        actions: ['events:PutTargets', 'events:PutRule', 'events:DescribeRule'],
+        resources: [`arn:${s.partition}:events:${s.region}:${s.account}:rule/StepFunctionsGetEventsForStepFunctionsExecutionRule`],
+      }),
+    ];
+  }
+
+  /** Complete launch lifecycle actions of exactly these Auto Scaling groups (any of their
+   * generated ids). */
+  completeLifecycleActions(groups: readonly string[]): iam.PolicyStatement {
+    const s = this.scopeStack;
+    return new iam.PolicyStatement({
+      actions: ['autoscaling:CompleteLifecycleAction'],
+      resources: groups.map((g) => `arn:${s.partition}:autoscaling:${s.region}:${s.account}:autoScalingGroup:*:autoScalingGroupName/${g}`),
+    });
+  }
+
+  /** A drill's teardown: detach and delete only volumes created by a restore the drill started
+   * (raidsnap:restore-execution names an execution of the restore workflow called drill-...),
+   * detaching only from instances tagged with an array. */
+  removeDrillVolumes(stateMachineName: string, namePrefix: string): iam.PolicyStatement[] {
+    return [
+      new iam.PolicyStatement({
+        actions: ['ec2:DetachVolume', 'ec2:DeleteVolume'],
+        resources: [this.ec2Arn('volume/*')],
+        conditions: {
+          StringLike: { [`aws:ResourceTag/${RESTORE_EXECUTION_TAG}`]: `${this.executionArnPrefix(stateMachineName)}${namePrefix}*` },
+        },
+      }),
+      this.onArrayInstances('ec2:DetachVolume'),
+    ];
+  }
+
   /** DescribeExecution of this workflow's own executions (is a lock's holder still running?).
    * Built from a fixed state machine name: the state machine's ARN would make the functions
    * depend on the state machine that depends on them. */

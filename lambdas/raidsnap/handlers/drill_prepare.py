@@ -1,0 +1,17 @@
+"""Drill, step 1: validate the request and the drill instance, name the nested restore."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap import drill
+from raidsnap.environment import DrillSettings
+from raidsnap.handlers._entry import entry
+from raidsnap.observability import logger
+
+
+@entry
+def handler(event: dict[str, Any]) -> dict[str, Any]:
+    state = drill.prepare(event, DrillSettings.from_env())
+    logger.append_keys(array=state["array"], target=state["targetInstanceId"])
+    return state

@@ -1,0 +1,17 @@
+"""EventBridge target: an alarm, a lost instance or a launch into an array's Auto Scaling group
+becomes one recovery run (a duplicate event starts nothing new)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap import recovery
+from raidsnap.environment import RecoverySettings
+from raidsnap.handlers._entry import entry
+from raidsnap.observability import logger
+
+
+@entry
+def handler(event: dict[str, Any]) -> dict[str, Any]:
+    logger.append_keys(event_id=event.get("id"), detail_type=event.get("detail-type"))
+    return recovery.start(event, RecoverySettings.from_env())

@@ -1,0 +1,356 @@
+"""Automated recovery: an EventBridge event about a failing array becomes one recovery run.
+
+Three events start a recovery (see lib/constructs/recovery.ts for the rules):
+- the array instance's ``StatusCheckFailed_AttachedEBS`` alarm going to ALARM: restore the
+  latest set in replace mode on the same instance, or in attach mode onto the configured
+  replacement;
+- the array instance terminated, where a replacement is configured: restore onto it;
+- an instance launching into the array's Auto Scaling group of one (a launch lifecycle hook
+  holds it in Pending:Wait): restore onto the new instance, then CONTINUE or ABANDON.
+
+Each event maps to one execution name, so an event delivered twice starts one recovery.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from raidsnap import arrays, clients, lock, tags
+from raidsnap.aws import error_code
+from raidsnap.environment import RecoverySettings
+from raidsnap.errors import InstanceNotReadyError, public_name
+from raidsnap.observability import logger
+
+ALARM = ("aws.cloudwatch", "CloudWatch Alarm State Change")
+STATE_CHANGE = ("aws.ec2", "EC2 Instance State-change Notification")
+LAUNCH = ("aws.autoscaling", "EC2 Instance-launch Lifecycle Action")
+# Instance states that mean the array's instance is gone for good. A stopped instance keeps its
+# volumes and comes back with them when started: that is no reason to restore elsewhere.
+LOST_STATES = ("terminated",)
+
+TARGET_POLL_SECONDS = 15
+# A launching instance boots and registers its SSM agent within a few minutes; past this the
+# recovery gives up (and a lifecycle action is abandoned).
+TARGET_BUDGET_SECONDS = 900
+
+_NAME_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """What an event asks for: which array, restored how, and which execution name."""
+
+    kind: str
+    array: str
+    key: str
+    restore: dict[str, Any]
+    lifecycle: dict[str, str] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def execution_name(self) -> str:
+        """``<kind>-<array>-<hash of the event's identity>``, at most 72 characters: the
+        nested restore is named after it with ``-restore`` appended (80 at most)."""
+        digest = hashlib.sha256(self.key.encode()).hexdigest()[:24]
+        array = _NAME_SAFE.sub("-", self.array)[:32]
+        return f"{self.kind}-{array}-{digest}"
+
+
+def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
+    """Start one recovery for the event, or say why not. Never raises for an event that is
+    simply not ours: EventBridge would only deliver it again."""
+    trigger = classify(event, settings)
+    if trigger is None:
+        return {"started": False, "reason": "not a recovery event for a raidsnap array"}
+    holder = lock.current(settings.lock_table, trigger.array)
+    if (
+        holder is not None
+        and holder.lease_until > int(time.time())
+        and _running(holder.execution_arn)
+    ):
+        logger.warning(
+            "a restore of this array is running; no recovery started",
+            extra={"array": trigger.array, "holder": holder.execution_arn},
+        )
+        return {
+            "started": False,
+            "array": trigger.array,
+            "reason": f"a restore of {trigger.array} is already running ({holder.execution_arn})",
+        }
+    payload = {
+        "array": trigger.array,
+        "trigger": trigger.kind,
+        "event": {
+            "id": event.get("id"),
+            "source": event.get("source"),
+            "detailType": event.get("detail-type"),
+            "time": event.get("time"),
+            "resources": event.get("resources") or [],
+        },
+        "restore": trigger.restore,
+        "lifecycle": trigger.lifecycle,
+        "notes": trigger.notes,
+    }
+    name = trigger.execution_name
+    try:
+        arn = clients.stepfunctions().start_execution(
+            stateMachineArn=settings.state_machine_arn,
+            name=name,
+            input=json.dumps(payload, sort_keys=True),
+        )["executionArn"]
+    except ClientError as err:
+        if error_code(err) != "ExecutionAlreadyExists":
+            raise
+        logger.info("recovery for this event already started", extra={"execution_name": name})
+        return {"started": False, "array": trigger.array, "name": name, "reason": "duplicate"}
+    logger.info("recovery started", extra={"array": trigger.array, "execution": arn})
+    return {"started": True, "array": trigger.array, "name": name, "executionArn": arn}
+
+
+def _running(execution_arn: str) -> bool:
+    try:
+        status = clients.stepfunctions().describe_execution(executionArn=execution_arn)["status"]
+    except ClientError as err:
+        if error_code(err) in ("ExecutionDoesNotExist", "InvalidArn"):
+            return False
+        raise
+    return status == "RUNNING"
+
+
+# ---------------------------------------------------------------------- events
+
+
+def classify(event: dict[str, Any], settings: RecoverySettings) -> Trigger | None:
+    kind = (event.get("source"), event.get("detail-type"))
+    detail = event.get("detail") or {}
+    if kind == ALARM:
+        return _from_alarm(event, detail, settings)
+    if kind == STATE_CHANGE:
+        return _from_state_change(event, detail, settings)
+    if kind == LAUNCH:
+        return _from_launch(detail, settings)
+    logger.warning("ignored event", extra={"source": kind[0], "detailType": kind[1]})
+    return None
+
+
+def _restore_input(array: str, config: dict[str, str], **fields: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"array": array, "setId": "latest", **fields}
+    if config.get("initialization"):
+        out["initialization"] = config["initialization"]
+    return out
+
+
+def _array_of_instance(instance_id: str, settings: RecoverySettings) -> tuple[str, dict[str, str]]:
+    """The array whose configured instance this is, else the array the instance is tagged with
+    (an array without recovery config still recovers in place)."""
+    for array, config in settings.by_array.items():
+        if config.get("instanceId") == instance_id:
+            return array, config
+    tagged = instance_facts(instance_id)[1].get(tags.ARRAY, "")
+    return tagged, settings.by_array.get(tagged, {})
+
+
+def instance_facts(instance_id: str) -> tuple[str, dict[str, str]]:
+    """(state, tags) of an instance; ("unknown", {}) when EC2 does not know it."""
+    try:
+        found = clients.ec2().describe_instances(InstanceIds=[instance_id])["Reservations"]
+    except ClientError as err:
+        if error_code(err).startswith("InvalidInstanceID"):
+            return "unknown", {}
+        raise
+    raw = found[0]["Instances"][0] if found and found[0]["Instances"] else {}
+    state = str(raw.get("State", {}).get("Name", "unknown"))
+    return state, tags.as_dict(raw.get("Tags"))  # type: ignore[arg-type]
+
+
+def _from_alarm(
+    event: dict[str, Any], detail: dict[str, Any], settings: RecoverySettings
+) -> Trigger | None:
+    state = detail.get("state") or {}
+    if state.get("value") != "ALARM":
+        return None
+    instance_id = ""
+    for metric in (detail.get("configuration") or {}).get("metrics") or []:
+        dims = ((metric.get("metricStat") or {}).get("metric") or {}).get("dimensions") or {}
+        instance_id = instance_id or str(dims.get("InstanceId", ""))
+    if not instance_id:
+        logger.warning("alarm without an InstanceId dimension", extra={"alarm": detail})
+        return None
+    array, config = _array_of_instance(instance_id, settings)
+    if not array:
+        logger.warning("alarm for an instance of no array", extra={"instance": instance_id})
+        return None
+    alarm_arn = (event.get("resources") or [detail.get("alarmName", "")])[0]
+    key = f"{alarm_arn}|{state.get('timestamp') or event.get('time')}"
+    replacement = config.get("replacementInstanceId")
+    if config.get("mode") == "attach" and replacement:
+        restore = _restore_input(array, config, mode="attach", targetInstanceId=replacement)
+        note = f"attached EBS of {instance_id} failed; restoring onto {replacement}"
+    else:
+        restore = _restore_input(array, config, mode="replace", targetInstanceId=instance_id)
+        note = f"attached EBS of {instance_id} failed; replacing the array in place"
+    return Trigger("alarm", array, key, restore, notes=[note])
+
+
+def _from_state_change(
+    event: dict[str, Any], detail: dict[str, Any], settings: RecoverySettings
+) -> Trigger | None:
+    instance_id = str(detail.get("instance-id", ""))
+    state = str(detail.get("state", ""))
+    if state not in LOST_STATES:
+        return None
+    for array, config in settings.by_array.items():
+        if config.get("instanceId") != instance_id:
+            continue
+        replacement = config.get("replacementInstanceId")
+        if not replacement:
+            logger.warning("instance lost, no replacement configured", extra={"array": array})
+            return None
+        key = f"{instance_id}|{state}|{event.get('time')}"
+        restore = _restore_input(array, config, mode="attach", targetInstanceId=replacement)
+        note = f"{instance_id} is {state}; restoring onto the replacement {replacement}"
+        return Trigger("lost", array, key, restore, notes=[note])
+    return None
+
+
+def _from_launch(detail: dict[str, Any], settings: RecoverySettings) -> Trigger | None:
+    group = str(detail.get("AutoScalingGroupName", ""))
+    instance_id = str(detail.get("EC2InstanceId", ""))
+    token = str(detail.get("LifecycleActionToken", ""))
+    if detail.get("LifecycleTransition", "autoscaling:EC2_INSTANCE_LAUNCHING") != (
+        "autoscaling:EC2_INSTANCE_LAUNCHING"
+    ):
+        return None
+    for array, config in settings.by_array.items():
+        if config.get("autoScalingGroup") != group or not (instance_id and token):
+            continue
+        restore = _restore_input(array, config, mode="attach", targetInstanceId=instance_id)
+        lifecycle = {
+            "autoScalingGroupName": group,
+            "lifecycleHookName": str(detail.get("LifecycleHookName", "")),
+            "lifecycleActionToken": token,
+            "instanceId": instance_id,
+        }
+        note = f"{instance_id} launched into {group}; restoring onto it"
+        return Trigger("launch", array, token, restore, lifecycle, [note])
+    return None
+
+
+# ---------------------------------------------------------------------- in the workflow
+
+
+def check_target(state: dict[str, Any]) -> dict[str, Any]:
+    """Is the restore's target running with its SSM agent online? A launching instance needs a
+    few minutes; the restore itself would refuse an instance whose agent is not online yet."""
+    target = dict(state.get("target") or {})
+    restore = (state.get("input") or {}).get("restore") or {}
+    instance_id = str(restore.get("targetInstanceId", ""))
+    if not target:
+        target = {"budgetSeconds": TARGET_BUDGET_SECONDS, "waitSeconds": TARGET_POLL_SECONDS}
+    else:
+        target["budgetSeconds"] = int(target["budgetSeconds"]) - int(target["waitSeconds"])
+    if not instance_id:
+        return dict(target, status="ready")  # the restore resolves the array's instance
+    instance_state = instance_facts(instance_id)[0]
+    online = instance_state == "running" and arrays.agent_online(instance_id)
+    if online:
+        return dict(target, status="ready", instanceId=instance_id)
+    if instance_state in ("shutting-down", "terminated", "stopping", "stopped", "unknown"):
+        raise InstanceNotReadyError(
+            f"recovery target {instance_id} is {instance_state}; nothing was restored"
+        )
+    if target["budgetSeconds"] <= 0:
+        raise InstanceNotReadyError(
+            f"the SSM agent of recovery target {instance_id} did not come online within "
+            f"{TARGET_BUDGET_SECONDS} s ({instance_state}); nothing was restored. Check the "
+            "instance profile and the agent, then start a restore"
+        )
+    return dict(target, status="waiting", instanceId=instance_id)
+
+
+def finish(state: dict[str, Any], outcome: str) -> dict[str, Any]:
+    """Complete the lifecycle action (if any) with CONTINUE or ABANDON, and shape the run's
+    output, or its named error and cause."""
+    lifecycle = (state.get("input") or {}).get("lifecycle")
+    if outcome == "succeeded":
+        restored = (state.get("restore") or {}).get("output") or {}
+        result = "CONTINUE"
+        out: dict[str, Any] = {
+            "output": {
+                "array": (state.get("input") or {}).get("array"),
+                "trigger": (state.get("input") or {}).get("trigger"),
+                "restoreExecutionArn": (state.get("restore") or {}).get("executionArn"),
+                "restore": restored,
+                "lifecycleAction": None,
+            }
+        }
+    else:
+        error, cause = child_failure(state.get("error") or {})
+        result = "ABANDON"
+        out = {"error": error, "cause": cause, "lifecycleAction": None}
+    if lifecycle:
+        complete_lifecycle_action(lifecycle, result)
+        if outcome == "succeeded":
+            out["output"]["lifecycleAction"] = result
+        else:
+            out["lifecycleAction"] = result
+            out["cause"] += (
+                f" [lifecycle action of {lifecycle['instanceId']} completed with ABANDON: "
+                "the Auto Scaling group replaces the instance]"
+            )
+    return out
+
+
+def complete_lifecycle_action(lifecycle: dict[str, str], result: str) -> None:
+    try:
+        clients.autoscaling().complete_lifecycle_action(
+            LifecycleHookName=lifecycle["lifecycleHookName"],
+            AutoScalingGroupName=lifecycle["autoScalingGroupName"],
+            LifecycleActionToken=lifecycle["lifecycleActionToken"],
+            LifecycleActionResult=result,
+        )
+    except ClientError as err:
+        # A retried step, or the heartbeat ran out: the action is no longer open.
+        if error_code(err) == "ValidationError" and "No active Lifecycle Action" in str(err):
+            logger.warning("lifecycle action already completed", extra=lifecycle)
+            return
+        raise
+
+
+def child_failure(error: dict[str, Any]) -> tuple[str, str]:
+    """The named error and cause of a failed step. A nested restore that failed reaches us as
+    ``States.TaskFailed`` whose cause is the child's DescribeExecution answer (JSON) carrying
+    the restore's own error and cause; a failed Lambda step's cause is its error JSON."""
+    name, cause = _failure(error)
+    # A Fail state may not name a States.* error; say which one it was instead.
+    if name.startswith("States."):
+        return "RestoreFailed", f"{name}: {cause}"
+    return name, cause
+
+
+def _failure(error: dict[str, Any]) -> tuple[str, str]:
+    name = str(error.get("Error", "States.Runtime"))
+    raw = str(error.get("Cause", ""))
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError:
+        return public_name(name), raw
+    if isinstance(parsed, dict):
+        lowered = {str(k).lower(): v for k, v in parsed.items()}
+        if "errormessage" in lowered:
+            kind = str(lowered.get("errortype") or name)
+            return public_name(kind), str(lowered["errormessage"])
+        if lowered.get("error") or lowered.get("cause"):
+            child = str(lowered.get("executionarn", ""))
+            where = f" (restore {child})" if child else ""
+            return public_name(str(lowered.get("error") or name)), str(
+                lowered.get("cause") or ""
+            ) + where
+    return public_name(name), raw

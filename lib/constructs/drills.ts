@@ -1,0 +1,133 @@
+import { Duration, TimeZone } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as scheduler from 'aws-cdk-lib/aws-scheduler';
+import * as targets from 'aws-cdk-lib/aws-scheduler-targets';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import { Construct } from 'constructs';
+import { ArrayConfig, DrillConfig } from '../config';
+import { Documents } from './documents';
+import { FunctionFactory, FunctionSpec } from './functions';
+import { RestorePermissions } from './permissions';
+import { acknowledgeNestedRestore } from './recovery';
+import { RestoreWorkflow } from './restore-workflow';
+import { Workflow } from './workflow';
+
+/** Every restore a drill starts is named drill-<hash> (lambdas/raidsnap/drill.py). */
+export const DRILL_RESTORE_PREFIX = 'drill-';
+
+export interface DrillsProps {
+  readonly factory: FunctionFactory;
+  readonly arrays: readonly ArrayConfig[];
+  readonly documents: Documents;
+  readonly restore: RestoreWorkflow;
+  /** The shared CommandPoll function (made by the backup workflow). */
+  readonly commandPoll: lambda.IFunction;
+}
+
+const TIMEOUT = Duration.hours(73);
+
+/** statemachines/drill.asl.json, its functions, and a schedule per configured drill. */
+export class Drills extends Construct {
+  readonly stateMachine: sfn.StateMachine;
+  readonly functions: Record<string, lambda.Function>;
+  readonly schedules: scheduler.Schedule[] = [];
+
+  constructor(scope: Construct, id: string, props: DrillsProps) {
+    super(scope, id);
+    const p = new RestorePermissions(this);
+    const docs = props.documents;
+    const restoreName = props.restore.stateMachineName;
+    const environment = {
+      RESTORE_STATE_MACHINE_ARN: props.restore.stateMachine.stateMachineArn,
+      DISCOVER_DOCUMENT: docs.names.discover,
+      RELEASE_DOCUMENT: docs.names.release,
+    };
+    const specs: FunctionSpec[] = [
+      {
+        id: 'DrillPrepare', module: 'drill_prepare',
+        description: 'drill: validate the request and the drill instance',
+        statements: [p.describe('ec2:DescribeInstances')],
+      },
+      {
+        id: 'DrillVerify', module: 'drill_verify',
+        description: 'drill: discover the copy on the drill instance and check it against the set',
+        statements: [p.describe('ec2:DescribeSnapshots'), ...p.sendCommand(docs.arns('discover'))],
+      },
+      {
+        id: 'DrillTeardown', module: 'drill_teardown',
+        description: 'drill: release the copy, detach and delete only the volumes its restore created',
+        statements: [
+          p.describe('ec2:DescribeVolumes'),
+          ...p.sendCommand(docs.arns('release')),
+          ...p.removeDrillVolumes(restoreName, DRILL_RESTORE_PREFIX),
+        ],
+      },
+      {
+        id: 'DrillReport', module: 'drill_report',
+        description: 'drill: publish DrillSucceeded or DrillFailed and notify the operators',
+        statements: [],
+      },
+    ];
+    this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment })));
+    const f = this.functions;
+    const workflow = new Workflow(this, 'Workflow', {
+      definitionFile: 'drill.asl.json',
+      comment: 'raidsnap drill: restore a set read-only onto a drill instance, check it, remove it, report',
+      timeout: TIMEOUT,
+      functions: {
+        DrillPrepareFunctionArn: f.DrillPrepare,
+        DrillVerifyFunctionArn: f.DrillVerify,
+        DrillTeardownFunctionArn: f.DrillTeardown,
+        DrillReportFunctionArn: f.DrillReport,
+        CommandPollFunctionArn: props.commandPoll,
+      },
+      values: { RestoreStateMachineArn: props.restore.stateMachine.stateMachineArn },
+    });
+    this.stateMachine = workflow.stateMachine;
+    for (const s of p.runNestedRestore(props.restore.stateMachine.stateMachineArn, restoreName)) {
+      this.stateMachine.addToRolePolicy(s);
+    }
+    acknowledgeNestedRestore(this.stateMachine, restoreName, '*');
+
+    const drilled = props.arrays.filter((a) => a.drill !== undefined) as Array<ArrayConfig & { drill: DrillConfig }>;
+    if (drilled.length) {
+      const group = new scheduler.ScheduleGroup(this, 'Group', {});
+      for (const array of drilled) {
+        const d = array.drill;
+        this.schedules.push(new scheduler.Schedule(this, `${array.name}`, {
+          description: `raidsnap restore drill of ${array.name} onto ${d.targetInstanceId}`,
+          schedule: scheduler.ScheduleExpression.expression(d.schedule.expression, TimeZone.of(d.schedule.timezone)),
+          scheduleGroup: group,
+          target: new targets.StepFunctionsStartExecution(this.stateMachine, {
+            input: scheduler.ScheduleTargetInput.fromObject({
+              array: array.name,
+              targetInstanceId: d.targetInstanceId,
+              mountPoint: d.mountPoint,
+              mdDevice: d.mdDevice,
+              initialization: d.initialization,
+              trigger: 'schedule',
+            }),
+            retryAttempts: d.schedule.retryAttempts,
+            maxEventAge: Duration.minutes(d.schedule.maxEventAgeMinutes),
+          }),
+        }));
+      }
+    }
+  }
+
+  /** Send the drill's report to the operators' topic (encrypted with `key`): made after the
+   * monitoring, which watches this workflow's runs. */
+  notifyTo(topic: sns.ITopic, key: kms.IKey): void {
+    const report = this.functions.DrillReport;
+    report.addEnvironment('TOPIC_ARN', topic.topicArn);
+    report.addToRolePolicy(new iam.PolicyStatement({ actions: ['sns:Publish'], resources: [topic.topicArn] }));
+    // SNS encrypts the message with the topic's key on the publisher's behalf.
+    report.addToRolePolicy(new iam.PolicyStatement({
+      actions: ['kms:GenerateDataKey', 'kms:Decrypt'],
+      resources: [key.keyArn],
+    }));
+  }
+}

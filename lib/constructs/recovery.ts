@@ -1,0 +1,200 @@
+import { Duration, Stack, Token } from 'aws-cdk-lib';
+import * as autoscaling from 'aws-cdk-lib/aws-autoscaling';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as eventTargets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import { Construct } from 'constructs';
+import { ArrayConfig, RecoveryConfig } from '../config';
+import { acknowledge } from '../nag';
+import { FunctionFactory } from './functions';
+import { RestorePermissions } from './permissions';
+import { RestoreLock, RestoreWorkflow } from './restore-workflow';
+import { Workflow } from './workflow';
+
+export const ATTACHED_EBS_METRIC = 'StatusCheckFailed_AttachedEBS';
+/** A launching instance waits this long in Pending:Wait for its array before the hook's
+ * default result (ABANDON) ends it. */
+export const LIFECYCLE_HEARTBEAT = Duration.hours(1);
+
+export interface RecoveryProps {
+  readonly factory: FunctionFactory;
+  readonly arrays: readonly ArrayConfig[];
+  readonly restore: RestoreWorkflow;
+  readonly lock: RestoreLock;
+}
+
+/** The restore input's limit for the recovery: a restore may take 3 days (prewarm). */
+const TIMEOUT = Duration.hours(73);
+
+/** Lifecycle hook names take letters, digits, "-", "_" and "/". */
+export function lifecycleHookName(array: string): string {
+  return `raidsnap-${array.replace(/[^A-Za-z0-9_-]/g, '-')}`;
+}
+
+/** statemachines/recovery.asl.json, its functions, and per configured array what starts it:
+ * an alarm on the instance's attached-EBS status check, the instance's termination (where a
+ * replacement is configured), and launches into its Auto Scaling group of one. */
+export class Recovery extends Construct {
+  readonly stateMachine: sfn.StateMachine;
+  readonly functions: Record<string, lambda.Function>;
+  readonly alarms: Record<string, cloudwatch.Alarm> = {};
+  readonly rules: events.Rule[] = [];
+  readonly hooks: autoscaling.CfnLifecycleHook[] = [];
+
+  constructor(scope: Construct, id: string, props: RecoveryProps) {
+    super(scope, id);
+    const p = new RestorePermissions(this);
+    const restoreName = props.restore.stateMachineName;
+    const configured = props.arrays.filter((a) => a.recovery !== undefined) as Array<ArrayConfig & { recovery: RecoveryConfig }>;
+    const groups = [...new Set(configured.map((a) => a.recovery.autoScalingGroup).filter((g): g is string => !!g))];
+
+    const step = props.factory.create(this, {
+      id: 'RecoveryStep',
+      module: 'recovery_step',
+      description: 'recovery: wait for the target, complete its lifecycle action, name the outcome',
+      statements: [
+        p.describe('ec2:DescribeInstances', 'ssm:DescribeInstanceInformation'),
+        ...(groups.length ? [p.completeLifecycleActions(groups)] : []),
+      ],
+    });
+    if (groups.length) {
+      const policy = step.role?.node.tryFindChild('DefaultPolicy');
+      for (const g of groups) {
+        if (policy) {
+          acknowledge(policy,
+            `AwsSolutions-IAM5[Resource::${nagArn(this, 'autoscaling', `autoScalingGroup:*:autoScalingGroupName/${g}`)}]`,
+            `the group's generated id is not known at deploy time; the ARN names exactly the configured group ${g}`);
+        }
+      }
+    }
+
+    const workflow = new Workflow(this, 'Workflow', {
+      definitionFile: 'recovery.asl.json',
+      comment: 'raidsnap recovery: restore an array after its instance or EBS failed, or onto a new instance of its Auto Scaling group',
+      timeout: TIMEOUT,
+      functions: { RecoveryStepFunctionArn: step },
+      values: { RestoreStateMachineArn: props.restore.stateMachine.stateMachineArn },
+    });
+    this.stateMachine = workflow.stateMachine;
+    for (const s of p.runNestedRestore(props.restore.stateMachine.stateMachineArn, restoreName)) {
+      this.stateMachine.addToRolePolicy(s);
+    }
+    acknowledgeNestedRestore(this.stateMachine, restoreName, '*');
+
+    const start = props.factory.create(this, {
+      id: 'RecoveryStart',
+      module: 'recovery_start',
+      description: 'turn an alarm, a lost instance or a lifecycle launch into one recovery run',
+      statements: [
+        new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [this.stateMachine.stateMachineArn] }),
+        props.lock.statement('GetItem'),
+        p.describeExecutions(restoreName),
+        p.describe('ec2:DescribeInstances'),
+      ],
+      environment: {
+        RECOVERY_STATE_MACHINE_ARN: this.stateMachine.stateMachineArn,
+        LOCK_TABLE: props.lock.table.tableName,
+        RECOVERY_BY_ARRAY: JSON.stringify(Object.fromEntries(configured.map((a) => [a.name, a.recovery]))),
+      },
+    });
+    const startPolicy = start.role?.node.tryFindChild('DefaultPolicy');
+    if (startPolicy) {
+      acknowledge(startPolicy,
+        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${restoreName}:*`)}]`,
+        'DescribeExecution of the restore workflow\'s own executions only: is the holder of a restore lock still running?');
+    }
+    this.functions = { RecoveryStart: start, RecoveryStep: step };
+    const target = new eventTargets.LambdaFunction(start, { retryAttempts: 8, maxEventAge: Duration.hours(1) });
+
+    for (const array of configured) {
+      const r = array.recovery;
+      const alarm = new cloudwatch.Alarm(this, `AttachedEbs-${array.name}`, {
+        alarmDescription: `raidsnap: an attached EBS volume of ${r.instanceId} (array ${array.name}) fails its status check; a recovery restores the array`,
+        metric: new cloudwatch.Metric({
+          namespace: 'AWS/EC2',
+          metricName: ATTACHED_EBS_METRIC,
+          dimensionsMap: { InstanceId: r.instanceId },
+          statistic: 'Maximum',
+          period: Duration.minutes(1),
+        }),
+        threshold: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        evaluationPeriods: 2,
+        datapointsToAlarm: 2,
+        // A stopped or terminated instance reports nothing: that is not an EBS failure.
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      });
+      this.alarms[array.name] = alarm;
+      this.rules.push(new events.Rule(this, `OnAlarm-${array.name}`, {
+        description: `raidsnap: recover ${array.name} when its attached EBS status check alarm fires`,
+        eventPattern: {
+          source: ['aws.cloudwatch'],
+          detailType: ['CloudWatch Alarm State Change'],
+          resources: [alarm.alarmArn],
+          detail: { state: { value: ['ALARM'] } },
+        },
+        targets: [target],
+      }));
+      if (r.replacementInstanceId) {
+        this.rules.push(new events.Rule(this, `OnInstanceLost-${array.name}`, {
+          description: `raidsnap: restore ${array.name} onto ${r.replacementInstanceId} when ${r.instanceId} is terminated`,
+          eventPattern: {
+            source: ['aws.ec2'],
+            detailType: ['EC2 Instance State-change Notification'],
+            detail: { 'instance-id': [r.instanceId], 'state': ['terminated'] },
+          },
+          targets: [target],
+        }));
+      }
+      if (r.autoScalingGroup) {
+        const hookName = lifecycleHookName(array.name);
+        this.hooks.push(new autoscaling.CfnLifecycleHook(this, `Launch-${array.name}`, {
+          autoScalingGroupName: r.autoScalingGroup,
+          lifecycleHookName: hookName,
+          lifecycleTransition: 'autoscaling:EC2_INSTANCE_LAUNCHING',
+          heartbeatTimeout: LIFECYCLE_HEARTBEAT.toSeconds(),
+          defaultResult: 'ABANDON',
+        }));
+        this.rules.push(new events.Rule(this, `OnLaunch-${array.name}`, {
+          description: `raidsnap: restore ${array.name} onto each instance launched into ${r.autoScalingGroup}`,
+          eventPattern: {
+            source: ['aws.autoscaling'],
+            detailType: ['EC2 Instance-launch Lifecycle Action'],
+            detail: { AutoScalingGroupName: [r.autoScalingGroup], LifecycleHookName: [hookName] },
+          },
+          targets: [target],
+        }));
+      }
+    }
+  }
+}
+
+/** Alarms also notify the operators (the recovery itself starts from EventBridge). */
+export function notifyAlarms(recovery: Recovery, topic: sns.ITopic): void {
+  for (const alarm of Object.values(recovery.alarms)) {
+    alarm.addAlarmAction(new actions.SnsAction(topic));
+    alarm.addOkAction(new actions.SnsAction(topic));
+  }
+}
+
+/** The findings a nested restore's statements raise on a state machine's role. */
+export function acknowledgeNestedRestore(machine: sfn.StateMachine, restoreName: string, names: string): void {
+  const policy = machine.role.node.tryFindChild('DefaultPolicy');
+  if (!policy) return;
+  acknowledge(policy,
+    `AwsSolutions-IAM5[Resource::${nagArn(machine, 'states', `execution:${restoreName}:${names}`)}]`,
+    'follow and stop only the nested restore executions this workflow starts (names are chosen per run)');
+}
+
+/** An ARN of this stack's account and region as cdk-nag prints it in a finding id. */
+export function nagArn(scope: Construct, service: string, resource: string): string {
+  const stack = Stack.of(scope);
+  const region = Token.isUnresolved(stack.region) ? '<AWS::Region>' : stack.region;
+  const account = Token.isUnresolved(stack.account) ? '<AWS::AccountId>' : stack.account;
+  return `arn:<AWS::Partition>:${service}:${region}:${account}:${resource}`;
+}

@@ -1,0 +1,243 @@
+"""Automated recovery, as synthesized, on the emulation: EventBridge events delivered to the
+recovery trigger as AWS delivers them, the recovery workflow, and the restore it runs nested."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import boto3
+import pytest
+
+from raidsnap_emulation.double import CommandOutcome
+from raidsnap_emulation.harness import Emulation, Execution
+from raidsnap_emulation.world import (
+    ArrayFixture,
+    alarm_event,
+    backed_up,
+    configure_recovery,
+    instance_state_event,
+    launch_event,
+    launch_instance,
+    make_array,
+    restored_volumes,
+    tags_of,
+    terminate,
+)
+
+
+def executions(emu: Emulation, workflow: str) -> list[dict[str, Any]]:
+    sfn = boto3.client("stepfunctions")
+    return list(sfn.list_executions(stateMachineArn=emu.state_machines[workflow])["executions"])
+
+
+def recover(emu: Emulation, event: dict[str, Any]) -> Execution:
+    started = emu.invoke("recovery_start", event)
+    assert started.error_type is None, started.error_message
+    assert started.result["started"], started.result
+    return emu.wait(started.result["executionArn"])
+
+
+def lifecycle_calls(emu: Emulation) -> list[dict[str, Any]]:
+    """CompleteLifecycleAction calls (moto 5.2.5 does not implement it: recorded here)."""
+    seen: list[dict[str, Any]] = []
+
+    def complete(params: dict[str, Any]) -> dict[str, Any]:
+        seen.append(dict(params))
+        return {"ResponseMetadata": {"HTTPStatusCode": 200}}
+
+    emu.double.route("autoscaling", "CompleteLifecycleAction", complete)
+    return seen
+
+
+@pytest.fixture
+def db1(emu: Emulation) -> tuple[ArrayFixture, str]:
+    fx = make_array(emu.hosts, "db1", 3)
+    return fx, backed_up(emu.hosts, emu.run, fx)
+
+
+def test_an_alarm_starts_one_recovery_that_replaces_the_array_in_place(
+    emu: Emulation, db1: tuple[ArrayFixture, str]
+) -> None:
+    fx, set_id = db1
+    # GIVEN the array's instance whose attached EBS fails its status check
+    emu.hosts.lose_member(fx.instance_id, fx.member_ids[1])
+    # WHEN the alarm's state change reaches the recovery trigger
+    run = recover(emu, alarm_event(fx.instance_id))
+    # THEN one recovery ran one restore, in replace mode on the same instance
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert len(executions(emu, "recovery")) == 1
+    (restore,) = executions(emu, "restore")
+    assert restore["status"] == "SUCCEEDED"
+    assert restore["name"] == run.arn.rsplit(":", 1)[1] + "-restore"
+    out = run.output["restore"]
+    assert (out["setId"], out["mode"], out["targetInstanceId"]) == (set_id, "replace", fx.instance_id)
+    # the array is assembled again on the instance, from the new volumes
+    md = emu.hosts.state(fx.instance_id).arrays["/dev/md0"]
+    assert (md.md_uuid, md.members, md.failed) == (fx.md_uuid, out["volumeIds"], False)
+    assert [v["VolumeId"] for v in restored_volumes(restore["executionArn"])] == out["volumeIds"]
+    # the old members are kept, detached and tagged with the restore that replaced them
+    ec2 = boto3.client("ec2")
+    old = ec2.describe_volumes(VolumeIds=fx.member_ids)["Volumes"]
+    assert sorted(out["replacedVolumeIds"]) == sorted(fx.member_ids)
+    for vol in old:
+        assert vol["State"] == "available"
+        assert tags_of(vol)["raidsnap:replaced-by"] == restore["executionArn"]
+    assert run.output["trigger"] == "alarm"
+
+
+def test_the_same_alarm_event_delivered_twice_starts_one_recovery(
+    emu: Emulation, db1: tuple[ArrayFixture, str]
+) -> None:
+    fx, _ = db1
+    event = alarm_event(fx.instance_id)
+    first = emu.invoke("recovery_start", event).result
+    again = emu.invoke("recovery_start", event).result  # while the first runs
+    run = emu.wait(first["executionArn"])
+    late_call = emu.invoke("recovery_start", event)  # after it ended
+    assert late_call.error_type is None, late_call.error_message
+    late = late_call.result
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert again.get("executionArn", first["executionArn"]) == first["executionArn"]
+    assert (late["started"], late["reason"]) == (False, "duplicate")
+    assert len(executions(emu, "recovery")) == 1
+    assert len(executions(emu, "restore")) == 1
+
+
+def test_a_second_alarm_while_the_first_restore_holds_the_lock_starts_no_restore(
+    emu: Emulation, db1: tuple[ArrayFixture, str]
+) -> None:
+    fx, _ = db1
+    # GIVEN the first recovery's restore held at its last step (it holds the restore lock)
+    reached, go_on = threading.Event(), threading.Event()
+    finish = next(n for n, f in emu.router.functions.items() if ".restore_finish." in f.handler)  # type: ignore[union-attr]
+
+    def held(params: dict[str, Any]) -> Any:
+        if str(params["FunctionName"]).rsplit(":", 1)[-1] == finish:
+            reached.set()
+            go_on.wait(60)
+        return emu.router(params)  # type: ignore[misc]
+
+    emu.double.route("lambda", "Invoke", held)
+    first = emu.invoke("recovery_start", alarm_event(fx.instance_id)).result
+    assert reached.wait(60), "the restore never reached its last step"
+    # WHEN a different alarm event arrives (the alarm fired again a minute later)
+    second = emu.invoke("recovery_start", alarm_event(fx.instance_id, at="2026-11-21T06:01:00Z"))
+    go_on.set()
+    run = emu.wait(first["executionArn"])
+    # THEN it started nothing, and said why
+    assert second.error_type is None
+    assert second.result["started"] is False
+    assert "already running" in second.result["reason"]
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert len(executions(emu, "recovery")) == 1
+    assert len(executions(emu, "restore")) == 1
+
+
+def test_a_launch_into_the_group_restores_onto_the_new_instance_and_continues(
+    emu: Emulation, db1: tuple[ArrayFixture, str]
+) -> None:
+    fx, set_id = db1
+    completed = lifecycle_calls(emu)
+    configure_recovery(emu, "db1", instanceId=fx.instance_id, autoScalingGroup="db1-asg")
+    # GIVEN the group replaced the lost instance with a new one, held in Pending:Wait
+    terminate(fx.instance_id)
+    new = launch_instance("db1-asg", fx.availability_zone, tag_array=False)
+    # WHEN its launch lifecycle action reaches the recovery trigger
+    run = recover(emu, launch_event("db1-asg", new, token="4c5d6e7f-1111-2222-3333-444455556666"))
+    # THEN the array is restored onto the new instance, and the launch continues
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    out = run.output["restore"]
+    assert (out["setId"], out["mode"], out["targetInstanceId"]) == (set_id, "attach", new)
+    md = emu.hosts.state(new).arrays["/dev/md0"]
+    assert (md.md_uuid, md.members) == (fx.md_uuid, out["volumeIds"])
+    assert run.output["lifecycleAction"] == "CONTINUE"
+    assert completed == [
+        {
+            "LifecycleHookName": "raidsnap-db1",
+            "AutoScalingGroupName": "db1-asg",
+            "LifecycleActionToken": "4c5d6e7f-1111-2222-3333-444455556666",
+            "LifecycleActionResult": "CONTINUE",
+        }
+    ]
+
+
+def test_a_launch_whose_restore_fails_is_abandoned_with_the_restore_error(
+    emu: Emulation, db1: tuple[ArrayFixture, str]
+) -> None:
+    fx, _ = db1
+    completed = lifecycle_calls(emu)
+    configure_recovery(emu, "db1", instanceId=fx.instance_id, autoScalingGroup="db1-asg")
+    terminate(fx.instance_id)
+    new = launch_instance("db1-asg", fx.availability_zone, tag_array=False)
+    emu.hosts.fail_next(
+        "assemble",
+        CommandOutcome(
+            status="Failed",
+            stdout=json.dumps({"ok": False, "error": "AssembleFailed"}),
+            stderr="mdadm: /dev/md0 assembled from 2 drives - not enough to start the array.",
+            exit_code=1,
+            duration_seconds=3,
+        ),
+    )
+    run = recover(emu, launch_event("db1-asg", new))
+    assert run.status == "FAILED"
+    assert run.error == "CommandFailed"
+    assert "not enough to start the array" in str(run.cause)
+    assert "ABANDON" in str(run.cause)
+    assert [c["LifecycleActionResult"] for c in completed] == ["ABANDON"]
+    (restore,) = executions(emu, "restore")
+    assert restore["status"] == "FAILED"
+    # the failed restore removed what it created
+    assert all(v["State"] in ("deleting", "deleted") for v in restored_volumes(restore["executionArn"]))
+
+
+def test_a_recovery_without_a_complete_set_fails_with_the_restore_error(emu: Emulation) -> None:
+    fx = make_array(emu.hosts, "db1", 2)
+    run = recover(emu, alarm_event(fx.instance_id))
+    assert (run.status, run.error) == ("FAILED", "SnapshotSetNotFound")
+    assert "no complete snapshot set" in str(run.cause)
+    md = emu.hosts.state(fx.instance_id).arrays["/dev/md0"]
+    assert md.members == fx.member_ids  # nothing was touched
+
+
+def test_a_terminated_instance_is_restored_onto_the_configured_replacement(
+    emu: Emulation, db1: tuple[ArrayFixture, str]
+) -> None:
+    fx, set_id = db1
+    standby = launch_instance("db1-standby", fx.availability_zone, tag_array=False)
+    configure_recovery(emu, "db1", instanceId=fx.instance_id, replacementInstanceId=standby)
+    terminate(fx.instance_id)
+    run = recover(emu, instance_state_event(fx.instance_id, "terminated"))
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    out = run.output["restore"]
+    assert (out["setId"], out["mode"], out["targetInstanceId"]) == (set_id, "attach", standby)
+    assert emu.hosts.state(standby).arrays["/dev/md0"].members == out["volumeIds"]
+    ec2 = boto3.client("ec2")
+    tagged = ec2.describe_instances(InstanceIds=[standby])["Reservations"][0]["Instances"][0]
+    assert tags_of(tagged)["raidsnap:array"] == "db1"  # backups follow the array there
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        pytest.param(lambda fx: alarm_event(fx.instance_id, state="OK"), id="alarm-back-to-ok"),
+        pytest.param(lambda fx: alarm_event("i-0123456789abcdef0"), id="alarm-of-another-instance"),
+        pytest.param(lambda fx: instance_state_event(fx.instance_id, "stopped"), id="stopped"),
+        pytest.param(
+            lambda fx: instance_state_event(fx.instance_id, "terminated"), id="lost-no-replacement"
+        ),
+        pytest.param(lambda fx: launch_event("other-asg", "i-0123456789abcdef0"), id="other-group"),
+        pytest.param(lambda fx: {"source": "aws.s3", "detail-type": "Object Created"}, id="other"),
+    ],
+)
+def test_events_that_ask_for_no_recovery_start_nothing(
+    emu: Emulation, event: Any, db1: tuple[ArrayFixture, str]
+) -> None:
+    fx, _ = db1
+    configure_recovery(emu, "db1", instanceId=fx.instance_id)
+    answer = emu.invoke("recovery_start", event(fx))
+    assert answer.error_type is None
+    assert answer.result["started"] is False
+    assert executions(emu, "recovery") == []
