@@ -79,12 +79,8 @@ def restore_input(
         "readOnly": True if read_only else None,
     }
     payload = {k: v for k, v in given.items() if v is not None}
-    # The restore model lands with the restore workflow; until it does, the workflow's own
-    # InvalidInput answers, and the follow view shows it.
-    parse = getattr(models, "parse_restore_input", None)
-    if parse is not None:
-        try:
-            parse(payload)
-        except InvalidInputError as err:
-            raise _checked(err) from None
+    try:
+        models.parse_restore_input(payload)
+    except InvalidInputError as err:
+        raise _checked(err) from None
     return payload
