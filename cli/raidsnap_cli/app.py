@@ -172,7 +172,9 @@ def _backend(ctx: typer.Context, target: Target, err: Console) -> Iterator[Backe
             if target.emulation:
                 status = err.status("starting the local emulation…")
                 status.start()
-                options = EmulationOptions(target.seed_backups, prepare=hooks.prepare_emulation)
+                options = EmulationOptions(
+                    target.seed_backups, prepare=hooks.prepare_emulation, template=hooks.template
+                )
                 try:
                     backend = stack.enter_context(backends.emulation(options))
                 finally:
@@ -219,7 +221,14 @@ def _start_and_follow(
         stateMachineArn=backend.arn(workflow), name=name, input=_json(payload)
     )
     arn = started["executionArn"]
-    err.print(Text.assemble(("started ", "dim"), (f"{workflow} ", "bold"), _json(payload)))
+    err.print(
+        Text.assemble(
+            ("started ", "dim"),
+            (f"{workflow} ", "bold"),
+            _json(payload),
+            (f" on {backend.description}", "dim"),
+        )
+    )
     err.print(Text.assemble(("execution ", "dim"), arn))
     if not wait:
         out.print(arn)
@@ -231,7 +240,10 @@ def _follow_to_end(backend: Backend, workflow: str, arn: str, out: Console, err:
     try:
         followed = follow(backend.sfn, arn, err, backend.poll_seconds)
     except KeyboardInterrupt:
-        err.print(Text(f"stopped following; the run goes on: raidsnap status {arn} --follow"))
+        if backend.outlives_command:
+            err.print(Text(f"stopped following; the run goes on: raidsnap status {arn} --follow"))
+        else:
+            err.print(Text("stopped; the emulation, and the run in it, end with this command"))
         raise typer.Exit(EXIT_INTERRUPTED) from None
     info = queries.describe(backend.sfn, arn, workflow)
     _print_outcome(info, out, err)

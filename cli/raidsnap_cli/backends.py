@@ -48,6 +48,8 @@ class Backend:
     snapshot_now: Callable[[], datetime]
     poll_seconds: float
     description: str
+    # False for the emulation: what runs in it ends when the command does.
+    outlives_command: bool
     _resolve: Callable[[], tuple[dict[str, str], str]]
     _machines: dict[str, str] | None = field(default=None, init=False)
     _found_by: str = field(default="", init=False)
@@ -106,6 +108,7 @@ def aws(options: AwsOptions) -> Iterator[Backend]:
             snapshot_now=lambda: datetime.now(UTC),
             poll_seconds=AWS_POLL_SECONDS,
             description=f"AWS {session.region_name}, stack {options.stack}",
+            outlives_command=True,
             _resolve=lambda: resolve(cloudformation, sfn, options.stack),
         )
     finally:
@@ -197,6 +200,7 @@ def emulation(options: EmulationOptions) -> Iterator[Backend]:
             snapshot_now=emu.clock.now,
             poll_seconds=EMULATION_POLL_SECONDS,
             description="local emulation (this process only)",
+            outlives_command=False,
             _resolve=lambda: (dict(emu.state_machines), "the emulation"),
         )
 
