@@ -1,6 +1,5 @@
 import { Duration } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
-import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
@@ -8,6 +7,7 @@ import { ArrayConfig, ArrayDefaults } from '../config';
 import { Documents } from './documents';
 import { FunctionFactory, FunctionSpec } from './functions';
 import { Permissions } from './permissions';
+import { lockTableStatements } from './restore-workflow';
 import { Workflow } from './workflow';
 
 export interface BackupWorkflowProps {
@@ -37,9 +37,7 @@ export class BackupWorkflow extends Construct {
       RETENTION_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.map((a) => [a.name, a.retention]))),
       ...(props.restoreLock ? { RESTORE_LOCK_TABLE: props.restoreLock.tableName } : {}),
     };
-    const readLock = props.restoreLock
-      ? [new iam.PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [props.restoreLock.tableArn] })]
-      : [];
+    const readLock = props.restoreLock ? lockTableStatements(props.restoreLock, ['GetItem']) : [];
     const specs: FunctionSpec[] = [
       {
         id: 'BackupPrepare', module: 'backup_prepare',

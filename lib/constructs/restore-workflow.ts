@@ -7,6 +7,7 @@ import { Construct } from 'constructs';
 import { ArrayConfig, ArrayDefaults } from '../config';
 import { acknowledge } from '../nag';
 import { Documents } from './documents';
+import { stackKey } from './encryption';
 import { FunctionFactory, FunctionSpec } from './functions';
 import { RestorePermissions } from './permissions';
 import { Workflow } from './workflow';
@@ -31,18 +32,42 @@ export class RestoreLock extends Construct {
       billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       timeToLiveAttribute: 'expiresAt',
+      encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED,
+      encryptionKey: stackKey(this),
       // Only transient locks live here; nothing to keep when the stack goes.
       removalPolicy: RemovalPolicy.DESTROY,
     });
   }
 
-  /** Plain item access on this table only. */
+  /** Plain item access on this table only (without the key: see statements()). */
   statement(...actions: string[]): iam.PolicyStatement {
-    return new iam.PolicyStatement({
-      actions: actions.map((a) => `dynamodb:${a}`),
-      resources: [this.table.tableArn],
-    });
+    return lockTableStatements(this.table, actions)[0];
   }
+
+  /** Item access on this table only, and use of the table's key through DynamoDB only. */
+  statements(...actions: string[]): iam.PolicyStatement[] {
+    return lockTableStatements(this.table, actions);
+  }
+}
+
+/** Item actions on the lock table, with the KMS actions DynamoDB performs for the caller on the
+ * table's customer-managed key (reads decrypt; writes also encrypt). */
+export function lockTableStatements(table: dynamodb.ITable, actions: string[]): iam.PolicyStatement[] {
+  const statements = [new iam.PolicyStatement({
+    actions: actions.map((a) => `dynamodb:${a}`),
+    resources: [table.tableArn],
+  })];
+  if (table.encryptionKey) {
+    const writes = actions.some((a) => !/^(Get|Query|Scan|Describe)/.test(a));
+    statements.push(new iam.PolicyStatement({
+      actions: writes
+        ? ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey', 'kms:ReEncryptFrom', 'kms:ReEncryptTo']
+        : ['kms:Decrypt', 'kms:DescribeKey'],
+      resources: [table.encryptionKey.keyArn],
+      conditions: { StringEquals: { 'kms:ViaService': `dynamodb.${Stack.of(table).region}.amazonaws.com` } },
+    }));
+  }
+  return statements;
 }
 
 export interface RestoreWorkflowProps {
@@ -86,7 +111,7 @@ export class RestoreWorkflow extends Construct {
         description: 'validate a restore request, resolve set and target, take the restore lock',
         statements: [
           p.describe('ec2:DescribeInstances', 'ec2:DescribeSnapshots', 'ssm:DescribeInstanceInformation'),
-          lock.statement('GetItem', 'PutItem'),
+          ...lock.statements('GetItem', 'PutItem'),
           p.describeExecutions(this.stateMachineName),
         ],
       },
@@ -96,7 +121,7 @@ export class RestoreWorkflow extends Construct {
         statements: [
           p.describe('ec2:DescribeFastSnapshotRestores'),
           p.fastSnapshotRestores('ec2:EnableFastSnapshotRestores', 'ec2:DisableFastSnapshotRestores'),
-          lock.statement('GetItem', 'UpdateItem'),
+          ...lock.statements('GetItem', 'UpdateItem'),
         ],
       },
       {
@@ -137,7 +162,7 @@ export class RestoreWorkflow extends Construct {
       {
         id: 'RestoreFinish', module: 'restore_finish',
         description: 'release the restore lock and shape the output',
-        statements: [lock.statement('DeleteItem')],
+        statements: lock.statements('DeleteItem'),
       },
       {
         id: 'RestoreCleanup', module: 'restore_cleanup',
@@ -147,7 +172,7 @@ export class RestoreWorkflow extends Construct {
           ...p.manageRestoredVolumes('ec2:DetachVolume', 'ec2:DeleteVolume'),
           p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
           p.tagArrayInstance('ec2:DeleteTags'),
-          lock.statement('GetItem', 'DeleteItem'),
+          ...lock.statements('GetItem', 'DeleteItem'),
         ],
       },
     ];
