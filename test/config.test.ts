@@ -37,6 +37,27 @@ describe('config', () => {
     [{ array: {} }, '(top level).array'],
     [{ notifications: { emails: ['ops'] } }, 'notifications.emails[0]'],
     [{ notifications: { email: 'ops@example.com' } }, 'notifications.email'],
+    [{ arrays: { db1: { recovery: {} } } }, 'arrays.db1.recovery.instanceId'],
+    [{ arrays: { db1: { recovery: 'i-0123456789abcdef0' } } }, 'arrays.db1.recovery'],
+    [{ arrays: { db1: { recovery: { instanceId: 'db1-host' } } } }, 'arrays.db1.recovery.instanceId'],
+    [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', mode: 'swap' } } } }, 'arrays.db1.recovery.mode'],
+    [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', mode: 'attach' } } } }, 'arrays.db1.recovery.replacementInstanceId'],
+    [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', replacementInstanceId: 'i-0123456789abcdef0' } } } },
+      'arrays.db1.recovery.replacementInstanceId'],
+    [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', autoScalingGroup: 'db1:asg' } } } }, 'arrays.db1.recovery.autoScalingGroup'],
+    [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', initialization: 'fast' } } } }, 'arrays.db1.recovery.initialization'],
+    [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', alarm: true } } } }, 'arrays.db1.recovery.alarm'],
+    [{ arrays: { db1: { drill: { targetInstanceId: 'i-0123456789abcdef0' } } } }, 'arrays.db1.drill.schedule'],
+    [{ arrays: { db1: { drill: { schedule: 'weekly', targetInstanceId: 'i-0123456789abcdef0' } } } }, 'arrays.db1.drill.schedule.expression'],
+    [{ arrays: { db1: { drill: { schedule: 'rate(7 days)' } } } }, 'arrays.db1.drill.targetInstanceId'],
+    [{ arrays: { db1: { drill: { schedule: 'rate(7 days)', targetInstanceId: 'i-0123456789abcdef0', mountPoint: '/' } } } },
+      'arrays.db1.drill.mountPoint'],
+    [{ arrays: { db1: { drill: { schedule: 'rate(7 days)', targetInstanceId: 'i-0123456789abcdef0', mdDevice: '/dev/sdb' } } } },
+      'arrays.db1.drill.mdDevice'],
+    [{ arrays: { db1: { drill: { schedule: 'rate(7 days)', targetInstanceId: 'i-0123456789abcdef0', initialization: 'rate' } } } },
+      'arrays.db1.drill.initialization'],
+    [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0' }, drill: { schedule: 'rate(7 days)', targetInstanceId: 'i-0123456789abcdef0' } } } },
+      'arrays.db1.drill.targetInstanceId'],
   ])('%j is refused naming %s', (raw, field) => {
     expect(() => parseConfig(raw)).toThrow(ConfigError);
     try {
@@ -45,6 +66,21 @@ describe('config', () => {
       expect((err as ConfigError).field).toBe(field);
       expect((err as Error).message).toContain(field);
     }
+  });
+
+  test('recovery and drill settings take their defaults: replace in place, the array\'s initialization, a read-only copy at /mnt/raidsnap-drill on /dev/md100', () => {
+    const config = loadConfig(EXAMPLE_CONFIG);
+    expect(config.arrays.db1.recovery).toEqual({
+      instanceId: 'i-0123456789abcdef0', mode: 'replace', replacementInstanceId: 'i-0fedcba9876543210', initialization: 'fsr',
+    });
+    expect(config.arrays.analytics.recovery).toEqual({
+      instanceId: 'i-0bbbbccccddddeeee', mode: 'replace', autoScalingGroup: 'analytics', initialization: 'prewarm',
+    });
+    expect(config.arrays.db1.drill).toEqual({
+      schedule: { expression: 'cron(0 3 ? * SUN *)', timezone: 'Europe/Berlin', retryAttempts: 3, maxEventAgeMinutes: 60 },
+      targetInstanceId: 'i-0aaaabbbbccccdddd', mountPoint: '/mnt/raidsnap-drill', mdDevice: '/dev/md100', initialization: 'none',
+    });
+    expect(config.arrays.analytics.drill).toBeUndefined();
   });
 
   test('a missing file is a clear error', () => {

@@ -72,7 +72,11 @@ def test_an_alarm_starts_one_recovery_that_replaces_the_array_in_place(
     assert restore["status"] == "SUCCEEDED"
     assert restore["name"] == run.arn.rsplit(":", 1)[1] + "-restore"
     out = run.output["restore"]
-    assert (out["setId"], out["mode"], out["targetInstanceId"]) == (set_id, "replace", fx.instance_id)
+    assert (out["setId"], out["mode"], out["targetInstanceId"]) == (
+        set_id,
+        "replace",
+        fx.instance_id,
+    )
     # the array is assembled again on the instance, from the new volumes
     md = emu.hosts.state(fx.instance_id).arrays["/dev/md0"]
     assert (md.md_uuid, md.members, md.failed) == (fx.md_uuid, out["volumeIds"], False)
@@ -145,7 +149,8 @@ def test_a_launch_into_the_group_restores_onto_the_new_instance_and_continues(
     terminate(fx.instance_id)
     new = launch_instance("db1-asg", fx.availability_zone, tag_array=False)
     # WHEN its launch lifecycle action reaches the recovery trigger
-    run = recover(emu, launch_event("db1-asg", new, token="4c5d6e7f-1111-2222-3333-444455556666"))
+    token = "4c5d6e7f-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
+    run = recover(emu, launch_event("db1-asg", new, token=token))
     # THEN the array is restored onto the new instance, and the launch continues
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     out = run.output["restore"]
@@ -190,7 +195,9 @@ def test_a_launch_whose_restore_fails_is_abandoned_with_the_restore_error(
     (restore,) = executions(emu, "restore")
     assert restore["status"] == "FAILED"
     # the failed restore removed what it created
-    assert all(v["State"] in ("deleting", "deleted") for v in restored_volumes(restore["executionArn"]))
+    assert all(
+        v["State"] in ("deleting", "deleted") for v in restored_volumes(restore["executionArn"])
+    )
 
 
 def test_a_recovery_without_a_complete_set_fails_with_the_restore_error(emu: Emulation) -> None:

@@ -1,0 +1,208 @@
+"""Restore drills, as synthesized, on the emulation: the drill workflow runs the restore nested
+onto a drill instance, checks the copy, removes it, and reports."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+
+from raidsnap_emulation.double import CommandOutcome
+from raidsnap_emulation.harness import Emulation
+from raidsnap_emulation.world import (
+    ArrayFixture,
+    backed_up,
+    create_topics,
+    launch_instance,
+    make_array,
+    restored_volumes,
+    sets_of,
+)
+
+
+@pytest.fixture
+def drill_world(emu: Emulation) -> tuple[ArrayFixture, str, str]:
+    """db1 with one backup, the stack's topic, and a drill instance tagged db1-drill."""
+    create_topics(emu)
+    fx = make_array(emu.hosts, "db1", 3)
+    set_id = backed_up(emu.hosts, emu.run, fx)
+    ec2 = boto3.client("ec2")
+    drill_host = launch_instance("db1-drill", fx.availability_zone, tag_array=False)
+    ec2.create_tags(Resources=[drill_host], Tags=[{"Key": "raidsnap:array", "Value": "db1-drill"}])
+    return fx, set_id, drill_host
+
+
+def published(emu: Emulation) -> list[dict[str, Any]]:
+    return [c.params for c in emu.double.calls if (c.service, c.operation) == ("sns", "Publish")]
+
+
+def emitted(out: str, name: str) -> list[dict[str, Any]]:
+    """EMF documents Powertools printed for this metric."""
+    docs = [json.loads(line) for line in out.splitlines() if line.startswith('{"_aws"')]
+    return [d for d in docs if name in d]
+
+
+def source_calls(emu: Emulation, fx: ArrayFixture, since: int) -> list[str]:
+    """Changing EC2 calls after ``since`` that name the source instance or its volumes."""
+    ours = {fx.instance_id, *fx.member_ids, fx.boot_volume_id, *fx.other_volume_ids}
+    return [
+        f"{c.operation} {c.params}"
+        for c in emu.double.mutating_calls("ec2")[since:]
+        if ours & set(json.dumps(c.params, default=str).replace('"', " ").split())
+    ]
+
+
+def snapshots_intact(set_id: str, members: int) -> bool:
+    snaps = sets_of("db1").get(set_id, [])
+    return len(snaps) == members and all(s["State"] == "completed" for s in snaps)
+
+
+def test_a_drill_restores_the_set_read_only_checks_it_removes_it_and_reports(
+    emu: Emulation, drill_world: tuple[ArrayFixture, str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fx, set_id, drill_host = drill_world
+    before = len(emu.double.mutating_calls("ec2"))
+    run = emu.run("drill", {"array": "db1", "targetInstanceId": drill_host})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    out = run.output
+    assert (out["setId"], out["targetInstanceId"]) == (set_id, drill_host)
+    assert out["verification"] == {
+        "setId": set_id,
+        "mdUuid": fx.md_uuid,
+        "filesystem": "xfs",
+        "members": 3,
+        "readOnly": True,
+    }
+    # The restore ran nested, read-only, at the drill's md device and mount point
+    (restore,) = [
+        e
+        for e in boto3.client("stepfunctions").list_executions(
+            stateMachineArn=emu.state_machines["restore"]
+        )["executions"]
+        if e["name"].startswith("drill-")
+    ]
+    assert restore["status"] == "SUCCEEDED"
+    assert out["restoreExecutionArn"] == restore["executionArn"]
+    assemble = [
+        c.params["Parameters"]
+        for c in emu.double.calls
+        if c.operation == "SendCommand" and str(c.params["DocumentName"]).endswith("-assemble")
+    ]
+    assert assemble[-1]["ReadOnly"] == ["true"]
+    assert (assemble[-1]["MdDevice"], assemble[-1]["MountPoint"]) == (
+        ["/dev/md100"],
+        ["/mnt/raidsnap-drill"],
+    )
+    # Teardown: the copy is released and every volume the drill's restore created is gone
+    assert emu.hosts.state(drill_host).arrays == {}
+    created = restored_volumes(restore["executionArn"])
+    assert len(out["deletedVolumeIds"]) == 3
+    assert all(v["State"] in ("deleting", "deleted") for v in created)
+    live = boto3.client("ec2").describe_volumes(
+        Filters=[{"Name": "tag-key", "Values": ["raidsnap:restore-execution"]}]
+    )["Volumes"]
+    assert [v["VolumeId"] for v in live if v["State"] not in ("deleting", "deleted")] == []
+    # The source array is untouched: same md state, its volumes attached, its set intact
+    md = emu.hosts.state(fx.instance_id).arrays["/dev/md0"]
+    assert (md.members, md.failed, md.mount_point) == (fx.member_ids, False, "/data")
+    vols = boto3.client("ec2").describe_volumes(VolumeIds=fx.member_ids)["Volumes"]
+    assert all(v["Attachments"][0]["InstanceId"] == fx.instance_id for v in vols)
+    assert source_calls(emu, fx, before) == []
+    assert snapshots_intact(set_id, 3)
+    # Reported: a metric and a notification
+    assert [
+        d["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
+        for d in emitted(capsys.readouterr().out, "DrillSucceeded")
+    ] == [[["Array", "service"]]]
+    (note,) = published(emu)
+    assert note["TopicArn"].endswith(":" + next(iter(emu.template.of_type("AWS::SNS::Topic"))))
+    assert note["Subject"] == "raidsnap drill of db1: passed"
+    assert set_id in note["Message"]
+
+
+def test_a_drill_whose_restore_fails_still_tears_down_and_reports_the_failure(
+    emu: Emulation, drill_world: tuple[ArrayFixture, str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fx, set_id, drill_host = drill_world
+    emu.hosts.fail_next(
+        "assemble",
+        CommandOutcome(
+            status="Failed",
+            stderr="mdadm: no devices found for /dev/md100",
+            exit_code=1,
+            duration_seconds=2,
+        ),
+    )
+    run = emu.run("drill", {"array": "db1", "targetInstanceId": drill_host})
+    assert (run.status, run.error) == ("FAILED", "CommandFailed")
+    assert "no devices found" in str(run.cause)
+    assert "HasRestored" in run.states_entered and "RemoveVolumes" in run.states_entered
+    live = boto3.client("ec2").describe_volumes(
+        Filters=[{"Name": "tag-key", "Values": ["raidsnap:restore-execution"]}]
+    )["Volumes"]
+    assert [v["VolumeId"] for v in live if v["State"] not in ("deleting", "deleted")] == []
+    assert emu.hosts.state(fx.instance_id).arrays["/dev/md0"].members == fx.member_ids
+    assert snapshots_intact(set_id, 3)
+    assert emitted(capsys.readouterr().out, "DrillFailed")
+    (note,) = published(emu)
+    assert note["Subject"] == "raidsnap drill of db1: FAILED (CommandFailed)"
+
+
+def test_a_drill_whose_copy_is_not_the_array_fails_after_removing_it(
+    emu: Emulation, drill_world: tuple[ArrayFixture, str, str]
+) -> None:
+    _fx, _set_id, drill_host = drill_world
+    # Discovery on the drill instance shows another array at the drill's md device
+    emu.hosts.fail_next(
+        "discover",
+        CommandOutcome(
+            stdout=json.dumps(
+                {
+                    "ok": True,
+                    "arrays": [
+                        {
+                            "device": "/dev/md100",
+                            "uuid": "00000000:00000000:00000000:00000000",
+                            "members": [],
+                            "filesystem": {"type": "ext4"},
+                            "mountPoint": "/mnt/raidsnap-drill",
+                        }
+                    ],
+                }
+            ),
+            duration_seconds=1,
+        ),
+    )
+    run = emu.run("drill", {"array": "db1", "targetInstanceId": drill_host})
+    assert (run.status, run.error) == ("FAILED", "DrillVerificationFailed")
+    assert "md UUID is 00000000" in str(run.cause)
+    release = [
+        c.params["Parameters"]
+        for c in emu.double.calls
+        if c.operation == "SendCommand" and str(c.params["DocumentName"]).endswith("-release")
+    ]
+    assert release == [{"MdDevice": ["/dev/md100"], "MountPoint": ["/mnt/raidsnap-drill"]}]
+    live = boto3.client("ec2").describe_volumes(
+        Filters=[{"Name": "tag-key", "Values": ["raidsnap:restore-execution"]}]
+    )["Volumes"]
+    assert [v["VolumeId"] for v in live if v["State"] not in ("deleting", "deleted")] == []
+
+
+@pytest.mark.parametrize("target", ["array-instance", "untagged"])
+def test_a_drill_refuses_a_target_that_is_not_a_drill_instance(
+    emu: Emulation, drill_world: tuple[ArrayFixture, str, str], target: str
+) -> None:
+    fx, _set_id, _drill_host = drill_world
+    instance = (
+        fx.instance_id
+        if target == "array-instance"
+        else launch_instance("x", fx.availability_zone, tag_array=False)
+    )
+    before = len(emu.double.mutating_calls("ec2"))
+    run = emu.run("drill", {"array": "db1", "targetInstanceId": instance})
+    assert (run.status, run.error) == ("FAILED", "InvalidInput")
+    assert str(run.cause).startswith("targetInstanceId: ")
+    assert emu.double.mutating_calls("ec2")[before:] == []
+    assert "Restore" not in run.states_entered

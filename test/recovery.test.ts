@@ -1,0 +1,204 @@
+import * as fs from 'fs';
+import * as path from 'path';
+import { Match } from 'aws-cdk-lib/assertions';
+import { actionsOf, EXAMPLE_CONFIG, functionId, resourcesOf, statementsOf, synth } from './helpers';
+
+const ASL = fs.readFileSync(path.join(__dirname, '..', 'statemachines', 'recovery.asl.json'), 'utf8');
+
+function recoveryMachine(template: ReturnType<typeof synth>['template']) {
+  const machines = Object.entries(resourcesOf(template, 'AWS::StepFunctions::StateMachine'));
+  const found = machines.filter(([, m]) => String(m.Properties.DefinitionString).includes('raidsnap recovery:'));
+  expect(found).toHaveLength(1);
+  return found[0];
+}
+
+function roleStatements(template: ReturnType<typeof synth>['template'], roleId: string): Array<Record<string, any>> {
+  return Object.values(resourcesOf(template, 'AWS::IAM::Policy'))
+    .filter((p) => (p.Properties.Roles as Array<{ Ref: string }>).some((r) => r.Ref === roleId))
+    .flatMap((p) => p.Properties.PolicyDocument.Statement);
+}
+
+describe('recovery with the example config', () => {
+  const { template } = synth(EXAMPLE_CONFIG);
+  const start = () => functionId(template, 'recovery_start');
+
+  test('an alarm per configured array watches StatusCheckFailed_AttachedEBS: Maximum >= 1 for 2 x 1 minute', () => {
+    for (const [array, instance] of [['db1', 'i-0123456789abcdef0'], ['analytics', 'i-0bbbbccccddddeeee']]) {
+      template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        Namespace: 'AWS/EC2',
+        MetricName: 'StatusCheckFailed_AttachedEBS',
+        Dimensions: [{ Name: 'InstanceId', Value: instance }],
+        Statistic: 'Maximum',
+        Period: 60,
+        EvaluationPeriods: 2,
+        DatapointsToAlarm: 2,
+        Threshold: 1,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        TreatMissingData: 'notBreaching',
+        AlarmDescription: Match.stringLikeRegexp(`array ${array}`),
+        AlarmActions: [{ Ref: Match.stringLikeRegexp('^MonitoringNotifications') }],
+      });
+    }
+  });
+
+  test('the alarm\'s state change to ALARM, and only its own, starts the recovery trigger', () => {
+    const alarms = Object.entries(resourcesOf(template, 'AWS::CloudWatch::Alarm'))
+      .filter(([, a]) => a.Properties.MetricName === 'StatusCheckFailed_AttachedEBS');
+    expect(alarms).toHaveLength(2);
+    for (const [alarmId] of alarms) {
+      template.hasResourceProperties('AWS::Events::Rule', {
+        EventPattern: {
+          'source': ['aws.cloudwatch'],
+          'detail-type': ['CloudWatch Alarm State Change'],
+          'resources': [{ 'Fn::GetAtt': [alarmId, 'Arn'] }],
+          'detail': { state: { value: ['ALARM'] } },
+        },
+        State: 'ENABLED',
+        Targets: [Match.objectLike({
+          Arn: { 'Fn::GetAtt': [start(), 'Arn'] },
+          RetryPolicy: { MaximumRetryAttempts: 8, MaximumEventAgeInSeconds: 3600 },
+        })],
+      });
+    }
+  });
+
+  test('the termination of an instance with a configured replacement starts the trigger; without one, nothing', () => {
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: {
+        'source': ['aws.ec2'],
+        'detail-type': ['EC2 Instance State-change Notification'],
+        'detail': { 'instance-id': ['i-0123456789abcdef0'], 'state': ['terminated'] },
+      },
+      Targets: [Match.objectLike({ Arn: { 'Fn::GetAtt': [start(), 'Arn'] } })],
+    });
+    const lost = Object.values(resourcesOf(template, 'AWS::Events::Rule'))
+      .filter((r) => r.Properties.EventPattern?.source?.[0] === 'aws.ec2');
+    expect(lost).toHaveLength(1);
+  });
+
+  test('a launch lifecycle hook on the configured group holds new instances up to an hour, ABANDON by default', () => {
+    template.resourceCountIs('AWS::AutoScaling::LifecycleHook', 1);
+    template.hasResourceProperties('AWS::AutoScaling::LifecycleHook', {
+      AutoScalingGroupName: 'analytics',
+      LifecycleHookName: 'raidsnap-analytics',
+      LifecycleTransition: 'autoscaling:EC2_INSTANCE_LAUNCHING',
+      HeartbeatTimeout: 3600,
+      DefaultResult: 'ABANDON',
+    });
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: {
+        'source': ['aws.autoscaling'],
+        'detail-type': ['EC2 Instance-launch Lifecycle Action'],
+        'detail': { AutoScalingGroupName: ['analytics'], LifecycleHookName: ['raidsnap-analytics'] },
+      },
+      Targets: [Match.objectLike({ Arn: { 'Fn::GetAtt': [start(), 'Arn'] } })],
+    });
+  });
+
+  test('EventBridge may invoke the trigger, from raidsnap\'s rules only', () => {
+    const permissions = Object.values(resourcesOf(template, 'AWS::Lambda::Permission'))
+      .filter((p) => JSON.stringify(p.Properties.FunctionName).includes(start()));
+    expect(permissions).toHaveLength(4);
+    for (const p of permissions) {
+      expect(p.Properties.Principal).toBe('events.amazonaws.com');
+      expect(p.Properties.SourceArn['Fn::GetAtt'][0]).toMatch(/^RecoveryOn(Alarm|InstanceLost|Launch)/);
+    }
+  });
+
+  test('the trigger knows each array\'s recovery settings and may start only the recovery workflow', () => {
+    const [machineId] = recoveryMachine(template);
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Handler: 'raidsnap.handlers.recovery_start.handler',
+      Environment: {
+        Variables: Match.objectLike({
+          RECOVERY_STATE_MACHINE_ARN: { Ref: machineId },
+          LOCK_TABLE: { Ref: Match.stringLikeRegexp('^RestoreLockTable') },
+          RECOVERY_BY_ARRAY: JSON.stringify({
+            db1: { instanceId: 'i-0123456789abcdef0', mode: 'replace', replacementInstanceId: 'i-0fedcba9876543210', initialization: 'fsr' },
+            analytics: { instanceId: 'i-0bbbbccccddddeeee', mode: 'replace', autoScalingGroup: 'analytics', initialization: 'prewarm' },
+          }),
+        }),
+      },
+    });
+    const starts = statementsOf(template, 'recovery_start').filter((s) => actionsOf(s).includes('states:StartExecution'));
+    expect(starts).toEqual([expect.objectContaining({ Resource: { Ref: machineId } })]);
+    const all = statementsOf(template, 'recovery_start').flatMap(actionsOf).sort();
+    expect(all).toEqual(['dynamodb:GetItem', 'ec2:DescribeInstances', 'logs:CreateLogStream', 'logs:PutLogEvents',
+      'states:DescribeExecution', 'states:StartExecution', 'xray:PutTelemetryRecords', 'xray:PutTraceSegments']);
+  });
+
+  test('CompleteLifecycleAction is allowed only on the configured group, to the recovery step only', () => {
+    const completes = statementsOf(template, 'recovery_step').filter((s) => actionsOf(s).includes('autoscaling:CompleteLifecycleAction'));
+    expect(completes).toHaveLength(1);
+    expect(actionsOf(completes[0])).toEqual(['autoscaling:CompleteLifecycleAction']);
+    expect(completes[0].Condition).toBeUndefined();
+    expect(JSON.stringify(completes[0].Resource)).toMatch(/:autoScalingGroup:\*:autoScalingGroupName\/analytics"\]\]\}$/);
+    for (const s of Object.values(resourcesOf(template, 'AWS::IAM::Policy')).flatMap((p) => p.Properties.PolicyDocument.Statement)) {
+      if (actionsOf(s).includes('autoscaling:CompleteLifecycleAction')) expect(s).toEqual(completes[0]);
+    }
+  });
+
+  test('the recovery state machine carries its definition inline, with the restore workflow substituted', () => {
+    const [, machine] = recoveryMachine(template);
+    expect(machine.Properties.DefinitionString).toBe(ASL);
+    expect(Object.keys(machine.Properties.DefinitionSubstitutions).sort()).toEqual(['RecoveryStepFunctionArn', 'RestoreStateMachineArn']);
+    expect(machine.Properties.DefinitionSubstitutions.RecoveryStepFunctionArn)
+      .toEqual({ 'Fn::GetAtt': [functionId(template, 'recovery_step'), 'Arn'] });
+    expect(machine.Properties.DefinitionSubstitutions.RestoreStateMachineArn.Ref).toMatch(/^RestoreWorkflowStateMachine/);
+    const doc = JSON.parse(ASL);
+    expect(doc.States.Restore).toMatchObject({
+      Resource: 'arn:aws:states:::states:startExecution.sync:2',
+      Parameters: {
+        'StateMachineArn': '${RestoreStateMachineArn}',
+        'Name.$': "States.Format('{}-restore', $$.Execution.Name)",
+        'Input.$': '$.input.restore',
+      },
+      Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'Failure' }],
+    });
+    expect(doc.States.Failed).toEqual({ Type: 'Fail', ErrorPath: '$.failure.error', CausePath: '$.failure.cause' });
+  });
+
+  test('the recovery state machine may start only the restore workflow, and follow only its executions', () => {
+    const [machineId, machine] = recoveryMachine(template);
+    const statements = roleStatements(template, machine.Properties.RoleArn['Fn::GetAtt'][0]);
+    const starts = statements.filter((s) => actionsOf(s).includes('states:StartExecution'));
+    expect(starts).toEqual([expect.objectContaining({ Resource: { Ref: expect.stringMatching(/^RestoreWorkflowStateMachine/) } })]);
+    const follows = statements.filter((s) => actionsOf(s).includes('states:DescribeExecution'));
+    expect(follows).toHaveLength(1);
+    expect(actionsOf(follows[0])).toEqual(['states:DescribeExecution', 'states:StopExecution']);
+    expect(JSON.stringify(follows[0].Resource)).toContain(':execution:raidsnap-restore:*');
+    const rule = statements.filter((s) => actionsOf(s).includes('events:PutRule'));
+    expect(JSON.stringify(rule)).toContain('rule/StepFunctionsGetEventsForStepFunctionsExecutionRule');
+    expect(machineId).toMatch(/^RecoveryWorkflow/);
+  });
+
+  test('failed recoveries are notified with every other failed run', () => {
+    const [machineId] = recoveryMachine(template);
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: Match.objectLike({
+        detail: Match.objectLike({ stateMachineArn: Match.arrayWith([{ Ref: machineId }]), status: ['FAILED', 'TIMED_OUT', 'ABORTED'] }),
+      }),
+    });
+  });
+});
+
+describe('recovery without a config', () => {
+  const { template } = synth();
+
+  test('the recovery workflow and its trigger exist, but nothing starts them', () => {
+    recoveryMachine(template);
+    functionId(template, 'recovery_start');
+    template.resourceCountIs('AWS::AutoScaling::LifecycleHook', 0);
+    const alarms = Object.values(resourcesOf(template, 'AWS::CloudWatch::Alarm'))
+      .filter((a) => a.Properties.MetricName === 'StatusCheckFailed_AttachedEBS');
+    expect(alarms).toEqual([]);
+    const rules = Object.values(resourcesOf(template, 'AWS::Events::Rule'))
+      .filter((r) => JSON.stringify(r.Properties.Targets).includes(functionId(template, 'recovery_start')));
+    expect(rules).toEqual([]);
+  });
+
+  test('no function may complete lifecycle actions', () => {
+    const statements = Object.values(resourcesOf(template, 'AWS::IAM::Policy')).flatMap((p) => p.Properties.PolicyDocument.Statement);
+    expect(statements.filter((s: any) => actionsOf(s).some((a) => a.startsWith('autoscaling:')))).toEqual([]);
+  });
+});
