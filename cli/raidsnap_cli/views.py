@@ -62,7 +62,9 @@ def why_incomplete(snapshot_set: SnapshotSet) -> str:
     failed = snapshot_set.failed
     if failed:
         which = ", ".join(
-            f"member {m.index}" if m.index is not None else m.snapshot_id for m in failed
+            (f"member {m.index}" if m.index is not None else m.snapshot_id)
+            + (f": {m.state_message}" if m.state_message else "")
+            for m in failed
         )
         return f"error ({which})"
     present = {m.index for m in snapshot_set.members if m.index is not None}

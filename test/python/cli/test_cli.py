@@ -16,6 +16,7 @@ from typer.testing import CliRunner, Result
 
 from raidsnap_cli.app import app
 from raidsnap_cli.backends import Hooks
+from raidsnap_emulation.double import AwsError
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import ArrayFixture, make_array, make_old_set
 
@@ -110,7 +111,7 @@ def test_sets_shows_complete_incomplete_why_latest_and_age(cli: Cli) -> None:
     assert "latest" not in older
     assert "missing member 1" in line_of(out, "db1-b-short")
     assert "2/3" in line_of(out, "db1-b-short")
-    assert "error (member 2)" in line_of(out, "db1-c-failed")
+    assert "error (member 2: Snapshot creation failed" in line_of(out, "db1-c-failed")
     assert "pending (0%)" in line_of(out, "db1-e-running")
     assert "0s" in line_of(out, "db1-e-running")
     # newest first
@@ -376,6 +377,46 @@ def test_without_emulation_sets_come_through_the_default_credential_chain(
     # THEN it reads the account it was pointed at
     assert result.exit_code == 0, result.output
     assert "complete · latest" in line_of(result.stdout, "db1-on-aws")
+
+
+def test_on_aws_the_stack_names_the_workflows_and_a_run_left_running_can_be_followed(
+    template: Path,
+) -> None:
+    # GIVEN an account whose CloudFormation stack "raidsnap" holds the workflows
+    with Emulation(template) as emu:
+        make_array(emu.hosts, "db1", 3)
+
+        def stack_resources(params: dict[str, Any]) -> dict[str, Any]:
+            if params["StackName"] != "raidsnap":
+                raise AwsError("ValidationError", f"Stack {params['StackName']} does not exist")
+            return {
+                "StackResourceSummaries": [
+                    {"ResourceType": "AWS::IAM::Role", "PhysicalResourceId": "raidsnap-role"}
+                ]
+                + [
+                    {"ResourceType": "AWS::StepFunctions::StateMachine", "PhysicalResourceId": arn}
+                    for arn in emu.state_machines.values()
+                ]
+            }
+
+        emu.double.route("cloudformation", "ListStackResources", stack_resources)
+        cli = Cli(template)
+
+        # WHEN a backup is started without waiting, then looked up and followed
+        started = cli("backup", "db1", "--no-wait", "--region", "us-east-1")
+        arn = started.stdout.strip()
+        followed = cli("status", arn, "--follow")
+        asked = [
+            c.params.get("StackName") for c in emu.double.calls if c.service == "cloudformation"
+        ]
+
+    # THEN the stack's resources named the backup workflow, and the run is seen to its end
+    assert started.exit_code == 0, started.output
+    assert arn.startswith(emu.state_machines["backup"].replace(":stateMachine:", ":execution:"))
+    assert "on AWS us-east-1, stack raidsnap" in started.output
+    assert "raidsnap" in asked
+    assert followed.exit_code == 0, followed.output
+    assert "SUCCEEDED backup backup-db1-" in followed.stdout
 
 
 def test_an_unknown_profile_exits_1_naming_it(cli: Cli) -> None:
