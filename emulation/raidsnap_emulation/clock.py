@@ -13,7 +13,9 @@ from datetime import UTC, datetime, timedelta
 class VirtualClock:
     def __init__(self, start: datetime | None = None) -> None:
         self._lock = threading.Lock()
-        self._now = start or datetime(2026, 1, 5, 3, 0, tzinfo=UTC)
+        # Start at the real time, so that what Step Functions stamps with real time (execution
+        # start, hence set ids) and what the double stamps with virtual time begin together.
+        self._now = start or datetime.now(UTC).replace(microsecond=0)
 
     def now(self) -> datetime:
         with self._lock:
