@@ -497,8 +497,8 @@ def send_command(state: State, step: str, documents: RestoreDocuments) -> dict[s
 
 
 def detach_old(state: State) -> State:
-    """Replace mode, after the release document: tag the old members raidsnap:replaced-by and
-    detach them (kept, never deleted); later calls look until they are detached.
+    """Replace mode, after the release document: tag the old members raidsnap:replaced-by, then
+    (next call) detach them, kept and never deleted; later calls look until they are detached.
 
     The old members are the volumes attached to the target (never its boot volume, never a
     volume this run created) that are the set's source volumes, or tagged with the array, or
@@ -519,12 +519,12 @@ def detach_old(state: State) -> State:
         }
         old_ids = sorted((candidates & attached) - ours - {""})
         if old_ids:
+            # Only tag now: the role may detach only volumes tagged replaced-by, and IAM may
+            # not see a tag in the same second it was written. The next look detaches them.
             clients.ec2().create_tags(
                 Resources=old_ids,
                 Tags=[{"Key": tags.REPLACED_BY, "Value": state["execution"]["id"]}],
             )
-            for vid in old_ids:
-                volumes.detach(vid, target)
         else:
             state["notes"].append(f"no old member of {state['array']} was attached to {target}")
         state["old"] = {
@@ -538,7 +538,7 @@ def detach_old(state: State) -> State:
     still = [vid for vid, view in views.items() if any(a[0] == target for a in view.attachments)]
     for vid in still:
         if not any(a[2] == "detaching" for a in views[vid].attachments):
-            volumes.detach(vid, target)  # the first request was lost
+            volumes.detach(vid, target)
     if not still:
         old["status"] = "detached"
     else:
@@ -556,8 +556,9 @@ def detach_old(state: State) -> State:
 
 
 def attach_volumes(state: State) -> State:
-    """First call: attach every new volume, in member order, to free device names. Later calls:
-    one DescribeVolumes, until all are attached."""
+    """First call: tag a new target with the array, if it must be. Then: attach every new volume,
+    in member order, to free device names. Later calls: one DescribeVolumes until all are
+    attached."""
     target = state["targetInstanceId"]
     ids: list[str] = state["volumes"]["ids"]
     a = dict(state.get("attach") or {})
@@ -568,11 +569,20 @@ def attach_volumes(state: State) -> State:
         found = [x for x in view.attachments if x[0] == target] if view else []
         return found[0] if found else None
 
+    if state.get("tagTarget") and not a.get("targetTagged"):
+        # The new instance becomes the array's: the role attaches only to instances tagged with
+        # an array, and IAM may not see a tag in the same second, so attach on the next look.
+        clients.ec2().create_tags(
+            Resources=[target], Tags=[{"Key": tags.ARRAY, "Value": state["array"]}]
+        )
+        state["attach"] = {
+            "status": "attaching",
+            "targetTagged": True,
+            "waitSeconds": ATTACH_POLL_SECONDS,
+            "budgetSeconds": ATTACH_BUDGET_SECONDS,
+        }
+        return state
     if not a.get("devices"):
-        if state.get("tagTarget"):
-            clients.ec2().create_tags(
-                Resources=[target], Tags=[{"Key": tags.ARRAY, "Value": state["array"]}]
-            )
         instance = arrays.describe_instance(target)
         need = [vid for vid in ids if on_target(vid) is None]
         names = volumes.free_device_names([x.device for x in instance.attachments], len(need))
@@ -580,7 +590,7 @@ def attach_volumes(state: State) -> State:
         devices |= dict(zip(need, names, strict=True))
         for vid in need:
             volumes.attach(vid, target, devices[vid])
-        state["attach"] = {
+        state["attach"] = a | {
             "status": "attaching",
             "devices": [devices[vid] for vid in ids],
             "waitSeconds": ATTACH_POLL_SECONDS,
