@@ -114,7 +114,7 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
     if taken_over is not None:
         notes.append(
             f"took over the restore lock of {request.array} from {taken_over.execution_arn}, "
-            "which is no longer running"
+            "which is no longer running (or whose lease ran out)"
         )
     return {
         "array": request.array,

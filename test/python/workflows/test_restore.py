@@ -549,6 +549,25 @@ def test_without_the_array_instance_a_target_is_required(emu: Emulation) -> None
     assert "give targetInstanceId" in (run.cause or "")
 
 
+def test_a_set_taken_without_discovery_needs_the_md_uuid_given(emu: Emulation) -> None:
+    # GIVEN a set taken while the agent was offline: members from tags, no md facts recorded
+    fx = make_array(emu.hosts, "db1", 3, tag_members=True)
+    emu.double.set_agent(fx.instance_id, online=False)
+    set_id = backed_up(emu.hosts, emu.run, fx)
+    terminate(fx.instance_id)
+    target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    # WHEN it is restored without an md UUID, THEN it is refused before any change
+    mark = len(emu.double.calls)
+    request = {"array": "db1", "targetInstanceId": target, "initialization": "none"}
+    run = emu.run("restore", request)
+    assert (run.status, run.error) == ("FAILED", "InvalidInput")
+    assert (run.cause or "").startswith("mdUuid:")
+    assert changes(emu, mark) == []
+    # AND with the UUID given it restores, mounted where the operator says
+    run = emu.run("restore", request | {"mdUuid": fx.md_uuid, "mountPoint": "/data"})
+    assert_restored(emu, run, fx, set_id, target, fx.availability_zone)
+
+
 def test_a_second_restore_of_the_same_array_is_refused_while_the_first_runs(
     emu: Emulation,
 ) -> None:
