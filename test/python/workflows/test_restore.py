@@ -602,22 +602,26 @@ def test_a_second_restore_of_the_same_array_is_refused_while_the_first_runs(
     assert lock_item(emu, "db1") is None
 
 
-def test_a_lock_left_by_a_finished_execution_is_taken_over(emu: Emulation) -> None:
+@pytest.mark.parametrize("holder", ["finished", "lease-expired"])
+def test_a_lock_whose_holder_is_gone_is_taken_over(emu: Emulation, holder: str) -> None:
     fx, set_id, target = world(emu, 3)
-    stale = emu.run("backup", {"array": "nope"})  # any execution that is no longer running
+    if holder == "finished":  # an execution that ended without releasing, lease still valid
+        arn, lease = emu.run("backup", {"array": "nope"}).arn, "99999999999"
+    else:  # whatever the holder, its lease ran out
+        arn, lease = "arn:aws:states:us-east-1:123456789012:execution:raidsnap-restore:x", "1"
     (table,) = boto3.client("dynamodb").list_tables()["TableNames"]
     boto3.client("dynamodb").put_item(
         TableName=table,
         Item={
             "array": {"S": "db1"},
-            "executionArn": {"S": stale.arn},
+            "executionArn": {"S": arn},
             "setId": {"S": set_id},
-            "leaseUntil": {"N": "99999999999"},
+            "leaseUntil": {"N": lease},
         },
     )
     run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"})
     assert_restored(emu, run, fx, set_id, target, fx.availability_zone)
-    assert any("took over the restore lock" in n for n in run.output["notes"])
+    assert any(f"took over the restore lock of db1 from {arn}" in n for n in run.output["notes"])
 
 
 def test_retention_keeps_the_set_a_running_restore_holds(emu: Emulation) -> None:
