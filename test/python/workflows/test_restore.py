@@ -487,6 +487,25 @@ def test_failed_assemble_removes_everything_the_run_created_and_touches_nothing_
     assert lock_item(emu, "db1") is None
 
 
+def test_cleanup_forces_a_stuck_detach_and_at_last_names_what_it_could_not_remove(
+    emu: Emulation,
+) -> None:
+    _, _, target = world(emu, 2)
+    emu.hosts.fail_next(
+        "assemble", CommandOutcome(status="Failed", stderr="mdadm: busy", exit_code=1)
+    )
+    emu.double.detach_seconds = 100_000  # EC2 never finishes detaching
+    run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"})
+    assert (run.status, run.error) == ("FAILED", "CommandFailed")
+    assert "could not remove volumes" in (run.cause or "")
+    # a normal detach first, then forced ones; never a DeleteVolume on an attached volume
+    forced = [c.params.get("Force") for c in calls(emu, "DetachVolume")]
+    assert forced[:2] == [False, False]
+    assert True in forced
+    assert calls(emu, "DeleteVolume") == []
+    assert len(restored_volumes(run.arn)) == 2
+
+
 def test_failure_after_replace_keeps_the_old_members_detached_and_says_so(
     emu: Emulation,
 ) -> None:
