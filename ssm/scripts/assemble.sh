@@ -180,12 +180,15 @@ md_stop() {
   return 1
 }
 
+# Unset: the document's default (a hand-run). Set but empty: refused like any other value that no
+# pattern admits, so a blank MdDevice, ReadOnly or Persist never turns into /dev/md0, false
+# (a read-write remount) or true (fstab and mdadm.conf written).
 volume_csv=${SSM_VolumeIds:-}
 md_uuid=${SSM_MdUuid:-}
-md_dev=${SSM_MdDevice:-/dev/md0}
+md_dev=${SSM_MdDevice-/dev/md0}
 mount_point=${SSM_MountPoint:-}
-read_only=${SSM_ReadOnly:-false}
-persist=${SSM_Persist:-true}
+read_only=${SSM_ReadOnly-false}
+persist=${SSM_Persist-true}
 wait_seconds=${RAIDSNAP_DEVICE_WAIT_SECONDS:-120}
 
 require_match VolumeIds "$volume_csv" '^vol-[0-9a-f]{8,17}(,vol-[0-9a-f]{8,17}){0,39}$'

@@ -123,8 +123,10 @@ serial_volume_id() {
   if [[ $1 =~ ^vol([0-9a-f]{8,17})$ ]]; then printf 'vol-%s\n' "${BASH_REMATCH[1]}"; fi
 }
 
+# Unset: the document's default (a hand-run). Set but empty: refused like any other value that no
+# pattern admits, so a blank Method never turns into auto.
 volume_csv=${SSM_VolumeIds:-}
-method=${SSM_Method:-auto}
+method=${SSM_Method-auto}
 require_match VolumeIds "$volume_csv" '^vol-[0-9a-f]{8,17}(,vol-[0-9a-f]{8,17}){0,39}$'
 require_match Method "$method" '^(auto|fio|dd)$'
 progress_every=${RAIDSNAP_PROGRESS_SECONDS:-10}

@@ -123,7 +123,10 @@ serial_volume_id() {
   if [[ $1 =~ ^vol([0-9a-f]{8,17})$ ]]; then printf 'vol-%s\n' "${BASH_REMATCH[1]}"; fi
 }
 
-md_dev=${SSM_MdDevice:-/dev/md0}
+# Unset: the document's default (a hand-run). Set but empty: refused like any other value that no
+# pattern admits, so a blank MdDevice never turns into /dev/md0, which would then be
+# unmounted and stopped.
+md_dev=${SSM_MdDevice-/dev/md0}
 mount_point=${SSM_MountPoint:-}
 require_match MdDevice "$md_dev" '^/dev/md[0-9]{1,3}$'
 require_mount_point MountPoint "$mount_point"
