@@ -123,7 +123,7 @@ describe('recovery with the example config', () => {
     const starts = statementsOf(template, 'recovery_start').filter((s) => actionsOf(s).includes('states:StartExecution'));
     expect(starts).toEqual([expect.objectContaining({ Resource: { Ref: machineId } })]);
     const all = statementsOf(template, 'recovery_start').flatMap(actionsOf).sort();
-    expect(all).toEqual(['dynamodb:GetItem', 'ec2:DescribeInstances', 'logs:CreateLogStream', 'logs:PutLogEvents',
+    expect(all).toEqual(['dynamodb:GetItem', 'ec2:DescribeInstances', 'kms:Decrypt', 'kms:DescribeKey', 'logs:CreateLogStream', 'logs:PutLogEvents',
       'states:DescribeExecution', 'states:StartExecution', 'xray:PutTelemetryRecords', 'xray:PutTraceSegments']);
   });
 

@@ -92,7 +92,7 @@ export class Recovery extends Construct {
       description: 'turn an alarm, a lost instance or a lifecycle launch into one recovery run',
       statements: [
         new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [this.stateMachine.stateMachineArn] }),
-        props.lock.statement('GetItem'),
+        ...props.lock.statements('GetItem'),
         p.describeExecutions(restoreName),
         p.describe('ec2:DescribeInstances'),
       ],
