@@ -136,6 +136,14 @@ describe('drills with the example config', () => {
   });
 });
 
+test('the dashboard shows drill and recovery outcomes by array', () => {
+  const { template } = synth(EXAMPLE_CONFIG);
+  const body = JSON.stringify(Object.values(resourcesOf(template, 'AWS::CloudWatch::Dashboard'))[0].Properties.DashboardBody);
+  for (const text of ['recovery runs', 'drill runs', 'recoveries and drills by array', 'DrillFailed', 'RecoveryFailed']) {
+    expect(body).toContain(text);
+  }
+});
+
 describe('drills without a config', () => {
   const { template } = synth();
 

@@ -155,6 +155,19 @@ export class Monitoring extends Construct {
     });
     this.dashboard.addWidgets(...runs, durations);
     this.dashboard.addWidgets(ages);
+    if (props.workflows.recovery || props.workflows.drill) {
+      // Published by the recovery's last step and the drill's report, per array.
+      const outcomes = ['RecoverySucceeded', 'RecoveryFailed', 'DrillSucceeded', 'DrillFailed'];
+      this.dashboard.addWidgets(new cloudwatch.GraphWidget({
+        title: 'recoveries and drills by array',
+        left: outcomes.map((name) => new cloudwatch.MathExpression({
+          expression: `SEARCH('{raidsnap,Array,service} MetricName="${name}"', 'Sum', 86400)`,
+          label: name,
+          period: Duration.days(1),
+        })),
+        width: 24,
+      }));
+    }
     if (Object.keys(this.rpoAlarms).length) {
       this.dashboard.addWidgets(new cloudwatch.AlarmStatusWidget({
         title: 'RPO alarms', alarms: Object.values(this.rpoAlarms), width: 24,
