@@ -124,7 +124,12 @@ describe('recovery with the example config', () => {
     expect(starts).toEqual([expect.objectContaining({ Resource: { Ref: machineId } })]);
     const all = statementsOf(template, 'recovery_start').flatMap(actionsOf).sort();
     expect(all).toEqual(['dynamodb:GetItem', 'ec2:DescribeInstances', 'kms:Decrypt', 'kms:DescribeKey', 'logs:CreateLogStream', 'logs:PutLogEvents',
-      'states:DescribeExecution', 'states:StartExecution', 'xray:PutTelemetryRecords', 'xray:PutTraceSegments']);
+      'states:DescribeExecution', 'states:StartExecution', 'states:StopExecution', 'xray:PutTelemetryRecords', 'xray:PutTraceSegments']);
+    // It may stop only the restores that drills start: a recovery preempts a drill, never a restore.
+    const stops = statementsOf(template, 'recovery_start').filter((s) => actionsOf(s).includes('states:StopExecution'));
+    expect(stops).toHaveLength(1);
+    expect(actionsOf(stops[0])).toEqual(['states:StopExecution']);
+    expect(JSON.stringify(stops[0].Resource)).toMatch(/:execution:raidsnap-restore:drill-\*"\]\]\}$/);
   });
 
   test('CompleteLifecycleAction is allowed only on the configured group, to the recovery step only', () => {

@@ -4,6 +4,7 @@ volumes that are not members, all made through the EC2 API as an operator would.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -338,3 +339,33 @@ def create_topics(emu: Any) -> list[str]:
         sns.create_topic(Name=logical_id)["TopicArn"]
         for logical_id in emu.template.of_type("AWS::SNS::Topic")
     ]
+
+
+class HeldStep:
+    """Holds the first invocation of one function until released, so that a test can act while
+    a workflow is inside that step (e.g. while a restore holds its lock)."""
+
+    def __init__(self, emu: Any, module: str) -> None:
+        router = emu.router
+        self.function = next(
+            n for n, f in router.functions.items() if f.handler.endswith(f".{module}.handler")
+        )
+        self.reached = threading.Event()
+        self._go_on = threading.Event()
+        self._held = False
+
+        def invoke(params: dict[str, Any]) -> Any:
+            if str(params["FunctionName"]).rsplit(":", 1)[-1] == self.function and not self._held:
+                self._held = True
+                self.reached.set()
+                self._go_on.wait(120)
+            return router(params)
+
+        emu.double.route("lambda", "Invoke", invoke)
+
+    def wait(self, timeout: float = 60) -> None:
+        if not self.reached.wait(timeout):
+            raise TimeoutError(f"{self.function} was never invoked")
+
+    def release(self) -> None:
+        self._go_on.set()

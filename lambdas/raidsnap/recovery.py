@@ -70,11 +70,22 @@ def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
     if trigger is None:
         return {"started": False, "reason": "not a recovery event for a raidsnap array"}
     holder = lock.current(settings.lock_table, trigger.array)
-    if (
+    running = (
         holder is not None
         and holder.lease_until > int(time.time())
         and _running(holder.execution_arn)
-    ):
+    )
+    if holder is not None and running and is_drill(holder.execution_arn):
+        # A drill must never stand between an array and its recovery: stop the drill's restore
+        # (its drill then removes what that restore created, and reports the drill failed).
+        clients.stepfunctions().stop_execution(
+            executionArn=holder.execution_arn,
+            error="PreemptedByRecovery",
+            cause=f"a recovery of {trigger.array} needs the array's restore lock",
+        )
+        trigger.notes.append(f"stopped the drill restore {holder.execution_arn} to recover")
+        logger.warning("stopped a drill's restore", extra={"holder": holder.execution_arn})
+    elif holder is not None and running:
         logger.warning(
             "a restore of this array is running; no recovery started",
             extra={"array": trigger.array, "holder": holder.execution_arn},
@@ -112,6 +123,11 @@ def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
         return {"started": False, "array": trigger.array, "name": name, "reason": "duplicate"}
     logger.info("recovery started", extra={"array": trigger.array, "execution": arn})
     return {"started": True, "array": trigger.array, "name": name, "executionArn": arn}
+
+
+def is_drill(execution_arn: str) -> bool:
+    """Restores a drill starts are named drill-<hash> (see drill.py)."""
+    return execution_arn.rsplit(":", 1)[-1].startswith("drill-")
 
 
 def _running(execution_arn: str) -> bool:
@@ -347,6 +363,14 @@ def _failure(error: dict[str, Any]) -> tuple[str, str]:
         if "errormessage" in lowered:
             kind = str(lowered.get("errortype") or name)
             return public_name(kind), str(lowered["errormessage"])
+        status = str(lowered.get("status", ""))
+        if status in ("ABORTED", "TIMED_OUT") and not lowered.get("error"):
+            child = str(lowered.get("executionarn", ""))
+            word = "stopped" if status == "ABORTED" else "timed out"
+            return (
+                "RestoreAborted" if status == "ABORTED" else "RestoreTimedOut",
+                f"the restore {child} was {word} before it finished",
+            )
         if lowered.get("error") or lowered.get("cause"):
             child = str(lowered.get("executionarn", ""))
             where = f" (restore {child})" if child else ""

@@ -11,12 +11,11 @@ import { ArrayConfig, DrillConfig } from '../config';
 import { Documents } from './documents';
 import { FunctionFactory, FunctionSpec } from './functions';
 import { RestorePermissions } from './permissions';
-import { acknowledgeNestedRestore } from './recovery';
+import { acknowledgeNestedRestore, DRILL_RESTORE_PREFIX } from './recovery';
 import { RestoreWorkflow } from './restore-workflow';
 import { Workflow } from './workflow';
 
-/** Every restore a drill starts is named drill-<hash> (lambdas/raidsnap/drill.py). */
-export const DRILL_RESTORE_PREFIX = 'drill-';
+export { DRILL_RESTORE_PREFIX };
 
 export interface DrillsProps {
   readonly factory: FunctionFactory;

@@ -17,6 +17,8 @@ import { RestoreLock, RestoreWorkflow } from './restore-workflow';
 import { Workflow } from './workflow';
 
 export const ATTACHED_EBS_METRIC = 'StatusCheckFailed_AttachedEBS';
+/** Every restore a drill starts is named drill-<hash> (lambdas/raidsnap/drill.py). */
+export const DRILL_RESTORE_PREFIX = 'drill-';
 /** A launching instance waits this long in Pending:Wait for its array before the hook's
  * default result (ABANDON) ends it. */
 export const LIFECYCLE_HEARTBEAT = Duration.hours(1);
@@ -94,6 +96,11 @@ export class Recovery extends Construct {
         new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [this.stateMachine.stateMachineArn] }),
         ...props.lock.statements('GetItem'),
         p.describeExecutions(restoreName),
+        // A recovery preempts a drill of the same array: it may stop the drills' restores only.
+        new iam.PolicyStatement({
+          actions: ['states:StopExecution'],
+          resources: [`${p.executionArnPrefix(restoreName)}${DRILL_RESTORE_PREFIX}*`],
+        }),
         p.describe('ec2:DescribeInstances'),
       ],
       environment: {
@@ -107,6 +114,9 @@ export class Recovery extends Construct {
       acknowledge(startPolicy,
         `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${restoreName}:*`)}]`,
         'DescribeExecution of the restore workflow\'s own executions only: is the holder of a restore lock still running?');
+      acknowledge(startPolicy,
+        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${restoreName}:${DRILL_RESTORE_PREFIX}*`)}]`,
+        'StopExecution of the restores that drills start (named drill-...), so that a recovery is never blocked by a drill');
     }
     this.functions = { RecoveryStart: start, RecoveryStep: step };
     const target = new eventTargets.LambdaFunction(start, { retryAttempts: 8, maxEventAge: Duration.hours(1) });

@@ -21,6 +21,7 @@ import pytest
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation, Template
 from raidsnap_emulation.world import (
+    HeldStep,
     alarm_event,
     backed_up,
     create_topics,
@@ -136,6 +137,23 @@ def _scenario_drill(emu: Emulation) -> None:
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
 
 
+def _scenario_recovery_preempts_a_drill(emu: Emulation) -> None:
+    create_topics(emu)
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    drill_host = launch_instance("db1-drill", fx.availability_zone, tag_array=False)
+    boto3.client("ec2").create_tags(
+        Resources=[drill_host], Tags=[{"Key": "raidsnap:array", "Value": "db1-drill"}]
+    )
+    held = HeldStep(emu, "restore_finish")
+    drill = emu.start("drill", {"array": "db1", "targetInstanceId": drill_host})
+    held.wait()
+    started = emu.invoke("recovery_start", alarm_event(fx.instance_id))
+    held.release()
+    assert emu.wait(started.result["executionArn"]).status == "SUCCEEDED"
+    assert emu.wait(drill).status == "FAILED"
+
+
 SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_set_age_report,
     _scenario_backup_freeze_hangs,
@@ -146,6 +164,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_backup_fails_while_frozen,
     _scenario_recovery_from_alarm,
     _scenario_drill,
+    _scenario_recovery_preempts_a_drill,
 ]
 
 

@@ -4,7 +4,6 @@ recovery trigger as AWS delivers them, the recovery workflow, and the restore it
 from __future__ import annotations
 
 import json
-import threading
 from typing import Any
 
 import boto3
@@ -14,9 +13,11 @@ from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation, Execution
 from raidsnap_emulation.world import (
     ArrayFixture,
+    HeldStep,
     alarm_event,
     backed_up,
     configure_recovery,
+    create_topics,
     instance_state_event,
     launch_event,
     launch_instance,
@@ -114,21 +115,12 @@ def test_a_second_alarm_while_the_first_restore_holds_the_lock_starts_no_restore
 ) -> None:
     fx, _ = db1
     # GIVEN the first recovery's restore held at its last step (it holds the restore lock)
-    reached, go_on = threading.Event(), threading.Event()
-    finish = next(n for n, f in emu.router.functions.items() if ".restore_finish." in f.handler)  # type: ignore[union-attr]
-
-    def held(params: dict[str, Any]) -> Any:
-        if str(params["FunctionName"]).rsplit(":", 1)[-1] == finish:
-            reached.set()
-            go_on.wait(60)
-        return emu.router(params)  # type: ignore[misc]
-
-    emu.double.route("lambda", "Invoke", held)
+    held = HeldStep(emu, "restore_finish")
     first = emu.invoke("recovery_start", alarm_event(fx.instance_id)).result
-    assert reached.wait(60), "the restore never reached its last step"
+    held.wait()
     # WHEN a different alarm event arrives (the alarm fired again a minute later)
     second = emu.invoke("recovery_start", alarm_event(fx.instance_id, at="2026-11-21T06:01:00Z"))
-    go_on.set()
+    held.release()
     run = emu.wait(first["executionArn"])
     # THEN it started nothing, and said why
     assert second.error_type is None
@@ -137,6 +129,46 @@ def test_a_second_alarm_while_the_first_restore_holds_the_lock_starts_no_restore
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     assert len(executions(emu, "recovery")) == 1
     assert len(executions(emu, "restore")) == 1
+
+
+def test_a_recovery_preempts_a_drill_of_the_same_array(
+    emu: Emulation, db1: tuple[ArrayFixture, str]
+) -> None:
+    fx, _ = db1
+    create_topics(emu)
+    drill_host = launch_instance("db1-drill", fx.availability_zone, tag_array=False)
+    boto3.client("ec2").create_tags(
+        Resources=[drill_host], Tags=[{"Key": "raidsnap:array", "Value": "db1-drill"}]
+    )
+    # GIVEN a drill whose restore holds the array's restore lock
+    held = HeldStep(emu, "restore_finish")
+    drill = emu.start("drill", {"array": "db1", "targetInstanceId": drill_host})
+    held.wait()
+    # WHEN the array's instance fails
+    started = emu.invoke("recovery_start", alarm_event(fx.instance_id))
+    held.release()
+    # THEN the drill's restore is stopped, the recovery restores the array in place...
+    assert started.error_type is None, started.error_message
+    assert started.result["started"] is True
+    run = emu.wait(started.result["executionArn"])
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    drill_restore = next(e for e in executions(emu, "restore") if e["name"].startswith("drill-"))
+    assert drill_restore["status"] == "ABORTED"
+    assert (
+        emu.hosts.state(fx.instance_id).arrays["/dev/md0"].members
+        == run.output["restore"]["volumeIds"]
+    )
+    # ...and the drill fails, after removing every volume its restore created
+    drilled = emu.wait(drill)
+    # (AWS names the stop's error, PreemptedByRecovery; moto 5.2.5 keeps no error for a stop)
+    assert drilled.status == "FAILED"
+    assert drilled.error in ("PreemptedByRecovery", "RestoreAborted")
+    left = [
+        v["VolumeId"]
+        for v in restored_volumes(drill_restore["executionArn"])
+        if v["State"] not in ("deleting", "deleted")
+    ]
+    assert left == []
 
 
 def test_a_launch_into_the_group_restores_onto_the_new_instance_and_continues(
