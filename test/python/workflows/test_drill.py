@@ -112,10 +112,9 @@ def test_a_drill_restores_the_set_read_only_checks_it_removes_it_and_reports(
     assert source_calls(emu, fx, before) == []
     assert snapshots_intact(set_id, 3)
     # Reported: a metric and a notification
-    assert [
-        d["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
-        for d in emitted(capsys.readouterr().out, "DrillSucceeded")
-    ] == [[["Array", "service"]]]
+    (metric,) = emitted(capsys.readouterr().out, "DrillSucceeded")
+    assert "Array" in metric["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]
+    assert (metric["Array"], metric["DrillSucceeded"]) == ("db1", [1.0])
     (note,) = published(emu)
     assert note["TopicArn"].endswith(":" + next(iter(emu.template.of_type("AWS::SNS::Topic"))))
     assert note["Subject"] == "raidsnap drill of db1: passed"
@@ -145,7 +144,8 @@ def test_a_drill_whose_restore_fails_still_tears_down_and_reports_the_failure(
     assert [v["VolumeId"] for v in live if v["State"] not in ("deleting", "deleted")] == []
     assert emu.hosts.state(fx.instance_id).arrays["/dev/md0"].members == fx.member_ids
     assert snapshots_intact(set_id, 3)
-    assert emitted(capsys.readouterr().out, "DrillFailed")
+    (metric,) = emitted(capsys.readouterr().out, "DrillFailed")
+    assert (metric["Array"], metric["DrillFailed"]) == ("db1", [1.0])
     (note,) = published(emu)
     assert note["Subject"] == "raidsnap drill of db1: FAILED (CommandFailed)"
 
