@@ -18,8 +18,17 @@ import boto3
 from rich.console import Console
 from rich.table import Table
 
+from raidsnap.observability import logger
 from raidsnap_emulation.harness import Emulation, Execution, Invocation
-from raidsnap_emulation.world import ArrayFixture, make_array, sets_of
+from raidsnap_emulation.world import (
+    ArrayFixture,
+    alarm_event,
+    configure_recovery,
+    create_topics,
+    launch_instance,
+    make_array,
+    sets_of,
+)
 
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
 Narrator = Callable[[dict[str, Any]], str]
@@ -144,12 +153,47 @@ NARRATORS: dict[str, Narrator] = {
 }
 
 
+def _stepwise(inv: Invocation) -> str | None:
+    """Recovery and drill functions serve several steps, named in the event."""
+    step = str(inv.event.get("step")) if isinstance(inv.event, dict) else ""
+    r = inv.result if isinstance(inv.result, dict) else {}
+    texts = {
+        ("recovery_step", "target"): "the target instance is ready for the restore",
+        ("recovery_step", "succeeded"): "recovery done: metric RecoverySucceeded, notification",
+        ("recovery_step", "failed"): "recovery failed: metric RecoveryFailed",
+        ("drill_verify", "discover"): "discover document on the drill instance",
+        ("drill_teardown", "release"): "release document: unmount and stop the drill copy",
+    }
+    if (inv.module, step) in texts:
+        return texts[(inv.module, step)]
+    if inv.module == "drill_verify" and step == "check":
+        return (
+            f"the copy is the array: md UUID {r.get('mdUuid')}, {r.get('filesystem')}, "
+            f"{r.get('members')} members, read-only"
+        )
+    if inv.module == "drill_teardown" and step == "volumes":
+        left = r.get("left") or []
+        return f"deleted {len(r.get('deleted', []))} drill volumes" + (
+            f", {len(left)} still detaching" if left else "; nothing else touched"
+        )
+    if inv.module == "drill_prepare":
+        return f"drill of {r.get('array')} onto {r.get('targetInstanceId')}, restore nested"
+    if inv.module == "drill_report":
+        return "metric DrillSucceeded or DrillFailed, and a notification"
+    if inv.module == "recovery_start":
+        return f"trigger: one recovery execution, named for the event: {r.get('name', '')}"
+    return None
+
+
 def _narrate(inv: Invocation) -> str:
     if inv.error_type:
         return (
             f"[red]{inv.error_type}[/red]: {inv.error_message} "
             "[dim](the workflow decides: retry or fail)[/dim]"
         )
+    stepwise = _stepwise(inv)
+    if stepwise is not None:
+        return stepwise
     narrator = NARRATORS.get(inv.module)
     if narrator is not None and isinstance(inv.result, dict):
         try:
@@ -169,13 +213,14 @@ def _timeline(emu: Emulation, since: int, start: datetime) -> None:
         console.print(f"   [dim]{stamp}[/dim]  [cyan]{inv.module:<20}[/cyan] {_narrate(inv)}")
 
 
-def _run(emu: Emulation, workflow: str, payload: dict[str, Any], name: str) -> Execution:
+def _follow(emu: Emulation, title: str, start: Callable[[], str]) -> Execution:
+    """Start a run (``start`` returns its execution ARN), wait for it, print its timeline."""
     assert emu.router is not None
-    console.print(f"\n[bold]▶ {workflow}[/bold] {payload}  [dim](execution {name})[/dim]")
-    mark, start, real = len(emu.router.invocations), emu.clock.now(), time.monotonic()
-    run = emu.run(workflow, payload, name=name)
-    _timeline(emu, mark, start)
-    virtual = int((emu.clock.now() - start).total_seconds())
+    console.print(f"\n[bold]▶ {title}[/bold]")
+    mark, begin, real = len(emu.router.invocations), emu.clock.now(), time.monotonic()
+    run = emu.wait(start())
+    _timeline(emu, mark, begin)
+    virtual = int((emu.clock.now() - begin).total_seconds())
     colour = "green" if run.status == "SUCCEEDED" else "red"
     console.print(
         f"   [{colour}]{run.status}[/{colour}] in {run.transitions} state transitions, "
@@ -187,7 +232,44 @@ def _run(emu: Emulation, workflow: str, payload: dict[str, Any], name: str) -> E
     return run
 
 
-def _world(emu: Emulation) -> ArrayFixture:
+def _run(emu: Emulation, workflow: str, payload: dict[str, Any], name: str) -> Execution:
+    return _follow(
+        emu,
+        f"{workflow} {payload}  [dim](execution {name})[/dim]",
+        lambda: emu.start(workflow, payload, name=name),
+    )
+
+
+def _deliver_alarm(emu: Emulation, fx: ArrayFixture) -> Execution:
+    """The attached-EBS status check fails; CloudWatch raises the alarm; EventBridge delivers
+    its state change to the recovery trigger (twice: EventBridge delivers at least once)."""
+    event = alarm_event(fx.instance_id)
+    console.print(
+        f"   CloudWatch: StatusCheckFailed_AttachedEBS of {fx.instance_id} → alarm "
+        f"{event['detail']['alarmName']} in ALARM; EventBridge delivers the state change"
+    )
+    started: dict[str, Any] = {}
+
+    def start() -> str:
+        first = emu.invoke("recovery_start", event)
+        started.update(first.result or {})
+        return str(started["executionArn"])
+
+    run = _follow(emu, "automated recovery (recovery workflow, restore nested)", start)
+    nested = emu.state_machines["restore"].replace(":stateMachine:", ":execution:", 1)
+    restore = emu.wait(f"{nested}:{run.arn.rsplit(':', 1)[1]}-restore")
+    console.print(f"   the nested restore took {restore.transitions} state transitions more")
+    run.nested_transitions = restore.transitions
+    again = emu.invoke("recovery_start", event)
+    result = again.result or {}
+    console.print(
+        f"   the same event delivered again: started={result.get('started')} "
+        f"[dim]({result.get('reason', 'same execution name')})[/dim]"
+    )
+    return run
+
+
+def _world(emu: Emulation) -> tuple[ArrayFixture, str]:
     fx = make_array(emu.hosts, "db1", 3, size_gib=8, unrelated=1)
     console.print(
         f"[bold]The array[/bold]: instance {fx.instance_id} in {fx.availability_zone}, tagged "
@@ -196,7 +278,17 @@ def _world(emu: Emulation) -> ArrayFixture:
         f"   also attached: boot {fx.boot_volume_id} and scratch {fx.other_volume_ids[0]} "
         "(never snapshotted)"
     )
-    return fx
+    drill_host = launch_instance("db1-drill", fx.availability_zone, tag_array=False)
+    boto3.client("ec2").create_tags(
+        Resources=[drill_host], Tags=[{"Key": "raidsnap:array", "Value": "db1-drill"}]
+    )
+    create_topics(emu)
+    configure_recovery(emu, "db1", instanceId=fx.instance_id, mode="replace")
+    console.print(
+        f"   recovery configured: the instance's attached-EBS alarm restores in place; "
+        f"drills go to {drill_host}"
+    )
+    return fx, drill_host
 
 
 def _lose_member(emu: Emulation, fx: ArrayFixture) -> str:
@@ -218,17 +310,28 @@ def _summary(rows: list[tuple[str, Execution]]) -> None:
         table.add_column(column)
     for label, run in rows:
         out = run.output if isinstance(run.output, dict) else {}
+        if isinstance(out.get("restore"), dict):  # a recovery reports its nested restore
+            out = {**out["restore"], "trigger": out.get("trigger")}
         detail = ""
+        if "verification" in out:
+            v = out["verification"]
+            detail = (
+                f"{v.get('members')} members verified read-only, "
+                f"{len(out.get('deletedVolumeIds', []))} drill volumes removed"
+            )
         if "snapshotIds" in out:
             detail = f"{len(out['snapshotIds'])} snapshots"
-        if "volumeIds" in out:
+        if "volumeIds" in out and "verification" not in out:
             detail = (
                 f"{len(out['volumeIds'])} volumes → {out.get('mdDevice')} "
                 f"at {out.get('mountPoint')}"
             )
         if run.error:
             detail = f"{run.error}"
-        table.add_row(label, run.status, str(run.transitions), str(out.get("setId", "")), detail)
+        transitions = str(run.transitions)
+        if run.nested_transitions:
+            transitions += f" + {run.nested_transitions}"
+        table.add_row(label, run.status, transitions, str(out.get("setId", "")), detail)
     console.print()
     console.print(table)
 
@@ -237,40 +340,37 @@ def main() -> int:
     # The executor logs evaluation details (an IsPresent test on a missing path) as errors;
     # they are not failures and would hide the timeline.
     logging.getLogger("moto").setLevel(logging.CRITICAL)
+    # Functions keep their warnings and errors; their info lines would bury the timeline.
+    logger.setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     console.rule("[bold]raidsnap demo[/bold]: local AWS emulation, virtual time")
+    real = time.monotonic()
     rows: list[tuple[str, Execution]] = []
     with Emulation() as emu:
-        fx = _world(emu)
+        fx, drill_host = _world(emu)
         backup = _run(emu, "backup", {"array": "db1"}, "nightly-backup")
         rows.append(("backup", backup))
-        if backup.status != "SUCCEEDED":
-            _summary(rows)
-            return 1
-        console.print(f"   snapshot sets of db1 now: {', '.join(sets_of('db1'))}")
-        _lose_member(emu, fx)
-        if "restore" not in emu.state_machines:
-            console.print("\n[yellow]this build has no restore workflow yet[/yellow]")
-            _summary(rows)
-            return 0
-        restore = _run(
-            emu,
-            "restore",
-            {"array": "db1", "setId": "latest", "mode": "replace", "initialization": "fsr"},
-            "restore-after-loss",
-        )
-        rows.append(("restore", restore))
-        if restore.status == "SUCCEEDED":
-            state = emu.hosts.state(fx.instance_id)
-            md = state.arrays.get(restore.output.get("mdDevice", "/dev/md0"))
-            if md:
-                console.print(
-                    f"   on the instance: {md.device} assembled from {', '.join(md.members)}, "
-                    f"mounted at {md.mount_point}"
-                )
-            console.print(f"   mdadm.conf: {'; '.join(state.mdadm_conf.values())}")
-            console.print(f"   fstab: {'; '.join(state.fstab.values())}")
+        if backup.status == "SUCCEEDED":
+            console.print(f"   snapshot sets of db1 now: {', '.join(sets_of('db1'))}")
+            _lose_member(emu, fx)
+            recovery = _deliver_alarm(emu, fx)
+            rows.append(("automated recovery", recovery))
+            if recovery.status == "SUCCEEDED":
+                state = emu.hosts.state(fx.instance_id)
+                md = state.arrays.get("/dev/md0")
+                if md:
+                    console.print(
+                        f"   on the instance: {md.device} assembled from {', '.join(md.members)}, "
+                        f"mounted at {md.mount_point}"
+                    )
+                console.print(f"   mdadm.conf: {'; '.join(state.mdadm_conf.values())}")
+                console.print(f"   fstab: {'; '.join(state.fstab.values())}")
+            drill = _run(
+                emu, "drill", {"array": "db1", "targetInstanceId": drill_host}, "weekly-drill"
+            )
+            rows.append(("drill", drill))
     _summary(rows)
+    console.print(f"[dim]{time.monotonic() - real:.0f} s real in all[/dim]")
     return 0 if all(run.status == "SUCCEEDED" for _, run in rows) else 1
 
 

@@ -288,6 +288,8 @@ class Execution:
     error: str | None
     cause: str | None
     events: list[dict[str, Any]] = field(default_factory=list)
+    # Transitions of executions this one ran nested (Step Functions bills those too).
+    nested_transitions: int = 0
 
     @property
     def states_entered(self) -> list[str]:
