@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import posixpath
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic_core import PydanticCustomError
 
 from raidsnap.errors import InvalidInputError
 
@@ -58,7 +60,57 @@ MOUNT_POINT_PATTERN = (
     r"^(/([A-Za-z0-9_-][A-Za-z0-9._-]{0,62}|\.[A-Za-z0-9_-][A-Za-z0-9._-]{0,61}"
     r"|\.\.[A-Za-z0-9._-]{1,61})){1,16}$"
 )
-MountPoint = Annotated[str, StringConstraints(pattern=MOUNT_POINT_PATTERN, max_length=201)]
+
+# Where a restored filesystem may never be mounted: "/", these system trees and everything under
+# them, and these directories themselves (mounting over a whole /var or /home hides all that is
+# in it; /var/lib/postgresql, /srv/db or /mnt/md0 are fine). Mounting over a system directory
+# replaces the instance's own programs, configuration or credentials with whatever the snapshot
+# holds, and a snapshot tag that anyone allowed to tag snapshots can set is enough to ask for it.
+# The assemble, freeze and release scripts carry the same two lists (each script stands alone on
+# the instance); test_ssm_documents checks that they agree with these.
+SYSTEM_TREES = (
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root",
+    "/run", "/sbin", "/sys", "/usr", "/tmp", "/var/tmp", "/var/run", "/var/lock", "/var/spool",
+    "/var/log",
+)  # fmt: skip
+SYSTEM_DIRECTORIES = ("/var", "/home", "/opt", "/srv", "/mnt", "/media")
+
+
+def system_directory(path: str) -> str | None:
+    """The system directory that ``path`` is or lies under, if a restore must not mount there;
+    None when ``path`` is an acceptable mount point as far as this rule goes (its form is the
+    pattern's business). ``path`` is normalized first, so "//etc/" or "/mnt/../etc" do not slip
+    by when a caller forgot the pattern."""
+    normal = "/" + posixpath.normpath("/" + path).lstrip("/")
+    if normal == "/":
+        return "/"
+    for tree in SYSTEM_TREES:
+        if normal == tree or normal.startswith(tree + "/"):
+            return tree
+    if normal in SYSTEM_DIRECTORIES:
+        return normal
+    return None
+
+
+def _not_a_system_directory(path: str) -> str:
+    found = system_directory(path)
+    if found is not None:
+        inside = "is" if found == posixpath.normpath(path) else f"lies under {found}, which is"
+        raise PydanticCustomError(
+            "system_directory",
+            "{path} {inside} a system directory: mounting the restored filesystem there would "
+            "hide or replace the instance's own files; choose a directory of its own, such as "
+            "/mnt/<array> or /data",
+            {"path": repr(path), "inside": inside},
+        )
+    return path
+
+
+MountPoint = Annotated[
+    str,
+    StringConstraints(pattern=MOUNT_POINT_PATTERN, max_length=201),
+    AfterValidator(_not_a_system_directory),
+]
 SetId = Annotated[str, StringConstraints(pattern=r"^(latest|[A-Za-z0-9][A-Za-z0-9_.:-]{0,127})$")]
 InstanceId = Annotated[str, StringConstraints(pattern=r"^i-[0-9a-f]{8,17}$")]
 MdDevice = Annotated[str, StringConstraints(pattern=r"^/dev/md[0-9]{1,3}$")]

@@ -30,6 +30,7 @@ from raidsnap.models import (
     THROUGHPUT_RANGE,
     RestoreInput,
     parse_restore_input,
+    system_directory,
 )
 from raidsnap.observability import logger
 
@@ -88,16 +89,7 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
             f"set {snapshot_set.set_id} records no md UUID (it was taken without on-instance "
             "discovery); give the array's UUID as mdUuid (mdadm --detail or --examine shows it)",
         )
-    mount_point = request.mountPoint or snapshot_set.tag_values.get(tags.MOUNT_POINT, "")
-    if not re.fullmatch(MOUNT_POINT_PATTERN, mount_point):
-        default = f"/mnt/{request.array}"
-        if mount_point:
-            notes.append(
-                f"the set's mount point {mount_point!r} is not usable; mounted at {default}"
-            )
-        else:
-            notes.append(f"the set records no mount point; mounted at {default}")
-        mount_point = default
+    mount_point = _mount_point(request, snapshot_set, notes)
     initialization = request.initialization or initialization_for(
         request.array, settings.default_initialization
     )
@@ -140,6 +132,40 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
         "fsr": {"status": "start" if initialization == "fsr" else "skipped"},
         "notes": notes,
     }
+
+
+def _mount_point(
+    request: RestoreInput, snapshot_set: snapshot_sets.SnapshotSet, notes: list[str]
+) -> str:
+    """The input's mountPoint (already checked), else the set's tag, else /mnt/<array>.
+
+    A tag naming a system directory is refused rather than replaced by the default: whoever may
+    tag snapshots may set it, so it is either a mistake or an attempt to mount a snapshot's
+    contents over the instance's own files, and a restore that quietly mounts elsewhere would
+    hide both and leave an fstab line nobody asked for. The operator decides by passing
+    mountPoint. The tag is checked as it would be read, normalized, so "/etc/" or "//etc" count
+    as /etc. A tag that is not a usable path otherwise (garbled, or relative) is harmless: the
+    default is used, with a note."""
+    if request.mountPoint is not None:
+        return request.mountPoint
+    default = f"/mnt/{request.array}"  # below /mnt: array names start with a letter or digit
+    tagged = snapshot_set.tag_values.get(tags.MOUNT_POINT, "")
+    found = system_directory(tagged) if tagged else None
+    if found is not None:
+        raise InvalidInputError(
+            "mountPoint",
+            f"no mountPoint was given and the {tags.MOUNT_POINT} tag of set "
+            f"{snapshot_set.set_id} holds {tagged!r}, which is or lies under the system "
+            f"directory {found}; a restore never mounts over a system directory. Pass "
+            f"mountPoint explicitly (for example {default!r}). Nothing was changed",
+        )
+    if tagged and re.fullmatch(MOUNT_POINT_PATTERN, tagged):
+        return tagged
+    if tagged:
+        notes.append(f"the set's mount point {tagged!r} is not usable; mounted at {default}")
+    else:
+        notes.append(f"the set records no mount point; mounted at {default}")
+    return default
 
 
 def _resolve_set(request: RestoreInput) -> snapshot_sets.SnapshotSet:

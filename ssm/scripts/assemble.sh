@@ -68,6 +68,65 @@ require_mount_point() { # NAME VALUE
   done
 }
 
+# Where a restored filesystem is never mounted: "/", these system trees and everything under
+# them, and these directories themselves (over a whole /var or /home everything in it would be
+# hidden; /var/lib/postgresql, /srv/db or /mnt/md0 are fine). The same rule as the restore
+# workflow's (raidsnap.models.system_directory), repeated because this script stands alone.
+system_trees=(/bin /boot /dev /etc /lib /lib32 /lib64 /libx32 /proc /root /run /sbin /sys /usr
+  /tmp /var/tmp /var/run /var/lock /var/spool /var/log)
+system_dirs=(/var /home /opt /srv /mnt /media)
+
+# The system directory that the normalized absolute path $1 is or lies under, else nothing.
+system_directory() {
+  local d
+  if [[ $1 == / ]]; then printf '/\n'; return 0; fi
+  for d in "${system_trees[@]}"; do
+    if [[ $1 == "$d" || $1 == "$d"/* ]]; then printf '%s\n' "$d"; return 0; fi
+  done
+  for d in "${system_dirs[@]}"; do
+    if [[ $1 == "$d" ]]; then printf '%s\n' "$d"; return 0; fi
+  done
+  return 0
+}
+
+# The rule on the value itself (after require_mount_point: a normalized absolute path).
+require_not_system_directory() { # NAME VALUE
+  local found
+  found=$(system_directory "$2")
+  [[ -z $found ]] ||
+    fail InvalidInput "$1 $2 is or lies under the system directory $found; a filesystem is never mounted over a system directory, whose files it would hide or replace"
+}
+
+# The rule on the path the kernel would use: the value with its symbolic links resolved, so that
+# /mnt/x -> /etc is refused as /etc is.
+require_resolved_not_system_directory() { # NAME VALUE
+  local found real
+  real=$(readlink -m -- "$2" 2>/dev/null) || fail InvalidInput "$1 $2 cannot be resolved (a symbolic link loop?)"
+  [[ $real == "$2" ]] && return 0
+  found=$(system_directory "$real")
+  [[ -z $found ]] ||
+    fail InvalidInput "$1 $2 leads through a symbolic link to $real, which is or lies under the system directory $found"
+}
+
+# Every existing directory above the mount point, on the path as given and as resolved, must be
+# root's and writable by nobody else: otherwise its owner could swap a component for a symbolic
+# link to a system directory between these checks and the mount.
+require_root_owned_parents() { # NAME VALUE
+  local path dir owner mode
+  for path in "$2" "$(readlink -m -- "$2")"; do
+    dir=$path
+    while [[ $dir != / ]]; do
+      dir=${dir%/*}
+      [[ -n $dir ]] || dir=/
+      [[ -e $dir ]] || continue
+      read -r owner mode < <(stat -L -c '%u %a' -- "$dir") || fail InvalidInput "$1 $2: cannot stat $dir"
+      if [[ $owner != 0 ]] || ((8#$mode & 8#022)); then
+        fail InvalidInput "$1 $2 is below $dir, which is owned by uid $owner with mode $mode: only root may be able to change the directories above a mount point"
+      fi
+    done
+  done
+}
+
 # The block device of an EBS volume. Nitro: the NVMe controller serial is the volume id without
 # its dash, seen as /dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_<serial> and in
 # /sys/class/nvme/*/serial. Xen instances expose no volume id at all; the fallback is any
@@ -195,9 +254,12 @@ require_match VolumeIds "$volume_csv" '^vol-[0-9a-f]{8,17}(,vol-[0-9a-f]{8,17}){
 require_match MdUuid "$md_uuid" '^[0-9a-f]{8}(:[0-9a-f]{8}){3}$'
 require_match MdDevice "$md_dev" '^/dev/md[0-9]{1,3}$'
 require_mount_point MountPoint "$mount_point"
+require_not_system_directory MountPoint "$mount_point"
 require_match ReadOnly "$read_only" '^(true|false)$'
 require_match Persist "$persist" '^(true|false)$'
 [[ $wait_seconds =~ ^[0-9]{1,4}$ ]] || fail InvalidInput "RAIDSNAP_DEVICE_WAIT_SECONDS must be a number"
+require_resolved_not_system_directory MountPoint "$mount_point"
+require_root_owned_parents MountPoint "$mount_point"
 for tool in mdadm blkid findmnt mount; do
   command -v "$tool" >/dev/null || fail ToolMissing "$tool is not installed"
 done

@@ -90,6 +90,8 @@ have_systemd() {
   [[ -d /run/systemd/system ]] && command -v systemd-run >/dev/null && command -v systemctl >/dev/null
 }
 
+# No system-directory rule here, unlike freeze: a thaw must always be able to end a freeze, and
+# all it does to MountPoint is fsfreeze -u, which cannot hide, replace or write anything.
 mount_point=${SSM_MountPoint:-}
 require_mount_point MountPoint "$mount_point"
 # MaxFreezeSeconds means nothing to a thaw; it is accepted so one parameter set fits both.

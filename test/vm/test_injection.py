@@ -5,6 +5,12 @@ array assembled and mounted: each run is refused as InvalidInput (or, where the 
 valid, behaves normally), no injected command ran, no member was written, no array was started
 or stopped, nothing was mounted or unmounted, and fstab/mdadm.conf are as they were.
 
+Mount points that are system directories are refused too, by every script that mounts, freezes
+or unmounts (thaw only unfreezes, and may): "/", /etc, /usr/lib, /var, a link /mnt/evil -> /etc,
+and, for assemble, a directory below one that a user owns. Before the array is assembled at all,
+assemble is also run with each of them on members it could otherwise assemble and mount, with
+Persist=true: it must leave no array, mount, fstab or mdadm.conf line behind.
+
 All cases run in one boot (plus the session's boot that makes the array); the guest checks the
 machine's state after every single case, the host hashes the member images around the boot."""
 
@@ -44,6 +50,29 @@ VALID_ANYWAY = {("thaw", "MaxFreezeSeconds", "empty")}
 
 # Strings whose cases run a second time by exec, as SSM runs the script (see GUEST).
 REPLAYED = ("empty",)
+
+# Mount points that are, lie under, or lead to a system directory (the guest makes /mnt/evil a
+# link to /etc and /home/alice a directory of uid 1000 before anything runs).
+SYSTEM_MOUNT_POINTS = {
+    "sys-etc": "/etc",
+    "sys-usr-lib": "/usr/lib",
+    "sys-root": "/",
+    "sys-var": "/var",
+    "sys-link-to-etc": "/mnt/evil",
+    "sys-link-below-etc": "/mnt/evil/cron.d",
+    "sys-user-owned-parent": "/home/alice/data",
+}
+# The user-owned parent is assemble's own check (a user could swap it for a link before the
+# mount); freeze and release run on what is mounted already.
+SYSTEM_SCRIPTS = {
+    "assemble": list(SYSTEM_MOUNT_POINTS),
+    "release": [k for k in SYSTEM_MOUNT_POINTS if k != "sys-user-owned-parent"],
+    "freeze": [k for k in SYSTEM_MOUNT_POINTS if k != "sys-user-owned-parent"],
+    # A thaw must always be able to end a freeze, and fsfreeze -u hides or writes nothing: it
+    # takes any path the pattern allows ("/" is not one) and must change nothing.
+    "thaw": [k for k in SYSTEM_MOUNT_POINTS if k not in ("sys-user-owned-parent",)],
+}
+VALID_ANYWAY |= {("thaw", "MountPoint", k) for k in SYSTEM_MOUNT_POINTS if k != "sys-root"}
 
 Case = tuple[str, str, str, str, str]  # script, parameter, string id, value, how (fork|exec)
 
@@ -126,6 +155,7 @@ shopt -s nullglob
 . /work/cases.sh
 mkdir -p /run/inj
 CLEAN=(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root)
+mkdir -p /mnt /home/alice && ln -s /etc /mnt/evil && chown 1000:1000 /home/alice
 fingerprint() {
   local f d g t
   local -a lines st
@@ -142,7 +172,8 @@ fingerprint() {
     read -r -a st <"$d/stat"
     FP+="$d writes=${st[4]} sectors=${st[6]}"$'\n'
   done
-  for g in /* /tmp/* /run/* /run/raidsnap/* /etc/* /etc/mdadm/* /data/* /work/pwned*; do
+  for g in /* /tmp/* /run/* /run/raidsnap/* /etc/* /etc/mdadm/* /data/* /mnt/* /home/alice/* \
+    /work/pwned*; do
     FP+="$g"$'\n'
   done
 }
@@ -152,6 +183,25 @@ keep_state() {
   cat /etc/fstab >"/work/$1.fstab"
   cat /etc/mdadm/mdadm.conf >"/work/$1.mdadm.conf"
 }
+
+# Before the array exists: assemble with a system mount point, on members it could assemble and
+# mount, persisting; each must be refused and leave the machine exactly as it was.
+pre_state() {
+  cat /proc/mdstat
+  findmnt -rn -o TARGET,SOURCE,FSTYPE,OPTIONS
+  cat /etc/fstab /etc/mdadm/mdadm.conf /etc/mdadm.conf 2>&1
+  ls -A /
+  ls -lAn --time-style=+%s /etc /usr/lib /var /mnt /home /home/alice 2>&1
+}
+pre_state >/work/pre.before
+for i in "${!PRE_MP[@]}"; do
+  "${CLEAN[@]}" SSM_VolumeIds="$VOLS" SSM_MdUuid="$MD_UUID" SSM_MdDevice=/dev/md0 \
+    SSM_MountPoint="${PRE_MP[i]}" SSM_ReadOnly=false SSM_Persist=true \
+    RAIDSNAP_DEVICE_WAIT_SECONDS=3 bash "$S/assemble.sh" \
+    </dev/null >"/work/pre-$i.stdout" 2>"/work/pre-$i.stderr"
+  echo $? >"/work/pre-$i.rc"
+done
+pre_state >/work/pre.after
 
 # The array: assembled read-write by plain mdadm (not by the scripts under test), filesystem
 # mounted read-only, so that nothing writes to the members unless a script does.
@@ -277,6 +327,8 @@ def guest_cases(disks_vols: str, uuid: str) -> tuple[str, list[Case], dict[str, 
                 cases.append(
                     (script, param, sid, hostile(base[script][param], len(cases))[sid], "fork")
                 )
+    for script, sids in SYSTEM_SCRIPTS.items():
+        cases += [(script, "MountPoint", k, SYSTEM_MOUNT_POINTS[k], "fork") for k in sids]
     cases += [(*c[:4], "exec") for c in cases if c[2] in REPLAYED]
     for i, (script, param, _, value, how) in enumerate(cases):
         lines.append(
@@ -340,19 +392,32 @@ def test_hostile_values_are_refused_and_inert(
     cases_sh, cases, base = guest_cases(vols, small_raid0.uuid)
     scripts = len(PARAMETERS)
     params = sum(len(p) for p in PARAMETERS.values())
-    forked = [c for c in cases if c[4] == "fork"]
+    forked = [c for c in cases if c[4] == "fork" and not c[2].startswith("sys-")]
+    system = [c for c in cases if c[2].startswith("sys-")]
+    pre = list(SYSTEM_MOUNT_POINTS.values())
     label = (
         f"injection: {len(forked)} cases = {params} parameters of {scripts} scripts"
-        f" x {len(STRING_IDS)} hostile strings; {len(cases) - len(forked)} replayed by exec"
+        f" x {len(STRING_IDS)} hostile strings; {len(system)} system mount points;"
+        f" {len(cases) - len(forked) - len(system)} replayed by exec; {len(pre)} before assembly"
     )
     assert len(forked) == params * len(STRING_IDS)
     before = {d.path.name: d.sha256() for d in disks}
     scenario = (
-        f"MD_UUID={small_raid0.uuid}\nSERIALS='{' '.join(d.serial for d in disks)}'\n" + GUEST
+        f"MD_UUID={small_raid0.uuid}\nSERIALS='{' '.join(d.serial for d in disks)}'\n"
+        f"VOLS={vols}\nPRE_MP=({' '.join(bash_quote(v) for v in pre)})\n" + GUEST
     )
     b = record(label, boot(tmp_path / "vm", scenario, disks, files={"cases.sh": cases_sh}))
 
     assert b.rc == 0, b.text("scenario.stderr")[-3000:]
+    # Before assembly: every system mount point refused, and no array, mount or line left.
+    for i, mp in enumerate(pre):
+        out = b.json_of(f"pre-{i}")
+        assert b.rc_of(f"pre-{i}") == 2, (mp, b.explain(f"pre-{i}"))
+        assert out["error"] == "InvalidInput" and "MountPoint" in out["message"], (mp, out)
+    assert b.text("pre.after") == b.text("pre.before"), diff(
+        b.text("pre.before"), b.text("pre.after")
+    )
+    assert "md0 :" not in b.text("pre.after") and " evil -> /etc\n" in b.text("pre.after")
     start, end = (float(x) for x in b.text("loop-time").split())
     print(f"{label}: cases ran in {end - start:.1f}s of a {b.seconds:.1f}s boot")
     # The controls: every base value is accepted.

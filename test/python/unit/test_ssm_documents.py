@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from raidsnap.models import SYSTEM_DIRECTORIES, SYSTEM_TREES, system_directory
+
 REPO = Path(__file__).resolve().parents[3]
 DOCS = REPO / "ssm" / "documents"
 SCRIPTS = REPO / "ssm" / "scripts"
@@ -213,6 +215,64 @@ def test_script_rejects_what_the_pattern_would_have(name: str, param: str) -> No
 def test_freeze_refuses_root() -> None:
     rc, out = run_script("freeze", {"SSM_MountPoint": "/", "SSM_MaxFreezeSeconds": "5"})
     assert rc == 2 and out["error"] == "InvalidInput"
+
+
+# The scripts that act on a MountPoint other than to thaw it, and the paths of the rule's cases.
+MOUNTING_SCRIPTS = ["assemble", "freeze", "release"]
+RULE_PATHS = [
+    *SYSTEM_TREES,
+    *(t + "/x/y" for t in SYSTEM_TREES),
+    *(t + "x" for t in SYSTEM_TREES),
+    *SYSTEM_DIRECTORIES,
+    *(d + "/x" for d in SYSTEM_DIRECTORIES),
+    *(d + "x" for d in SYSTEM_DIRECTORIES),
+    "/",
+    "/data",
+    "/var/lib/postgresql",
+    "/mnt/md0",
+    "/srv/db",
+    "/home/data",
+    "/etc/cron.d",
+    "/usr/local",
+    "/var/log/app",
+    "/.hidden",
+]
+
+
+def rule_block(name: str) -> str:
+    text = script_of(name)
+    return text[text.index("system_trees=(") : text.index("# The rule on the value itself")]
+
+
+@pytest.mark.parametrize("name", MOUNTING_SCRIPTS)
+def test_script_rule_is_the_workflows_rule(name: str) -> None:
+    """Each script carries its own copy of the system-directory rule: it must give what
+    raidsnap.models.system_directory gives, for every listed directory and its neighbours."""
+    assert rule_block(name) == rule_block("assemble")
+    program = (
+        rule_block(name)
+        + 'for p in "$@"; do printf \'%s=%s\\n\' "$p" "$(system_directory "$p")"; done'
+    )
+    proc = subprocess.run(
+        ["bash", "-c", program, "_", *RULE_PATHS],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"LC_ALL": "C", "PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+    )
+    got = dict(line.split("=", 1) for line in proc.stdout.splitlines())
+    assert got == {p: system_directory(p) or "" for p in RULE_PATHS}
+
+
+@pytest.mark.parametrize("name", MOUNTING_SCRIPTS)
+@pytest.mark.parametrize(
+    "mount_point", ["/etc", "/etc/cron.d", "/usr/lib", "/var", "/boot", "/root/x", "/mnt", "/home"]
+)
+def test_script_refuses_a_system_mount_point(name: str, mount_point: str) -> None:
+    base = {f"SSM_{p}": VALID[p] for p in EXPECTED_PARAMETERS[name]}
+    rc, out = run_script(name, {**base, "SSM_MountPoint": mount_point})
+    assert rc == 2 and out["error"] == "InvalidInput", out
+    assert "MountPoint" in out["message"] and "system directory" in out["message"], out
 
 
 def test_json_escaping_of_hostile_text() -> None:

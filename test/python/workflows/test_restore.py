@@ -587,6 +587,51 @@ def test_a_set_taken_without_discovery_needs_the_md_uuid_given(emu: Emulation) -
     assert_restored(emu, run, fx, set_id, target, fx.availability_zone)
 
 
+def tag_set(set_id: str, key: str, value: str) -> None:
+    """Re-tag every snapshot of a set, as anyone allowed to tag snapshots can."""
+    ids = [s["SnapshotId"] for s in sets_of("db1")[set_id]]
+    boto3.client("ec2").create_tags(Resources=ids, Tags=[{"Key": key, "Value": value}])
+
+
+@pytest.mark.parametrize("tagged", ["/etc", "/etc/cron.d", "//etc/"])
+def test_a_set_whose_mount_point_tag_is_a_system_directory_is_refused_unless_one_is_given(
+    emu: Emulation, tagged: str
+) -> None:
+    # GIVEN a set whose raidsnap:mount-point tag was changed to a system directory
+    fx, set_id, target = world(emu, 3)
+    tag_set(set_id, "raidsnap:mount-point", tagged)
+    request = {"array": "db1", "targetInstanceId": target, "initialization": "none"}
+    # WHEN it is restored without a mountPoint, THEN it is refused before any change
+    mark = len(emu.double.calls)
+    run = emu.run("restore", request)
+    assert (run.status, run.error) == ("FAILED", "InvalidInput")
+    cause = run.cause or ""
+    assert cause.startswith("mountPoint:"), cause
+    assert "raidsnap:mount-point" in cause and "system directory /etc" in cause, cause
+    assert "Pass mountPoint explicitly" in cause, cause
+    assert changes(emu, mark) == []
+    assert commands_sent(emu, "assemble") == []
+    assert restored_volumes(run.arn) == [] and lock_item(emu, "db1") is None
+    # AND with a mount point of its own given, it restores there (under /var, but not /var)
+    run = emu.run("restore", request | {"mountPoint": "/var/lib/postgresql"})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["mountPoint"] == "/var/lib/postgresql"
+    (assemble,) = commands_sent(emu, "assemble")
+    assert assemble["MountPoint"] == ["/var/lib/postgresql"]
+    assert snapshots_intact(set_id, len(fx.member_ids))
+
+
+def test_a_set_whose_mount_point_tag_is_no_path_is_mounted_at_the_default(
+    emu: Emulation,
+) -> None:
+    _, set_id, target = world(emu, 2)
+    tag_set(set_id, "raidsnap:mount-point", "srv/pg data")
+    run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["mountPoint"] == "/mnt/db1"
+    assert any("is not usable; mounted at /mnt/db1" in n for n in run.output["notes"])
+
+
 def test_a_second_restore_of_the_same_array_is_refused_while_the_first_runs(
     emu: Emulation,
 ) -> None:

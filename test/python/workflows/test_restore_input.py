@@ -13,7 +13,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from raidsnap.models import MOUNT_POINT_PATTERN, RestoreInput
+from raidsnap.models import (
+    MOUNT_POINT_PATTERN,
+    SYSTEM_DIRECTORIES,
+    SYSTEM_TREES,
+    RestoreInput,
+    parse_restore_input,
+    system_directory,
+)
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import backed_up, make_array
 
@@ -110,6 +117,77 @@ def test_each_bad_field_fails_with_invalid_input_naming_it_and_changes_nothing(
     assert cause.startswith(f"{field}:"), cause
 
 
+# Mount points a restore refuses: "/" and the system directories, and what lies under the system
+# trees; and ordinary ones below those directories that stay allowed.
+SYSTEM_MOUNT_POINTS = {
+    "/": "/",
+    "/etc": "/etc",
+    "/etc/cron.d": "/etc",
+    "/usr/local": "/usr",
+    "/var": "/var",
+    "/boot": "/boot",
+    "/root/x": "/root",
+    "/proc": "/proc",
+    "/tmp/x": "/tmp",
+}
+ALLOWED_MOUNT_POINTS = ["/data", "/var/lib/postgresql", "/mnt/md0", "/srv/db"]
+
+
+@pytest.mark.parametrize("mount_point", sorted(SYSTEM_MOUNT_POINTS))
+def test_a_system_mount_point_fails_with_invalid_input_and_changes_nothing(
+    shared: Emulation, mount_point: str
+) -> None:
+    error, cause = refused(shared, {"array": "db1", "mountPoint": mount_point})
+    assert error == "InvalidInput"
+    assert cause.startswith("mountPoint:"), cause
+    if mount_point != "/":  # "/" is refused by the pattern already
+        assert "system directory" in cause and repr(mount_point) in cause, cause
+    assert system_directory(mount_point) == SYSTEM_MOUNT_POINTS[mount_point]
+
+
+@pytest.mark.parametrize("mount_point", ALLOWED_MOUNT_POINTS)
+def test_an_ordinary_mount_point_below_a_system_directory_is_accepted(mount_point: str) -> None:
+    assert system_directory(mount_point) is None
+    assert parse_restore_input({"array": "db1", "mountPoint": mount_point}).mountPoint == (
+        mount_point
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "found"),
+    [
+        ("/", "/"),
+        ("//etc/", "/etc"),
+        ("/mnt/../etc", "/etc"),
+        ("/./usr/lib", "/usr"),
+        ("/var/log/app", "/var/log"),
+        ("/var/run", "/var/run"),
+        ("/home", "/home"),
+        ("/mnt", "/mnt"),
+        ("/media", "/media"),
+        ("/opt", "/opt"),
+        ("/srv", "/srv"),
+        ("/etcetera", None),
+        ("/usrdata", None),
+        ("/home/data", None),
+        ("/opt/db", None),
+        ("/media/backup", None),
+        ("/var/lib/mysql", None),
+    ],
+)
+def test_the_rule_normalizes_before_it_looks(path: str, found: str | None) -> None:
+    assert system_directory(path) == found
+
+
+def test_the_rule_covers_every_listed_directory_and_nothing_beside_it() -> None:
+    for tree in SYSTEM_TREES:
+        assert system_directory(tree) == tree and system_directory(tree + "/x/y") == tree
+        assert system_directory(tree + "x") is None or tree + "x" in SYSTEM_TREES
+    for directory in SYSTEM_DIRECTORIES:
+        assert system_directory(directory) == directory
+        assert system_directory(directory + "/x") in (None, *SYSTEM_TREES)
+
+
 def test_replace_on_a_target_that_does_not_hold_the_array_is_refused(shared: Emulation) -> None:
     ec2 = boto3.client("ec2")
     other = ec2.run_instances(
@@ -156,6 +234,12 @@ BAD_FIELDS = st.one_of(
         st.integers().filter(lambda i: not 100 <= i <= 300),
     ),
     st.builds(lambda v: {"mountPoint": v}, st.text().filter(_not(MOUNT_POINT_PATTERN))),
+    st.builds(
+        lambda d, rest: {"mountPoint": d + rest},
+        st.sampled_from(SYSTEM_TREES),
+        st.sampled_from(["", "/x", "/cron.d", "/local/lib"]),
+    ),
+    st.builds(lambda d: {"mountPoint": d}, st.sampled_from(SYSTEM_DIRECTORIES)),
     st.builds(lambda v: {"mode": v}, st.text().filter(lambda t: t not in ("attach", "replace"))),
     st.builds(lambda v: {"readOnly": v}, st.text() | st.integers()),
     st.builds(
