@@ -144,6 +144,19 @@ test('the dashboard shows drill and recovery outcomes by array', () => {
   }
 });
 
+test('a drill\'s restore is not announced as a recovery', () => {
+  const { template } = synth(EXAMPLE_CONFIG);
+  template.hasResourceProperties('AWS::Events::Rule', {
+    EventPattern: Match.objectLike({
+      detail: {
+        stateMachineArn: [{ Ref: Match.stringLikeRegexp('^RestoreWorkflowStateMachine') }],
+        status: ['SUCCEEDED'],
+        name: [{ 'anything-but': { prefix: 'drill-' } }],
+      },
+    }),
+  });
+});
+
 describe('drills without a config', () => {
   const { template } = synth();
 

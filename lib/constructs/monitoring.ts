@@ -74,7 +74,12 @@ export class Monitoring extends Construct {
         eventPattern: {
           source: ['aws.states'],
           detailType: ['Step Functions Execution Status Change'],
-          detail: { stateMachineArn: [props.workflows.restore.stateMachineArn], status: ['SUCCEEDED'] },
+          detail: {
+            stateMachineArn: [props.workflows.restore.stateMachineArn],
+            status: ['SUCCEEDED'],
+            // A drill's restore is not a recovery: the drill reports its own outcome.
+            name: [{ 'anything-but': { prefix: 'drill-' } }],
+          },
         },
         targets: [new eventTargets.SnsTopic(this.topic, {
           message: events.RuleTargetInput.fromText(
