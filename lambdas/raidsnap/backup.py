@@ -9,7 +9,7 @@ from typing import Any
 from raidsnap import arrays, clients, commands, lock, retention, snapshot_sets, tags
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table, retention_for
 from raidsnap.errors import CommandFailedError, SnapshotFailedError, public_name
-from raidsnap.models import BackupInput, parse_input
+from raidsnap.models import BackupInput, parse_input, system_directory
 from raidsnap.observability import logger
 
 State = dict[str, Any]
@@ -101,10 +101,19 @@ def collect_members(state: State) -> State:
         {"index": m.index, "volumeId": m.volume_id, "device": m.device} for m in layout.members
     ]
     state["md"] = layout.md
-    if state["consistency"] == "fsfreeze" and not layout.md.get("mountPoint"):
+    mount_point = layout.md.get("mountPoint")
+    if state["consistency"] == "fsfreeze" and not mount_point:
         state["consistency"] = "crash"
         state["notes"].append(
             "fsfreeze was asked for but the mount point is unknown; the set is crash-consistent"
+        )
+    elif state["consistency"] == "fsfreeze" and system_directory(str(mount_point)):
+        # The freeze document refuses system directories (and /srv, /home... themselves), as
+        # restores do: the set is still taken, crash-consistent.
+        state["consistency"] = "crash"
+        state["notes"].append(
+            f"the array is mounted at {mount_point}, a directory raidsnap does not freeze; "
+            "the set is crash-consistent"
         )
     return state
 

@@ -283,3 +283,20 @@ def test_bad_input_fails_with_invalid_input_naming_the_field_and_changes_nothing
         and c.service in ("ec2", "ssm")
         and not c.operation.startswith(("Describe", "Get", "List"))
     ] == []
+
+
+def test_fsfreeze_of_an_array_mounted_at_a_system_directory_takes_a_crash_consistent_set(
+    emu: Emulation,
+) -> None:
+    # GIVEN an array mounted at /srv itself (freezing it would freeze what /srv holds)
+    make_array(emu.hosts, "db1", 3, mount_point="/srv")
+    # WHEN an fsfreeze backup runs
+    run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze"})
+    # THEN no freeze is sent, the set is taken crash-consistent, and the output says why
+    assert run.status == "SUCCEEDED", run.cause
+    assert run.output["consistency"] == "crash"
+    assert any("/srv" in note for note in run.output["notes"])
+    sent = [c.params.get("DocumentName") for c in emu.double.calls if c.operation == "SendCommand"]
+    assert "raidsnap-freeze" not in sent
+    snaps = sets_of("db1")[run.output["setId"]]
+    assert {tags_of(s)["raidsnap:consistency"] for s in snaps} == {"crash"}
