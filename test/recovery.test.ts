@@ -143,6 +143,18 @@ describe('recovery with the example config', () => {
     }
   });
 
+  test('the recovery step may move the array tag (that key only) between instances, and touch nothing else', () => {
+    const statements = statementsOf(template, 'recovery_step');
+    const tagging = statements.filter((s) => actionsOf(s).some((a) => /^ec2:(Create|Delete)Tags$/.test(a)));
+    expect(tagging).toEqual([expect.objectContaining({
+      Action: ['ec2:CreateTags', 'ec2:DeleteTags'],
+      Condition: { 'ForAllValues:StringEquals': { 'aws:TagKeys': ['raidsnap:array'] } },
+    })]);
+    expect(JSON.stringify(tagging[0].Resource)).toMatch(/:instance\/\*"\]\]\}$/);
+    const mutating = statements.flatMap(actionsOf).filter((a) => /^ec2:(?!Describe)/.test(a));
+    expect(mutating.sort()).toEqual(['ec2:CreateTags', 'ec2:DeleteTags']);
+  });
+
   test('the recovery state machine carries its definition inline, with the restore workflow substituted', () => {
     const [, machine] = recoveryMachine(template);
     expect(machine.Properties.DefinitionString).toBe(ASL);

@@ -53,6 +53,8 @@ class Trigger:
     restore: dict[str, Any]
     lifecycle: dict[str, str] | None = None
     notes: list[str] = field(default_factory=list)
+    # An instance that is still running but gives up the array (attach mode onto a replacement).
+    retire: str | None = None
 
     @property
     def execution_name(self) -> str:
@@ -107,6 +109,7 @@ def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
         },
         "restore": trigger.restore,
         "lifecycle": trigger.lifecycle,
+        "retire": trigger.retire,
         "notes": trigger.notes,
     }
     name = trigger.execution_name
@@ -207,11 +210,14 @@ def _from_alarm(
     key = f"{alarm_arn}|{state.get('timestamp') or event.get('time')}"
     replacement = config.get("replacementInstanceId")
     if config.get("mode") == "attach" and replacement:
+        # The failed instance still runs and still carries the array's tag; the array moves to
+        # the replacement, so the recovery takes the tag off it first (and puts it back if the
+        # restore fails).
         restore = _restore_input(array, config, mode="attach", targetInstanceId=replacement)
         note = f"attached EBS of {instance_id} failed; restoring onto {replacement}"
-    else:
-        restore = _restore_input(array, config, mode="replace", targetInstanceId=instance_id)
-        note = f"attached EBS of {instance_id} failed; replacing the array in place"
+        return Trigger("alarm", array, key, restore, notes=[note], retire=instance_id)
+    restore = _restore_input(array, config, mode="replace", targetInstanceId=instance_id)
+    note = f"attached EBS of {instance_id} failed; replacing the array in place"
     return Trigger("alarm", array, key, restore, notes=[note])
 
 
@@ -270,6 +276,7 @@ def check_target(state: dict[str, Any]) -> dict[str, Any]:
     instance_id = str(restore.get("targetInstanceId", ""))
     if not target:
         target = {"budgetSeconds": TARGET_BUDGET_SECONDS, "waitSeconds": TARGET_POLL_SECONDS}
+        target["retired"] = _retire((state.get("input") or {}).get("retire"), restore)
     else:
         target["budgetSeconds"] = int(target["budgetSeconds"]) - int(target["waitSeconds"])
     if not instance_id:
@@ -291,6 +298,26 @@ def check_target(state: dict[str, Any]) -> dict[str, Any]:
     return dict(target, status="waiting", instanceId=instance_id)
 
 
+def _retire(instance_id: str | None, restore: dict[str, Any]) -> str | None:
+    """Take the array's tag off a failed instance that still runs (only that tag, only if it
+    names this array), so that the restore makes the replacement the array's instance."""
+    array = str(restore.get("array", ""))
+    if not instance_id or not array or instance_facts(instance_id)[1].get(tags.ARRAY) != array:
+        return None
+    clients.ec2().delete_tags(Resources=[instance_id], Tags=[{"Key": tags.ARRAY, "Value": array}])
+    logger.info("array tag moved off the failed instance", extra={"instance": instance_id})
+    return instance_id
+
+
+def _unretire(state: dict[str, Any]) -> str:
+    retired = (state.get("target") or {}).get("retired")
+    array = str((state.get("input") or {}).get("array", ""))
+    if not retired or not array:
+        return ""
+    clients.ec2().create_tags(Resources=[retired], Tags=[{"Key": tags.ARRAY, "Value": array}])
+    return f" [{retired} is tagged {tags.ARRAY}={array} again: backups follow it as before]"
+
+
 def finish(state: dict[str, Any], outcome: str) -> dict[str, Any]:
     """Complete the lifecycle action (if any) with CONTINUE or ABANDON, and shape the run's
     output, or its named error and cause."""
@@ -309,6 +336,7 @@ def finish(state: dict[str, Any], outcome: str) -> dict[str, Any]:
         }
     else:
         error, cause = child_failure(state.get("error") or {})
+        cause += _unretire(state)
         result = "ABANDON"
         out = {"error": error, "cause": cause, "lifecycleAction": None}
     if lifecycle:

@@ -61,6 +61,9 @@ export class Recovery extends Construct {
       description: 'recovery: wait for the target, complete its lifecycle action, name the outcome',
       statements: [
         p.describe('ec2:DescribeInstances', 'ssm:DescribeInstanceInformation'),
+        // Attach mode onto a replacement: the array's tag (that key only) moves off the failed
+        // instance, and back onto it if the restore fails.
+        p.tagArrayInstance('ec2:CreateTags', 'ec2:DeleteTags'),
         ...(groups.length ? [p.completeLifecycleActions(groups)] : []),
       ],
     });

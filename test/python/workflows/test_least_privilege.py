@@ -24,6 +24,7 @@ from raidsnap_emulation.world import (
     HeldStep,
     alarm_event,
     backed_up,
+    configure_recovery,
     create_topics,
     launch_instance,
     make_array,
@@ -126,6 +127,20 @@ def _scenario_recovery_from_alarm(emu: Emulation) -> None:
     assert emu.wait(started.result["executionArn"]).status == "SUCCEEDED"
 
 
+def _scenario_recovery_attach_onto_replacement(emu: Emulation) -> None:
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    standby = launch_instance("db1-standby", fx.availability_zone, tag_array=False)
+    configure_recovery(
+        emu, "db1", instanceId=fx.instance_id, mode="attach", replacementInstanceId=standby
+    )
+    emu.hosts.fail_next("assemble", CommandOutcome(status="Failed", exit_code=1))
+    first = emu.invoke("recovery_start", alarm_event(fx.instance_id))
+    assert emu.wait(first.result["executionArn"]).status == "FAILED"  # the tag goes back
+    again = emu.invoke("recovery_start", alarm_event(fx.instance_id, at="2026-11-21T06:05:00Z"))
+    assert emu.wait(again.result["executionArn"]).status == "SUCCEEDED"
+
+
 def _scenario_drill(emu: Emulation) -> None:
     create_topics(emu)
     fx = make_array(emu.hosts, "db1", 2)
@@ -225,6 +240,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_recovery_from_alarm,
     _scenario_drill,
     _scenario_recovery_preempts_a_drill,
+    _scenario_recovery_attach_onto_replacement,
 ]
 
 

@@ -40,6 +40,11 @@ def recover(emu: Emulation, event: dict[str, Any]) -> Execution:
     return emu.wait(started.result["executionArn"])
 
 
+def instance_tags(instance_id: str) -> dict[str, str]:
+    found = boto3.client("ec2").describe_instances(InstanceIds=[instance_id])["Reservations"]
+    return tags_of(found[0]["Instances"][0])
+
+
 def lifecycle_calls(emu: Emulation) -> list[dict[str, Any]]:
     """CompleteLifecycleAction calls (moto 5.2.5 does not implement it: recorded here)."""
     seen: list[dict[str, Any]] = []
@@ -256,6 +261,43 @@ def test_a_terminated_instance_is_restored_onto_the_configured_replacement(
     ec2 = boto3.client("ec2")
     tagged = ec2.describe_instances(InstanceIds=[standby])["Reservations"][0]["Instances"][0]
     assert tags_of(tagged)["raidsnap:array"] == "db1"  # backups follow the array there
+
+
+def test_an_alarm_in_attach_mode_moves_the_array_to_the_replacement(
+    emu: Emulation, db1: tuple[ArrayFixture, str]
+) -> None:
+    fx, set_id = db1
+    standby = launch_instance("db1-standby", fx.availability_zone, tag_array=False)
+    configure_recovery(
+        emu, "db1", instanceId=fx.instance_id, mode="attach", replacementInstanceId=standby
+    )
+    run = recover(emu, alarm_event(fx.instance_id))
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    out = run.output["restore"]
+    assert (out["setId"], out["mode"], out["targetInstanceId"]) == (set_id, "attach", standby)
+    assert emu.hosts.state(standby).arrays["/dev/md0"].members == out["volumeIds"]
+    # the array's tag moved: backups now follow the replacement, the failed instance is left be
+    assert instance_tags(standby)["raidsnap:array"] == "db1"
+    assert "raidsnap:array" not in instance_tags(fx.instance_id)
+    assert emu.hosts.state(fx.instance_id).arrays["/dev/md0"].members == fx.member_ids
+
+
+def test_a_failed_attach_mode_recovery_gives_the_array_back_to_its_instance(
+    emu: Emulation, db1: tuple[ArrayFixture, str]
+) -> None:
+    fx, _ = db1
+    standby = launch_instance("db1-standby", fx.availability_zone, tag_array=False)
+    configure_recovery(
+        emu, "db1", instanceId=fx.instance_id, mode="attach", replacementInstanceId=standby
+    )
+    emu.hosts.fail_next(
+        "assemble", CommandOutcome(status="Failed", stderr="mdadm: boom", exit_code=1)
+    )
+    run = recover(emu, alarm_event(fx.instance_id))
+    assert (run.status, run.error) == ("FAILED", "CommandFailed")
+    assert f"{fx.instance_id} is tagged raidsnap:array=db1 again" in str(run.cause)
+    assert instance_tags(fx.instance_id)["raidsnap:array"] == "db1"
+    assert "raidsnap:array" not in instance_tags(standby)
 
 
 @pytest.mark.parametrize(
