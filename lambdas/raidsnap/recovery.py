@@ -276,7 +276,6 @@ def check_target(state: dict[str, Any]) -> dict[str, Any]:
     instance_id = str(restore.get("targetInstanceId", ""))
     if not target:
         target = {"budgetSeconds": TARGET_BUDGET_SECONDS, "waitSeconds": TARGET_POLL_SECONDS}
-        target["retired"] = _retire((state.get("input") or {}).get("retire"), restore)
     else:
         target["budgetSeconds"] = int(target["budgetSeconds"]) - int(target["waitSeconds"])
     if not instance_id:
@@ -284,7 +283,9 @@ def check_target(state: dict[str, Any]) -> dict[str, Any]:
     instance_state = instance_facts(instance_id)[0]
     online = instance_state == "running" and arrays.agent_online(instance_id)
     if online:
-        return dict(target, status="ready", instanceId=instance_id)
+        # Only once the restore can start: a recovery that ends here leaves the tags as they were.
+        retired = _retire((state.get("input") or {}).get("retire"), restore)
+        return dict(target, status="ready", instanceId=instance_id, retired=retired)
     if instance_state in ("shutting-down", "terminated", "stopping", "stopped", "unknown"):
         raise InstanceNotReadyError(
             f"recovery target {instance_id} is {instance_state}; nothing was restored"
