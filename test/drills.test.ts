@@ -90,6 +90,10 @@ describe('drills with the example config', () => {
       .flatMap((p) => p.Properties.PolicyDocument.Statement);
     const starts = statements.filter((s: any) => actionsOf(s).includes('states:StartExecution'));
     expect(starts).toEqual([expect.objectContaining({ Resource: { Ref: expect.stringMatching(/^RestoreWorkflowStateMachine/) } })]);
+    const follows = statements.filter((s: any) => actionsOf(s).includes('states:DescribeExecution'));
+    expect(follows).toHaveLength(1);
+    expect(actionsOf(follows[0])).toEqual(['states:DescribeExecution', 'states:StopExecution']);
+    expect(JSON.stringify(follows[0].Resource)).toMatch(/:execution:raidsnap-restore:drill-\*"\]\]\}$/);
     const invoked = statements.filter((s: any) => actionsOf(s).includes('lambda:InvokeFunction'))
       .flatMap((s: any) => s.Resource).filter((r: any) => r['Fn::GetAtt']).map((r: any) => r['Fn::GetAtt'][0]);
     expect(new Set(invoked)).toEqual(new Set([...DRILL_MODULES, 'command_poll'].map((m) => functionId(template, m))));

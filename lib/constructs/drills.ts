@@ -86,10 +86,12 @@ export class Drills extends Construct {
       values: { RestoreStateMachineArn: props.restore.stateMachine.stateMachineArn },
     });
     this.stateMachine = workflow.stateMachine;
-    for (const s of p.runNestedRestore(props.restore.stateMachine.stateMachineArn, restoreName)) {
+    // Its restores are named drill-...: it may follow and stop those only.
+    const names = `${DRILL_RESTORE_PREFIX}*`;
+    for (const s of p.runNestedRestore(props.restore.stateMachine.stateMachineArn, restoreName, names)) {
       this.stateMachine.addToRolePolicy(s);
     }
-    acknowledgeNestedRestore(this.stateMachine, restoreName, '*');
+    acknowledgeNestedRestore(this.stateMachine, restoreName, names);
 
     const drilled = props.arrays.filter((a) => a.drill !== undefined) as Array<ArrayConfig & { drill: DrillConfig }>;
     if (drilled.length) {
