@@ -488,7 +488,9 @@ def send_command(state: State, step: str, documents: RestoreDocuments) -> dict[s
             "MdDevice": state["mdDevice"],
             "MountPoint": state["mountPoint"],
             "ReadOnly": "true" if state["readOnly"] else "false",
-            "Persist": "true",
+            # A read-only copy (a drill, a look at older data) is temporary: recording it in
+            # mdadm.conf and fstab would bring it back at boot and outlive its teardown.
+            "Persist": "false" if state["readOnly"] else "true",
         }
     elif step == "prewarm":
         document, timeout = documents.prewarm, PREWARM_TIMEOUT_SECONDS

@@ -95,8 +95,11 @@ def test_a_drill_restores_the_set_read_only_checks_it_removes_it_and_reports(
         ["/dev/md100"],
         ["/mnt/raidsnap-drill"],
     )
-    # Teardown: the copy is released and every volume the drill's restore created is gone
+    # Teardown: the copy is released and every volume the drill's restore created is gone;
+    # the read-only copy was never recorded for boot, so the drill instance keeps no trace
     assert emu.hosts.state(drill_host).arrays == {}
+    assert assemble[-1]["Persist"] == ["false"]
+    assert (emu.hosts.state(drill_host).fstab, emu.hosts.state(drill_host).mdadm_conf) == ({}, {})
     created = restored_volumes(restore["executionArn"])
     assert len(out["deletedVolumeIds"]) == 3
     assert all(v["State"] in ("deleting", "deleted") for v in created)

@@ -712,3 +712,36 @@ def test_retention_keeps_the_set_a_running_restore_holds(emu: Emulation) -> None
     remaining = set(sets_of("db1"))
     assert "db1-held" in remaining
     assert "db1-old" not in remaining
+
+
+def test_a_read_only_copy_is_mounted_read_only_and_not_recorded_for_boot(emu: Emulation) -> None:
+    # GIVEN db1 backed up, and a second instance to look at the copy on
+    fx = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, fx)
+    viewer = launch_instance("db1-viewer", fx.availability_zone, tag_array=False)
+    boto3.client("ec2").create_tags(
+        Resources=[viewer], Tags=[{"Key": "raidsnap:array", "Value": "db1-viewer"}]
+    )
+    # WHEN a read-only restore mounts the copy there
+    run = emu.run(
+        "restore",
+        {
+            "array": "db1",
+            "targetInstanceId": viewer,
+            "readOnly": True,
+            "mountPoint": "/mnt/db1-yesterday",
+            "mdDevice": "/dev/md10",
+            "initialization": "none",
+        },
+    )
+    # THEN it is assembled read-only and nothing on the instance records it for the next boot
+    assert run.status == "SUCCEEDED", run.cause
+    (assemble,) = [
+        c.params["Parameters"]
+        for c in emu.double.calls
+        if c.operation == "SendCommand" and str(c.params["DocumentName"]).endswith("-assemble")
+    ]
+    assert (assemble["ReadOnly"], assemble["Persist"]) == (["true"], ["false"])
+    state = emu.hosts.state(viewer)
+    assert state.arrays["/dev/md10"].read_only
+    assert (state.fstab, state.mdadm_conf) == ({}, {})
