@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from typing import Any
 
 from raidsnap import arrays, clients, commands, lock, retention, snapshot_sets, tags
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table, retention_for
-from raidsnap.errors import CommandFailedError, SnapshotFailedError, public_name
+from raidsnap.errors import CommandFailedError, SnapshotFailedError, cause_message, public_name
 from raidsnap.models import BackupInput, parse_input, system_directory
 from raidsnap.observability import logger
 
@@ -312,7 +311,7 @@ def explain_failure(state: State, documents: Documents, settings: BackupSettings
     """Thaw if we froze, then name the failure for the run's Fail state."""
     error = state.get("error") or {}
     name = public_name(str(error.get("Error", "States.Runtime")))
-    cause = _cause_message(str(error.get("Cause", "")))
+    cause = cause_message(str(error.get("Cause", "")))
     freeze = state.get("freeze") or {}
     thaw = state.get("thaw") or {}
     # A freeze that failed or was cancelled may still have frozen the filesystem: thaw is
@@ -324,13 +323,3 @@ def explain_failure(state: State, documents: Documents, settings: BackupSettings
             logger.exception("thaw after failure could not be sent")
             cause += " (thaw could not be sent; the freeze guard thaws within its bound)"
     return {"error": name, "cause": cause}
-
-
-def _cause_message(cause: str) -> str:
-    try:
-        parsed = json.loads(cause)
-    except json.JSONDecodeError:
-        return cause
-    if isinstance(parsed, dict) and "errorMessage" in parsed:
-        return str(parsed["errorMessage"])
-    return cause

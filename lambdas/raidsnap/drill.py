@@ -188,27 +188,8 @@ def remove_volumes(state: State) -> dict[str, Any]:
     t = dict(state.get("teardown") or {})
     arn = (state.get("restore") or {}).get("executionArn") or state["restoreExecutionArn"]
     t.setdefault("looks", 0)
-    t.setdefault("deleted", [])
-    t.setdefault("detachAsks", {})
     t["looks"] += 1
-    pending = []
-    for vid, view in sorted(volumes.created_by(arn).items()):
-        if view.tags.get(tags.RESTORE_EXECUTION) != arn or view.state in ("deleting", "deleted"):
-            continue
-        live = [x for x in view.attachments if x[2] in ("attaching", "attached", "busy")]
-        if live or any(x[2] == "detaching" for x in view.attachments):
-            asks = int(t["detachAsks"].get(vid, 0))
-            force = asks >= TEARDOWN_FORCE_AFTER
-            if live or force:
-                for instance_id, _device, _st in view.attachments:
-                    volumes.detach(vid, instance_id, force=force)
-            t["detachAsks"][vid] = asks + 1
-            pending.append(vid)
-        elif view.state == "creating":
-            pending.append(vid)
-        else:
-            volumes.delete(vid)
-            t["deleted"].append(vid)
+    pending = volumes.remove_created(volumes.created_by(arn), arn, t, TEARDOWN_FORCE_AFTER)
     t["left"] = pending
     if pending and t["looks"] < TEARDOWN_MAX_LOOKS:
         t["status"] = "pending"

@@ -7,6 +7,8 @@ fails, so the class names here end in ``Error`` and :func:`public_name` strips i
 
 from __future__ import annotations
 
+import json
+
 
 class RaidsnapError(Exception):
     """Base of every error a person is meant to read."""
@@ -73,3 +75,15 @@ def public_name(error_type: str) -> str:
     if error_type.endswith("Error") and error_type[:-5] and "." not in error_type:
         return error_type[:-5]
     return error_type
+
+
+def cause_message(cause: str) -> str:
+    """The readable message inside a caught error's Cause: a Lambda function's error arrives as
+    JSON with ``errorMessage`` and a stack trace; other causes are plain text already."""
+    try:
+        parsed = json.loads(cause)
+    except json.JSONDecodeError:
+        return cause
+    if isinstance(parsed, dict) and "errorMessage" in parsed:
+        return str(parsed["errorMessage"])
+    return cause

@@ -6,7 +6,6 @@ restore of 16 members makes as many state transitions as one of 2.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -22,6 +21,7 @@ from raidsnap.errors import (
     InvalidInputError,
     SnapshotSetNotFoundError,
     VolumeFailedError,
+    cause_message,
     public_name,
 )
 from raidsnap.models import (
@@ -710,10 +710,8 @@ def cleanup(state: State, settings: RestoreSettings) -> dict[str, Any]:
     zone = state.get("availabilityZone")
     array = state.get("array")
     c.setdefault("error", public_name(str(error.get("Error", "States.Runtime"))))
-    c.setdefault("cause", _cause_message(str(error.get("Cause", ""))))
+    c.setdefault("cause", cause_message(str(error.get("Cause", ""))))
     c.setdefault("looks", 0)
-    c.setdefault("deleted", [])
-    c.setdefault("detachAsks", {})
     c["looks"] += 1
 
     # FSR this run enabled and has not disabled yet: from the state, and from the lock item,
@@ -731,26 +729,7 @@ def cleanup(state: State, settings: RestoreSettings) -> dict[str, Any]:
     known = set((state.get("volumes") or {}).get("ids") or [])
     views = volumes.created_by(arn) if arn else {}
     views |= volumes.describe(known - set(views))
-    pending = []
-    for vid, view in sorted(views.items()):
-        if view.tags.get(tags.RESTORE_EXECUTION) != arn:
-            continue  # never touch a volume this run did not create
-        if view.state in ("deleting", "deleted"):
-            continue
-        live = [x for x in view.attachments if x[2] in ("attaching", "attached", "busy")]
-        if live or any(x[2] == "detaching" for x in view.attachments):
-            asks = int(c["detachAsks"].get(vid, 0))
-            force = asks >= CLEANUP_FORCE_AFTER
-            if live or force:
-                for instance_id, _device, _st in view.attachments:
-                    volumes.detach(vid, instance_id, force=force)
-            c["detachAsks"][vid] = asks + 1
-            pending.append(vid)
-        elif view.state == "creating":
-            pending.append(vid)
-        else:
-            volumes.delete(vid)
-            c["deleted"].append(vid)
+    pending = volumes.remove_created(views, arn, c, CLEANUP_FORCE_AFTER)
     if pending and c["looks"] < CLEANUP_MAX_LOOKS:
         c["status"] = "pending"
         c["waitSeconds"] = CLEANUP_POLL_SECONDS
@@ -789,13 +768,3 @@ def _cleanup_summary(state: State, c: dict[str, Any], left: list[str]) -> str:
     if not parts:
         return ""
     return " [cleanup: " + "; ".join(parts) + "; snapshots untouched]"
-
-
-def _cause_message(cause: str) -> str:
-    try:
-        parsed = json.loads(cause)
-    except json.JSONDecodeError:
-        return cause
-    if isinstance(parsed, dict) and "errorMessage" in parsed:
-        return str(parsed["errorMessage"])
-    return cause

@@ -187,3 +187,38 @@ def delete(volume_id: str) -> None:
     except ClientError as err:
         if error_code(err) != "InvalidVolume.NotFound":
             raise
+
+
+def remove_created(
+    views: Mapping[str, VolumeView],
+    execution_arn: str,
+    progress: dict[str, Any],
+    force_after: int,
+) -> list[str]:
+    """One pass of removing the volumes ``execution_arn`` created, and only those: detach what
+    is attached (forcing it once it has been asked ``force_after`` times), delete what is
+    detached. ``progress`` keeps ``detachAsks`` and ``deleted`` across passes; returns the
+    volumes still on their way (detaching, or still creating)."""
+    asks_by_volume: dict[str, int] = progress.setdefault("detachAsks", {})
+    deleted: list[str] = progress.setdefault("deleted", [])
+    pending = []
+    for vid, view in sorted(views.items()):
+        if view.tags.get(tags.RESTORE_EXECUTION) != execution_arn:
+            continue  # never touch a volume this run did not create
+        if view.state in ("deleting", "deleted"):
+            continue
+        live = [x for x in view.attachments if x[2] in ("attaching", "attached", "busy")]
+        if live or any(x[2] == "detaching" for x in view.attachments):
+            asks = int(asks_by_volume.get(vid, 0))
+            force = asks >= force_after
+            if live or force:
+                for instance_id, _device, _state in view.attachments:
+                    detach(vid, instance_id, force=force)
+            asks_by_volume[vid] = asks + 1
+            pending.append(vid)
+        elif view.state == "creating":
+            pending.append(vid)
+        else:
+            delete(vid)
+            deleted.append(vid)
+    return pending

@@ -90,7 +90,7 @@ def completed_snapshot(ec2: EC2Client, clock: VirtualClock, double: AwsDouble, v
 # ---------------------------------------------------------------------------- installation
 
 
-def test_install_patches_and_nested_install_unpatches_only_at_the_outermost_exit(
+def test_install_patches_and_nested_install_unpatches_only_when_the_outermost_block_ends(
     aws: None, clock: VirtualClock
 ) -> None:
     original = BaseClient._make_api_call  # type: ignore[attr-defined]
