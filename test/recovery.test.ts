@@ -219,3 +219,33 @@ describe('recovery without a config', () => {
     expect(statements.filter((s: any) => actionsOf(s).some((a) => a.startsWith('autoscaling:')))).toEqual([]);
   });
 });
+
+describe('a restore that is stopped or times out', () => {
+  const { template } = synth(EXAMPLE_CONFIG);
+
+  test('its end reaches the function that removes what it left behind', () => {
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: {
+        'source': ['aws.states'],
+        'detail-type': ['Step Functions Execution Status Change'],
+        'detail': {
+          stateMachineArn: [{ Ref: Match.stringLikeRegexp('^RestoreWorkflowStateMachine') }],
+          status: ['ABORTED', 'TIMED_OUT'],
+        },
+      },
+      Targets: [Match.objectLike({
+        Arn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^RestoreRestoreAbandoned'), 'Arn'] },
+        RetryPolicy: { MaximumRetryAttempts: 8, MaximumEventAgeInSeconds: 21600 },
+      })],
+    });
+  });
+
+  test('that function may delete only volumes a restore created, and never detach', () => {
+    const actions = statementsOf(template, 'restore_abandoned').flatMap(actionsOf);
+    expect(actions).not.toContain('ec2:DetachVolume');
+    const deletes = statementsOf(template, 'restore_abandoned').filter((s) => actionsOf(s).includes('ec2:DeleteVolume'));
+    expect(deletes).toEqual([expect.objectContaining({
+      Condition: { StringLike: { 'aws:ResourceTag/raidsnap:restore-execution': '*' } },
+    })]);
+  });
+});

@@ -1,5 +1,7 @@
 import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as eventTargets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
@@ -175,6 +177,16 @@ export class RestoreWorkflow extends Construct {
           ...lock.statements('GetItem', 'DeleteItem'),
         ],
       },
+      {
+        id: 'RestoreAbandoned', module: 'restore_abandoned',
+        description: 'after a restore stopped or timed out: its FSR off, its lock released, its unattached volumes deleted',
+        statements: [
+          p.describe('ec2:DescribeVolumes'),
+          ...p.manageRestoredVolumes('ec2:DeleteVolume'),
+          p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
+          ...lock.statements('GetItem', 'DeleteItem'),
+        ],
+      },
     ];
     this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment })));
     for (const id of ['RestorePrepare']) {
@@ -232,6 +244,19 @@ export class RestoreWorkflow extends Construct {
       },
     });
     this.stateMachine = workflow.stateMachine;
+    // A run stopped by hand or past its timeout skips its Catch, so its cleanup never runs:
+    // this rule sends such a run's end to a function that removes what it left behind.
+    new events.Rule(this, 'Abandoned', {
+      description: 'raidsnap: clean up after a restore that was stopped or timed out',
+      eventPattern: {
+        source: ['aws.states'],
+        detailType: ['Step Functions Execution Status Change'],
+        detail: { stateMachineArn: [this.stateMachine.stateMachineArn], status: ['ABORTED', 'TIMED_OUT'] },
+      },
+      targets: [new eventTargets.LambdaFunction(this.functions.RestoreAbandoned, {
+        retryAttempts: 8, maxEventAge: Duration.hours(6),
+      })],
+    });
     // A fixed name, so the functions can be granted DescribeExecution on its executions
     // without depending on the state machine itself.
     (this.stateMachine.node.defaultChild as sfn.CfnStateMachine).stateMachineName = this.stateMachineName;

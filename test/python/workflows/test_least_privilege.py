@@ -224,7 +224,29 @@ def _scenario_restore_fsr_stuck_falls_back(emu: Emulation) -> None:
     assert run.status == "SUCCEEDED", run.cause
 
 
+def _scenario_restore_stopped_by_hand(emu: Emulation) -> None:
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    held = HeldStep(emu, "restore_check_volumes")
+    arn = emu.start("restore", {"array": "db1", "mode": "replace", "initialization": "fsr"})
+    held.wait()
+    boto3.client("stepfunctions").stop_execution(executionArn=arn)
+    held.release()
+    emu.wait(arn)
+    emu.clock.advance(60)
+    desc = boto3.client("stepfunctions").describe_execution(executionArn=arn)
+    event = {
+        "detail-type": "Step Functions Execution Status Change",
+        "source": "aws.states",
+        "detail": {"executionArn": arn, "status": "ABORTED", "input": desc["input"]},
+    }
+    done = emu.invoke("restore_abandoned", event)
+    assert done.error_type is None, done.error_message
+    assert done.result["deletedVolumeIds"] and done.result["fsrDisabled"]
+
+
 SCENARIOS: list[Callable[[Emulation], None]] = [
+    _scenario_restore_stopped_by_hand,
     _scenario_restore_volume_error_while_fsr_on,
     _scenario_restore_fsr_stuck_falls_back,
     _scenario_restore_fsr_replace,

@@ -1,0 +1,89 @@
+"""After a restore that was stopped by hand or ran out of time.
+
+Such a run never reaches its Catch, so its own cleanup never runs. This turns off the Fast
+Snapshot Restore it enabled, releases its lock, and deletes the volumes it created that are not
+attached. A volume that is attached is left alone and reported: the run may have been stopped
+after the array was assembled and mounted, and taking it away could destroy data in use."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from raidsnap import fsr, lock, tags, volumes
+from raidsnap.environment import RestoreSettings
+from raidsnap.errors import RaidsnapError
+from raidsnap.observability import logger
+
+ENDED_WITHOUT_CATCH = ("ABORTED", "TIMED_OUT")
+
+
+class CleanupPendingError(RaidsnapError):
+    """Volumes of the run are still detaching: the invocation is retried."""
+
+
+def _array_of(detail: dict[str, Any]) -> str | None:
+    try:
+        value = json.loads(detail.get("input") or "{}")
+    except json.JSONDecodeError:
+        return None
+    array = value.get("array") if isinstance(value, dict) else None
+    return array if isinstance(array, str) and array else None
+
+
+def clean_up(event: dict[str, Any], settings: RestoreSettings) -> dict[str, Any]:
+    """Handle one "Step Functions Execution Status Change" event of the restore workflow."""
+    detail = event.get("detail") or {}
+    arn = str(detail.get("executionArn") or "")
+    status = str(detail.get("status") or "")
+    if not arn or status not in ENDED_WITHOUT_CATCH:
+        return {"executionArn": arn, "status": status, "cleaned": False}
+    views = volumes.created_by(arn)
+    names = {v.tags.get(tags.ARRAY) for v in views.values()} | {_array_of(detail)}
+    fsr_disabled: list[str] = []
+    released: list[str] = []
+    for array in sorted(n for n in names if n):
+        holder = lock.current(settings.lock_table, array)
+        if holder is None or holder.execution_arn != arn:
+            continue
+        by_zone: dict[str, list[str]] = defaultdict(list)
+        for pair in holder.fsr_pairs:
+            snapshot_id, _, zone = pair.partition("@")
+            by_zone[zone].append(snapshot_id)
+        for zone, snapshot_ids in sorted(by_zone.items()):
+            fsr.disable(sorted(snapshot_ids), zone)
+            fsr_disabled += sorted(snapshot_ids)
+        if lock.release(settings.lock_table, array, arn):
+            released.append(array)
+    deleted, attached, pending = [], [], []
+    for vid, view in sorted(views.items()):
+        if view.tags.get(tags.RESTORE_EXECUTION) != arn or view.state in ("deleting", "deleted"):
+            continue
+        states = {a[2] for a in view.attachments}
+        if states & {"attaching", "attached", "busy"}:
+            attached.append(vid)
+        elif "detaching" in states or view.state == "creating":
+            pending.append(vid)
+        else:
+            volumes.delete(vid)
+            deleted.append(vid)
+    result = {
+        "executionArn": arn,
+        "status": status,
+        "cleaned": True,
+        "deletedVolumeIds": deleted,
+        "attachedVolumeIds": attached,
+        "fsrDisabled": fsr_disabled,
+        "lockReleased": released,
+    }
+    if attached:
+        logger.warning(
+            "volumes of a stopped restore are attached and were left alone",
+            extra={"execution": arn, "volumes": attached},
+        )
+    if pending:
+        raise CleanupPendingError(
+            f"volumes {pending} of {arn} are still detaching or creating; retried shortly"
+        )
+    return result

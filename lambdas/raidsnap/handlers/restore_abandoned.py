@@ -1,0 +1,14 @@
+"""After a restore stopped by hand or timed out: remove what it left behind, safely."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap import abandoned
+from raidsnap.environment import RestoreSettings
+from raidsnap.handlers._entry import entry
+
+
+@entry
+def handler(event: dict[str, Any]) -> dict[str, Any]:
+    return abandoned.clean_up(event, RestoreSettings.from_env())
