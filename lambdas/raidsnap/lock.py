@@ -46,7 +46,8 @@ def current(table: str, array: str) -> Holder | None:
     return _holder(item) if item else None
 
 
-def _running(execution_arn: str) -> bool:
+def running(execution_arn: str) -> bool:
+    """Is this execution still running? (A holder that is not may be taken over.)"""
     try:
         status = clients.stepfunctions().describe_execution(executionArn=execution_arn)["status"]
     except ClientError as err:
@@ -88,7 +89,7 @@ def acquire(
     holder = current(table, array)
     if holder is None:  # released between our two calls: try once more from the start
         return acquire(table, array, execution_arn, set_id, lease_seconds)
-    if holder.lease_until > now and _running(holder.execution_arn):
+    if holder.lease_until > now and running(holder.execution_arn):
         raise RestoreInProgressError(
             f"a restore of {array} is already running ({holder.execution_arn}, set "
             f"{holder.set_id}); wait for it to end, or stop it, then start this restore again"

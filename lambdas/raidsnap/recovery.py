@@ -75,7 +75,7 @@ def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
     running = (
         holder is not None
         and holder.lease_until > int(time.time())
-        and _running(holder.execution_arn)
+        and lock.running(holder.execution_arn)
     )
     if holder is not None and running and is_drill(holder.execution_arn):
         # A drill must never stand between an array and its recovery: stop the drill's restore
@@ -131,16 +131,6 @@ def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
 def is_drill(execution_arn: str) -> bool:
     """Restores a drill starts are named drill-<hash> (see drill.py)."""
     return execution_arn.rsplit(":", 1)[-1].startswith("drill-")
-
-
-def _running(execution_arn: str) -> bool:
-    try:
-        status = clients.stepfunctions().describe_execution(executionArn=execution_arn)["status"]
-    except ClientError as err:
-        if error_code(err) in ("ExecutionDoesNotExist", "InvalidArn"):
-            return False
-        raise
-    return status == "RUNNING"
 
 
 # ---------------------------------------------------------------------- events
