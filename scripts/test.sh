@@ -22,7 +22,11 @@ step "Python: ruff, mypy --strict"
 step "shellcheck"
 # Every tracked shell script, with or without a .sh suffix (the VM's init has none).
 mapfile -t scripts < <(git ls-files | while read -r f; do
-  case "$f" in *.sh) echo "$f" ;; *) head -c 64 "$f" 2>/dev/null | grep -qE '^#!/(usr/)?bin/(env )?(ba)?sh' && echo "$f" ;; esac
+  case "$f" in
+    *.sh) echo "$f" ;;
+    *) first=$(head -c 64 "$f" 2>/dev/null | tr -d '\0' || true)
+       if [[ $first =~ ^\#\!/(usr/)?bin/(env\ )?(ba)?sh ]]; then echo "$f"; fi ;;
+  esac
 done)
 .venv/bin/shellcheck -x "${scripts[@]}"
 

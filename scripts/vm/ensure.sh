@@ -19,9 +19,12 @@ host_packages=(qemu-system-x86 mdadm fio busybox-static e2fsprogs xfsprogs nvme-
                util-linux udev coreutils grep sed mawk findutils procps xz-utils zstd)
 
 ensure_packages() {
-  local missing=() p
+  local missing=() p status policy
   for p in "${host_packages[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    # Captured first, then tested: under pipefail, `producer | grep -q` fails whenever grep
+    # exits at its first match and the producer dies of SIGPIPE.
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    if [[ $status != *'install ok installed'* ]]; then
       missing+=("$p")
     fi
   done
@@ -35,7 +38,8 @@ ensure_packages() {
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   for p in "${missing[@]}"; do
-    if ! apt-cache policy "$p" | grep -q 'Candidate: [0-9]'; then
+    policy=$(apt-cache policy "$p" 2>/dev/null || true)
+    if ! [[ $policy =~ Candidate:\ [0-9] ]]; then
       log "package $p has no installation candidate"; exit 1
     fi
   done
@@ -44,11 +48,14 @@ ensure_packages() {
 
 # The metapackage only depends on the versioned image package; that one carries the files.
 kernel_package() {
-  local pkg
-  pkg=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+  local pkg deps
+  # awk reads to the end (no early exit) so apt-cache is never cut off by SIGPIPE.
+  deps=$(apt-cache depends linux-image-amd64 2>/dev/null || true)
+  pkg=$(awk '/Depends: linux-image-[0-9]/ && !found {print $2; found=1}' <<<"$deps")
   if [[ -z $pkg ]]; then
     apt-get update -qq
-    pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+    deps=$(apt-cache depends linux-image-amd64)
+    pkg=$(awk '/Depends: linux-image-[0-9]/ && !found {print $2; found=1}' <<<"$deps")
   fi
   [[ -n $pkg ]] || { log "cannot resolve linux-image-amd64"; exit 1; }
   printf '%s\n' "$pkg"
@@ -185,4 +192,7 @@ main() {
   printf '%s\n' "$out"
 }
 
-main "$@"
+# Sourced (for example by a test of one function), it defines the functions and runs nothing.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  main "$@"
+fi

@@ -174,7 +174,7 @@ device_serial() {
   for link in /dev/disk/by-id/*vol*; do
     [[ -e $link && $link != *-part* ]] || continue
     if [[ $(readlink -f "$link") == "/dev/$disk" ]]; then
-      printf '%s\n' "${link##*/}" | grep -o 'vol-\{0,1\}[0-9a-f]\{8,17\}' | head -n1 | tr -d -- -
+      printf '%s\n' "${link##*/}" | grep -o 'vol-\{0,1\}[0-9a-f]\{8,17\}' | awk 'NR == 1' | tr -d -- -
       return 0
     fi
   done
@@ -187,7 +187,7 @@ serial_volume_id() {
 }
 
 kv() { # KEY TEXT: value of KEY=value in mdadm/blkid export output
-  sed -n "s/^$1=//p" <<<"$2" | head -n1
+  sed -n "s/^$1=//p" <<<"$2" | awk 'NR == 1'
 }
 
 # Let udev finish what it is doing (incremental assembly, device links) before looking.
@@ -264,7 +264,7 @@ for tool in mdadm blkid findmnt mount; do
   command -v "$tool" >/dev/null || fail ToolMissing "$tool is not installed"
 done
 IFS=, read -r -a volumes <<<"$volume_csv"
-dup=$(printf '%s\n' "${volumes[@]}" | sort | uniq -d | head -n1)
+dup=$(printf '%s\n' "${volumes[@]}" | sort | uniq -d | awk 'NR == 1')
 [[ -z $dup ]] || fail InvalidInput "VolumeIds lists $dup twice"
 md_name=${md_dev#/dev/}
 changed=false
@@ -324,7 +324,7 @@ done
 if [[ $raid_devices != "${#volumes[@]}" ]]; then
   fail MemberCountMismatch "the superblocks say the array has ${raid_devices:-?} devices, ${#volumes[@]} volume ids were given"
 fi
-dup=$(printf '%s\n' "${dev_uuids[@]}" | grep -v '^$' | sort | uniq -d | head -n1)
+dup=$(printf '%s\n' "${dev_uuids[@]}" | grep -v '^$' | sort | uniq -d | awk 'NR == 1')
 [[ -z $dup ]] || fail DuplicateMember "two volumes carry the same member (device uuid $dup): copies of one disk?"
 
 # 3. Arrays that already hold our members: our own MdDevice (nothing to do), or one that udev's
@@ -346,7 +346,7 @@ for name in "${names[@]}"; do
     if [[ -n $(mount_targets "$holder") ]] || [[ -n $(ls -A "/sys/class/block/$holder/holders" 2>/dev/null) ]]; then
       fail MemberInUse "/dev/$name is in /dev/$holder, which is mounted or in use"
     fi
-    printf '%s\n' "${strays[@]}" | grep -qx "$holder" || strays+=("$holder")
+    [[ " ${strays[*]} " == *" $holder "* ]] || strays+=("$holder")
   done < <(md_holders "$name")
 done
 
@@ -444,7 +444,7 @@ opts=defaults
 [[ $read_only == true ]] && opts=ro
 md_mm=$(dev_majmin "$md_name")
 mp_mm=$(findmnt -rn -o MAJ:MIN --mountpoint "$mount_point" 2>/dev/null | tail -n1 || true)
-elsewhere=$(mount_targets "$md_name" | grep -vxF "$mount_point" | head -n1 || true)
+elsewhere=$(mount_targets "$md_name" | grep -vxF "$mount_point" | awk 'NR == 1' || true)
 if [[ -n $mp_mm && $mp_mm != "$md_mm" ]]; then
   fail MountPointBusy "$mount_point already has another filesystem ($mp_mm) mounted"
 elif [[ -n $elsewhere ]]; then

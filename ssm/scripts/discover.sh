@@ -112,7 +112,7 @@ device_serial() {
   for link in /dev/disk/by-id/*vol*; do
     [[ -e $link && $link != *-part* ]] || continue
     if [[ $(readlink -f "$link") == "/dev/$disk" ]]; then
-      printf '%s\n' "${link##*/}" | grep -o 'vol-\{0,1\}[0-9a-f]\{8,17\}' | head -n1 | tr -d -- -
+      printf '%s\n' "${link##*/}" | grep -o 'vol-\{0,1\}[0-9a-f]\{8,17\}' | awk 'NR == 1' | tr -d -- -
       return 0
     fi
   done
@@ -125,7 +125,7 @@ serial_volume_id() {
 }
 
 kv() { # KEY TEXT: value of KEY=value in mdadm/blkid export output
-  sed -n "s/^$1=//p" <<<"$2" | head -n1
+  sed -n "s/^$1=//p" <<<"$2" | awk 'NR == 1'
 }
 
 array_name=${SSM_ArrayName:-}
@@ -174,7 +174,7 @@ for md in /sys/block/md*; do
   else
     fs_json=null
   fi
-  mount_point=$(findmnt -rn -o TARGET -S "$dev" 2>/dev/null | head -n1 || true)
+  mount_point=$(findmnt -rn -o TARGET -S "$dev" 2>/dev/null | awk 'NR == 1' || true)
   matches=false
   [[ $name == "$array_name" || $name == *":$array_name" ]] && matches=true
   say "found $dev ${level:-?} ${uuid:-?} name=${name:-?} state=${state:-?} members=${#members[@]} mount=${mount_point:-none}"

@@ -111,7 +111,7 @@ device_serial() {
   for link in /dev/disk/by-id/*vol*; do
     [[ -e $link && $link != *-part* ]] || continue
     if [[ $(readlink -f "$link") == "/dev/$disk" ]]; then
-      printf '%s\n' "${link##*/}" | grep -o 'vol-\{0,1\}[0-9a-f]\{8,17\}' | head -n1 | tr -d -- -
+      printf '%s\n' "${link##*/}" | grep -o 'vol-\{0,1\}[0-9a-f]\{8,17\}' | awk 'NR == 1' | tr -d -- -
       return 0
     fi
   done
@@ -161,7 +161,8 @@ start=$(date +%s.%N)
 pids=()
 if [[ $method == fio ]]; then
   engine=psync
-  fio --enghelp 2>/dev/null | grep -qw libaio && engine=libaio
+  engines=$(fio --enghelp 2>/dev/null || true)
+  [[ $'\n'$engines$'\n' =~ [[:space:]]libaio[[:space:]] ]] && engine=libaio
   args=(--output-format=json --output="$work/fio.json" --readonly --direct=1 --rw=read --bs=1M
         --iodepth=32 --ioengine="$engine" --group_reporting=0)
   for i in "${!devices[@]}"; do

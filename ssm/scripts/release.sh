@@ -151,7 +151,7 @@ device_serial() {
   for link in /dev/disk/by-id/*vol*; do
     [[ -e $link && $link != *-part* ]] || continue
     if [[ $(readlink -f "$link") == "/dev/$disk" ]]; then
-      printf '%s\n' "${link##*/}" | grep -o 'vol-\{0,1\}[0-9a-f]\{8,17\}' | head -n1 | tr -d -- -
+      printf '%s\n' "${link##*/}" | grep -o 'vol-\{0,1\}[0-9a-f]\{8,17\}' | awk 'NR == 1' | tr -d -- -
       return 0
     fi
   done

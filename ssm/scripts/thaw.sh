@@ -76,11 +76,12 @@ timer_unit() {
 
 # The pid of the guard recorded in $1 if that process is still a guard, else nothing.
 guard_pid() {
-  local pid=""
+  local pid="" cmdline
   [[ -r $1 ]] || return 0
   read -r pid _ <"$1" || true
   [[ $pid =~ ^[0-9]+$ ]] || return 0
-  if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q raidsnap-freeze-guard; then
+  cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+  if [[ $cmdline == *raidsnap-freeze-guard* ]]; then
     printf '%s\n' "$pid"
   fi
   return 0
