@@ -65,7 +65,7 @@ def test_the_check_sees_the_scripts() -> None:
         "apt-cache policy \"$p\" | grep -q 'Candidate: [0-9]'",
         "x=$(printf '%s\\n' a b | head -n1)",
         "apt-cache depends x | awk '/Depends/{print $2; exit}'",
-        "out | grep -qx \"$holder\" || strays+=(1)",
+        'out | grep -qx "$holder" || strays+=(1)',
         "seq 100 | sed -n '1p;q'",
         "seq 100 | grep -m1 5",
         "seq 100 | grep -E -qx 5",
@@ -81,7 +81,7 @@ def test_the_pattern_catches_early_readers(line: str) -> None:
         "x=$(printf '%s\\n' a b | awk 'NR == 1')",
         "sort | uniq -d | awk 'NR == 1'",
         "grep -o 'vol-[0-9a-f]*' file",
-        "grep -qx \"$name\" \"$root/etc/modules.order\" && continue",
+        'grep -qx "$name" "$root/etc/modules.order" && continue',
         "[[ $(printf '%s\\n' \"$have\" | grep -cxF -f <(printf x)) -eq 0 ]]",
     ],
 )

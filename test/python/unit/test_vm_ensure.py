@@ -42,7 +42,7 @@ def _fake_debian(tmp_path: Path, *, installed: bool, candidate: str) -> Path:
         bin_dir,
         "apt-cache",
         f"""printf '%s:\\n  Installed: (none)\\n  Candidate: {candidate}\\n' "$2"
-for i in $(seq 1 4000); do printf '     %s 500 http://deb.debian.org/debian bookworm/main\\n' "$i"; done
+for i in $(seq 1 4000); do printf '  %s 500 http://deb.debian.org/debian main\\n' "$i"; done
 """,
     )
     _tool(bin_dir, "apt-get", f'printf "%s\\n" "$*" >>{log}\n')
