@@ -88,8 +88,15 @@ def _iso(value: Any) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(value, datetime) else str(value)
 
 
+_TAG_KEYS = ("aws:requesttag/", "aws:resourcetag/", "aws:tagkeys")
+
+
 def _key_allowed(key: str, listed: frozenset[str]) -> bool:
+    """Global keys are always set; tag keys and service keys only where the reference lists
+    them for the action and resource type."""
     lowered = key.lower()
+    if lowered.startswith("aws:") and not lowered.startswith(_TAG_KEYS):
+        return True
     if lowered in listed:
         return True
     return any("${" in k and lowered.startswith(k.split("${", 1)[0]) for k in listed)
