@@ -451,7 +451,7 @@ _CLIENT_FACTORIES = (
 
 
 def _execution_state_machine() -> str | None:
-    frame: Any = sys._getframe(2)  # noqa: SLF001 - the caller of boto_client_for
+    frame: Any = sys._getframe(2)  # the caller of boto_client_for
     for _ in range(8):
         if frame is None:
             return None

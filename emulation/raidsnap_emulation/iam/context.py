@@ -158,12 +158,14 @@ class Builder:
 
     def _check_required(self, model: sar.ActionModel, targets: list[_Target]) -> None:
         named = {t.resource_type for t in targets}
-        for rt in model.resource_types.values():
-            if rt.required and rt.name not in named and named != {None}:
-                raise UnsupportedPolicyError(
-                    f"{model.action}: the reference requires a {rt.name} resource the request "
-                    "model does not name"
-                )
+        # The reference marks alternatives as required too (DescribeExecution: a standard
+        # execution or an express one): a request must name at least one of them.
+        required = {rt.name for rt in model.resource_types.values() if rt.required}
+        if required and targets and not required & named:
+            raise UnsupportedPolicyError(
+                f"{model.action}: the reference requires one of {sorted(required)}, the "
+                f"request model names {sorted(str(n) for n in named)}"
+            )
         unknown = {n for n in named if n is not None} - set(model.resource_types)
         if unknown:
             raise UnsupportedPolicyError(f"{model.action} does not authorize {sorted(unknown)}")
@@ -514,6 +516,20 @@ class Builder:
             if key is None:
                 return []
             return self.kms_requests(["GenerateDataKey", "Decrypt"], key, principal, "sns")
+        if service == "ec2" and operation == "AttachVolume":
+            # EC2 lets the instance decrypt the volume's data key: a grant for the instance,
+            # made with the caller's permissions (EBS encryption permissions; KMS developer
+            # guide, "How Amazon EBS uses AWS KMS").
+            volume = next((t for t in targets if t.resource_type == "volume"), None)
+            if volume is None or volume.keys.get("ec2:Encrypted") != ("true",):
+                return []
+            if "ec2:KmsKeyId" not in volume.keys:
+                return []
+            key = volume.keys["ec2:KmsKeyId"][0]
+            grant = {"kms:GrantIsForAWSResource": ("true",)}
+            return self.kms_requests(["Decrypt"], key, principal, "ec2") + self.kms_requests(
+                ["CreateGrant"], key, principal, "ec2", grant
+            )
         if service == "ec2" and operation == "CreateVolume":
             volume = targets[0]
             if volume.keys.get("ec2:Encrypted") != ("true",) or "ec2:KmsKeyId" not in volume.keys:
