@@ -63,12 +63,6 @@ NOT_EXERCISED: dict[str, dict[str, str]] = {
             "CreateSnapshots; staging that race needs an attach inside one API call"
         ),
     },
-    "restore_create_volumes": {
-        "ec2:CreateTags": (
-            "EC2 authorizes CreateVolume's TagSpecifications as CreateTags (ec2:CreateAction="
-            "CreateVolume); it is part of the CreateVolume call, not a call of its own"
-        ),
-    },
 }
 
 
@@ -379,6 +373,16 @@ def _record(template: Path, scenarios: list[Callable[[Emulation], None]]) -> Rec
                 if call.actor:
                     prefix = IAM_PREFIX.get(call.service, call.service)
                     recorded.calls[call.actor].add(f"{prefix}:{call.operation}")
+            # Actions a call is authorized as besides its own (EC2's tag-on-create CreateTags);
+            # not the key use a service makes on the caller's behalf (kms:ViaService).
+            for d in emu.iam.decisions:
+                if (
+                    d.allowed
+                    and d.actor
+                    and d.request.via is None
+                    and not d.request.principal.is_service
+                ):
+                    recorded.calls[d.actor].add(d.request.action)
     assert recorded is not None
     return recorded
 
