@@ -183,7 +183,31 @@ class Services:
             "time": self.emu.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
             "region": REGION,
             "resources": [arn],
-            "detail": {"alarmName": alarm, "state": {"value": state, "reason": reason}},
+            "detail": {
+                "alarmName": alarm,
+                "state": {"value": state, "reason": reason},
+                "configuration": {
+                    "description": props.get("AlarmDescription", ""),
+                    "metrics": [
+                        {
+                            "id": "m1",
+                            "metricStat": {
+                                "metric": {
+                                    "dimensions": {
+                                        d["Name"]: d["Value"]
+                                        for d in template.resolve(props.get("Dimensions", []))
+                                    },
+                                    "name": props.get("MetricName"),
+                                    "namespace": props.get("Namespace"),
+                                },
+                                "period": props.get("Period"),
+                                "stat": props.get("Statistic"),
+                            },
+                            "returnData": True,
+                        }
+                    ],
+                },
+            },
         }
         return out + self.put_event(event)
 
