@@ -10,6 +10,10 @@ nothing here sleeps.
 Where moto keeps the state (volumes, snapshots, instances, tags, documents) the double leaves it
 there and keeps only what moto lacks: start times, failure marks, client tokens, FSR pairs,
 commands.
+
+A call made on behalf of a known principal (a function inside ``acting_as``, a state machine's
+integration through a client tagged with ``ACTOR_ATTRIBUTE``) is first passed to ``authorize``,
+when set: the one place where the emulation's IAM (raidsnap_emulation.iam) sees every call.
 """
 
 from __future__ import annotations
