@@ -19,10 +19,11 @@ export function arnRef(resource: IConstruct): string {
 }
 
 export const REASONS = {
-  describe: 'EC2 Describe*, SSM DescribeInstanceInformation/GetCommandInvocation and X-Ray writes support no resource-level permissions; every mutating action is scoped separately',
+  describe: 'EC2 Describe*, SSM DescribeInstanceInformation/GetCommandInvocation/CancelCommand and X-Ray writes support no resource-level permissions (Service Authorization Reference); CancelCommand reaches only command ids raidsnap got from its own tag-scoped SendCommand; every other mutating action is scoped separately',
   instances: 'limited by condition to instances tagged raidsnap:array (the array instances raidsnap serves)',
   snapshots: 'limited by condition to snapshots that carry the raidsnap:array tag (or are being created with it)',
-  volumes: 'limited by condition to volumes attached to an instance (CreateSnapshots of an array instance) or tagged by raidsnap',
+  volumes: 'limited by condition to volumes tagged by raidsnap (raidsnap:restore-execution, raidsnap:replaced-by)',
+  snapshotVolumes: 'CreateSnapshots authorizes each volume of the one instance it names, and the volume resource has no key naming that instance; the same call must also pass the instance grant, which requires raidsnap:array on the instance',
   invoke: 'grantInvoke also covers versions and aliases of this one function (ARN:*)',
   runtime: 'Python 3.13 is the runtime the Powertools layer parameter and the test suite pin; moving runtimes is a deliberate change',
 };

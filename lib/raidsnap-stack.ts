@@ -53,6 +53,6 @@ export class RaidsnapStack extends Stack {
       },
     });
     this.drills.notifyTo(this.monitoring.topic, stackKey(this));
-    notifyAlarms(this.recovery, this.monitoring.topic);
+    notifyAlarms(this.recovery, this.monitoring);
   }
 }

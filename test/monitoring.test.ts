@@ -17,6 +17,20 @@ describe('monitoring', () => {
     template.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'storage-oncall@example.com' });
   });
 
+  test('CloudWatch may publish to the topic for exactly the stack\'s alarms of this account', () => {
+    const alarms = Object.keys(template.findResources('AWS::CloudWatch::Alarm')).sort();
+    expect(alarms.length).toBeGreaterThan(0);
+    const statements = Object.values(template.findResources('AWS::SNS::TopicPolicy'))
+      .flatMap((p) => p.Properties.PolicyDocument.Statement as Array<Record<string, any>>)
+      .filter((s) => s.Principal?.Service === 'cloudwatch.amazonaws.com');
+    expect(statements).toHaveLength(1);
+    const [s] = statements;
+    expect([s.Effect, s.Action, s.Resource]).toEqual(['Allow', 'sns:Publish', { Ref: expect.stringMatching(/^MonitoringNotifications/) }]);
+    expect(s.Condition.StringEquals).toEqual({ 'aws:SourceAccount': '123456789012' });
+    const named = (s.Condition.ArnLike['aws:SourceArn'] as Array<{ 'Fn::GetAtt': [string, string] }>).map((a) => a['Fn::GetAtt'][0]).sort();
+    expect(named).toEqual(alarms);
+  });
+
   test('the stack key rotates and lets only this account\'s EventBridge and alarms use it', () => {
     template.hasResourceProperties('AWS::KMS::Key', {
       EnableKeyRotation: true,

@@ -10,6 +10,10 @@ nothing here sleeps.
 Where moto keeps the state (volumes, snapshots, instances, tags, documents) the double leaves it
 there and keeps only what moto lacks: start times, failure marks, client tokens, FSR pairs,
 commands.
+
+A call made on behalf of a known principal (a function inside ``acting_as``, a state machine's
+integration through a client tagged with ``ACTOR_ATTRIBUTE``) is first passed to ``authorize``,
+when set: the one place where the emulation's IAM (raidsnap_emulation.iam) sees every call.
 """
 
 from __future__ import annotations
@@ -253,6 +257,12 @@ class _Actor(threading.local):
 
 _actor = _Actor()
 
+ACTOR_ATTRIBUTE = "_raidsnap_actor"
+"""Set on a client whose calls a known principal makes (a state machine's integrations)."""
+
+Authorize = Callable[[str, str, dict[str, Any], str], None]
+"""(service, operation, params, actor): raises AwsError when IAM would deny the call."""
+
 
 @contextlib.contextmanager
 def acting_as(name: str) -> Iterator[None]:
@@ -283,6 +293,9 @@ class AwsDouble:
         self.fsr_optimizing_seconds_per_gib: float = 3600.0 / 1024.0
         self.fsr_disabling_seconds: float = 30.0
         self.invocation_visible_after_seconds: float = 0.0
+
+        # IAM: the emulation authorizes each call a known principal makes, in this one place.
+        self.authorize: Authorize | None = None
 
         self._lock = threading.RLock()
         self._depth = 0
@@ -447,23 +460,33 @@ class AwsDouble:
     def _dispatch(self, client: BaseClient, operation: str, params: Params) -> Answer:
         service: str = client.meta.service_model.service_name
         recorded = copy.copy(params)
+        actor = _actor.name or getattr(client, ACTOR_ATTRIBUTE, None)
+        if self.authorize is not None and actor is not None:
+            try:
+                with self._lock:
+                    if service == "ec2":
+                        self._settle_detachments()
+                    self.authorize(service, operation, params, actor)
+            except AwsError as err:
+                self._record(service, operation, recorded, err.code, applied=False, actor=actor)
+                raise self._client_error(client, operation, err) from None
         with self._lock:
             fault = self._take_fault(service, operation)
         if fault is not None and not fault.after_success:
-            self._record(service, operation, recorded, fault.code, applied=False)
+            self._record(service, operation, recorded, fault.code, applied=False, actor=actor)
             raise self._client_error(client, operation, AwsError(fault.code, fault.message))
         try:
             answer = self._answer(client, service, operation, params)
         except AwsError as err:
-            self._record(service, operation, recorded, err.code, applied=False)
+            self._record(service, operation, recorded, err.code, applied=False, actor=actor)
             raise self._client_error(client, operation, err) from None
         except ClientError as err:
-            self._record(service, operation, recorded, err.response["Error"]["Code"], False)
+            self._record(service, operation, recorded, err.response["Error"]["Code"], False, actor)
             raise
         if fault is not None:
-            self._record(service, operation, recorded, fault.code, applied=True)
+            self._record(service, operation, recorded, fault.code, applied=True, actor=actor)
             raise self._client_error(client, operation, AwsError(fault.code, fault.message))
-        self._record(service, operation, recorded, None, applied=True)
+        self._record(service, operation, recorded, None, applied=True, actor=actor)
         return answer
 
     def _answer(self, client: BaseClient, service: str, operation: str, params: Params) -> Answer:
@@ -488,12 +511,26 @@ class AwsDouble:
         assert self._original is not None, "the double is not installed"
         return self._original(client, operation, params)
 
-    def _record(
-        self, service: str, operation: str, params: Params, code: str | None, applied: bool
+    def _record(  # noqa: PLR0917 - one line per call site reads best positionally
+        self,
+        service: str,
+        operation: str,
+        params: Params,
+        code: str | None,
+        applied: bool,
+        actor: str | None = None,
     ) -> None:
         with self._lock:
             self.calls.append(
-                Call(service, operation, params, code, self.clock.now(), applied, _actor.name)
+                Call(
+                    service,
+                    operation,
+                    params,
+                    code,
+                    self.clock.now(),
+                    applied,
+                    actor or _actor.name,
+                )
             )
 
     def _take_fault(self, service: str, operation: str) -> _Fault | None:

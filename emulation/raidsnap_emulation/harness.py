@@ -11,8 +11,8 @@ import importlib
 import io
 import json
 import os
-import re
 import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -37,13 +37,17 @@ from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wai
 
 from raidsnap import clients
 from raidsnap_emulation.clock import VirtualClock
-from raidsnap_emulation.double import AwsDouble, acting_as
+from raidsnap_emulation.double import ACTOR_ATTRIBUTE, AwsDouble, acting_as
+from raidsnap_emulation.events import Services
 from raidsnap_emulation.host import Hosts
+from raidsnap_emulation.iam.authorizer import Authorizer
+from raidsnap_emulation.template import ACCOUNT, REGION, Template
+
+__all__ = ["ACCOUNT", "REGION", "Emulation", "Execution", "Template", "synthesize"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "cdk.out" / "raidsnap.template.json"
-ACCOUNT = "123456789012"
-REGION = "us-east-1"
+EXAMPLE_CONFIG = REPO_ROOT / "config" / "example.yaml"
 
 # What the functions see on top of their template environment: a region, fake keys, and
 # Powertools quiet enough for a person to follow the workflow.
@@ -61,26 +65,27 @@ RUNTIME_ENV = {
 _SYNTH_INPUTS = ("bin", "lib", "statemachines", "ssm", "config", "cdk.json")
 
 
-def synthesize(force: bool = False) -> Path:
-    """Synthesize the app unless cdk.out is newer than everything it is made from."""
-    if TEMPLATE.exists() and not force:
-        built = TEMPLATE.stat().st_mtime
+def synthesize(force: bool = False, config: Path | None = None) -> Path:
+    """Synthesize the app (with a config file: into cdk.out.example) unless the template is
+    newer than everything it is made from."""
+    outdir = "cdk.out" if config is None else "cdk.out.example"
+    template = REPO_ROOT / outdir / "raidsnap.template.json"
+    if template.exists() and not force:
+        built = template.stat().st_mtime
         newest = max(
             (p.stat().st_mtime for name in _SYNTH_INPUTS for p in _files(REPO_ROOT / name)),
             default=0.0,
         )
         if newest <= built:
-            return TEMPLATE
+            return template
     cdk = REPO_ROOT / "node_modules" / ".bin" / "cdk"
     if not cdk.exists():
         raise RuntimeError("node_modules is missing: run scripts/setup.sh first")
-    subprocess.run(
-        [str(cdk), "synth", "--quiet", "-o", "cdk.out"],
-        cwd=REPO_ROOT,
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    return TEMPLATE
+    command = [str(cdk), "synth", "--quiet", "-o", outdir]
+    if config is not None:
+        command += ["-c", f"config={config.relative_to(REPO_ROOT)}"]
+    subprocess.run(command, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
+    return template
 
 
 def _files(path: Path) -> Iterator[Path]:
@@ -88,101 +93,6 @@ def _files(path: Path) -> Iterator[Path]:
         yield path
     elif path.is_dir():
         yield from (p for p in path.rglob("*") if p.is_file())
-
-
-# ---------------------------------------------------------------------- template reading
-
-
-class Template:
-    """Just enough CloudFormation to resolve what the state machines and functions refer to."""
-
-    def __init__(self, path: Path) -> None:
-        self.body: dict[str, Any] = json.loads(path.read_text())
-        self.resources: dict[str, dict[str, Any]] = self.body["Resources"]
-
-    def of_type(self, kind: str) -> dict[str, dict[str, Any]]:
-        return {k: v for k, v in self.resources.items() if v["Type"] == kind}
-
-    def physical_id(self, logical_id: str) -> str:
-        res = self.resources[logical_id]
-        props = res.get("Properties", {})
-        kind = res["Type"]
-        if kind == "AWS::Lambda::Function":
-            return logical_id
-        if kind == "AWS::SSM::Document":
-            return str(self.resolve(props.get("Name", logical_id)))
-        if kind == "AWS::StepFunctions::StateMachine":
-            return f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{logical_id}"
-        if kind == "AWS::DynamoDB::Table":
-            return str(self.resolve(props.get("TableName", logical_id)))
-        if kind == "AWS::SNS::Topic":
-            return f"arn:aws:sns:{REGION}:{ACCOUNT}:{logical_id}"
-        return logical_id
-
-    def get_att(self, logical_id: str, attribute: str) -> str:
-        kind = self.resources[logical_id]["Type"]
-        if kind == "AWS::Lambda::Function" and attribute == "Arn":
-            return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{logical_id}"
-        if kind == "AWS::DynamoDB::Table" and attribute == "Arn":
-            return f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{self.physical_id(logical_id)}"
-        if kind == "AWS::StepFunctions::StateMachine" and attribute in ("Arn", "Name"):
-            arn = self.physical_id(logical_id)
-            return arn if attribute == "Arn" else arn.rsplit(":", 1)[1]
-        raise KeyError(f"GetAtt {logical_id}.{attribute} is not emulated")
-
-    def resolve(self, value: Any) -> Any:
-        if isinstance(value, list):
-            return [self.resolve(v) for v in value]
-        if not isinstance(value, dict):
-            return value
-        if len(value) == 1:
-            ((key, arg),) = value.items()
-            if key == "Ref":
-                pseudo = {
-                    "AWS::Partition": "aws",
-                    "AWS::Region": REGION,
-                    "AWS::AccountId": ACCOUNT,
-                    "AWS::URLSuffix": "amazonaws.com",
-                    "AWS::StackName": "raidsnap",
-                }
-                return pseudo[arg] if arg in pseudo else self.physical_id(arg)
-            if key == "Fn::GetAtt":
-                return self.get_att(arg[0], arg[1])
-            if key == "Fn::Join":
-                sep, parts = arg
-                return sep.join(str(self.resolve(p)) for p in parts)
-            if key == "Fn::Sub" and isinstance(arg, str):
-                return self._sub(arg)
-            if key == "Fn::Select":
-                return self.resolve(arg[1])[int(arg[0])]
-            if key == "Fn::Split":
-                return str(self.resolve(arg[1])).split(arg[0])
-        return {k: self.resolve(v) for k, v in value.items()}
-
-    def _sub(self, text: str) -> str:
-        def one(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if "." in name:
-                logical, attr = name.split(".", 1)
-                return self.get_att(logical, attr)
-            return str(self.resolve({"Ref": name}))
-
-        return re.sub(r"\$\{([^}!]+)\}", one, text)
-
-    def state_machines(self) -> dict[str, tuple[str, str]]:
-        """Logical id -> (workflow name from its definition file, resolved definition)."""
-        out = {}
-        for logical_id, res in self.of_type("AWS::StepFunctions::StateMachine").items():
-            props = res["Properties"]
-            definition = str(self.resolve(props["DefinitionString"]))
-            # CloudFormation puts DefinitionSubstitutions into ${Name} placeholders.
-            values = self.resolve(props.get("DefinitionSubstitutions", {}))
-            for key, value in values.items():
-                definition = definition.replace("${" + key + "}", str(value))
-            comment = json.loads(definition).get("Comment", "")
-            name = comment.split(":", 1)[0].replace("raidsnap ", "").strip() or logical_id
-            out[logical_id] = (name, definition)
-        return out
 
 
 # ---------------------------------------------------------------------- in-process Lambda
@@ -308,12 +218,20 @@ class Execution:
 class Emulation:
     """moto + the double + patched executor timing + in-process Lambda, as one context."""
 
-    def __init__(self, template: Path | None = None) -> None:
+    def __init__(self, template: Path | None = None, *, iam: bool = True) -> None:
         self.template = Template(template or synthesize())
         self.clock = VirtualClock()
         self.double = AwsDouble(self.clock, region=REGION)
+        # Every call a function or a state machine makes is authorized against its synthesized
+        # role (and the topic and key policies it reaches); decisions are in self.iam.decisions.
+        self.iam = Authorizer(self.template, self.double)
+        if iam:
+            self.double.authorize = self.iam.authorize
+        # What the stack's alarms and rules do when they fire (publish, invoke), under IAM.
+        self.services = Services(self)
         self.state_machines: dict[str, str] = {}
         self.router: LambdaRouter | None = None
+        self._machine_ids: dict[str, str] = {}
         self.hosts: Hosts
         self._stack = contextlib.ExitStack()
         self._sfn: Any = None
@@ -333,10 +251,12 @@ class Emulation:
         )
         stack.enter_context(self.double.install())
         stack.enter_context(_virtual_waits(self.clock))
+        stack.enter_context(_state_machine_principals(self._state_machine_actor))
         self._reset_raidsnap_clients()
         self.document_names = self._create_documents()
         self.hosts = Hosts(self.double, self.document_names, REGION)
         self._create_tables()
+        self._create_topics()
         self.router = LambdaRouter(self._functions(), self.clock)
         self.double.route("lambda", "Invoke", self.router)
         self._create_state_machines()
@@ -394,6 +314,15 @@ class Emulation:
                 BillingMode="PAY_PER_REQUEST",
             )
 
+    def _create_topics(self) -> None:
+        sns = boto3.client("sns", region_name=REGION)
+        for logical_id in self.template.of_type("AWS::SNS::Topic"):
+            sns.create_topic(Name=self.template.get_att(logical_id, "TopicName"))
+
+    @property
+    def sfn(self) -> Any:
+        return self._sfn
+
     def _create_state_machines(self) -> None:
         self._sfn = boto3.client("stepfunctions", region_name=REGION)
         iam = boto3.client("iam", region_name=REGION)
@@ -402,10 +331,15 @@ class Emulation:
             AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
         )["Role"]["Arn"]
         for logical_id, (name, definition) in self.template.state_machines().items():
+            physical = self.template.physical_id(logical_id).rsplit(":", 1)[1]
             arn = self._sfn.create_state_machine(
-                name=logical_id, definition=definition, roleArn=role
+                name=physical, definition=definition, roleArn=role
             )["stateMachineArn"]
             self.state_machines[name] = arn
+            self._machine_ids[arn] = logical_id
+
+    def _state_machine_actor(self, state_machine_arn: str) -> str | None:
+        return self._machine_ids.get(state_machine_arn)
 
     # -- running
 
@@ -496,6 +430,62 @@ def _virtual_waits(clock: VirtualClock) -> Iterator[None]:
         setattr(wait_class, "_wait_interval", saved_wait)  # noqa: B010
         setattr(retrier_decl, "time", saved_time)  # noqa: B010
         state_task_service_callback._DELAY_SECONDS_SYNC_CONDITION_CHECK = saved_delay  # type: ignore[misc]
+
+
+# The executor makes each integration's calls (lambda:invoke, startExecution and the polling of
+# .sync:2, aws-sdk) through a client it builds per task with boto_client_for, from code that has
+# the execution's Environment at hand. Tagging that client with the state machine makes those
+# calls the state machine role's, whichever thread later uses the client.
+_CLIENT_FACTORIES = (
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service."
+    "state_task_service_aws_sdk",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sns",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service."
+    "state_task_service_dynamodb",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service."
+    "state_task_service_events",
+    "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sqs",
+)
+
+
+def _execution_state_machine() -> str | None:
+    frame: Any = sys._getframe(2)  # the caller of boto_client_for
+    for _ in range(8):
+        if frame is None:
+            return None
+        env = frame.f_locals.get("env")
+        states = getattr(env, "states", None)
+        if states is not None:
+            data = states.context_object.context_object_data
+            return str(data["StateMachine"]["Id"])
+        frame = frame.f_back
+    return None
+
+
+@contextlib.contextmanager
+def _state_machine_principals(actor_of: Any) -> Iterator[None]:
+    saved: list[tuple[Any, Any]] = []
+    for name in _CLIENT_FACTORIES:
+        module: Any = importlib.import_module(name)
+        original = module.boto_client_for
+
+        def factory(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            client = _original(*args, **kwargs)
+            machine = _execution_state_machine()
+            actor = actor_of(machine) if machine else None
+            if actor is not None:
+                setattr(client, ACTOR_ATTRIBUTE, actor)
+            return client
+
+        saved.append((module, original))
+        module.boto_client_for = factory
+    try:
+        yield
+    finally:
+        for module, original in saved:
+            module.boto_client_for = original
 
 
 # moto 5.2.5's states:startExecution integration passes the ASL's Parameters (StateMachineArn,

@@ -8,6 +8,7 @@ import * as ssm from 'aws-cdk-lib/aws-ssm';
 import { Construct } from 'constructs';
 import { stackKey } from './encryption';
 import { acknowledge, REASONS } from '../nag';
+import { VOLUMES_OF_TAGGED_INSTANCE } from './permissions';
 
 export const REPO_ROOT = path.join(__dirname, '..', '..');
 export const DEPENDENCY_LAYER_DIR = path.join(REPO_ROOT, '.cache', 'lambda-layer');
@@ -112,11 +113,12 @@ function acknowledgePolicyFindings(role: iam.Role, statements: readonly iam.Poli
   const seen = new Set<string>(['*']);
   acknowledge(policy, 'AwsSolutions-IAM5[Resource::*]', REASONS.describe);
   for (const statement of statements) {
-    const json = statement.toStatementJson() as { Resource?: unknown; Condition?: unknown };
+    const json = statement.toStatementJson() as { Resource?: unknown; Condition?: unknown; Sid?: string };
     const resources = ([] as unknown[]).concat(json.Resource ?? []);
     for (const resource of resources) {
       if (typeof resource !== 'string' || !resource.endsWith('/*') || seen.has(resource)) continue;
-      if (!json.Condition) {
+      const byInstance = json.Sid === VOLUMES_OF_TAGGED_INSTANCE;
+      if (!json.Condition && !byInstance) {
         throw new Error(`raidsnap: ${role.node.path}: ${resource} without a condition`);
       }
       seen.add(resource);
@@ -124,8 +126,9 @@ function acknowledgePolicyFindings(role: iam.Role, statements: readonly iam.Poli
         .replace(/\$\{Token\[AWS\.Partition\.\d+\]\}/, '<AWS::Partition>')
         .replace(/\$\{Token\[AWS\.Region\.\d+\]\}/, '<AWS::Region>')
         .replace(/\$\{Token\[AWS\.AccountId\.\d+\]\}/, '<AWS::AccountId>');
-      const kind = resource.includes(':instance/') ? REASONS.instances
-        : resource.includes('::snapshot/') ? REASONS.snapshots : REASONS.volumes;
+      const kind = byInstance ? REASONS.snapshotVolumes
+        : resource.includes(':instance/') ? REASONS.instances
+          : resource.includes('::snapshot/') ? REASONS.snapshots : REASONS.volumes;
       acknowledge(policy, `AwsSolutions-IAM5[Resource::${pattern}]`, kind);
     }
   }

@@ -1,4 +1,4 @@
-import { Duration, Stack } from 'aws-cdk-lib';
+import { Duration, Lazy, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -32,6 +32,7 @@ export interface MonitoringProps {
  * of each array's newest complete set with an alarm past its RPO, and one dashboard. */
 export class Monitoring extends Construct {
   readonly topic: sns.Topic;
+  private readonly notifying: cloudwatch.IAlarm[] = [];
   readonly reporter: lambda.Function;
   readonly rpoAlarms: Record<string, cloudwatch.Alarm> = {};
   readonly dashboard: cloudwatch.Dashboard;
@@ -128,8 +129,7 @@ export class Monitoring extends Construct {
         // No report at all means nobody is watching: that breaches the RPO as well.
         treatMissingData: cloudwatch.TreatMissingData.BREACHING,
       });
-      alarm.addAlarmAction(new actions.SnsAction(this.topic));
-      alarm.addOkAction(new actions.SnsAction(this.topic));
+      this.notify(alarm);
       this.rpoAlarms[array.name] = alarm;
     }
 
@@ -178,5 +178,27 @@ export class Monitoring extends Construct {
         title: 'RPO alarms', alarms: Object.values(this.rpoAlarms), width: 24,
       }));
     }
+  }
+
+  /** The alarm notifies the topic when it fires and when it clears. An explicit topic policy
+   * replaces the default one, so CloudWatch may publish only where the policy says: exactly
+   * these alarms of this account (aws:SourceArn, aws:SourceAccount, as AWS recommends against
+   * the confused deputy). */
+  notify(alarm: cloudwatch.Alarm): void {
+    alarm.addAlarmAction(new actions.SnsAction(this.topic));
+    alarm.addOkAction(new actions.SnsAction(this.topic));
+    if (!this.notifying.length) {
+      this.topic.addToResourcePolicy(new iam.PolicyStatement({
+        sid: 'AlarmsPublish',
+        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+        actions: ['sns:Publish'],
+        resources: [this.topic.topicArn],
+        conditions: {
+          ArnLike: { 'aws:SourceArn': Lazy.list({ produce: () => this.notifying.map((a) => a.alarmArn) }) },
+          StringEquals: { 'aws:SourceAccount': Stack.of(this).account },
+        },
+      }));
+    }
+    this.notifying.push(alarm);
   }
 }

@@ -5,6 +5,8 @@ import { Construct } from 'constructs';
 /** IAM statements shared by the workflows. Mutating EC2 actions carry raidsnap tag
  * conditions, so raidsnap cannot touch what it did not tag. */
 export const ARRAY_TAG = 'raidsnap:array';
+/** Sid of the one wildcard grant whose scope comes from another resource of the same call. */
+export const VOLUMES_OF_TAGGED_INSTANCE = 'VolumesOfTaggedInstance';
 
 export class Permissions {
   private readonly stack: Stack;
@@ -35,19 +37,23 @@ export class Permissions {
     ];
   }
 
-  /** Read and cancel commands (SSM has no resource scoping for reading invocations). */
+  /** Read and cancel commands. Neither action takes resource-level permissions (Service
+   * Authorization Reference: ssm:GetCommandInvocation and ssm:CancelCommand support only "*"),
+   * so a grant on instance ARNs would match nothing; raidsnap cancels only the commands it sent
+   * (their ids come from its own SendCommand, which is scoped to tagged instances). */
   readCommands(): iam.PolicyStatement[] {
     return [
       new iam.PolicyStatement({ actions: ['ssm:GetCommandInvocation'], resources: ['*'] }),
-      new iam.PolicyStatement({
-        actions: ['ssm:CancelCommand'],
-        resources: [this.ec2Arn('instance/*')],
-        conditions: { StringLike: { [`ssm:resourceTag/${ARRAY_TAG}`]: '*' } },
-      }),
+      new iam.PolicyStatement({ actions: ['ssm:CancelCommand'], resources: ['*'] }),
     ];
   }
 
-  /** CreateSnapshots of a tagged instance's volumes, into snapshots that carry the array tag. */
+  /** CreateSnapshots of a tagged instance's volumes, into snapshots that carry the array tag.
+   * EC2 authorizes the instance, each volume and each snapshot. The volume resource has no key
+   * that names its instance (ec2:InstanceID exists for the instance resource only, and members
+   * need carry no raidsnap tag), so the volume grant is scoped by the call itself:
+   * CreateSnapshots snapshots only volumes attached to the one instance it names, and that
+   * instance must carry raidsnap:array. */
   createSnapshots(): iam.PolicyStatement[] {
     return [
       new iam.PolicyStatement({
@@ -56,9 +62,9 @@ export class Permissions {
         conditions: { StringLike: { [`aws:ResourceTag/${ARRAY_TAG}`]: '*' } },
       }),
       new iam.PolicyStatement({
+        sid: VOLUMES_OF_TAGGED_INSTANCE,
         actions: ['ec2:CreateSnapshots'],
         resources: [this.ec2Arn('volume/*')],
-        conditions: { StringLike: { 'ec2:InstanceId': '*' } },
       }),
       new iam.PolicyStatement({
         actions: ['ec2:CreateSnapshots'],

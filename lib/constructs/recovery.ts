@@ -1,13 +1,11 @@
 import { Duration, Stack, Token } from 'aws-cdk-lib';
 import * as autoscaling from 'aws-cdk-lib/aws-autoscaling';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
-import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as eventTargets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
-import * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { ArrayConfig, RecoveryConfig } from '../config';
 import { acknowledge } from '../nag';
@@ -188,11 +186,8 @@ export class Recovery extends Construct {
 }
 
 /** Alarms also notify the operators (the recovery itself starts from EventBridge). */
-export function notifyAlarms(recovery: Recovery, topic: sns.ITopic): void {
-  for (const alarm of Object.values(recovery.alarms)) {
-    alarm.addAlarmAction(new actions.SnsAction(topic));
-    alarm.addOkAction(new actions.SnsAction(topic));
-  }
+export function notifyAlarms(recovery: Recovery, notifier: { notify(alarm: cloudwatch.Alarm): void }): void {
+  for (const alarm of Object.values(recovery.alarms)) notifier.notify(alarm);
 }
 
 /** The findings a nested restore's statements raise on a state machine's role. */

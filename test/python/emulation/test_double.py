@@ -13,7 +13,7 @@ from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 
 from raidsnap_emulation.clock import VirtualClock
-from raidsnap_emulation.double import AwsDouble, CommandContext, CommandOutcome
+from raidsnap_emulation.double import AwsDouble, AwsError, CommandContext, CommandOutcome, acting_as
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -117,6 +117,36 @@ def test_unpatches_even_when_the_block_raises(aws: None, clock: VirtualClock) ->
     with pytest.raises(ValueError), AwsDouble(clock).install():
         raise ValueError("boom")
     assert BaseClient._make_api_call is original  # type: ignore[attr-defined]
+
+
+def test_calls_a_known_principal_makes_are_authorized_before_they_take_effect(
+    double: AwsDouble, ec2: EC2Client, clock: VirtualClock
+) -> None:
+    spare = ec2.create_volume(AvailabilityZone="us-east-1a", Size=4)["VolumeId"]
+    clock.advance(60)
+    asked: list[tuple[str, str, str]] = []
+
+    def authorize(service: str, operation: str, params: dict[str, Any], actor: str) -> None:
+        asked.append((service, operation, actor))
+        if operation == "DeleteVolume":
+            raise AwsError("UnauthorizedOperation", "You are not authorized.", 403)
+
+    double.authorize = authorize
+    ec2.describe_volumes()  # nobody in particular (a test, an operator): not authorized
+    with acting_as("Cleanup"):
+        with pytest.raises(ClientError) as denied:
+            ec2.delete_volume(VolumeId=spare)
+        ec2.describe_volumes(VolumeIds=[spare])
+    assert asked == [("ec2", "DeleteVolume", "Cleanup"), ("ec2", "DescribeVolumes", "Cleanup")]
+    assert error_code(denied) == "UnauthorizedOperation"
+    assert denied.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert volume(ec2, spare)["State"] == "available"  # the denied call changed nothing
+    (call,) = [c for c in double.calls if c.operation == "DeleteVolume"]
+    assert (call.error_code, call.applied, call.actor) == (
+        "UnauthorizedOperation",
+        False,
+        "Cleanup",
+    )
 
 
 # ---------------------------------------------------------------------------- snapshots

@@ -1,17 +1,25 @@
-"""Each function's role allows exactly the AWS actions the function calls.
+"""Each role allows exactly what its function or state machine does, on exactly the resources
+and under exactly the conditions it does it.
 
-The scenarios below drive every path of the workflows on the emulation; the double attributes
-each AWS call to the function that made it. Two properties follow for every function in the
-synthesized template:
-- sufficient: every action it called is allowed by its role (else AWS would deny it);
-- minimal: every action its role allows was called in some scenario, or is listed in
-  NOT_EXERCISED with the reason the scenarios cannot reach it.
+The scenarios below drive every path of the workflows on the emulation, where every call is
+authorized as AWS would authorize it (raidsnap_emulation.iam): the synthesized policies, the
+resource ARNs the action authorizes, the request context of each. For every function and state
+machine of the synthesized template (with and without the example config):
+- sufficient: every request it made was allowed (a denied one fails its workflow);
+- minimal in actions: every action its role allows was called in some scenario, or is listed in
+  NOT_EXERCISED with the reason the scenarios cannot reach it;
+- minimal in conditions: every condition of every grant was needed by some allowed request, and
+  the same request with that condition made false is denied (raidsnap_emulation.iam.counter).
+  Removing or mistyping any condition key makes one of these checks fail (proven below on the
+  recorded requests, and once on a real workflow run).
 """
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +27,17 @@ import boto3
 import pytest
 
 from raidsnap_emulation.double import CommandOutcome
-from raidsnap_emulation.harness import Emulation, Template
+from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Template, synthesize
+from raidsnap_emulation.iam import counter
+from raidsnap_emulation.iam.evaluate import Decision, PolicySet, StatementRef
 from raidsnap_emulation.world import (
     HeldStep,
     alarm_event,
     backed_up,
     configure_recovery,
     create_topics,
+    instance_state_event,
+    launch_event,
     launch_instance,
     make_array,
     make_old_set,
@@ -49,12 +61,6 @@ NOT_EXERCISED: dict[str, dict[str, str]] = {
         "ec2:DeleteSnapshot": (
             "removes a snapshot of a volume that was attached between the member lookup and "
             "CreateSnapshots; staging that race needs an attach inside one API call"
-        ),
-    },
-    "restore_create_volumes": {
-        "ec2:CreateTags": (
-            "EC2 authorizes CreateVolume's TagSpecifications as CreateTags (ec2:CreateAction="
-            "CreateVolume); it is part of the CreateVolume call, not a call of its own"
         ),
     },
 }
@@ -89,6 +95,8 @@ def _scenario_backup_fails_while_frozen(emu: Emulation) -> None:
     emu.double.fail("ec2", "CreateSnapshots", times=5, code="InternalError")
     run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze"})
     assert run.status == "FAILED"
+    # The failed run reaches the operators through the topic (as EventBridge).
+    assert [d.delivered for d in emu.services.execution_event(run.arn)] == [True]
 
 
 def _scenario_backup_freeze_hangs(emu: Emulation) -> None:
@@ -234,18 +242,36 @@ def _scenario_restore_stopped_by_hand(emu: Emulation) -> None:
     held.release()
     emu.wait(arn)
     emu.clock.advance(60)
-    desc = boto3.client("stepfunctions").describe_execution(executionArn=arn)
-    event = {
-        "detail-type": "Step Functions Execution Status Change",
-        "source": "aws.states",
-        "detail": {"executionArn": arn, "status": "ABORTED", "input": desc["input"]},
-    }
-    done = emu.invoke("restore_abandoned", event)
+    # Step Functions reports the abort; the stack's rules clean up and notify the operators.
+    deliveries = emu.services.execution_event(arn)
+    assert deliveries and all(d.delivered for d in deliveries), deliveries
+    (done,) = [d.result for d in deliveries if d.result is not None]
     assert done.error_type is None, done.error_message
     assert done.result["deletedVolumeIds"] and done.result["fsrDisabled"]
 
 
+def _scenario_restore_of_an_encrypted_set(emu: Emulation) -> None:
+    key = boto3.client("kms").create_key(Description="db1")["KeyMetadata"]["Arn"]
+    fx = make_array(emu.hosts, "db1", 2, encrypted=True, kms_key_id=key)
+    backed_up(emu.hosts, emu.run, fx)
+    run = emu.run(
+        "restore",
+        {"array": "db1", "mode": "replace", "initialization": "rate", "initializationRate": 200},
+    )
+    assert run.status == "SUCCEEDED", run.cause
+
+
+def _scenario_alarms_notify(emu: Emulation) -> None:
+    for alarm in emu.template.of_type("AWS::CloudWatch::Alarm"):
+        for state in ("ALARM", "OK"):
+            published = [
+                d for d in emu.services.alarm(alarm, state) if d.target.startswith("arn:aws:sns")
+            ]
+            assert published and all(d.delivered for d in published), published
+
+
 SCENARIOS: list[Callable[[Emulation], None]] = [
+    _scenario_restore_of_an_encrypted_set,
     _scenario_restore_stopped_by_hand,
     _scenario_restore_volume_error_while_fsr_on,
     _scenario_restore_fsr_stuck_falls_back,
@@ -264,6 +290,32 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_recovery_preempts_a_drill,
     _scenario_recovery_attach_onto_replacement,
 ]
+
+
+def _scenario_recovery_rules_deliver(emu: Emulation) -> None:
+    # The example config's recovery of db1 (replacement instance) and analytics (its group).
+    events = [
+        instance_state_event("i-0123456789abcdef0", "terminated"),
+        launch_event("analytics", "i-0fedcba9876543210", hook="raidsnap-analytics"),
+    ]
+    for event in events:
+        deliveries = emu.services.put_event(event)
+        assert deliveries and all(d.delivered for d in deliveries), deliveries
+
+
+# Run on the stack synthesized with the example config (alarms and its rules exist only there).
+EXAMPLE_SCENARIOS: list[Callable[[Emulation], None]] = [
+    _scenario_alarms_notify,
+    _scenario_recovery_rules_deliver,
+]
+
+# Conditioned grants no scenario can need, each with the reason.
+UNEXERCISED_CONDITIONS: dict[str, str] = {
+    "RaidsnapKey3EC8C3B1[1]": (
+        "CloudWatch Logs encrypting the log groups with the stack key: the emulation runs no "
+        "CloudWatch Logs (functions print to the test's output)"
+    ),
+}
 
 
 def _allowed(template: Template) -> dict[str, tuple[str, set[str]]]:
@@ -286,17 +338,64 @@ def _allowed(template: Template) -> dict[str, tuple[str, set[str]]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def observed(template: Path) -> dict[str, set[str]]:
-    calls: dict[str, set[str]] = defaultdict(set)
-    for scenario in SCENARIOS:
+@dataclass
+class Recorded:
+    """What the scenarios' runs asked of IAM, on one synthesized template."""
+
+    policies: PolicySet
+    decisions: list[Decision] = field(default_factory=list)
+    calls: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+
+
+def _record(template: Path, scenarios: list[Callable[[Emulation], None]]) -> Recorded:
+    recorded: Recorded | None = None
+    seen: set[tuple[Any, ...]] = set()
+    for scenario in scenarios:
         with Emulation(template) as emu:
             scenario(emu)
+            if recorded is None:
+                recorded = Recorded(emu.iam.policies)
+            # Keys made in a scenario (an operator's volume key) bring their key policies.
+            recorded.policies.resource.update(emu.iam.policies.resource)
+            for d in emu.iam.decisions:
+                r = d.request
+                slot = (
+                    r.principal,
+                    r.action,
+                    r.resource,
+                    tuple(sorted(r.context.items())),
+                    d.allowed,
+                )
+                if slot not in seen:
+                    seen.add(slot)
+                    recorded.decisions.append(d)
             for call in emu.double.calls:
                 if call.actor:
                     prefix = IAM_PREFIX.get(call.service, call.service)
-                    calls[call.actor].add(f"{prefix}:{call.operation}")
-    return calls
+                    recorded.calls[call.actor].add(f"{prefix}:{call.operation}")
+            # Actions a call is authorized as besides its own (EC2's tag-on-create CreateTags);
+            # not the key use a service makes on the caller's behalf (kms:ViaService).
+            for d in emu.iam.decisions:
+                if (
+                    d.allowed
+                    and d.actor
+                    and d.request.via is None
+                    and not d.request.principal.is_service
+                ):
+                    recorded.calls[d.actor].add(d.request.action)
+    assert recorded is not None
+    return recorded
+
+
+@pytest.fixture(scope="module")
+def recorded(template: Path) -> list[Recorded]:
+    example = synthesize(config=EXAMPLE_CONFIG)
+    return [_record(template, SCENARIOS), _record(example, EXAMPLE_SCENARIOS)]
+
+
+@pytest.fixture(scope="module")
+def observed(recorded: list[Recorded]) -> dict[str, set[str]]:
+    return recorded[0].calls
 
 
 def _functions(template_path: Path) -> list[Any]:
@@ -354,3 +453,101 @@ def test_every_acknowledged_gap_is_still_a_gap(
 
 def test_no_function_calls_kms_itself(observed: dict[str, set[str]]) -> None:
     assert sorted(a for calls in observed.values() for a in calls if a.startswith(DELEGATED)) == []
+
+
+# ---------------------------------------------------------------------- resources and conditions
+
+
+def test_every_request_the_scenarios_made_was_allowed(recorded: list[Recorded]) -> None:
+    denied = [
+        f"{d.actor}: {d.request.action} on {d.request.resource}: {d.reason}"
+        for r in recorded
+        for d in r.decisions
+        if not d.allowed
+    ]
+    assert denied == []
+
+
+def test_every_conditioned_grant_is_needed_by_some_request(recorded: list[Recorded]) -> None:
+    # Both templates share their grants' logical ids: a grant counts as needed in either.
+    acknowledged = {StatementRef(*_ref(k)): v for k, v in UNEXERCISED_CONDITIONS.items()}
+    decisions = [d for r in recorded for d in r.decisions]
+    silent = {
+        ref for r in recorded for ref in counter.unexercised(r.policies, decisions, acknowledged)
+    }
+    assert sorted(silent) == [], "\n".join(sorted(silent))
+
+
+def _ref(text: str) -> tuple[str, int]:
+    policy, index = text.rstrip("]").split("[")
+    return policy, int(index)
+
+
+@pytest.fixture(scope="module")
+def counters(recorded: list[Recorded]) -> list[tuple[Recorded, list[counter.Counter]]]:
+    out = []
+    for r in recorded:
+        found, unfalsifiable = counter.counter_requests(r.policies, r.decisions)
+        assert unfalsifiable == [], "conditions no request could make false"
+        out.append((r, found))
+    return out
+
+
+def test_every_condition_restricts_the_grant(
+    counters: list[tuple[Recorded, list[counter.Counter]]],
+) -> None:
+    # GIVEN the requests real runs made, each with one condition of the grant that allowed it
+    # made false (another tag value, the tag missing, another CreateAction, one more tag key...)
+    assert sum(len(c) for _, c in counters) > 50
+    kinds = {(c.operator, c.key) for _, found in counters for c in found}
+    assert ("StringEquals", "ec2:CreateAction") in kinds
+    assert ("ForAllValues:StringEquals", "aws:TagKeys") in kinds
+    assert ("ArnLike", "aws:SourceArn") in kinds
+    # THEN the synthesized policies deny every one
+    assert [a for r, found in counters for a in counter.allowed_counters(r.policies, found)] == []
+
+
+def test_removing_or_mistyping_any_condition_key_fails_a_check(
+    counters: list[tuple[Recorded, list[counter.Counter]]],
+) -> None:
+    # GIVEN each condition key of each grant, once removed and once with two letters swapped
+    # (both templates share their grants' logical ids: a change is noticed if either notices)
+    acknowledged = {StatementRef(*_ref(k)) for k in UNEXERCISED_CONDITIONS}
+    noticed: dict[str, bool] = {}
+    for recorded_run, found in counters:
+        for what, mutated in counter.mutations(recorded_run.policies):
+            if any(what.startswith(f"{ref} ") for ref in acknowledged) or noticed.get(what):
+                continue
+            # THEN a request a real run made is denied, or a counter-request is allowed
+            problems = counter.denied_recorded(mutated, recorded_run.decisions)
+            problems += counter.allowed_counters(mutated, found)
+            noticed[what] = bool(problems)
+    assert len(noticed) > 60
+    unnoticed = sorted(what for what, seen in noticed.items() if not seen)
+    assert unnoticed == [], "\n".join(unnoticed)
+
+
+def test_a_mistyped_condition_key_fails_the_workflow(template: Path, tmp_path: Path) -> None:
+    # GIVEN the stack with one letter swapped in a condition key of the backup's snapshot grant
+    body = json.loads(template.read_text())
+    policy = next(
+        res["Properties"]["PolicyDocument"]
+        for name, res in body["Resources"].items()
+        if name.startswith("BackupBackupSnapshotRoleDefaultPolicy")
+    )
+    grant = next(
+        s
+        for s in policy["Statement"]
+        if s.get("Condition", {}).get("StringLike", {}).get("aws:RequestTag/raidsnap:array")
+    )
+    grant["Condition"]["StringLike"] = {"aws:RequestTag/raidsnap:arary": "*"}
+    mutated = tmp_path / "raidsnap.template.json"
+    mutated.write_text(json.dumps(body))
+    # WHEN a backup runs on it
+    with Emulation(mutated) as emu:
+        make_array(emu.hosts, "db1", 2)
+        run = emu.run("backup", {"array": "db1"})
+    # THEN AWS would deny its CreateSnapshots, and the run fails saying so
+    assert run.status == "FAILED"
+    assert "UnauthorizedOperation" in (run.cause or "")
+    assert "ec2:CreateSnapshots" in (run.cause or "")

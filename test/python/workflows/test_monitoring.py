@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from raidsnap_emulation.events import EVENTS
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import make_array, make_old_set
 
@@ -59,3 +60,19 @@ def test_a_configured_array_without_any_snapshot_is_reported(emu: Emulation) -> 
     invocation = emu.invoke("monitor_set_age", {})
     assert invocation.result["arrays"]["never-backed-up"]["sets"] == 0
     assert invocation.result["arrays"]["never-backed-up"]["newestCompleteSet"] is None
+
+
+def test_a_failed_run_reaches_the_operators_through_the_topic(emu: Emulation) -> None:
+    # GIVEN a backup of an array no instance holds, which fails
+    run = emu.run("backup", {"array": "nope"})
+    assert (run.status, run.error) == ("FAILED", "ArrayNotFound")
+    # WHEN Step Functions reports the status change to EventBridge
+    deliveries = emu.services.execution_event(run.arn)
+    # THEN the run-failed rule may publish to the encrypted topic (topic and key policy), and
+    # the operators read which run failed, why, and where to look
+    (delivery,) = deliveries
+    assert delivery.principal == EVENTS
+    assert delivery.delivered, delivery.denied
+    (note,) = emu.services.notifications
+    name = run.arn.rsplit(":", 1)[1]
+    assert note.message == f"raidsnap run {name} FAILED: ArrayNotFound: {run.cause} ({run.arn})"

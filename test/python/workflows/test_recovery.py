@@ -4,13 +4,15 @@ recovery trigger as AWS delivers them, the recovery workflow, and the restore it
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 
 from raidsnap_emulation.double import CommandOutcome
-from raidsnap_emulation.harness import Emulation, Execution
+from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Execution, synthesize
 from raidsnap_emulation.world import (
     ArrayFixture,
     HeldStep,
@@ -176,18 +178,38 @@ def test_a_recovery_preempts_a_drill_of_the_same_array(
     assert left == []
 
 
+# Only a config that names an Auto Scaling group grants CompleteLifecycleAction on it: these run
+# on the stack synthesized with the example config, whose array analytics names its group.
+@pytest.fixture
+def analytics(example_emu: Emulation) -> tuple[ArrayFixture, str]:
+    fx = make_array(example_emu.hosts, "analytics", 3)
+    return fx, backed_up(example_emu.hosts, example_emu.run, fx)
+
+
+@pytest.fixture
+def example_emu(example_template: Path) -> Iterator[Emulation]:
+    with Emulation(example_template) as emulation:
+        yield emulation
+
+
+@pytest.fixture(scope="module")
+def example_template() -> Path:
+    return synthesize(config=EXAMPLE_CONFIG)
+
+
 def test_a_launch_into_the_group_restores_onto_the_new_instance_and_continues(
-    emu: Emulation, db1: tuple[ArrayFixture, str]
+    example_emu: Emulation, analytics: tuple[ArrayFixture, str]
 ) -> None:
-    fx, set_id = db1
+    emu = example_emu
+    fx, set_id = analytics
     completed = lifecycle_calls(emu)
-    configure_recovery(emu, "db1", instanceId=fx.instance_id, autoScalingGroup="db1-asg")
+    configure_recovery(emu, "analytics", instanceId=fx.instance_id, autoScalingGroup="analytics")
     # GIVEN the group replaced the lost instance with a new one, held in Pending:Wait
     terminate(fx.instance_id)
-    new = launch_instance("db1-asg", fx.availability_zone, tag_array=False)
+    new = launch_instance("analytics-asg", fx.availability_zone, tag_array=False)
     # WHEN its launch lifecycle action reaches the recovery trigger
     token = "4c5d6e7f-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
-    run = recover(emu, launch_event("db1-asg", new, token=token))
+    run = recover(emu, launch_event("analytics", new, token=token, hook="raidsnap-analytics"))
     # THEN the array is restored onto the new instance, and the launch continues
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     out = run.output["restore"]
@@ -197,8 +219,8 @@ def test_a_launch_into_the_group_restores_onto_the_new_instance_and_continues(
     assert run.output["lifecycleAction"] == "CONTINUE"
     assert completed == [
         {
-            "LifecycleHookName": "raidsnap-db1",
-            "AutoScalingGroupName": "db1-asg",
+            "LifecycleHookName": "raidsnap-analytics",
+            "AutoScalingGroupName": "analytics",
             "LifecycleActionToken": "4c5d6e7f-1111-2222-3333-444455556666",
             "LifecycleActionResult": "CONTINUE",
         }
@@ -206,13 +228,14 @@ def test_a_launch_into_the_group_restores_onto_the_new_instance_and_continues(
 
 
 def test_a_launch_whose_restore_fails_is_abandoned_with_the_restore_error(
-    emu: Emulation, db1: tuple[ArrayFixture, str]
+    example_emu: Emulation, analytics: tuple[ArrayFixture, str]
 ) -> None:
-    fx, _ = db1
+    emu = example_emu
+    fx, _ = analytics
     completed = lifecycle_calls(emu)
-    configure_recovery(emu, "db1", instanceId=fx.instance_id, autoScalingGroup="db1-asg")
+    configure_recovery(emu, "analytics", instanceId=fx.instance_id, autoScalingGroup="analytics")
     terminate(fx.instance_id)
-    new = launch_instance("db1-asg", fx.availability_zone, tag_array=False)
+    new = launch_instance("analytics-asg", fx.availability_zone, tag_array=False)
     emu.hosts.fail_next(
         "assemble",
         CommandOutcome(
@@ -223,7 +246,7 @@ def test_a_launch_whose_restore_fails_is_abandoned_with_the_restore_error(
             duration_seconds=3,
         ),
     )
-    run = recover(emu, launch_event("db1-asg", new))
+    run = recover(emu, launch_event("analytics", new, hook="raidsnap-analytics"))
     assert run.status == "FAILED"
     assert run.error == "CommandFailed"
     assert "not enough to start the array" in str(run.cause)

@@ -669,8 +669,8 @@ def test_a_second_restore_of_the_same_array_is_refused_while_the_first_runs(
 @pytest.mark.parametrize("holder", ["finished", "lease-expired"])
 def test_a_lock_whose_holder_is_gone_is_taken_over(emu: Emulation, holder: str) -> None:
     fx, set_id, target = world(emu, 3)
-    if holder == "finished":  # an execution that ended without releasing, lease still valid
-        arn, lease = emu.run("backup", {"array": "nope"}).arn, "99999999999"
+    if holder == "finished":  # a restore that ended without releasing, lease still valid
+        arn, lease = emu.run("restore", {"array": "nope"}).arn, "99999999999"
     else:  # whatever the holder, its lease ran out
         arn, lease = "arn:aws:states:us-east-1:123456789012:execution:raidsnap-restore:x", "1"
     (table,) = boto3.client("dynamodb").list_tables()["TableNames"]
