@@ -34,7 +34,7 @@ ENV = {"type": "String", "interpolationType": "ENV_VAR", "allowedPattern": "^[a-
 
 
 def test_parameter_level_env_var_is_exported() -> None:
-    (step,) = render(document({"Word": ENV}, ["echo \"$SSM_Word\""]), {"Word": ["abc"]})
+    (step,) = render(document({"Word": ENV}, ['echo "$SSM_Word"']), {"Word": ["abc"]})
     assert step.parameters == {"SSM_Word": "abc"}
     assert step.environment["SSM_Word"] == "abc"
 
@@ -99,7 +99,9 @@ def test_pattern_is_searched_so_a_final_newline_passes_an_anchored_pattern() -> 
 
 
 def test_braces_are_substituted_for_env_var_parameters_too() -> None:
-    doc = document({"Word": ENV}, ['if [ -z "${SSM_Word+x}" ]; then X="{{Word}}"; fi', "{{  Word }}"])
+    doc = document(
+        {"Word": ENV}, ['if [ -z "${SSM_Word+x}" ]; then X="{{Word}}"; fi', "{{  Word }}"]
+    )
     (step,) = render(doc, {"Word": ["abc"]})
     assert step.script == 'if [ -z "${SSM_Word+x}" ]; then X="abc"; fi\nabc\n'
 
