@@ -1297,7 +1297,8 @@ class AwsDouble:
             )
         steps = (document or {}).get("mainSteps") or [{"name": "aws:runShellScript"}]
         # AWS-RunShellScript (not carried by moto) passes its executionTimeout parameter on as the
-        # step's timeoutSeconds; a rendered document's own step says it below.
+        # step's timeoutSeconds. A step's own timeoutSeconds is not enforced here: the tests use a
+        # long duration to stand for an agent that stops reporting, which only CancelCommand ends.
         timeout = int(parameters.get("executionTimeout", ["3600"])[0])
         command = _Command(
             command_id=str(uuid.uuid4()),
@@ -1314,16 +1315,14 @@ class AwsDouble:
                 instance_id, name, copy.deepcopy(parameters), command.command_id, now
             )
             step = self._render(name, document, context)
-            step_timeout = timeout
             if step is not None:
                 context = dataclasses.replace(
                     context, environment=dict(step.parameters), script=step.script
                 )
-                step_timeout = step.timeout_seconds
             outcome = responder(context) if responder is not None else CommandOutcome()
-            if outcome.duration_seconds > step_timeout:
+            if outcome.duration_seconds > timeout:
                 outcome = CommandOutcome(
-                    "TimedOut", outcome.stdout, outcome.stderr, -1, float(step_timeout)
+                    "TimedOut", outcome.stdout, outcome.stderr, -1, float(timeout)
                 )
             end = now + timedelta(seconds=max(0.0, outcome.duration_seconds))
             command.invocations[instance_id] = _Invocation(instance_id, outcome, now, end)
