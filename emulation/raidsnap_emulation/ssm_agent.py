@@ -6,20 +6,43 @@ synthesized ``AWS::SSM::Document``) and the ``Parameters`` of a SendCommand call
 arguments, the working directory and the environment. The emulation's SendCommand and the VM
 suite both go through it, so neither can hand a script an environment the agent would not give.
 
-Rules, each with where it comes from (the README's table "AWS rules the emulation enforces" lists
-the same):
+Rules, each with where it comes from (the README's table "AWS rules the emulation enforces" has
+the same rows with their addresses):
 
-| rule | source |
-| --- | --- |
-| Only declared parameters may be sent; every parameter without a ``default`` must be sent; a value must satisfy the parameter's ``allowedPattern``, ``allowedValues``, ``minChars`` and ``maxChars``; otherwise SendCommand fails with ``InvalidParameters`` and nothing runs | SendCommand API reference (InvalidParameters); "Data elements and parameters" |
-| ``allowedPattern`` is searched for, not matched whole (Java ``find()``, Go ``MatchString``): ``^...$`` patterns anchor it, and ``$`` may match before a final line terminator | agent/framework/docparser/paramvalidator/allowedregexparamvalidator |
-| A parameter with ``interpolationType: ENV_VAR`` on ITS OWN definition is exported as ``SSM_<Name>``; the field is read nowhere else (under a step's ``inputs`` it is ignored: ``aws:runShellScript`` takes runCommand, workingDirectory, timeoutSeconds and environment) | "Data elements and parameters"; agent/plugins/runscript/runscript.go (RunScriptPluginInput) |
-| Agents older than 3.3.2746.0 export nothing for ENV_VAR | "Troubleshooting parameter handling issues"; AWS blog "Run Command now supports interpolating parameters into environment variables" |
-| ``{{ Name }}`` (spaces allowed inside the braces) is replaced by the value in every step input, ENV_VAR or not (the documented fallback for older agents, ``export SSM_X="{{X}}"``, relies on it); a ``$$`` in a value becomes ``$`` | agent/framework/docparser/parameters/parameters.go (ReplaceParameter); "Troubleshooting parameter handling issues" |
-| A step runs only where its ``precondition`` ``StringEquals [platformType, Linux]`` holds | "Data elements and parameters" (precondition) |
-| runCommand lines are joined with ``\\n`` plus a final ``\\n`` into ``_script.sh`` (mode 0700) in the step's orchestration directory, run as ``sh -c <that path>`` (the kernel honours its ``#!``), in its own process group, in the agent's working directory (``/usr/bin/`` under the packaged systemd unit) | agent/plugins/runscript/runshellscript.go, runscript.go; agent/plugins/pluginutil (CreateScriptFile); agent/executers/executers_unix.go; packaging/linux/amazon-ssm-agent.service |
-| The environment is the agent's own plus ``SSM_COMMAND_ID``, the ENV_VAR parameters, ``AWS_SSM_INSTANCE_ID``, ``AWS_SSM_REGION_NAME``, ``AWS_SSM_PLATFORM_NAME``, ``AWS_SSM_PLATFORM_VERSION`` | agent/executers/executers.go (prepareEnvironment); runscript.go (setCommandIdEnvironment) |
-| A step's ``timeoutSeconds`` bounds it (3600 s when absent) | agent/plugins/pluginutil (ValidateExecutionTimeout) |
+- Only declared parameters may be sent; every parameter without a ``default`` must be sent; a
+  value must satisfy its ``allowedPattern``, ``allowedValues``, ``minChars`` and ``maxChars``;
+  otherwise SendCommand fails with ``InvalidParameters`` and nothing runs.
+  Source: SendCommand API reference (InvalidParameters); "Data elements and parameters".
+- ``allowedPattern`` is searched for, not matched whole (Java ``find()``, Go ``MatchString``):
+  ``^...$`` anchors it, and ``$`` may match before one final line terminator.
+  Source: agent/framework/docparser/paramvalidator/allowedregexparamvalidator.
+- A parameter whose OWN definition has ``interpolationType: ENV_VAR`` is exported as
+  ``SSM_<Name>``. The field is read nowhere else: under a step's ``inputs`` it is ignored
+  (``aws:runShellScript`` takes runCommand, workingDirectory, timeoutSeconds, environment).
+  Source: "Data elements and parameters"; agent/plugins/runscript/runscript.go.
+- Agents older than 3.3.2746.0 export nothing for ENV_VAR.
+  Source: "Troubleshooting parameter handling issues"; AWS blog "AWS Systems Manager Run Command
+  now supports interpolating parameters into environment variables".
+- ``{{ Name }}`` (spaces allowed inside the braces) is replaced by the value in every step
+  input, ENV_VAR or not: the documented fallback for older agents, ``export SSM_X="{{X}}"``
+  inside ``if [ -z "${SSM_X+x}" ]``, relies on the substitution still happening. One pass; a
+  ``$$`` in a value becomes ``$``.
+  Source: agent/framework/docparser/parameters/parameters.go (ReplaceParameter);
+  "Troubleshooting parameter handling issues".
+- A step runs only where its ``precondition`` ``StringEquals [platformType, Linux]`` holds.
+  Source: "Data elements and parameters" (precondition).
+- runCommand lines are joined with newlines, plus a final one, into ``_script.sh`` (mode 0700)
+  in the step's orchestration directory and run as ``sh -c <that path>`` (the kernel honours its
+  ``#!``), as the leader of its own process group, in the agent's working directory
+  (``/usr/bin/`` under the packaged systemd unit).
+  Source: agent/plugins/runscript/runshellscript.go and runscript.go; agent/plugins/pluginutil
+  (CreateScriptFile); agent/executers/executers_unix.go; packaging/linux/amazon-ssm-agent.service.
+- The environment is the agent's own plus ``SSM_COMMAND_ID``, the ENV_VAR parameters,
+  ``AWS_SSM_INSTANCE_ID``, ``AWS_SSM_REGION_NAME``, ``AWS_SSM_PLATFORM_NAME`` and
+  ``AWS_SSM_PLATFORM_VERSION``.
+  Source: agent/executers/executers.go (prepareEnvironment); runscript.go.
+- A step's ``timeoutSeconds`` bounds it (3600 s when absent).
+  Source: agent/plugins/pluginutil (ValidateExecutionTimeout).
 
 Agent source: github.com/aws/amazon-ssm-agent (paths above). The ENV_VAR export itself is not in
 the public source this was checked against (it predates 3.3.2746.0); its behaviour is taken from
@@ -92,7 +115,9 @@ class RenderedStep:
     # The SSM_<Name> variables among ``environment``: what a script reads as its parameters.
     parameters: dict[str, str] = field(default_factory=dict)
 
-    def full_environment(self, agent_environment: Mapping[str, str] | None = None) -> dict[str, str]:
+    def full_environment(
+        self, agent_environment: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
         """The process environment: the agent's own (inherited) with the step's on top."""
         base = dict(AGENT_BASE_ENVIRONMENT if agent_environment is None else agent_environment)
         return {**base, **self.environment}
@@ -162,14 +187,11 @@ def _check_value(key: str, spec: Mapping[str, Any], value: str) -> None:
         raise InvalidParametersError(
             f'Parameter "{key}" "{value}" is not one of the allowed values {list(allowed)}.'
         )
-    for limit, ok in (
-        ("minChars", lambda n: len(value) >= n),
-        ("maxChars", lambda n: len(value) <= n),
-    ):
-        if limit in spec and not ok(int(spec[limit])):
-            raise InvalidParametersError(
-                f'Parameter "{key}" has {len(value)} characters; {limit} is {spec[limit]}.'
-            )
+    low, high = spec.get("minChars"), spec.get("maxChars")
+    if (low is not None and len(value) < int(low)) or (high is not None and len(value) > int(high)):
+        raise InvalidParametersError(
+            f'Parameter "{key}" has {len(value)} characters; minChars {low}, maxChars {high}.'
+        )
 
 
 def _substitute(text: str, values: Mapping[str, str]) -> str:
@@ -231,7 +253,8 @@ def render(
         script = "\n".join(_substitute(str(line), values) for line in lines) + "\n"
         timeout = inputs.get("timeoutSeconds", DEFAULT_STEP_TIMEOUT_SECONDS)
         name = str(step.get("name", "aws:runShellScript"))
-        path = f"{ORCHESTRATION_ROOT.format(instance=instance_id)}/{command_id}/{name}/{SCRIPT_NAME}"
+        root = ORCHESTRATION_ROOT.format(instance=instance_id)
+        path = f"{root}/{command_id}/{name}/{SCRIPT_NAME}"
         environment = {
             "SSM_COMMAND_ID": command_id,
             **exported,
