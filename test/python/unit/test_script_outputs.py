@@ -44,7 +44,7 @@ def test_host_model_checks_parameters_with_the_scripts_patterns(name: str) -> No
     assert ours == matched
     mounts = re.findall(r"^require_mount_point (\w+) ", script, re.M)
     assert mounts == [p for p, check, _ in SCRIPT_INPUTS[name] if check == "mount"]
-    assert f"require_match \"$1\" \"$2\" '{MOUNT_POINT_FORM}'" in script or not mounts
+    assert f'require_match "$1" "$2" \'{MOUNT_POINT_FORM}\'' in script or not mounts
 
 
 @pytest.mark.parametrize("name", script_outputs.SCRIPTS)
