@@ -36,6 +36,17 @@ describe('SSM documents in the template', () => {
       expect(text).toContain(`SSM_${param}`);
     }
     expect(text).not.toMatch(/\{\{/);
-    expect(JSON.stringify(content)).toContain('ENV_VAR');
+  });
+
+  test.each([...DOCUMENT_NAMES])('%s: interpolationType ENV_VAR sits on each parameter, where the SSM agent reads it', (name) => {
+    const doc = docs.find((d) => d.Properties.Name === `raidsnap-${name}`)!;
+    const content = doc.Properties.Content;
+    for (const spec of Object.values(content.parameters as Record<string, { interpolationType?: string }>)) {
+      expect(spec.interpolationType).toBe('ENV_VAR');
+    }
+    // Not an input of aws:runShellScript: there it is ignored and no SSM_ variable is exported.
+    for (const step of content.mainSteps as Array<{ inputs: Record<string, unknown> }>) {
+      expect(step.inputs).not.toHaveProperty('interpolationType');
+    }
   });
 });

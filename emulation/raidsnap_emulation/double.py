@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import os
-import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -36,6 +36,14 @@ from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 
 from raidsnap_emulation.clock import VirtualClock
+from raidsnap_emulation.ssm_agent import (
+    CURRENT_AGENT_VERSION,
+    InvalidParametersError,
+    RenderedStep,
+    UnsupportedDocumentError,
+    render,
+    validate_parameters,
+)
 
 Params = dict[str, Any]
 Answer = dict[str, Any]
@@ -107,11 +115,19 @@ class Call:
 
 @dataclass(frozen=True)
 class CommandContext:
+    """What one instance's agent was asked to run. ``parameters`` is the SendCommand call's;
+    ``environment`` is what the script sees of them: the SSM_<Name> variables the agent exports
+    (raidsnap_emulation.ssm_agent), none for a parameter not declared ENV_VAR or on an agent too
+    old to export them. ``script`` is the _script.sh the agent wrote ("" for a document the
+    renderer does not model, such as AWS-owned ones moto does not carry)."""
+
     instance_id: str
     document_name: str
     parameters: dict[str, list[str]]
     command_id: str
     now: datetime
+    environment: dict[str, str] = field(default_factory=dict)
+    script: str = ""
 
 
 @dataclass(frozen=True)
@@ -318,6 +334,7 @@ class AwsDouble:
         self._zones: dict[str, str] | None = None
 
         self._agents: dict[str, bool] = {}
+        self._agent_versions: dict[str, str] = {}
         self._responders: dict[str, Responder] = {}
         self._commands: dict[str, _Command] = {}
 
@@ -401,9 +418,17 @@ class AwsDouble:
         with self._lock:
             self._fsr_stuck = state
 
-    def set_agent(self, instance_id: str, online: bool) -> None:
+    def set_agent(self, instance_id: str, online: bool = True, version: str | None = None) -> None:
+        """The instance's SSM agent: online or not, and the version it reports (the current
+        release unless given)."""
         with self._lock:
             self._agents[instance_id] = online
+            if version is not None:
+                self._agent_versions[instance_id] = version
+
+    def agent_version(self, instance_id: str) -> str:
+        with self._lock:
+            return self._agent_versions.get(instance_id, CURRENT_AGENT_VERSION)
 
     def on_command(self, document_name: str, responder: Responder) -> None:
         with self._lock:
@@ -1200,8 +1225,8 @@ class AwsDouble:
                 "InstanceId": instance_id,
                 "PingStatus": ping,
                 "LastPingDateTime": now if online else now - timedelta(hours=1),
-                "AgentVersion": "3.3.1142.0",
-                "IsLatestVersion": True,
+                "AgentVersion": self.agent_version(instance_id),
+                "IsLatestVersion": self.agent_version(instance_id) == CURRENT_AGENT_VERSION,
                 "PlatformType": "Linux",
                 "PlatformName": "Amazon Linux",
                 "PlatformVersion": "2023",
@@ -1241,22 +1266,33 @@ class AwsDouble:
 
     @staticmethod
     def _check_parameters(name: str, document: dict[str, Any], given: dict[str, list[str]]) -> None:
-        declared: dict[str, Any] = document.get("parameters") or {}
-        for key in given:
-            if key not in declared:
-                raise AwsError("InvalidParameters", f'Parameter "{key}" is not valid for {name}.')
-        for key, spec in declared.items():
-            if key not in given and "default" not in spec:
-                raise AwsError("InvalidParameters", f'Parameter "{key}" is required by {name}.')
-            pattern = spec.get("allowedPattern")
-            if pattern and key in given:
-                for value in given[key]:
-                    if not re.fullmatch(pattern, value):
-                        raise AwsError(
-                            "InvalidParameters",
-                            f'Parameter "{key}" "{value}" failed to satisfy constraint: '
-                            f"Member must satisfy regular expression pattern: {pattern}",
-                        )
+        """SendCommand's own check, as the agent's renderer models it (one set of rules)."""
+        try:
+            validate_parameters(document, given, name)
+        except InvalidParametersError as err:
+            raise AwsError("InvalidParameters", str(err)) from None
+
+    def _render(
+        self, name: str, document: dict[str, Any] | None, context: CommandContext
+    ) -> RenderedStep | None:
+        """The first step as this instance's agent runs it; None for documents not modelled."""
+        if document is None:
+            return None
+        try:
+            steps = render(
+                document,
+                context.parameters,
+                agent_version=self.agent_version(context.instance_id),
+                command_id=context.command_id,
+                instance_id=context.instance_id,
+                region=self.region,
+                document_name=name,
+            )
+        except UnsupportedDocumentError:
+            return None
+        except InvalidParametersError as err:
+            raise AwsError("InvalidParameters", str(err)) from None
+        return steps[0] if steps else None
 
     def _responder(self, document_name: str) -> Responder | None:
         if document_name in self._responders:
@@ -1297,6 +1333,9 @@ class AwsDouble:
                 f"Instances [{offline}] not in a valid state for account {account}",
             )
         steps = (document or {}).get("mainSteps") or [{"name": "aws:runShellScript"}]
+        # AWS-RunShellScript (not carried by moto) passes its executionTimeout parameter on as the
+        # step's timeoutSeconds. A step's own timeoutSeconds is not enforced here: the tests use a
+        # long duration to stand for an agent that stops reporting, which only CancelCommand ends.
         timeout = int(parameters.get("executionTimeout", ["3600"])[0])
         command = _Command(
             command_id=str(uuid.uuid4()),
@@ -1312,6 +1351,11 @@ class AwsDouble:
             context = CommandContext(
                 instance_id, name, copy.deepcopy(parameters), command.command_id, now
             )
+            step = self._render(name, document, context)
+            if step is not None:
+                context = dataclasses.replace(
+                    context, environment=dict(step.parameters), script=step.script
+                )
             outcome = responder(context) if responder is not None else CommandOutcome()
             if outcome.duration_seconds > timeout:
                 outcome = CommandOutcome(

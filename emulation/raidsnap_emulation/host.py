@@ -4,18 +4,31 @@ SSM documents as the real scripts would give them.
 A volume restored from a snapshot carries the superblock its source volume had, so an array
 backed up and restored elsewhere assembles by the same md UUID, and a foreign or missing
 member is refused just as mdadm would refuse it.
+
+The responders read their parameters as the scripts do: from the SSM_<Name> variables the agent
+exported (``CommandContext.environment``, rendered by raidsnap_emulation.ssm_agent from the
+deployed document), never from the SendCommand call itself. A document whose parameters are not
+declared ENV_VAR, or an agent too old to export them, gets the script's own refusal
+(``InvalidInput: VolumeIds has an invalid value ...``). Every answer, including one set with
+``fail_next``, is checked against the script's output schema (raidsnap_emulation.script_outputs).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from moto.ec2.models import ec2_backends
 
+from raidsnap.models import system_directory
+from raidsnap_emulation import script_outputs
 from raidsnap_emulation.double import AwsDouble, CommandContext, CommandOutcome
 
 ACCOUNT = "123456789012"
@@ -52,6 +65,7 @@ class MdArray:
 class InstanceState:
     arrays: dict[str, MdArray] = field(default_factory=dict)
     frozen: set[str] = field(default_factory=set)
+    guards: dict[str, int] = field(default_factory=dict)  # mount point -> guard pid
     mdadm_conf: dict[str, str] = field(default_factory=dict)  # md uuid -> ARRAY line
     fstab: dict[str, str] = field(default_factory=dict)  # fs uuid -> line
     prewarmed: list[str] = field(default_factory=list)
@@ -90,7 +104,7 @@ class Hosts:
         }
         for kind, name in document_names.items():
             if kind in responders:
-                double.on_command(name, responders[kind])
+                double.on_command(name, self._checked(kind, responders[kind]))
         self.failures: dict[str, CommandOutcome] = {}
 
     # ------------------------------------------------------------------ moto's view
@@ -170,48 +184,108 @@ class Hosts:
         """Make the next command of this document kind end with ``outcome``."""
         self.failures[kind] = outcome
 
-    # ------------------------------------------------------------------ responders
-
     def _take_failure(self, kind: str) -> CommandOutcome | None:
         with self._lock:
             return self.failures.pop(kind, None)
 
+    # ------------------------------------------------------------------ reading parameters
+
+    def _checked(
+        self, kind: str, responder: Callable[[CommandContext], CommandOutcome]
+    ) -> Callable[[CommandContext], CommandOutcome]:
+        """The responder, after any outcome set with fail_next, with its answer held to the
+        script's output schema: the emulation never says what the script cannot say."""
+
+        def answer(ctx: CommandContext) -> CommandOutcome:
+            outcome = self._take_failure(kind) or responder(ctx)
+            if outcome.stdout.strip():
+                line = script_outputs.last_line(outcome.stdout)
+                try:
+                    script_outputs.validate(kind, line)
+                except ValueError as err:
+                    raise ScriptOutputError(
+                        f"the emulated {kind} printed what {kind}.sh never prints: {line}\n{err}"
+                    ) from None
+            return outcome
+
+        return answer
+
     @staticmethod
-    def _param(ctx: CommandContext, name: str, default: str = "") -> str:
-        values = ctx.parameters.get(name) or [default]
-        return values[0]
+    def _read(ctx: CommandContext, kind: str) -> dict[str, str]:
+        """The script's parameters from what the agent exported, checked in the script's order
+        with its messages; raises _Refusal where the script would refuse."""
+        values: dict[str, str] = {}
+        for name, check, unset in SCRIPT_INPUTS[kind]:
+            raw = ctx.environment.get(f"SSM_{name}")
+            # ${SSM_X:-} takes unset and empty alike as ""; ${SSM_X-default} only unset.
+            value = (raw or "") if unset is None else (unset if raw is None else raw)
+            if check == "mount":
+                _require_mount_point(name, value)
+            elif check == "not-system":
+                found = system_directory(value)
+                if found:
+                    raise _Refusal(
+                        "InvalidInput",
+                        f"{name} {value} is or lies under the system directory {found}; a "
+                        "filesystem is never mounted over a system directory, whose files it "
+                        "would hide or replace",
+                    )
+            elif check.startswith("if-set:"):
+                if value:
+                    _require_match(name, value, check.removeprefix("if-set:"))
+            else:
+                _require_match(name, value, check)
+            values[name] = value
+        return values
 
     @staticmethod
     def _ok(result: dict[str, Any], progress: str = "", duration: float = 1.0) -> CommandOutcome:
-        stdout = (progress + "\n" if progress else "") + json.dumps(result)
-        return CommandOutcome(status="Success", stdout=stdout, duration_seconds=duration)
+        stdout = json.dumps(result)
+        stderr = f"raidsnap: {progress}\n" if progress else ""
+        return CommandOutcome(
+            status="Success", stdout=stdout, stderr=stderr, duration_seconds=duration
+        )
 
     @staticmethod
-    def _refuse(error: str, message: str) -> CommandOutcome:
+    def _refuse(error: str, message: str, duration: float = 1.0) -> CommandOutcome:
+        """As the scripts' fail(): the reason on stderr, the JSON line last on stdout, exit 2
+        for bad input and 1 otherwise."""
         return CommandOutcome(
             status="Failed",
             stdout=json.dumps({"ok": False, "error": error, "message": message}),
-            stderr=f"raidsnap: {message}",
-            exit_code=1,
-            duration_seconds=1.0,
+            stderr=f"raidsnap: {error}: {message}\n",
+            exit_code=2 if error == "InvalidInput" else 1,
+            duration_seconds=duration,
         )
 
+    def _answer(
+        self, ctx: CommandContext, kind: str, act: Callable[[dict[str, str]], CommandOutcome]
+    ) -> CommandOutcome:
+        try:
+            return act(self._read(ctx, kind))
+        except _Refusal as refusal:
+            return self._refuse(refusal.error, refusal.message)
+
+    # ------------------------------------------------------------------ responders
+
     def _discover(self, ctx: CommandContext) -> CommandOutcome:
-        failure = self._take_failure("discover")
-        if failure:
-            return failure
+        return self._answer(ctx, "discover", lambda p: self._do_discover(ctx, p))
+
+    def _do_discover(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
         state = self.state(ctx.instance_id)
         devices = self.nvme_devices(ctx.instance_id)
+        array_name = p["ArrayName"]
         arrays = []
         for md in state.arrays.values():
             if md.failed:
                 continue
             sb = self.superblocks.get(md.members[0]) or self.superblock(md.members[0])
             fs = self.filesystems.get(md.md_uuid)
+            name = sb.name if sb else None
             arrays.append(
                 {
                     "device": md.device,
-                    "name": sb.name if sb else None,
+                    "name": name,
                     "uuid": md.md_uuid,
                     "level": sb.level if sb else None,
                     "chunkKib": sb.chunk_kib if sb else None,
@@ -220,7 +294,7 @@ class Hosts:
                     "raidDevices": len(md.members),
                     "members": [
                         {
-                            "device": devices.get(vid),
+                            "device": devices.get(vid, ""),
                             "serial": _serial(vid),
                             "volumeId": vid,
                             "slot": slot,
@@ -231,103 +305,219 @@ class Hosts:
                         {"type": fs.type, "uuid": fs.uuid, "label": fs.label} if fs else None
                     ),
                     "mountPoint": md.mount_point,
+                    "matchesArrayName": bool(
+                        name and (name == array_name or name.endswith(":" + array_name))
+                    ),
                 }
             )
-        return self._ok({"ok": True, "arrays": arrays}, duration=2.0)
+        return self._ok({"ok": True, "arrayName": array_name, "arrays": arrays}, duration=2.0)
+
+    def _mounted(self, instance_id: str, mount: str) -> MdArray | None:
+        for md in self.state(instance_id).arrays.values():
+            if md.mount_point == mount:
+                return md
+        return None
 
     def _freeze(self, ctx: CommandContext) -> CommandOutcome:
-        failure = self._take_failure("freeze")
-        if failure:
-            return failure
-        mount = self._param(ctx, "MountPoint")
-        self.state(ctx.instance_id).frozen.add(mount)
-        return self._ok({"ok": True, "mountPoint": mount, "frozen": True})
+        return self._answer(ctx, "freeze", lambda p: self._do_freeze(ctx, p))
+
+    def _do_freeze(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
+        mount, max_seconds = p["MountPoint"], int(p["MaxFreezeSeconds"])
+        state = self.state(ctx.instance_id)
+        if self._mounted(ctx.instance_id, mount) is None:
+            return self._refuse("NotMounted", f"{mount} is not a mount point")
+        if mount in state.guards:
+            return self._refuse(
+                "AlreadyFrozen",
+                f"{mount} already has a freeze guard (pid {state.guards[mount]}); run thaw first",
+            )
+        pid = 4000 + len(state.log)
+        state.log.append(f"freeze {mount}")
+        state.frozen.add(mount)
+        state.guards[mount] = pid
+        deadline = ctx.now + timedelta(seconds=max_seconds)
+        unit = "raidsnap-thaw-" + hashlib.sha256(mount.encode()).hexdigest()[:16]
+        return self._ok(
+            {
+                "ok": True,
+                "mountPoint": mount,
+                "frozen": True,
+                "freezeSeconds": 0.004,
+                "guardPid": pid,
+                "maxFreezeSeconds": max_seconds,
+                "thawDeadline": deadline.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "systemdTimer": unit,
+            },
+            progress=f"froze {mount}; guard {pid} thaws it by {deadline:%H:%M:%S}",
+        )
 
     def _thaw(self, ctx: CommandContext) -> CommandOutcome:
-        failure = self._take_failure("thaw")
-        if failure:
-            return failure
-        mount = self._param(ctx, "MountPoint")
-        self.state(ctx.instance_id).frozen.discard(mount)
-        return self._ok({"ok": True, "mountPoint": mount, "frozen": False})
+        return self._answer(ctx, "thaw", lambda p: self._do_thaw(ctx, p))
+
+    def _do_thaw(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
+        mount = p["MountPoint"]
+        state = self.state(ctx.instance_id)
+        was_frozen = mount in state.frozen
+        state.frozen.discard(mount)
+        guard = state.guards.pop(mount, None)
+        return self._ok(
+            {
+                "ok": True,
+                "mountPoint": mount,
+                "mounted": self._mounted(ctx.instance_id, mount) is not None,
+                "wasFrozen": was_frozen,
+                "guardStopped": guard is not None,
+            },
+            progress=f"thawed {mount} (was frozen: {str(was_frozen).lower()})",
+        )
 
     def _assemble(self, ctx: CommandContext) -> CommandOutcome:
-        failure = self._take_failure("assemble")
-        if failure:
-            return failure
-        wanted = [v for v in self._param(ctx, "VolumeIds").split(",") if v]
-        md_uuid = self._param(ctx, "MdUuid")
-        md_device = self._param(ctx, "MdDevice", "/dev/md0")
-        mount = self._param(ctx, "MountPoint")
-        read_only = self._param(ctx, "ReadOnly", "false") == "true"
-        persist = self._param(ctx, "Persist", "true") == "true"
-        attached = set(self.attached(ctx.instance_id).values())
-        missing = [v for v in wanted if v not in attached]
+        return self._answer(ctx, "assemble", lambda p: self._do_assemble(ctx, p))
+
+    def _do_assemble(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
+        wanted = p["VolumeIds"].split(",")
+        md_uuid, md_device, mount = p["MdUuid"], p["MdDevice"], p["MountPoint"]
+        read_only, persist = p["ReadOnly"] == "true", p["Persist"] == "true"
+        dup = sorted(v for v in set(wanted) if wanted.count(v) > 1)
+        if dup:
+            return self._refuse("InvalidInput", f"VolumeIds lists {dup[0]} twice")
+        devices = self.nvme_devices(ctx.instance_id)
+        missing = [v for v in wanted if v not in devices]
         if missing:
-            return self._refuse("MissingMember", f"members not present: {','.join(missing)}")
-        blocks = {v: self.superblock(v) for v in wanted}
-        foreign = [v for v, sb in blocks.items() if sb is None or sb.md_uuid != md_uuid]
-        if foreign:
             return self._refuse(
-                "UuidMismatch", f"{','.join(foreign)} do not carry md UUID {md_uuid}"
+                "MemberMissing",
+                f"no block device for {' '.join(missing)} after 120s (is it attached to this "
+                "instance?)",
             )
-        expected = {sb.raid_devices for sb in blocks.values() if sb}
-        if expected != {len(wanted)}:
+        blocks = {v: self.superblock(v) for v in wanted}
+        for vid, sb in blocks.items():
+            if sb is None:
+                return self._refuse(
+                    "NoMdSuperblock", f"{vid} ({devices[vid]}) carries no md superblock"
+                )
+            if sb.md_uuid != md_uuid:
+                return self._refuse(
+                    "UuidMismatch",
+                    f"{vid} ({devices[vid]}) belongs to md array {sb.md_uuid}, not {md_uuid}",
+                )
+        supers = [sb for sb in blocks.values() if sb is not None]
+        if supers[0].raid_devices != len(wanted):
             return self._refuse(
                 "MemberCountMismatch",
-                f"superblocks say {sorted(expected)} devices, {len(wanted)} given",
+                f"the superblocks say the array has {supers[0].raid_devices} devices, "
+                f"{len(wanted)} volume ids were given",
+            )
+        slots = [sb.slot for sb in supers]
+        if len(set(slots)) != len(slots):
+            return self._refuse(
+                "DuplicateMember", "two volumes carry the same member: copies of one disk?"
             )
         state = self.state(ctx.instance_id)
         by_slot = sorted(wanted, key=lambda v: blocks[v].slot if blocks[v] else 0)  # type: ignore[union-attr]
         current = state.arrays.get(md_device)
-        changed = not (current and current.md_uuid == md_uuid and current.members == by_slot)
         if current and current.md_uuid != md_uuid and not current.failed:
-            return self._refuse("DeviceBusy", f"{md_device} is another array")
-        state.arrays[md_device] = MdArray(md_device, md_uuid, by_slot, mount or None, read_only)
+            return self._refuse(
+                "MdDeviceBusy",
+                f"{md_device} is already array {current.md_uuid}; choose another MdDevice or "
+                "release it first",
+            )
         fs = self.filesystems.get(md_uuid)
+        if fs is None:
+            return self._refuse(
+                "NoFilesystem", f"{md_device} holds no filesystem that blkid recognises"
+            )
+        other = self._mounted(ctx.instance_id, mount)
+        if other is not None and other.device != md_device and not other.failed:
+            return self._refuse("MountPointBusy", f"{mount} already has another filesystem mounted")
+        already = bool(current and current.md_uuid == md_uuid and current.members == by_slot)
+        changed = not (already and current and current.mount_point == mount)
+        changed = changed or bool(current and current.read_only != read_only)
+        state.arrays[md_device] = MdArray(md_device, md_uuid, by_slot, mount, read_only)
+        persisted: dict[str, Any] = {
+            "mdadmConf": "skipped",
+            "mdadmConfPath": None,
+            "initramfs": "skipped",
+            "fstab": "skipped",
+        }
         if persist:
-            state.mdadm_conf[md_uuid] = f"ARRAY {md_device} metadata=1.2 UUID={md_uuid}"
-            if fs and mount:
-                opts = "defaults,nofail,x-systemd.device-timeout=30s" + (",ro" if read_only else "")
-                state.fstab[fs.uuid] = f"UUID={fs.uuid} {mount} {fs.type} {opts} 0 0"
-        devices = self.nvme_devices(ctx.instance_id)
+            line = f"ARRAY {md_device} metadata=1.2 UUID={md_uuid}"
+            had = state.mdadm_conf.get(md_uuid)
+            conf = "unchanged" if had == line else ("replaced" if had else "added")
+            state.mdadm_conf[md_uuid] = line
+            opts = ("ro" if read_only else "defaults") + ",nofail,x-systemd.device-timeout=30s"
+            passno = 2 if fs.type.startswith("ext") else 0
+            tab_line = f"UUID={fs.uuid} {mount} {fs.type} {opts} 0 {passno}"
+            had_tab = state.fstab.get(fs.uuid)
+            tab = "unchanged" if had_tab == tab_line else ("replaced" if had_tab else "added")
+            state.fstab[fs.uuid] = tab_line
+            persisted = {
+                "mdadmConf": conf,
+                "mdadmConfPath": "/etc/mdadm/mdadm.conf",
+                "initramfs": "unchanged" if conf == "unchanged" else "updated",
+                "fstab": tab,
+            }
+            changed = changed or conf != "unchanged" or tab != "unchanged"
+        sb0 = supers[0]
         return self._ok(
             {
                 "ok": True,
                 "mdDevice": md_device,
                 "uuid": md_uuid,
+                "level": sb0.level,
+                "metadata": "1.2",
                 "members": [
-                    {"volumeId": v, "device": devices.get(v), "slot": i}
-                    for i, v in enumerate(by_slot)
+                    {"volumeId": v, "device": devices[v], "slot": i} for i, v in enumerate(by_slot)
                 ],
-                "mountPoint": mount or None,
+                "mountPoint": mount,
+                "filesystem": {"type": fs.type, "uuid": fs.uuid},
                 "readOnly": read_only,
-                "persisted": {"mdadmConf": persist, "initramfs": persist, "fstab": persist},
+                "alreadyAssembled": already,
+                "stoppedArrays": [],
+                "persisted": persisted,
                 "changed": changed,
+                "warnings": [],
             },
             progress=f"assembled {md_device} from {len(by_slot)} members",
             duration=5.0,
         )
 
     def _release(self, ctx: CommandContext) -> CommandOutcome:
-        failure = self._take_failure("release")
-        if failure:
-            return failure
-        md_device = self._param(ctx, "MdDevice", "/dev/md0")
+        return self._answer(ctx, "release", lambda p: self._do_release(ctx, p))
+
+    def _do_release(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
+        md_device, mount = p["MdDevice"], p["MountPoint"]
         state = self.state(ctx.instance_id)
+        holder = self._mounted(ctx.instance_id, mount)
+        if holder is not None and holder.device != md_device:
+            return self._refuse(
+                "MountPointMismatch",
+                f"{mount} holds {holder.device}, not {md_device}; nothing was changed",
+            )
         released = state.arrays.pop(md_device, None)
         devices = self.nvme_devices(ctx.instance_id)
+        lost = bool(released and released.failed)
         # As release.sh prints them: one object per member the md device had.
         members = [
-            {"device": devices.get(v), "volumeId": v, "slot": i, "state": "in_sync"}
+            {
+                "device": devices.get(v, f"/dev/nvme{90 + i}n1"),
+                "volumeId": v,
+                "slot": i,
+                "state": "faulty" if v not in devices else "in_sync",
+            }
             for i, v in enumerate(released.members if released else [])
         ]
+        if released is None or released.mount_point != mount:
+            unmount = "not-mounted"
+        else:
+            unmount = "lazy" if lost else "unmounted"
         return self._ok(
             {
                 "ok": True,
                 "mdDevice": md_device,
-                "mountPoint": self._param(ctx, "MountPoint"),
-                "released": released is not None,
+                "mountPoint": mount,
+                "unmount": unmount,
+                "stop": "stopped" if released else "already-stopped",
+                "memberLost": lost,
                 "members": members,
                 "changed": released is not None,
             },
@@ -335,24 +525,94 @@ class Hosts:
         )
 
     def _prewarm(self, ctx: CommandContext) -> CommandOutcome:
-        failure = self._take_failure("prewarm")
-        if failure:
-            return failure
-        volume_ids = [v for v in self._param(ctx, "VolumeIds").split(",") if v]
+        return self._answer(ctx, "prewarm", lambda p: self._do_prewarm(ctx, p))
+
+    def _do_prewarm(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
+        volume_ids = p["VolumeIds"].split(",")
+        devices = self.nvme_devices(ctx.instance_id)
+        for vid in volume_ids:
+            if vid not in devices:
+                return self._refuse("MemberMissing", f"no block device for {vid}")
         sizes = {v: self.volume_size_bytes(v) for v in volume_ids}
         total = sum(sizes.values())
         # Members are read in parallel: the slowest (largest) sets the pace.
         seconds = max(sizes.values(), default=0) / (self.prewarm_mib_per_second * 1024**2)
         self.state(ctx.instance_id).prewarmed.extend(volume_ids)
-        method = self._param(ctx, "Method", "auto")
+        method = "fio" if p["Method"] == "auto" else p["Method"]
         return self._ok(
             {
                 "ok": True,
-                "method": "fio" if method == "auto" else method,
+                "method": method,
                 "bytes": total,
-                "seconds": round(seconds, 1),
-                "devices": [{"volumeId": v, "bytes": b} for v, b in sizes.items()],
+                "expectedBytes": total,
+                "seconds": round(seconds, 3),
+                "mibPerSecond": round(total / 1024**2 / seconds, 1) if seconds else 0.0,
+                "devices": [
+                    {"volumeId": v, "device": devices[v], "size": b, "bytes": b}
+                    for v, b in sizes.items()
+                ],
             },
-            progress=f"prewarm: {total} bytes from {len(volume_ids)} members",
+            progress=f"read {total} of {total} bytes in {seconds:.0f}s",
             duration=max(1.0, seconds),
         )
+
+
+class ScriptOutputError(Exception):
+    """An emulated script printed a last line its real script cannot print."""
+
+
+class _Refusal(Exception):
+    def __init__(self, error: str, message: str) -> None:
+        super().__init__(f"{error}: {message}")
+        self.error = error
+        self.message = message
+
+
+# What each script reads, in the order it checks, with the script's own patterns: (parameter,
+# check, value when the variable is unset or None for ${SSM_X:-}). A unit test compares these
+# patterns with the scripts' require_match lines.
+VOLUME_IDS = r"^vol-[0-9a-f]{8,17}(,vol-[0-9a-f]{8,17}){0,39}$"
+MD_DEVICE = r"^/dev/md[0-9]{1,3}$"
+TRUE_FALSE = r"^(true|false)$"
+SCRIPT_INPUTS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
+    "discover": (("ArrayName", r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", None),),
+    "freeze": (
+        ("MountPoint", "mount", None),
+        ("MountPoint", "not-system", None),
+        ("MaxFreezeSeconds", r"^[1-9][0-9]{0,3}$", None),
+    ),
+    "thaw": (
+        ("MountPoint", "mount", None),
+        ("MaxFreezeSeconds", r"if-set:^[1-9][0-9]{0,3}$", None),
+    ),
+    "assemble": (
+        ("VolumeIds", VOLUME_IDS, None),
+        ("MdUuid", r"^[0-9a-f]{8}(:[0-9a-f]{8}){3}$", None),
+        ("MdDevice", MD_DEVICE, "/dev/md0"),
+        ("MountPoint", "mount", None),
+        ("MountPoint", "not-system", None),
+        ("ReadOnly", TRUE_FALSE, "false"),
+        ("Persist", TRUE_FALSE, "true"),
+    ),
+    "release": (
+        ("MdDevice", MD_DEVICE, "/dev/md0"),
+        ("MountPoint", "mount", None),
+        ("MountPoint", "not-system", None),
+    ),
+    "prewarm": (("VolumeIds", VOLUME_IDS, None), ("Method", r"^(auto|fio|dd)$", "auto")),
+}
+MOUNT_POINT_FORM = r"^(/[A-Za-z0-9._-]+)+$"
+
+
+def _require_match(name: str, value: str, pattern: str) -> None:
+    # bash's [[ =~ ]] is POSIX ERE searched in the string; `$` is the end of the string only.
+    if not re.search(pattern.replace("$", r"\Z") if pattern.endswith("$") else pattern, value):
+        raise _Refusal("InvalidInput", f"{name} has an invalid value (expected {pattern})")
+
+
+def _require_mount_point(name: str, value: str) -> None:
+    _require_match(name, value, MOUNT_POINT_FORM)
+    if len(value) > 201:
+        raise _Refusal("InvalidInput", f"{name} is longer than 201 characters")
+    if any(seg in (".", "..") for seg in value.lstrip("/").split("/")):
+        raise _Refusal("InvalidInput", f"{name} must not contain . or .. segments")

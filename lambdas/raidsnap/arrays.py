@@ -94,11 +94,60 @@ def describe_instance(instance_id: str) -> ArrayInstance:
     return _instance_from(reservations[0]["Instances"][0])
 
 
-def agent_online(instance_id: str) -> bool:
+ENV_VAR_MIN_AGENT_VERSION = "3.3.2746.0"
+"""The first SSM agent that passes document parameters to scripts as SSM_<Name> environment
+variables (interpolationType ENV_VAR). raidsnap's scripts read nothing else, so an older agent
+would run them without parameters ("Troubleshooting parameter handling issues", AWS Systems
+Manager User Guide)."""
+
+
+def _version_key(version: str) -> tuple[int, ...] | None:
+    parts = version.strip().split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+
+
+@dataclass(frozen=True)
+class Agent:
+    """The SSM agent of an instance as DescribeInstanceInformation reports it."""
+
+    instance_id: str
+    online: bool
+    version: str
+
+    @property
+    def too_old(self) -> bool:
+        """Older than the first agent that honours ENV_VAR (versions compare numerically; one
+        that cannot be read counts as too old: nothing says it passes parameters)."""
+        key = _version_key(self.version)
+        minimum = _version_key(ENV_VAR_MIN_AGENT_VERSION)
+        return key is None or minimum is None or key < minimum
+
+    @property
+    def ready(self) -> bool:
+        return self.online and not self.too_old
+
+    def too_old_reason(self) -> str:
+        return (
+            f"the SSM agent of {self.instance_id} is version {self.version or 'unknown'}, older "
+            f"than {ENV_VAR_MIN_AGENT_VERSION}, the first that passes document parameters to "
+            "scripts as environment variables (interpolationType ENV_VAR); raidsnap's documents "
+            "cannot run there. Update the agent (for example with the AWS-UpdateSSMAgent "
+            "document)"
+        )
+
+
+def agent(instance_id: str) -> Agent:
     info = clients.ssm().describe_instance_information(
         Filters=[{"Key": "InstanceIds", "Values": [instance_id]}]
     )["InstanceInformationList"]
-    return any(i.get("PingStatus") == "Online" for i in info)
+    mine = [i for i in info if i.get("InstanceId") == instance_id] or list(info)
+    online = [i for i in mine if i.get("PingStatus") == "Online"]
+    chosen = (online or mine or [{}])[0]
+    return Agent(instance_id, bool(online), str(chosen.get("AgentVersion", "")))
+
+
+def agent_online(instance_id: str) -> bool:
+    return agent(instance_id).online
 
 
 def volume_tags(volume_ids: list[str]) -> dict[str, dict[str, str]]:

@@ -48,8 +48,15 @@ def prepare(event: dict[str, Any], documents: Documents, settings: BackupSetting
         "availabilityZone": instance.availability_zone,
         "notes": [],
     }
-    if not arrays.agent_online(instance.instance_id):
+    agent = arrays.agent(instance.instance_id)
+    if not agent.online:
         state["discovery"] = {"status": "skipped", "reason": "SSM agent is not online"}
+        return state
+    if agent.too_old:
+        # Discovery cannot run safely (the script would get no parameters): members come from
+        # the volume tags, and a freeze cannot run either (see collect_members).
+        state["discovery"] = {"status": "skipped", "reason": agent.too_old_reason()}
+        state["agentTooOld"] = agent.version
         return state
     command_id = commands.send(
         documents.discover,
@@ -101,7 +108,16 @@ def collect_members(state: State) -> State:
     ]
     state["md"] = layout.md
     mount_point = layout.md.get("mountPoint")
-    if state["consistency"] == "fsfreeze" and not mount_point:
+    if state["consistency"] == "fsfreeze" and state.get("agentTooOld"):
+        # The freeze document cannot run on this agent; a crash-consistent set is what the
+        # design takes when the instance cannot help (as with discovery), and it says why.
+        state["consistency"] = "crash"
+        state["notes"].append(
+            f"fsfreeze was asked for but the SSM agent of {state['instanceId']} is version "
+            f"{state['agentTooOld']}, older than {arrays.ENV_VAR_MIN_AGENT_VERSION}: the freeze "
+            "document cannot run there, so the set is crash-consistent; update the agent"
+        )
+    elif state["consistency"] == "fsfreeze" and not mount_point:
         state["consistency"] = "crash"
         state["notes"].append(
             "fsfreeze was asked for but the mount point is unknown; the set is crash-consistent"

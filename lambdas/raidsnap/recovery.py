@@ -271,7 +271,13 @@ def check_target(state: dict[str, Any]) -> dict[str, Any]:
     if not instance_id:
         return dict(target, status="ready")  # the restore resolves the array's instance
     instance_state = instance_facts(instance_id)[0]
-    online = instance_state == "running" and arrays.agent_online(instance_id)
+    agent = arrays.agent(instance_id) if instance_state == "running" else None
+    if agent is not None and agent.online and agent.too_old:
+        # Waiting does not make an agent newer: refuse now, before any tag is moved.
+        raise InstanceNotReadyError(
+            f"recovery target: {agent.too_old_reason()}; nothing was restored"
+        )
+    online = agent is not None and agent.online
     if online:
         # Only once the restore can start: a recovery that ends here leaves the tags as they were.
         retired = _retire((state.get("input") or {}).get("retire"), restore)

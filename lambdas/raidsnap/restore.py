@@ -74,11 +74,17 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
             f"replace releases the array on the instance that holds it, but {target.instance_id} "
             f"is not tagged {tags.ARRAY}={request.array}; use mode attach",
         )
-    if not arrays.agent_online(target.instance_id):
+    agent = arrays.agent(target.instance_id)
+    if not agent.online:
         raise InstanceNotReadyError(
             f"the SSM agent of {target.instance_id} is not online, so the array cannot be "
             "assembled there; start the instance or fix its agent (and its instance profile), "
             "then restore again. Nothing was changed"
+        )
+    if agent.too_old:
+        raise InstanceNotReadyError(
+            f"{agent.too_old_reason()}, so the array cannot be assembled there; then restore "
+            "again. Nothing was changed"
         )
     notes: list[str] = []
     members = _member_specs(request, snapshot_set, notes)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from vmlib import Boot, Disk, blank_disk, boot, copy_disk, ensure_vm, new_volume_id
+from vmlib import Boot, Commands, Disk, blank_disk, boot, copy_disk, ensure_vm, new_volume_id
 
 TIMINGS: list[tuple[str, float]] = []
 
@@ -79,6 +79,7 @@ def create_array(
     disks = [blank_disk(work / f"src{i}.img", size_mib, new_volume_id(rng)) for i in range(n)]
     members = " ".join(f"$(by_id {d.serial})" for d in disks)
     mkfs = "mkfs.xfs -q -f" if fs_type == "xfs" else "mkfs.ext4 -q -F"
+    cmds = Commands()
     scenario = f"""
 set -e
 mdadm --create /dev/md0 --run --assume-clean --level={level} --chunk={chunk_kib} \\
@@ -91,13 +92,13 @@ for i in $(seq 1 12); do
 done
 head -c 3000000 /dev/urandom >/data/db/sub/large
 (cd /data && find . -type f | sort | xargs sha256sum) >/work/sums
-run discover discover.sh SSM_ArrayName={name}
+{cmds.ssm("discover", "discover", ArrayName=name)}
 mdadm --detail --export /dev/md0 >/work/detail
 blkid -p -o export /dev/md0 >/work/blkid
 umount /data
 mdadm --stop /dev/md0
 """
-    b = record(f"create {level} x{n} {fs_type}", boot(work, scenario, disks))
+    b = record(f"create {level} x{n} {fs_type}", boot(work, scenario, disks, commands=cmds))
     assert b.rc == 0, b.text("scenario.stderr")[-3000:]
     detail = dict(line.split("=", 1) for line in b.text("detail").splitlines() if "=" in line)
     blkid = dict(line.split("=", 1) for line in b.text("blkid").splitlines() if "=" in line)

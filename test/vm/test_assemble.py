@@ -8,41 +8,45 @@ import re
 from pathlib import Path
 
 import pytest
-from vmlib import Disk, boot
+from vmlib import Commands, Disk, boot
 
 from conftest import ArraySet, record
 
 pytestmark = pytest.mark.vm
 
 
-def assemble_env(
+def assemble_params(
     disks: list[Disk],
     uuid: str,
     *,
     mount_point: str = "/data",
     read_only: str = "false",
     persist: str = "true",
-) -> str:
-    vols = ",".join(d.volume_id for d in disks)
-    return (
-        f"SSM_VolumeIds={vols} SSM_MdUuid={uuid} SSM_MdDevice=/dev/md0 "
-        f"SSM_MountPoint={mount_point} SSM_ReadOnly={read_only} SSM_Persist={persist}"
-    )
+) -> dict[str, str]:
+    """What the restore's Assemble step sends (raidsnap.restore)."""
+    return {
+        "VolumeIds": ",".join(d.volume_id for d in disks),
+        "MdUuid": uuid,
+        "MdDevice": "/dev/md0",
+        "MountPoint": mount_point,
+        "ReadOnly": read_only,
+        "Persist": persist,
+    }
 
 
-def restore_scenario(env: str, name: str, prelude: str = "") -> str:
+def restore_scenario(cmds: Commands, params: dict[str, str], name: str, prelude: str = "") -> str:
     return f"""
 {prelude}
 cat /proc/mdstat >/work/mdstat.before
-run first assemble.sh {env}
+{cmds.ssm("first", "assemble", **params)}
 (cd /data && sha256sum -c --quiet /work/sums) >/work/verify 2>&1; echo $? >/work/verify.rc
 findmnt -rn -o OPTIONS --mountpoint /data >/work/mount.options
 keep /etc/mdadm/mdadm.conf mdadm.conf.1
 keep /etc/fstab fstab.1
-run second assemble.sh {env}
+{cmds.ssm("second", "assemble", **params)}
 keep /etc/mdadm/mdadm.conf mdadm.conf.2
 keep /etc/fstab fstab.2
-run discover discover.sh SSM_ArrayName={name}
+{cmds.ssm("discover", "discover", ArrayName=name)}
 cat /proc/mdstat >/work/mdstat.after
 """
 
@@ -57,13 +61,15 @@ def test_raid0_restores_from_copies_and_persists(
     raid0_set: ArraySet, tmp_path: Path, rng: random.Random
 ) -> None:
     disks = raid0_set.copies(tmp_path / "disks", rng)
+    cmds = Commands()
     b = record(
         "restore raid0 (no udev)",
         boot(
             tmp_path / "vm",
-            restore_scenario(assemble_env(disks, raid0_set.uuid), "db1"),
+            restore_scenario(cmds, assemble_params(disks, raid0_set.uuid), "db1"),
             disks,
             files={"sums": raid0_set.sums},
+            commands=cmds,
         ),
     )
 
@@ -130,15 +136,17 @@ def test_raid10_restore_replaces_old_config_lines_read_only(
   echo '/dev/md0 /data ext4 defaults 0 2'
   echo 'proc /proc proc defaults 0 0'; }} >/etc/fstab
 """
-    env = assemble_env(disks, raid10_set.uuid, read_only="true")
+    params = assemble_params(disks, raid10_set.uuid, read_only="true")
+    cmds = Commands()
     b = record(
         "restore raid10 ro, replace config",
         boot(
             tmp_path / "vm",
-            restore_scenario(env, "logs", prelude),
+            restore_scenario(cmds, params, "logs", prelude),
             disks,
             shuffle_seed=3,
             files={"sums": raid10_set.sums},
+            commands=cmds,
         ),
     )
 
@@ -174,15 +182,17 @@ def test_udev_incremental_assembly_is_stopped_and_replaced(
     raid0_set: ArraySet, tmp_path: Path, rng: random.Random
 ) -> None:
     disks = raid0_set.copies(tmp_path / "disks", rng)
+    cmds = Commands()
     b = record(
         "restore raid0 with udevd",
         boot(
             tmp_path / "vm",
-            restore_scenario(assemble_env(disks, raid0_set.uuid), "db1"),
+            restore_scenario(cmds, assemble_params(disks, raid0_set.uuid), "db1"),
             disks,
             udev=True,
             shuffle_seed=11,
             files={"sums": raid0_set.sums},
+            commands=cmds,
         ),
     )
 

@@ -1,9 +1,19 @@
-"""Hostile parameter values reach the on-instance scripts directly (the document's allowedPattern
-bypassed: a hand-run, or a copy of a document without the patterns). Every script, every
-parameter it reads, every hostile string, with the other parameters valid and a real RAID 0
-array assembled and mounted: each run is refused as InvalidInput (or, where the value is in fact
-valid, behaves normally), no injected command ran, no member was written, no array was started
-or stopped, nothing was mounted or unmounted, and fstab/mdadm.conf are as they were.
+"""Hostile parameter values. Every document, every parameter, every hostile string, with the
+other parameters valid and a real RAID 0 array assembled and mounted.
+
+First, as Systems Manager sees them: each value is sent to the deployed document through the
+renderer (raidsnap_emulation.ssm_agent). SendCommand refuses every hostile string its
+allowedPattern refuses (all of them but a valid value with a trailing newline, which a pattern
+search lets through, and mount points that are well-formed paths). What SendCommand accepts runs
+as the agent runs it (``ssm``, guest/lib.sh).
+
+Then, as defence in depth, what SendCommand refused is still fed to the scripts: the RAW-SCRIPT
+PATH below (the runner and the exec replays) runs a script with a hand-made environment on
+purpose, as a hand-run or a copy of a document without the patterns would. It exists only for
+this check. Either way each run is refused as InvalidInput (or, where the value is in fact valid,
+behaves normally), no injected command ran, no member was written, no array was started or
+stopped, nothing was mounted or unmounted, and fstab/mdadm.conf are as they were; every run's
+last line fits its script's output schema.
 
 Mount points that are system directories are refused too, by every script that mounts, freezes
 or unmounts (thaw only unfreezes, and may): "/", /etc, /usr/lib, /var, a link /mnt/evil -> /etc,
@@ -23,9 +33,21 @@ from pathlib import Path
 
 import pytest
 import yaml
-from vmlib import REPO, Boot, Disk, blank_disk, boot, copy_disk, new_volume_id
+from vmlib import (
+    REPO,
+    Boot,
+    Commands,
+    Disk,
+    blank_disk,
+    boot,
+    copy_disk,
+    deployed_documents,
+    new_volume_id,
+)
 
 from conftest import record
+from raidsnap_emulation import script_outputs
+from raidsnap_emulation.ssm_agent import InvalidParametersError, render
 
 pytestmark = pytest.mark.vm
 
@@ -74,7 +96,21 @@ SYSTEM_SCRIPTS = {
 }
 VALID_ANYWAY |= {("thaw", "MountPoint", k) for k in SYSTEM_MOUNT_POINTS if k != "sys-root"}
 
-Case = tuple[str, str, str, str, str]  # script, parameter, string id, value, how (fork|exec)
+Case = tuple[str, str, str, str, str]  # script, parameter, string id, value, how
+# how: agent (SendCommand accepted it: run as the agent runs it), fork or exec (SendCommand
+# refused it: the raw-script path, defence in depth).
+
+# Hostile strings that SendCommand may accept: a search for ^...$ lets a final newline by, and a
+# well-formed path is a well-formed path (the scripts' own rules refuse the system ones).
+SSM_MAY_ACCEPT = ("valid-trailing-newline", "sys-")
+
+
+def accepted_by_ssm(script: str, params: dict[str, str]) -> bool:
+    try:
+        render(deployed_documents()[script], {k: [v] for k, v in params.items()})
+    except InvalidParametersError:
+        return False
+    return True
 
 
 def hostile(valid: str, n: int) -> dict[str, str]:
@@ -153,7 +189,7 @@ GUEST = r"""
 echo "start $EPOCHREALTIME" >>/work/times
 shopt -s nullglob
 . /work/cases.sh
-mkdir -p /run/inj
+mkdir -p /run/inj /var/lib/amazon/ssm
 CLEAN=(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root)
 mkdir -p /mnt /home/alice && ln -s /etc /mnt/evil && chown 1000:1000 /home/alice
 fingerprint() {
@@ -195,6 +231,11 @@ pre_state() {
 }
 pre_state >/work/pre.before
 for i in "${!PRE_MP[@]}"; do
+  if [[ ${PRE_HOW[i]} == agent ]]; then
+    ssm "pre-$i"
+    continue
+  fi
+  # Raw-script path (SendCommand refused this mount point): defence in depth only.
   "${CLEAN[@]}" SSM_VolumeIds="$VOLS" SSM_MdUuid="$MD_UUID" SSM_MdDevice=/dev/md0 \
     SSM_MountPoint="${PRE_MP[i]}" SSM_ReadOnly=false SSM_Persist=true \
     RAIDSNAP_DEVICE_WAIT_SECONDS=3 bash "$S/assemble.sh" \
@@ -216,20 +257,17 @@ printf 'ARRAY /dev/md0 metadata=1.2 UUID=%s\n' "$MD_UUID" >>/etc/mdadm/mdadm.con
 # parameter's doing). Release gets a device that is not the one at the mount point, so it
 # validates, then refuses to touch anything.
 control() {
-  local name=$1 script=$2 t0=$EPOCHREALTIME
-  shift 2
-  "${CLEAN[@]}" "$@" bash "$S/$script.sh" \
-    >"/work/control-$name.stdout" 2>"/work/control-$name.stderr"
-  echo $? >"/work/control-$name.rc"
+  local name=$1 t0=$EPOCHREALTIME
+  ssm "control-$name"
   echo "control $name $t0 $EPOCHREALTIME" >>/work/times
 }
-control discover discover "${B_discover[@]}"
-control assemble assemble "${B_assemble[@]}"
-control prewarm prewarm "${B_prewarm[@]}"
-control thaw thaw "${B_thaw[@]}"
-control freeze freeze SSM_MountPoint=/data SSM_MaxFreezeSeconds=30
-control thaw-after-freeze thaw SSM_MountPoint=/data
-control release release SSM_MdDevice=/dev/md9 SSM_MountPoint=/data
+control discover
+control assemble
+control prewarm
+control thaw
+control freeze
+control thaw-after-freeze
+control release
 sync
 keep_state before
 
@@ -262,7 +300,12 @@ for i in "${!V[@]}"; do
   done
   unset -n base
   args+=("SSM_$param=${V[i]}")
-  if [[ ${HOW[i]} == exec ]]; then
+  if [[ ${HOW[i]} == agent ]]; then
+    ssm "case-$i" /run/inj/agent
+    rc=$(</run/inj/agent.rc)
+    mv /run/inj/agent.stdout /run/inj/out
+    mv /run/inj/agent.stderr /run/inj/err
+  elif [[ ${HOW[i]} == exec ]]; then
     "${CLEAN[@]}" "${args[@]}" bash "$S/$script.sh" </dev/null >/run/inj/out 2>/run/inj/err
     rc=$?
   else
@@ -294,7 +337,9 @@ echo "end $EPOCHREALTIME" >>/work/times
 """
 
 
-def guest_cases(disks_vols: str, uuid: str) -> tuple[str, list[Case], dict[str, dict[str, str]]]:
+def guest_cases(
+    disks_vols: str, uuid: str, cmds: Commands
+) -> tuple[str, list[Case], dict[str, dict[str, str]]]:
     """cases.sh for the guest, the cases in order, and the base parameters per script: values
     that are valid here and make the script change nothing if it ever got past its checks
     (assemble of an array already assembled and mounted read-only, without persisting; prewarm
@@ -320,6 +365,7 @@ def guest_cases(disks_vols: str, uuid: str) -> tuple[str, list[Case], dict[str, 
         entries = " ".join(bash_quote(f"SSM_{k}={v}") for k, v in params.items())
         lines.append(f"B_{script}=({entries})")
     lines.append("B_assemble+=(RAIDSNAP_DEVICE_WAIT_SECONDS=3)")
+    slow = {"RAIDSNAP_DEVICE_WAIT_SECONDS": "3"}  # the agent's own environment, passed through
     cases: list[Case] = []
     for script, params in PARAMETERS.items():
         for param in params:
@@ -329,7 +375,34 @@ def guest_cases(disks_vols: str, uuid: str) -> tuple[str, list[Case], dict[str, 
                 )
     for script, sids in SYSTEM_SCRIPTS.items():
         cases += [(script, "MountPoint", k, SYSTEM_MOUNT_POINTS[k], "fork") for k in sids]
+    # What SendCommand accepts runs as the agent runs it; what it refuses takes the raw path.
+    for i, (script, param, sid, value, _how) in enumerate(cases):
+        params = {**base[script], param: value}
+        if accepted_by_ssm(script, params):
+            cases[i] = (script, param, sid, value, "agent")
+            cmds.ssm(f"case-{i}", script, slow if script == "assemble" else None, **params)
     cases += [(*c[:4], "exec") for c in cases if c[2] in REPLAYED]
+    controls = {
+        "discover": ("discover", base["discover"]),
+        "assemble": ("assemble", base["assemble"]),
+        "prewarm": ("prewarm", base["prewarm"]),
+        "thaw": ("thaw", base["thaw"]),
+        "freeze": ("freeze", {"MountPoint": "/data", "MaxFreezeSeconds": "30"}),
+        "thaw-after-freeze": ("thaw", {"MountPoint": "/data"}),
+        # A device that is not the one at the mount point: it validates, then touches nothing.
+        "release": ("release", {"MdDevice": "/dev/md9", "MountPoint": "/data"}),
+    }
+    for name, (script, params) in controls.items():
+        cmds.ssm(f"control-{name}", script, slow if script == "assemble" else None, **params)
+    pre_how = []
+    for i, mp in enumerate(SYSTEM_MOUNT_POINTS.values()):
+        params = {**base["assemble"], "MountPoint": mp, "ReadOnly": "false", "Persist": "true"}
+        if accepted_by_ssm("assemble", params):
+            cmds.ssm(f"pre-{i}", "assemble", slow, **params)
+            pre_how.append("agent")
+        else:
+            pre_how.append("raw")
+    lines.append(f"PRE_HOW=({' '.join(pre_how)})")
     for i, (script, param, _, value, how) in enumerate(cases):
         lines.append(
             f"SCRIPT[{i}]={script} PARAM[{i}]={param} HOW[{i}]={how} V[{i}]={bash_quote(value)}"
@@ -351,8 +424,9 @@ def check_case(b: Boot, i: int, case: Case, row: list[str]) -> list[str]:
         )
     try:
         out = json.loads(last)
-    except ValueError:
-        return [*problems, f"{where}: last line is not JSON: {last!r}; {b.text(f'stderr-{i}')}"]
+        script_outputs.validate(script, last)
+    except ValueError as err:
+        return [*problems, f"{where}: last line does not fit {script}'s schema: {last!r}; {err}"]
     if (script, param, sid) in VALID_ANYWAY:
         if rc != "0" or out.get("ok") is not True:
             problems.append(f"{where}: a valid value must work: rc={rc} {out}")
@@ -389,29 +463,42 @@ def test_hostile_values_are_refused_and_inert(
         for i, d in enumerate(small_raid0.disks)
     ]
     vols = ",".join(d.volume_id for d in disks)
-    cases_sh, cases, base = guest_cases(vols, small_raid0.uuid)
+    cmds = Commands()
+    cases_sh, cases, base = guest_cases(vols, small_raid0.uuid, cmds)
     scripts = len(PARAMETERS)
     params = sum(len(p) for p in PARAMETERS.values())
-    forked = [c for c in cases if c[4] == "fork" and not c[2].startswith("sys-")]
-    system = [c for c in cases if c[2].startswith("sys-")]
+    first = [c for c in cases if c[4] != "exec"]
+    hostile_cases = [c for c in first if not c[2].startswith("sys-")]
+    system = [c for c in first if c[2].startswith("sys-")]
+    agent = [c for c in first if c[4] == "agent"]
     pre = list(SYSTEM_MOUNT_POINTS.values())
     label = (
-        f"injection: {len(forked)} cases = {params} parameters of {scripts} scripts"
+        f"injection: {len(hostile_cases)} cases = {params} parameters of {scripts} scripts"
         f" x {len(STRING_IDS)} hostile strings; {len(system)} system mount points;"
-        f" {len(cases) - len(forked) - len(system)} replayed by exec; {len(pre)} before assembly"
+        f" {len(agent)} accepted by SendCommand and run by the agent, the rest raw;"
+        f" {len(cases) - len(first)} replayed by exec; {len(pre)} before assembly"
     )
-    assert len(forked) == params * len(STRING_IDS)
+    assert len(hostile_cases) == params * len(STRING_IDS)
+    # SendCommand itself refuses every hostile string but the ones a pattern search admits.
+    let_by = [c[:3] for c in agent if not c[2].startswith(SSM_MAY_ACCEPT)]
+    assert let_by == [], f"SendCommand would accept {let_by}"
+    assert all(c[4] != "agent" for c in first if c[2] == "sys-root")
+    assert any(c[2] == "valid-trailing-newline" for c in agent), "the newline form reaches a script"
     before = {d.path.name: d.sha256() for d in disks}
     scenario = (
         f"MD_UUID={small_raid0.uuid}\nSERIALS='{' '.join(d.serial for d in disks)}'\n"
         f"VOLS={vols}\nPRE_MP=({' '.join(bash_quote(v) for v in pre)})\n" + GUEST
     )
-    b = record(label, boot(tmp_path / "vm", scenario, disks, files={"cases.sh": cases_sh}))
+    b = record(
+        label,
+        boot(tmp_path / "vm", scenario, disks, files={"cases.sh": cases_sh}, commands=cmds),
+    )
 
     assert b.rc == 0, b.text("scenario.stderr")[-3000:]
     # Before assembly: every system mount point refused, and no array, mount or line left.
     for i, mp in enumerate(pre):
         out = b.json_of(f"pre-{i}")
+        script_outputs.validate("assemble", json.dumps(out))
         assert b.rc_of(f"pre-{i}") == 2, (mp, b.explain(f"pre-{i}"))
         assert out["error"] == "InvalidInput" and "MountPoint" in out["message"], (mp, out)
     assert b.text("pre.after") == b.text("pre.before"), diff(

@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
-from vmlib import MIB, boot
+from vmlib import MIB, Commands, boot
 
 from conftest import ArraySet, record
 
@@ -18,12 +18,14 @@ def test_prewarm_reads_every_byte_with_fio_and_dd(
 ) -> None:
     disks = raid10_set.copies(tmp_path / "disks", rng)
     vols = ",".join(d.volume_id for d in disks)
+    cmds = Commands()
+    fast = {"RAIDSNAP_PROGRESS_SECONDS": "1"}  # the agent's own environment, passed through
     scenario = f"""
-run fio prewarm.sh SSM_VolumeIds={vols} SSM_Method=fio RAIDSNAP_PROGRESS_SECONDS=1
-run dd prewarm.sh SSM_VolumeIds={vols} SSM_Method=dd RAIDSNAP_PROGRESS_SECONDS=1
-run auto prewarm.sh SSM_VolumeIds={vols} SSM_Method=auto
+{cmds.ssm("fio", "prewarm", fast, VolumeIds=vols, Method="fio")}
+{cmds.ssm("dd", "prewarm", fast, VolumeIds=vols, Method="dd")}
+{cmds.ssm("auto", "prewarm", VolumeIds=vols)}
 """
-    b = record("prewarm fio+dd+auto", boot(tmp_path / "vm", scenario, disks))
+    b = record("prewarm fio+dd+auto", boot(tmp_path / "vm", scenario, disks, commands=cmds))
     sizes = {d.volume_id: d.path.stat().st_size for d in disks}
     assert all(s == 64 * MIB for s in sizes.values())
     for name, method in (("fio", "fio"), ("dd", "dd"), ("auto", "fio")):

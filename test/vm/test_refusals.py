@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
-from vmlib import boot, copy_disk
+from vmlib import Commands, boot, copy_disk
 
 from conftest import ArraySet, record
 
@@ -51,13 +51,23 @@ def test_assemble_refuses_and_leaves_members_untouched(
         listed = disks[:2]
     before = {d.path: d.sha256() for d in attached}
     vols = ",".join(d.volume_id for d in listed)
+    cmds = Commands()
+    assemble = cmds.ssm(
+        "assemble",
+        "assemble",
+        {"RAIDSNAP_DEVICE_WAIT_SECONDS": "3"},
+        VolumeIds=vols,
+        MdUuid=uuid,
+        MountPoint="/data",
+        ReadOnly="false",
+        Persist="true",
+    )
     scenario = f"""
-run assemble assemble.sh SSM_VolumeIds={vols} SSM_MdUuid={uuid} SSM_MdDevice=/dev/md0 \\
-  SSM_MountPoint=/data SSM_ReadOnly=false SSM_Persist=true RAIDSNAP_DEVICE_WAIT_SECONDS=3
+{assemble}
 cat /proc/mdstat >/work/mdstat
 keep /etc/fstab fstab
 """
-    b = record(f"refuse {case}", boot(tmp_path / "vm", scenario, attached))
+    b = record(f"refuse {case}", boot(tmp_path / "vm", scenario, attached, commands=cmds))
 
     assert b.rc_of("assemble") == 1, b.explain("assemble")
     out = b.json_of("assemble")

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
-from vmlib import boot
+from vmlib import Commands, boot
 
 from conftest import ArraySet, record
 
@@ -19,11 +19,16 @@ def test_release_stops_array_and_keeps_superblocks(
 ) -> None:
     disks = raid0_set.copies(tmp_path / "disks", rng)
     vols = ",".join(d.volume_id for d in disks)
-    env = (
-        f"SSM_VolumeIds={vols} SSM_MdUuid={raid0_set.uuid} SSM_MdDevice=/dev/md0 "
-        "SSM_MountPoint=/data SSM_ReadOnly=false SSM_Persist=false"
-    )
-    rel = "SSM_MdDevice=/dev/md0 SSM_MountPoint=/data"
+    cmds = Commands()
+    assemble = {
+        "VolumeIds": vols,
+        "MdUuid": raid0_set.uuid,
+        "MdDevice": "/dev/md0",
+        "MountPoint": "/data",
+        "ReadOnly": "false",
+        "Persist": "false",
+    }
+    rel = {"MdDevice": "/dev/md0", "MountPoint": "/data"}
     superblocks = " ".join(f"$(by_id {d.serial})" for d in disks)
     scenario = f"""
 sb() {{
@@ -32,27 +37,27 @@ sb() {{
     mdadm --examine --export $d | grep -E 'MD_(UUID|DEV_UUID|LEVEL|DEVICES)='
   done
 }}
-run assemble assemble.sh {env}
+{cmds.ssm("assemble", "assemble", **assemble)}
 echo hello >/data/after-restore && sync
 mkdir -p /other && mount -t tmpfs tmpfs /other
-run wrong release.sh SSM_MdDevice=/dev/md0 SSM_MountPoint=/other
+{cmds.ssm("wrong", "release", MdDevice="/dev/md0", MountPoint="/other")}
 findmnt -rn -o FSTYPE --mountpoint /other >/work/other
 sleep 1; sb >/work/sb.before
-run rel1 release.sh {rel}
+{cmds.ssm("rel1", "release", **rel)}
 sync; sb >/work/sb.after
-run rel2 release.sh {rel}
+{cmds.ssm("rel2", "release", **rel)}
 cat /proc/mdstat >/work/mdstat
 findmnt -rn --mountpoint /data >/work/data_mount || true
 
 # A member disappears (its NVMe controller is unplugged): release must still get the array off.
-run again assemble.sh {env}
+{cmds.ssm("again", "assemble", **assemble)}
 victim=$(by_id {disks[1].serial})
 echo 1 >/sys/block/${{victim#/dev/}}/device/device/remove
 sleep 1
-run rel3 release.sh {rel}
+{cmds.ssm("rel3", "release", **rel)}
 cat /proc/mdstat >/work/mdstat3
 """
-    b = record("release", boot(tmp_path / "vm", scenario, disks))
+    b = record("release", boot(tmp_path / "vm", scenario, disks, commands=cmds))
 
     assert b.rc_of("assemble") == 0, b.explain("assemble")
     assert b.rc_of("wrong") == 1 and b.json_of("wrong")["error"] == "MountPointMismatch"

@@ -12,12 +12,17 @@ import json
 import os
 import re
 import subprocess
+import tempfile
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from raidsnap.models import SYSTEM_DIRECTORIES, SYSTEM_TREES, system_directory
+from raidsnap_emulation.harness import synthesize
+from raidsnap_emulation.ssm_agent import InvalidParametersError, documents_in_template, render
 
 REPO = Path(__file__).resolve().parents[3]
 DOCS = REPO / "ssm" / "documents"
@@ -69,6 +74,16 @@ def parameters() -> list[tuple[str, str]]:
     return [(doc, p) for doc, ps in EXPECTED_PARAMETERS.items() for p in sorted(ps)]
 
 
+@cache
+def synthesized() -> dict[str, dict[str, Any]]:
+    """The documents as deployed: the Content of each AWS::SSM::Document in cdk.out."""
+    return documents_in_template(json.loads(synthesize().read_text()))
+
+
+def valid_parameters(name: str) -> dict[str, list[str]]:
+    return {p: [VALID[p]] for p in EXPECTED_PARAMETERS[name]}
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
 def test_document_shape(name: str) -> None:
     doc = load(name)
@@ -78,10 +93,54 @@ def test_document_shape(name: str) -> None:
     (step,) = doc["mainSteps"]
     assert step["action"] == "aws:runShellScript"
     assert step["precondition"] == {"StringEquals": ["platformType", "Linux"]}
-    assert step["inputs"]["interpolationType"] == "ENV_VAR"
     assert step["inputs"]["runCommand"] == [f"@include {name}.sh"]
     assert (SCRIPTS / f"{name}.sh").is_file()
     assert "{{" not in json.dumps(doc), "parameters must reach the script as environment variables"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
+def test_agent_exports_every_parameter_of_the_synthesized_document(name: str) -> None:
+    """Rendered as the SSM agent renders it, the deployed document hands the script every
+    parameter as SSM_<Name>, and the script reads no SSM_ variable it is not given."""
+    (step,) = render(synthesized()[name], valid_parameters(name))
+    assert step.parameters == {f"SSM_{p}": VALID[p] for p in EXPECTED_PARAMETERS[name]}
+    read = set(re.findall(r"\bSSM_([A-Za-z0-9]+)", step.script))
+    assert read == EXPECTED_PARAMETERS[name], f"{name}.sh reads {sorted(read)}"
+    assert step.script == script_of(name), "the script runs as written, nothing substituted"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
+def test_rendered_document_gets_past_its_parameter_checks(name: str) -> None:
+    """The deployed document, run as the agent runs it (script file, sh -c, its working
+    directory and environment): the script accepts its parameters. What stops it afterwards
+    on this machine (no md array, no such mount point, a missing tool) is not InvalidInput."""
+    (step,) = render(synthesized()[name], valid_parameters(name))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "_script.sh"
+        path.write_text(step.script)
+        path.chmod(0o700)
+        # The agent's own environment as the packaged unit gives it, plus a short device wait
+        # (the agent passes its environment through), so assemble does not wait 120 s here.
+        agent_env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+        agent_env["RAIDSNAP_DEVICE_WAIT_SECONDS"] = "0"
+        proc = subprocess.run(
+            [*step.argv[:2], str(path)],
+            cwd=step.working_directory,
+            env=step.full_environment(agent_env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert proc.returncode != 2 and out.get("error") != "InvalidInput", (out, proc.stderr[-500:])
+
+
+def test_renderer_refuses_what_the_synthesized_patterns_refuse() -> None:
+    for name, params in EXPECTED_PARAMETERS.items():
+        for param in params:
+            with pytest.raises(InvalidParametersError, match=param):
+                render(synthesized()[name], {**valid_parameters(name), param: ["$(reboot)"]})
 
 
 @pytest.mark.parametrize(("name", "param"), parameters())
@@ -203,8 +262,9 @@ def run_script(name: str, env: dict[str, str]) -> tuple[int, dict]:
 
 @pytest.mark.parametrize(("name", "param"), parameters())
 def test_script_rejects_what_the_pattern_would_have(name: str, param: str) -> None:
-    """Defence in depth: with the document's patterns bypassed, the script refuses on its own,
-    before it touches anything, including the trailing-newline form."""
+    """Defence in depth: with the document's patterns bypassed (the raw script, run with a
+    hand-made environment on purpose), the script refuses on its own, before it touches
+    anything, including the trailing-newline form that SSM's pattern search lets through."""
     base = {f"SSM_{p}": VALID[p] for p in EXPECTED_PARAMETERS[name]}
     for bad in [VALID[param] + "\n", VALID[param] + "; rm -rf /", "$(reboot)", "/data/../etc"]:
         rc, out = run_script(name, {**base, f"SSM_{param}": bad})

@@ -164,13 +164,21 @@ def test_a_drill_whose_copy_is_not_the_array_fails_after_removing_it(
             stdout=json.dumps(
                 {
                     "ok": True,
+                    "arrayName": "db1",
                     "arrays": [
                         {
                             "device": "/dev/md100",
+                            "name": "otherhost:other",
                             "uuid": "00000000:00000000:00000000:00000000",
+                            "level": "raid0",
+                            "chunkKib": 512,
+                            "metadata": "1.2",
+                            "state": "clean",
+                            "raidDevices": 0,
                             "members": [],
-                            "filesystem": {"type": "ext4"},
+                            "filesystem": {"type": "ext4", "uuid": None, "label": ""},
                             "mountPoint": "/mnt/raidsnap-drill",
+                            "matchesArrayName": False,
                         }
                     ],
                 }

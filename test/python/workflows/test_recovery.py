@@ -240,7 +240,9 @@ def test_a_launch_whose_restore_fails_is_abandoned_with_the_restore_error(
         "assemble",
         CommandOutcome(
             status="Failed",
-            stdout=json.dumps({"ok": False, "error": "AssembleFailed"}),
+            stdout=json.dumps(
+                {"ok": False, "error": "AssembleFailed", "message": "not enough to start"}
+            ),
             stderr="mdadm: /dev/md0 assembled from 2 drives - not enough to start the array.",
             exit_code=1,
             duration_seconds=3,

@@ -1,14 +1,28 @@
 # shellcheck shell=bash
 # Sourced by every scenario inside the VM.
+# The scripts as files (the injection test's raw-script path reads them); shellcheck: used by
+# the scenarios that source this file.
+# shellcheck disable=SC2034
 S=${RAIDSNAP_SCRIPTS:-/opt/raidsnap/scripts}
 
-# run NAME SCRIPT [VAR=VALUE...]: run an on-instance script the way SSM does (parameters as
-# SSM_* environment variables) and keep what an operator would see.
-run() {
-  local name=$1 script=$2
-  shift 2
-  env "$@" bash "$S/$script" >"/work/$name.stdout" 2>"/work/$name.stderr"
-  echo $? >"/work/$name.rc"
+# ssm NAME [OUT]: run the command the host rendered from the deployed document (vmlib.Commands) the
+# way the SSM agent runs aws:runShellScript: its _script.sh written at the agent's path with mode
+# 0700, started as `sh -c <path>` from the agent's working directory with exactly the agent's
+# environment (its own plus SSM_COMMAND_ID, the ENV_VAR parameters and AWS_SSM_*), in a process
+# group of its own (setsid: a session too; nothing here has a terminal). Keeps what an operator
+# would see: stdout, stderr and the exit status, in OUT.stdout/.stderr/.rc (default /work/NAME).
+ssm() {
+  local out=${2:-/work/$1} d=/work/cmd/$1 path cwd
+  local -a vars=()
+  path=$(cat "$d/path")
+  cwd=$(cat "$d/cwd")
+  mkdir -p "${path%/*}" "$cwd"
+  cp "$d/_script.sh" "$path"
+  chmod 0700 "$path"
+  mapfile -d '' -t vars <"$d/env"
+  (cd "$cwd" && exec setsid -w env -i "${vars[@]}" sh -c "$path") \
+    </dev/null >"$out.stdout" 2>"$out.stderr"
+  echo $? >"$out.rc"
 }
 
 by_id() { readlink -f "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_$1"; }
