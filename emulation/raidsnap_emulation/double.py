@@ -330,6 +330,8 @@ class AwsDouble:
         self._client_tokens: dict[str, tuple[str, Answer]] = {}
         self._attachments: dict[str, _Attachment] = {}
         self._fsr: dict[tuple[str, str], _FsrPair] = {}
+        # Snapshot -> the image (AMI) whose block device mapping uses it.
+        self._image_snapshots: dict[str, str] = {}
         self._fsr_stuck: str | None = None
         self._zones: dict[str, str] | None = None
 
@@ -343,6 +345,8 @@ class AwsDouble:
             ("ec2", "CreateSnapshots"): self._create_snapshots,
             ("ec2", "DescribeSnapshots"): self._describe_snapshots,
             ("ec2", "DeleteSnapshot"): self._delete_snapshot,
+            ("ec2", "RegisterImage"): self._register_image,
+            ("ec2", "DeregisterImage"): self._deregister_image,
             ("ec2", "CreateVolume"): self._create_volume,
             ("ec2", "DescribeVolumes"): self._describe_volumes,
             ("ec2", "AttachVolume"): self._attach_volume,
@@ -357,6 +361,7 @@ class AwsDouble:
             ("ssm", "ListCommands"): self._list_commands,
             ("ssm", "CancelCommand"): self._cancel_command,
             ("ssm", "DescribeInstanceInformation"): self._describe_instance_information,
+            ("cloudformation", "ListStackResources"): self._list_stack_resources,
         }
 
     # ------------------------------------------------------------------ installation
@@ -520,6 +525,8 @@ class AwsDouble:
             return route(params)
         handler = self._handlers.get((service, operation))
         if service not in ("ec2", "ssm"):
+            if handler is not None:
+                return handler(params)
             return self._passthrough(client, operation, params)
         with self._lock:
             if service == "ec2":
@@ -779,6 +786,14 @@ class AwsDouble:
 
     def _delete_snapshot(self, params: Params) -> Answer:
         snapshot_id = params["SnapshotId"]
+        image = self._image_snapshots.get(snapshot_id)
+        if image is not None:
+            # EC2 refuses to delete a snapshot a registered AMI uses (EBS user guide, "Delete an
+            # Amazon EBS snapshot"); the code and wording are EC2's (moto's InvalidSnapshotInUse).
+            raise AwsError(
+                "InvalidSnapshot.InUse",
+                f"The snapshot {snapshot_id} is currently in use by {image}",
+            )
         self._moto("ec2", "DeleteSnapshot", {"SnapshotId": snapshot_id})
         self._snapshots.pop(snapshot_id, None)
         now = self.clock.now()
@@ -787,6 +802,23 @@ class AwsDouble:
                 pair.disabling = pair.disabling or now
                 pair.disabled = now
         return {}
+
+    def _register_image(self, params: Params) -> Answer:
+        answer = self._moto("ec2", "RegisterImage", params)
+        for mapping in params.get("BlockDeviceMappings", []):
+            snapshot_id = (mapping.get("Ebs") or {}).get("SnapshotId")
+            if snapshot_id:
+                self._image_snapshots[snapshot_id] = str(answer["ImageId"])
+        answer.pop("ResponseMetadata", None)
+        return answer
+
+    def _deregister_image(self, params: Params) -> Answer:
+        answer = self._moto("ec2", "DeregisterImage", params)
+        image = params["ImageId"]
+        for snapshot_id in [s for s, i in self._image_snapshots.items() if i == image]:
+            del self._image_snapshots[snapshot_id]
+        answer.pop("ResponseMetadata", None)
+        return answer
 
     # ------------------------------------------------------------------ volumes
 
@@ -1193,6 +1225,15 @@ class AwsDouble:
         if token:
             answer["NextToken"] = token
         return answer
+
+    # ------------------------------------------------------------------ CloudFormation
+
+    @staticmethod
+    def _list_stack_resources(params: Params) -> Answer:
+        """The emulation deploys no CloudFormation stack (moto's CloudFormation needs packages
+        this project does not install): every stack is one that does not exist, answered as
+        CloudFormation answers it."""
+        raise AwsError("ValidationError", f"Stack with id {params['StackName']} does not exist")
 
     # ------------------------------------------------------------------ SSM
 

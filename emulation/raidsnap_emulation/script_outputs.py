@@ -24,7 +24,7 @@ DiscoverError = Literal["InvalidInput", "ToolMissing"]
 FreezeError = Literal[
     "AlreadyFrozen", "FreezeFailed", "GuardFailed", "InvalidInput", "NotMounted", "ToolMissing"
 ]
-ThawError = Literal["InvalidInput", "ThawFailed", "ToolMissing"]
+ThawError = Literal["InvalidInput", "NotOurFreeze", "ThawFailed", "ToolMissing"]
 AssembleError = Literal[
     "AssembleFailed",
     "DuplicateMember",
@@ -125,6 +125,7 @@ class FreezeResult(_Model):
     maxFreezeSeconds: int
     thawDeadline: str
     systemdTimer: str | None
+    token: str
 
 
 class ThawResult(_Model):

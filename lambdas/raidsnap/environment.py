@@ -190,3 +190,9 @@ def drill_documents() -> tuple[str, str]:
 
 def topic_arn() -> str:
     return _require("TOPIC_ARN")
+
+
+def snapshot_sets_table() -> str:
+    """The table of set manifests (what each set's snapshots are, recorded when it was taken)."""
+    return _require("SNAPSHOT_SETS_TABLE")
+

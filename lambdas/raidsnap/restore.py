@@ -184,9 +184,9 @@ def _resolve_set(request: RestoreInput) -> snapshot_sets.SnapshotSet:
                 f"array {request.array} has no complete snapshot set to restore{detail}"
             )
         return found
-    found = snapshot_sets.get_set(request.setId)
+    found = snapshot_sets.get_set(request.array, request.setId)
     if found is None or found.array != request.array:
-        where = f" (it belongs to array {found.array})" if found else ""
+        where = f" (its snapshots are tagged with array {found.array})" if found else ""
         raise SnapshotSetNotFoundError(
             f"no snapshot set {request.setId} of array {request.array}{where}; "
             'give an existing set id or "latest"'
@@ -198,22 +198,28 @@ def _resolve_set(request: RestoreInput) -> snapshot_sets.SnapshotSet:
 
 def _why_incomplete(s: snapshot_sets.SnapshotSet) -> str:
     problems = []
-    n = s.member_count
-    if n is None:
-        problems.append("its snapshots disagree on (or lack) the member count")
+    m = s.manifest
+    if m is None:
+        problems.append(
+            "raidsnap never recorded it: its snapshots carry raidsnap's tags, but no backup of "
+            "raidsnap took them (another tool copied the tags, or someone set them)"
+        )
     else:
-        have = {m.index for m in s.members}
-        missing = [i for i in range(n) if i not in have]
-        if missing:
-            problems.append(f"members {missing} of {n} have no snapshot")
-        if len(s.members) > n:
-            problems.append(f"{len(s.members)} snapshots for {n} members")
-    for m in s.members:
-        if m.state != "completed":
-            problems.append(f"snapshot {m.snapshot_id} (member {m.index}) is {m.state}")
+        if m.degraded:
+            problems.append(
+                f"the array was degraded when it was taken (slots {list(m.missing_slots)} "
+                "had no working member)"
+            )
+        if m.status != "taken":
+            problems.append("its backup never finished recording it")
+        if s.missing:
+            problems.append(f"members {s.missing} of {m.member_count} have no snapshot")
+        for x in s.members:
+            if x.state != "completed":
+                problems.append(f"snapshot {x.snapshot_id} (member {x.index}) is {x.state}")
     return (
         f"set {s.set_id} of {s.array} is incomplete and is never restored: "
-        + "; ".join(problems)
+        + "; ".join(problems or ["it is not complete"])
         + '. Restore another set, or "latest"'
     )
 

@@ -12,11 +12,12 @@ import { Documents } from './documents';
 import { stackKey } from './encryption';
 import { FunctionFactory, FunctionSpec } from './functions';
 import { RestorePermissions } from './permissions';
+import { SnapshotSets } from './snapshot-sets';
 import { Workflow } from './workflow';
 
 /** A resource ARN as cdk-nag prints it in a finding id: pseudo-parameter tokens become
  * `<AWS::...>`, values known at synth stay as they are. */
-function nagPattern(resource: string): string {
+export function nagPattern(resource: string): string {
   return resource
     .replace(/\$\{Token\[AWS\.Partition\.\d+\]\}/, '<AWS::Partition>')
     .replace(/\$\{Token\[AWS\.Region\.\d+\]\}/, '<AWS::Region>')
@@ -80,6 +81,8 @@ export interface RestoreWorkflowProps {
   readonly lock: RestoreLock;
   /** The shared CommandPoll function (made by the backup workflow). */
   readonly commandPoll: lambda.IFunction;
+  /** The sets' manifests: a restore reads which snapshots make a set. */
+  readonly sets: SnapshotSets;
 }
 
 // The restore reaches its lock table, documents and functions for 3 days at most: a prewarm of
@@ -114,6 +117,7 @@ export class RestoreWorkflow extends Construct {
         statements: [
           p.describe('ec2:DescribeInstances', 'ec2:DescribeSnapshots', 'ssm:DescribeInstanceInformation'),
           ...lock.statements('GetItem', 'PutItem'),
+          ...props.sets.statements('GetItem', 'Query'),
           p.describeExecutions(this.stateMachineName),
         ],
       },
