@@ -11,6 +11,7 @@ import { notifyAlarms, Recovery } from './constructs/recovery';
 import { RestoreLock, RestoreWorkflow } from './constructs/restore-workflow';
 import { Schedules } from './constructs/schedules';
 import { SnapshotSets } from './constructs/snapshot-sets';
+import { Sweeper } from './constructs/sweeper';
 
 export interface RaidsnapStackProps extends StackProps {
   readonly config: RaidsnapConfig;
@@ -25,6 +26,7 @@ export class RaidsnapStack extends Stack {
   readonly recovery: Recovery;
   readonly restore: RestoreWorkflow;
   readonly schedules: Schedules;
+  readonly sweeper: Sweeper;
 
   constructor(scope: Construct, id: string, props: RaidsnapStackProps) {
     super(scope, id, props);
@@ -55,6 +57,9 @@ export class RaidsnapStack extends Stack {
         backup: this.backup.stateMachine, restore: this.restore.stateMachine,
         recovery: this.recovery.stateMachine, drill: this.drills.stateMachine,
       },
+    });
+    this.sweeper = new Sweeper(this, 'Sweeper', {
+      factory, restore: this.restore, lock: restoreLock, notifier: this.monitoring,
     });
     this.drills.notifyTo(this.monitoring.topic, stackKey(this));
     notifyAlarms(this.recovery, this.monitoring);

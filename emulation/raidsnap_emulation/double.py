@@ -330,6 +330,8 @@ class AwsDouble:
         self._client_tokens: dict[str, tuple[str, Answer]] = {}
         self._attachments: dict[str, _Attachment] = {}
         self._fsr: dict[tuple[str, str], _FsrPair] = {}
+        # Every enablement ever made, for what FSR cost (a pair enabled again is a new one).
+        self._fsr_history: list[_FsrPair] = []
         # Snapshot -> the image (AMI) whose block device mapping uses it.
         self._image_snapshots: dict[str, str] = {}
         self._fsr_stuck: str | None = None
@@ -480,6 +482,30 @@ class AwsDouble:
                 for c in self.calls
                 if c.service == service and c.applied and c.operation.startswith(_MUTATING_PREFIXES)
             ]
+
+    def fsr_pair_hours(self) -> float:
+        """Hours of FSR billed so far, summed over every enablement of every (snapshot, zone)
+        pair: from enabling until it was disabled, or until now while still on (EBS pricing:
+        per DSU-hour, billed per minute with a one-hour minimum, left to the reader)."""
+        now = self.clock.now()
+        with self._lock:
+            return (
+                sum(
+                    ((min(p.disabling, now) if p.disabling else now) - p.enabling).total_seconds()
+                    for p in self._fsr_history
+                )
+                / 3600
+            )
+
+    def fsr_active(self) -> list[tuple[str, str]]:
+        """Pairs that are on (and billed) now."""
+        now = self.clock.now()
+        with self._lock:
+            return sorted(
+                key
+                for key, pair in self._fsr.items()
+                if self._fsr_state(pair, now) in ("enabling", "optimizing", "enabled")
+            )
 
     def snapshot_state(self, snapshot_id: str) -> str:
         with self._lock:
@@ -1181,6 +1207,7 @@ class AwsDouble:
                     enabled=optimizing + timedelta(seconds=optimise_for),
                 )
                 self._fsr[(snapshot_id, zone)] = pair
+                self._fsr_history.append(pair)
             successful.append(self._fsr_item(pair, now))
         return {"Successful": successful, "Unsuccessful": failures}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from raidsnap import clients
 
@@ -21,6 +22,16 @@ _ACTIVE = ("enabling", "optimizing", "enabled")
 class PairState:
     snapshot_id: str
     state: str
+    enabling_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Enabled:
+    """EC2's answer to EnableFastSnapshotRestores: refusals as readable lines, and the
+    EnablingTime of each pair it accepted (snapshot id -> ISO time)."""
+
+    problems: list[str]
+    enabling_times: dict[str, str]
 
 
 def pair_key(snapshot_id: str, zone: str) -> str:
@@ -46,19 +57,29 @@ def states(snapshot_ids: Iterable[str], zone: str) -> dict[str, PairState]:
     for page in pages:
         for item in page.get("FastSnapshotRestores", []):
             sid = item.get("SnapshotId", "")
-            out[sid] = PairState(snapshot_id=sid, state=str(item.get("State", "")))
+            when = item.get("EnablingTime")
+            out[sid] = PairState(
+                snapshot_id=sid,
+                state=str(item.get("State", "")),
+                enabling_time=when if isinstance(when, datetime) else None,
+            )
     return out
 
 
 def already_active(snapshot_ids: Iterable[str], zone: str) -> set[str]:
-    """Snapshots whose FSR in the zone was enabled before us: never ours to disable."""
-    return {sid for sid, pair in states(snapshot_ids, zone).items() if pair.state in _ACTIVE}
+    """Snapshots whose FSR in the zone is on (enabling, optimizing or enabled) right now."""
+    return {sid for sid, pair in states(snapshot_ids, zone).items() if active(pair.state)}
 
 
-def enable(snapshot_ids: list[str], zone: str) -> list[str]:
-    """Enable FSR; returns EC2's refusals as readable lines (a limit, a snapshot not ours)."""
+def active(state: str) -> bool:
+    """Billed: FSR costs from enabling until it is disabled."""
+    return state in _ACTIVE
+
+
+def enable(snapshot_ids: list[str], zone: str) -> Enabled:
+    """Enable FSR; EC2's refusals (a limit, a snapshot not ours) come back as readable lines."""
     if not snapshot_ids:
-        return []
+        return Enabled([], {})
     answer = clients.ec2().enable_fast_snapshot_restores(
         AvailabilityZones=[zone], SourceSnapshotIds=snapshot_ids
     )
@@ -69,7 +90,12 @@ def enable(snapshot_ids: list[str], zone: str) -> list[str]:
             problems.append(
                 f"{item.get('SnapshotId')}: {detail.get('Code')}: {detail.get('Message')}"
             )
-    return problems
+    times = {
+        str(item["SnapshotId"]): item["EnablingTime"].isoformat()
+        for item in answer.get("Successful", [])
+        if isinstance(item.get("EnablingTime"), datetime)
+    }
+    return Enabled(problems, times)
 
 
 def disable(snapshot_ids: list[str], zone: str) -> None:

@@ -332,18 +332,17 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
     ids = [m["snapshotId"] for m in state["members"]]
     arn = state["execution"]["id"]
     if f["status"] == "start":
-        holder = lock.current(settings.lock_table, state["array"])
-        recorded = {
-            p.split("@")[0]
-            for p in (holder.fsr_pairs if holder and holder.execution_arn == arn else ())
-            if p.endswith(f"@{zone}")
-        }
-        before = fsr.already_active(ids, zone) - recorded
+        before, adopted = _fsr_owners(settings.lock_table, arn, ids, zone)
         ours = [i for i in ids if i not in before]
-        lock.record_fsr(
+        lock.claim_fsr(
             settings.lock_table, state["array"], arn, [fsr.pair_key(i, zone) for i in ours]
         )
-        problems = fsr.enable(ours, zone)
+        enabled = fsr.enable(ours, zone)
+        lock.record_fsr_enabled(
+            settings.lock_table,
+            arn,
+            {fsr.pair_key(sid, zone): when for sid, when in enabled.enabling_times.items()},
+        )
         f = {
             "status": "pending",
             "ours": ours,
@@ -353,13 +352,18 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
             "disabled": False,
         }
         state["fsr"] = f
-        if problems:
-            return _fsr_fallback(state, "EC2 refused to enable FSR: " + "; ".join(problems))
+        if enabled.problems:
+            return _fsr_fallback(state, "EC2 refused to enable FSR: " + "; ".join(enabled.problems))
         f["waitSeconds"] = _fsr_wait(state, {}, f)
         if before:
             state["notes"].append(
                 f"FSR was already enabled in {zone} for {len(before)} snapshots; "
                 "the restore leaves it enabled"
+            )
+        if adopted:
+            state["notes"].append(
+                f"FSR that ended runs left enabled in {zone} for {len(adopted)} snapshots is now "
+                "this restore's, and is disabled with its own"
             )
         return state
 
@@ -385,6 +389,26 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
         return _fsr_fallback(state, f"FSR was not usable after {limit} s ({summary})")
     f["waitSeconds"] = min(_fsr_wait(state, current, f), max(1, limit - f["waitedSeconds"]))
     return state
+
+
+def _fsr_owners(table: str, arn: str, ids: list[str], zone: str) -> tuple[set[str], set[str]]:
+    """Of the snapshots whose FSR is on in the zone already: those someone else keeps on (an
+    operator, another tool, a restore still running), which this run leaves alone; and those
+    that restores which have ended left on, which this run takes as its own and disables with
+    its own. Pairs this run claimed itself (a retried step) are simply its own."""
+    claims = lock.fsr_claims(table)
+    before: set[str] = set()
+    adopted: set[str] = set()
+    for sid in sorted(fsr.already_active(ids, zone)):
+        pair = fsr.pair_key(sid, zone)
+        owners = {c.execution_arn for c in claims if pair in c.pairs}
+        if arn in owners:
+            continue
+        if owners and not any(lock.running(o) for o in sorted(owners)):
+            adopted.add(sid)
+        else:
+            before.add(sid)
+    return before, adopted
 
 
 def _fsr_wait(state: State, current: dict[str, str], f: dict[str, Any]) -> int:
@@ -730,9 +754,9 @@ def cleanup(state: State, settings: RestoreSettings) -> dict[str, Any]:
     # which has the pairs even when the step that enabled them lost EC2's answer.
     if array and zone and not c.get("fsrDone") and not (state.get("fsr") or {}).get("disabled"):
         ours = set((state.get("fsr") or {}).get("ours") or [])
-        holder = lock.current(settings.lock_table, array)
-        if holder is not None and holder.execution_arn == arn:
-            ours |= {p.split("@")[0] for p in holder.fsr_pairs if p.endswith(f"@{zone}")}
+        claim = lock.fsr_claim(settings.lock_table, arn)
+        if claim is not None:
+            ours |= {p.split("@")[0] for p in claim.pairs if p.endswith(f"@{zone}")}
         if ours:
             fsr.disable(sorted(ours), zone)
             c["fsrDisabled"] = sorted(ours)

@@ -127,7 +127,9 @@ export class RestoreWorkflow extends Construct {
         statements: [
           p.describe('ec2:DescribeFastSnapshotRestores'),
           p.fastSnapshotRestores('ec2:EnableFastSnapshotRestores', 'ec2:DisableFastSnapshotRestores'),
-          ...lock.statements('GetItem', 'UpdateItem'),
+          // Its own FSR claim, and the others' (is FSR that is on already someone else's?).
+          ...lock.statements('UpdateItem', 'Scan'),
+          p.describeExecutions(this.stateMachineName),
         ],
       },
       {
@@ -188,12 +190,12 @@ export class RestoreWorkflow extends Construct {
           p.describe('ec2:DescribeVolumes'),
           ...p.manageRestoredVolumes('ec2:DeleteVolume'),
           p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
-          ...lock.statements('GetItem', 'DeleteItem'),
+          ...lock.statements('GetItem', 'DeleteItem', 'Scan'),
         ],
       },
     ];
     this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment })));
-    for (const id of ['RestorePrepare']) {
+    for (const id of ['RestorePrepare', 'RestoreFsr']) {
       const policy = this.functions[id].role?.node.tryFindChild('DefaultPolicy');
       if (policy) {
         acknowledge(
