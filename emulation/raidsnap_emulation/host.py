@@ -321,7 +321,10 @@ class Hosts:
                     "metadata": "1.2",
                     "state": "clean",
                     "raidDevices": len(md.members),
-                    "degraded": len(md.faulty | md.removed),
+                    # md has no degraded count for RAID 0 (it cannot run degraded).
+                    "degraded": None
+                    if sb is None or sb.level == "raid0"
+                    else len(md.faulty | md.removed),
                     "members": [
                         {
                             "device": devices.get(vid, ""),
@@ -335,7 +338,7 @@ class Hosts:
                     ]
                     + [
                         {
-                            "device": devices.get(vid),
+                            "device": devices.get(vid, ""),
                             "serial": _serial(vid),
                             "volumeId": vid,
                             "slot": None,

@@ -83,7 +83,9 @@ class DiscoveredMember(_Model):
     device: str
     serial: str | None
     volumeId: str | None
+    # The RaidDevice number of an in-sync member; null for a spare, a faulty or rebuilding one.
     slot: Slot
+    state: str | None
 
 
 class DiscoveredFilesystem(_Model):
@@ -101,6 +103,8 @@ class DiscoveredArray(_Model):
     metadata: str | None
     state: str | None
     raidDevices: int | None
+    # Devices missing from a redundant array (md's "degraded"); null for RAID 0.
+    degraded: int | None
     members: list[DiscoveredMember]
     filesystem: DiscoveredFilesystem | None
     mountPoint: str | None
