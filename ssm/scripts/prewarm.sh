@@ -255,22 +255,33 @@ run_fio() {
   return "$rc"
 }
 
+# The dd readers in the order they start: the first range of every member, then the second...
+# so that every member is being read as early as possible (each has its own cap).
+plan=()
+if [[ $method == dd ]]; then
+  for i in "${!devices[@]}"; do
+    k=0
+    while read -r skip count; do
+      plan+=("$k $i $skip $count")
+      k=$((k + 1))
+    done < <(ranges "$i")
+  done
+  mapfile -t plan < <(printf '%s\n' "${plan[@]}" | sort -n -k1,1 -k2,2)
+fi
+
 say "prewarming ${#devices[@]} device(s), $((total / 1048576)) MiB, with $method"
 start=$(date +%s.%N)
 if [[ $method == fio ]]; then
   run_fio &
   pids+=($!) labels+=("fio") logs+=("$work/fio.out")
 else
-  for i in "${!devices[@]}"; do
-    k=0
-    while read -r skip count; do
-      args=(if="${devices[i]}" of=/dev/null bs="$range_bytes" iflag=direct skip="$skip")
-      [[ $count == - ]] || args+=(count="$count")
-      dd "${args[@]}" 2>"$work/dd.$i.$k" &
-      pids+=($!) logs+=("$work/dd.$i.$k")
-      labels+=("dd of ${devices[i]} from byte $((skip * range_bytes))")
-      k=$((k + 1))
-    done < <(ranges "$i")
+  for p in "${plan[@]}"; do
+    read -r k i skip count <<<"$p"
+    args=(if="${devices[i]}" of=/dev/null bs="$range_bytes" iflag=direct skip="$skip")
+    [[ $count == - ]] || args+=(count="$count")
+    dd "${args[@]}" 2>"$work/dd.$i.$k" &
+    pids+=($!) logs+=("$work/dd.$i.$k")
+    labels+=("dd of ${devices[i]} from byte $((skip * range_bytes))")
   done
 fi
 
