@@ -2,7 +2,7 @@
 # Benchmark (not a test): how close does prewarm get to the throughput ceiling of the members,
 # and how much faster is it than the runbooks' buffered `dd if=/dev/md0 bs=1M`?
 #
-#   bench/prewarm.sh [DISKS=3] [SIZE_MIB=512] [SCALE=5] [LATENCY_MS=35] [INSTANCE_MIBPS=400]
+#   bench/prewarm.sh [DISKS=3] [SIZE_MIB=640] [SCALE=5] [LATENCY_MS=35] [INSTANCE_MIBPS=400]
 #
 # One boot of the test VM, a RAID 0 (512 KiB chunks) over DISKS members, then every reader
 # (prewarm with Method=fio, dd and auto, and the buffered dd of /dev/md0) on cold volumes in two
@@ -43,13 +43,14 @@
 # readahead in flight, which md sets to two full stripes (3 MiB for 3 x 512 KiB chunks; printed
 # below), so it reaches about a third of the sum of the members' caps.
 #
-# Sizes: under emulation a reader takes 1-1.5 s to get going (fio's start, some 20 ms on an
-# instance; a dozen dd processes), so the members must take well over 10 s to read at the ceiling
-# for that not to dominate: 3 x 512 MiB at 75 MiB/s is about 20 s per reader. A run takes about
-# 4 minutes.
+# Sizes: under emulation a reader takes 1-1.5 s to get going (fio's start: the emulator
+# translating fio's code as it first runs, where an instance takes some 20 ms; a dozen dd
+# processes), so the members must take well over 10 s to read at the ceiling for that not to
+# dominate: 3 x 640 MiB at 75 MiB/s is about 26 s per reader. A run takes about 5 minutes; the
+# machine's other load shows in the figures (a starved emulator completes I/O late).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-disks=${1:-3} size_mib=${2:-512} scale=${3:-5} latency_ms=${4:-35} instance_mibps=${5:-400}
+disks=${1:-3} size_mib=${2:-640} scale=${3:-5} latency_ms=${4:-35} instance_mibps=${5:-400}
 for v in "$disks" "$size_mib" "$scale" "$latency_ms" "$instance_mibps"; do
   [[ $v =~ ^[0-9]+$ ]] || { echo "usage: bench/prewarm.sh [DISKS] [SIZE_MIB] [SCALE] [LATENCY_MS] [INSTANCE_MIBPS]" >&2; exit 2; }
 done
