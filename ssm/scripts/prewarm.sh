@@ -239,18 +239,25 @@ fio_args() {
   fi
 }
 
+# fio runs as a child of this function's own process, which passes a TERM on to it.
 run_fio() {
+  local fpid="" rc=0
+  trap '[[ -z $fpid ]] || kill "$fpid" 2>/dev/null; exit 143' TERM
   fio_args libaio
   echo libaio >"$work/engine"
-  fio "${args[@]}" >"$work/fio.out" 2>&1 && return 0
-  local rc=$?
+  fio "${args[@]}" >"$work/fio.out" 2>&1 &
+  fpid=$!
+  wait "$fpid" || rc=$?
+  ((rc != 0)) || return 0
   # Some builds of fio lack libaio: fio says so before reading anything; read with psync then.
   if grep -q 'failed to load engine' "$work/fio.out" && grep -q 'libaio' "$work/fio.out"; then
     say "fio cannot load libaio; reading with psync, $readers jobs per member"
     echo psync >"$work/engine"
     fio_args psync
-    fio "${args[@]}" >"$work/fio.out" 2>&1 && return 0
-    rc=$?
+    fio "${args[@]}" >"$work/fio.out" 2>&1 &
+    fpid=$!
+    rc=0
+    wait "$fpid" || rc=$?
   fi
   return "$rc"
 }

@@ -150,9 +150,12 @@ def test_each_method_reads_every_byte_of_every_member_exactly_once(
         assert "progress:" in b.text(f"{name}.stderr"), name
 
 
-def test_a_failed_read_is_reported_as_prewarm_failed(tmp_path: Path, rng: random.Random) -> None:
+def test_a_failed_or_stopped_prewarm_reports_and_leaves_nothing_running(
+    tmp_path: Path, rng: random.Random
+) -> None:
     """GIVEN a member with a block that cannot be read, WHEN either method prewarms, THEN the
-    run fails with PrewarmFailed, naming the device and the reader's error, in its last line.
+    run fails with PrewarmFailed, naming the device and the reader's error, in its last line;
+    and a prewarm stopped with TERM leaves no reader and no work directory behind.
     (The model answers EIO; QEMU's NVMe reports that as an unrecovered read error, which the
     kernel returns as ENODATA, "No data available".)"""
     disks = model_disks(tmp_path / "disks", rng, [16 * MIB, 16 * MIB])
@@ -165,6 +168,22 @@ run fio prewarm.sh SSM_VolumeIds={vols} SSM_Method=fio
 new_epoch fio 0 d1:21
 run dd prewarm.sh SSM_VolumeIds={vols} SSM_Method=dd
 new_epoch dd 0
+# Stopped while it reads (every first read now waits 5 s): nothing of it may keep running.
+for m in fio dd; do
+  new_epoch "before-stop-$m" 5000
+  SSM_VolumeIds={vols} SSM_Method=$m bash "$S/prewarm.sh" >/work/stopped-$m.stdout 2>&1 &
+  pid=$!
+  # Stop it once its readers run (their first reads take 5 s).
+  for _ in $(seq 1 150); do pgrep -x "$m" >/work/running-$m && break; sleep 0.2; done
+  kill -TERM "$pid"
+  wait "$pid"
+  echo $? >/work/stopped-$m.rc
+  # In-flight reads finish before a reader can exit: give them up to 10 s.
+  for _ in $(seq 1 50); do pgrep -x "$m" >/dev/null || break; sleep 0.2; done
+  pgrep -x "$m" >/work/left-$m || true
+  ls -d /tmp/raidsnap-prewarm.* >>/work/left-$m 2>/dev/null || true
+done
+new_epoch stopped 0
 """
     b = record("prewarm: a read fails", model_boot(tmp_path / "vm", scenario, disks, 0))
     bad = b.text("bad-device").strip()
@@ -178,6 +197,10 @@ new_epoch dd 0
         assert any(r in out["message"] for r in reason), out["message"]
         # The healthy member was read in full all the same.
         assert stats_of(b, name)["d0"]["bytesRead"] == 16 * MIB
+    for m in ("fio", "dd"):
+        assert b.text(f"running-{m}").split(), f"{m} was not reading when it was stopped"
+        assert b.text(f"stopped-{m}.rc").strip() == "143"
+        assert b.text(f"left-{m}") == "", f"left behind by a stopped {m} prewarm"
 
 
 def test_first_read_model_delays_only_blocks_not_read_before(
