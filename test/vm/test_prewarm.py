@@ -184,10 +184,11 @@ for m in fio dd; do
   ssm_start "stopped-$m"
   # Stop it once its readers run (their first reads take 5 s): TERM to the script itself.
   for _ in $(seq 1 150); do pgrep -x "$m" >/work/running-$m && break; sleep 0.2; done
-  pid=$(pgrep -f "^bash $(cat "/work/cmd/stopped-$m/path")")
+  # The group leader is the script itself (sh -c runs its one command in place).
+  pid=$(cat "/work/stopped-$m.pgid")
   kill -TERM "$pid"
-  wait "$(cat "/work/stopped-$m.pgid")"
-  echo $? >/work/stopped-$m.rc
+  wait "$pid"
+  echo $? >/work/stopped-$m.exit  # (no .rc: a killed run prints no last line to check)
   # In-flight reads finish before a reader can exit: give them up to 10 s.
   for _ in $(seq 1 50); do pgrep -x "$m" >/dev/null || break; sleep 0.2; done
   pgrep -x "$m" >/work/left-$m || true
@@ -209,7 +210,7 @@ new_epoch stopped 0
         assert stats_of(b, name)["d0"]["bytesRead"] == 16 * MIB
     for m in ("fio", "dd"):
         assert b.text(f"running-{m}").split(), f"{m} was not reading when it was stopped"
-        assert b.text(f"stopped-{m}.rc").strip() == "143"
+        assert b.text(f"stopped-{m}.exit").strip() == "143"
         assert b.text(f"left-{m}") == "", f"left behind by a stopped {m} prewarm"
 
 
