@@ -214,7 +214,7 @@ def go_regexp(pattern: str) -> re.Pattern[str]:
             i += 2
             continue
         if in_class:
-            in_class = c != "]" or (out and out[-1] in ("[", "[^"))
+            in_class = c != "]" or (bool(out) and out[-1] in ("[", "[^"))
             out.append(c)
         elif c == "[":
             in_class = True
