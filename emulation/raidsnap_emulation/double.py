@@ -354,6 +354,7 @@ class AwsDouble:
             ("ec2", "AttachVolume"): self._attach_volume,
             ("ec2", "DetachVolume"): self._detach_volume,
             ("ec2", "DeleteVolume"): self._delete_volume,
+            ("ec2", "DeleteTags"): self._delete_tags,
             ("ec2", "EnableFastSnapshotRestores"): self._enable_fsr,
             ("ec2", "DisableFastSnapshotRestores"): self._disable_fsr,
             ("ec2", "DescribeFastSnapshotRestores"): self._describe_fsr,
@@ -1089,6 +1090,25 @@ class AwsDouble:
             "State": "detaching",
             "AttachTime": attached.get("AttachTime", now),
         }
+
+    def _delete_tags(self, params: Params) -> Answer:
+        """DeleteTags without Tags deletes every user-defined tag of the resources (DeleteTags API
+        reference, Tag.N: "If you omit this parameter, we delete all user-defined tags for the
+        specified resources"); moto deletes none. With Tags it is moto's."""
+        if params.get("Tags"):
+            return self._moto("ec2", "DeleteTags", params)
+        resources = list(params.get("Resources") or [])
+        found = self._moto(
+            "ec2", "DescribeTags", {"Filters": [{"Name": "resource-id", "Values": resources}]}
+        )["Tags"]
+        keys = sorted({t["Key"] for t in found if not t["Key"].startswith("aws:")})
+        if keys:
+            self._moto(
+                "ec2",
+                "DeleteTags",
+                {"Resources": resources, "Tags": [{"Key": k} for k in keys]},
+            )
+        return {}
 
     def _delete_volume(self, params: Params) -> Answer:
         volume_id = params["VolumeId"]

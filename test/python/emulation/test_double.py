@@ -835,3 +835,19 @@ def test_the_executors_aws_sdk_integrations_go_through_the_double(
     assert attempts == ["RequestLimitExceeded", None]
     pending = ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"]
     assert [s["State"] for s in pending] == ["pending"]
+
+
+def test_delete_tags_without_tags_deletes_every_user_defined_tag(
+    ec2: EC2Client, host: Host
+) -> None:
+    # DeleteTags API reference, Tag.N: "If you omit this parameter, we delete all user-defined
+    # tags for the specified resources." moto alone deletes none.
+    ec2.create_tags(
+        Resources=[host.instance_id],
+        Tags=[{"Key": "CostCenter", "Value": "42"}, {"Key": "raidsnap:array", "Value": "db1"}],
+    )
+
+    ec2.delete_tags(Resources=[host.instance_id])
+
+    left = ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": [host.instance_id]}])
+    assert left["Tags"] == []
