@@ -52,9 +52,15 @@ CommandStatus = Literal["Success", "Failed", "TimedOut", "Cancelled"]
 SNAPSHOT_PER_VOLUME_INTERVAL_SECONDS = 15.0
 """EC2 refuses a second snapshot of one volume started within this many seconds."""
 
+# GetCommandInvocation returns the first 24,000 characters of stdout and the first 8,000 of
+# stderr (SSM API reference, GetCommandInvocation StandardOutputContent/StandardErrorContent).
+# The agent keeps a prefix and ends it with a marker (agent/plugins/pluginutil StringPrefix,
+# suffix "--output truncated--" from agent/framework/processor/executer/iohandler), counting
+# bytes as Go does.
 STDOUT_LIMIT = 24000
 STDERR_LIMIT = 8000
 PLUGIN_OUTPUT_LIMIT = 2500
+TRUNCATED_SUFFIX = "--output truncated--"
 
 _MUTATING_PREFIXES = (
     "Create",
@@ -230,7 +236,13 @@ def _iso(when: datetime) -> str:
 
 
 def _truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit]
+    """The agent's StringPrefix: under the limit (in bytes) the text is whole; otherwise its
+    first limit bytes, the last of them given to the truncation marker."""
+    data = text.encode()
+    if len(data) < limit:
+        return text
+    keep = data[: limit - len(TRUNCATED_SUFFIX)]
+    return keep.decode(errors="ignore") + TRUNCATED_SUFFIX
 
 
 def _page(items: list[Any], params: Params, default_size: int = 1000) -> tuple[list[Any], str]:

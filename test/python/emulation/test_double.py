@@ -617,6 +617,9 @@ def test_command_is_in_progress_for_its_duration_then_reports_the_responders_out
     assert (done["Status"], done["StatusDetails"], done["ResponseCode"]) == ("Failed", "Failed", 2)
     assert len(done["StandardOutputContent"]) == 24000
     assert len(done["StandardErrorContent"]) == 8000
+    # A prefix, as the agent keeps it: the start of what was written, then the agent's marker.
+    assert done["StandardErrorContent"].startswith("mdadm: no array\nmdadm: no array\n")
+    assert done["StandardErrorContent"].endswith("mdadm: no ar--output truncated--")
     listed = ssm.list_command_invocations(CommandId=sent["CommandId"], Details=True)
     plugin = listed["CommandInvocations"][0]["CommandPlugins"][0]
     assert (plugin["Name"], plugin["Status"], len(plugin["Output"])) == ("assemble", "Failed", 2500)
