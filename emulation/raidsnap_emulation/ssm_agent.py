@@ -228,6 +228,37 @@ def go_regexp(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out), re.ASCII)
 
 
+MIN_STEP_TIMEOUT_SECONDS = 5
+MAX_STEP_TIMEOUT_SECONDS = 172800
+
+
+def execution_timeout(raw: object, values: Mapping[str, str]) -> int:
+    """The seconds the agent lets a step run before it stops it (ExecutionTimedOut).
+
+    As agent/plugins/pluginutil ValidateExecutionTimeout reads ``inputs.timeoutSeconds`` once
+    parameters are substituted: an integer, or a string holding an integer (a float is cut to
+    its integer part); anything else, or a value outside 5..172,800, is the default 3,600."""
+    value = _substitute(raw, values) if isinstance(raw, str) else raw
+    number: int | None = None
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, float):
+        number = int(value)
+    elif isinstance(value, str):
+        try:
+            number = int(value)
+        except ValueError:
+            try:
+                number = int(float(value))
+            except ValueError:
+                number = None
+    if number is None or not MIN_STEP_TIMEOUT_SECONDS <= number <= MAX_STEP_TIMEOUT_SECONDS:
+        return DEFAULT_STEP_TIMEOUT_SECONDS
+    return number
+
+
 def _substitute(text: str, values: Mapping[str, str]) -> str:
     """Every ``{{ Name }}`` of a declared parameter, in one pass, left to right (a value that
     itself looks like ``{{ Other }}`` is not expanded again), as ReplaceParameter does."""
@@ -285,7 +316,7 @@ def render(
         if isinstance(lines, str):
             lines = [lines]
         script = "\n".join(_substitute(str(line), values) for line in lines) + "\n"
-        timeout = inputs.get("timeoutSeconds", DEFAULT_STEP_TIMEOUT_SECONDS)
+        timeout = execution_timeout(inputs.get("timeoutSeconds"), values)
         name = str(step.get("name", "aws:runShellScript"))
         root = ORCHESTRATION_ROOT.format(instance=instance_id)
         path = f"{root}/{command_id}/{name}/{SCRIPT_NAME}"
@@ -305,7 +336,7 @@ def render(
                 argv=("sh", "-c", path),
                 working_directory=AGENT_WORKING_DIRECTORY,
                 environment=environment,
-                timeout_seconds=int(timeout),
+                timeout_seconds=timeout,
                 parameters=dict(exported),
             )
         )

@@ -74,6 +74,10 @@ def refused(emu: Emulation, payload: Any) -> tuple[str | None, str]:
         ({"array": "db1", "volumeType": "gp3", "iops": 2999}, "iops"),
         ({"array": "db1", "volumeType": "gp3", "iops": 80001}, "iops"),
         ({"array": "db1", "volumeType": "io1", "iops": 64001}, "iops"),
+        # In range, but more than the members' size takes (32 GiB: gp3 16,000; io1 1,600)
+        ({"array": "db1", "volumeType": "gp3", "iops": 20000}, "iops"),
+        ({"array": "db1", "volumeType": "io1", "iops": 2000}, "iops"),
+        ({"array": "db1", "iops": 4000, "throughput": 1500}, "throughput"),
         ({"array": "db1", "volumeType": "gp2", "iops": 3000}, "iops"),
         ({"array": "db1", "volumeType": "st1", "iops": 3000}, "iops"),
         ({"array": "db1", "iops": "3000"}, "iops"),
