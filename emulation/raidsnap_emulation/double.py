@@ -433,8 +433,14 @@ class AwsDouble:
             self._failing_snapshot_volumes.discard(volume_id)
 
     def fail_volumes(self, snapshot_id: str) -> None:
+        """Volumes created from this snapshot from now on end in error."""
         with self._lock:
             self._failing_volume_snapshots.add(snapshot_id)
+
+    def heal_volumes(self, snapshot_id: str) -> None:
+        """Volumes created from this snapshot from now on become available again."""
+        with self._lock:
+            self._failing_volume_snapshots.discard(snapshot_id)
 
     def stick_fsr(self, state: str = "enabling") -> None:
         if state not in (*_FSR_ORDER, "disabling"):
