@@ -14,7 +14,6 @@ from raidsnap_emulation.world import (
     backed_up,
     launch_instance,
     make_array,
-    make_old_set,
     sets_of,
     tags_of,
 )
@@ -202,11 +201,16 @@ def metric_values(printed: str, name: str) -> list[float]:
 def test_a_snapshot_retention_cannot_delete_does_not_fail_the_backup(
     emu: Emulation, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # GIVEN seven complete sets, and an AMI registered from a snapshot of the oldest
+    # GIVEN seven complete sets taken by backups, and an AMI registered from a snapshot of the
+    # oldest
     fx = make_array(emu.hosts, "db1", 3)
-    oldest = make_old_set(emu.hosts, fx, "db1-a-oldest")
-    for name in "bcdefg":
-        make_old_set(emu.hosts, fx, f"db1-{name}")
+    oldest_set = backed_up(emu.hosts, emu.run, fx)
+    for _ in range(6):
+        emu.clock.advance(BACKUP_EVERY)
+        backed_up(emu.hosts, emu.run, fx)
+    by_index = {tags_of(s)["raidsnap:member-index"]: s for s in sets_of("db1")[oldest_set]}
+    oldest = [str(by_index[i]["SnapshotId"]) for i in sorted(by_index)]
+    emu.clock.advance(BACKUP_EVERY)
     ec2 = boto3.client("ec2")
     image = ec2.register_image(
         Name="golden-db1",
@@ -222,14 +226,14 @@ def test_a_snapshot_retention_cannot_delete_does_not_fail_the_backup(
     # not be deleted and why
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     retention = run.output["retention"]
-    assert retention["deletedSets"] == ["db1-a-oldest"]
+    assert retention["deletedSets"] == [oldest_set]
     assert retention["deletedSnapshots"] == 2
     (held,) = retention["notDeleted"]
     assert held["snapshotId"] == oldest[0]
     assert held["code"] == "InvalidSnapshot.InUse"
     assert image in held["message"]
     assert any(oldest[0] in note for note in run.output["notes"])
-    assert [s["SnapshotId"] for s in sets_of("db1")["db1-a-oldest"]] == [oldest[0]]
+    assert [s["SnapshotId"] for s in sets_of("db1")[oldest_set]] == [oldest[0]]
     # AND the operator's metric counts it
     assert metric_values(capsys.readouterr().out, "SnapshotsNotDeleted") == [1.0]
 
@@ -245,4 +249,4 @@ def test_a_snapshot_retention_cannot_delete_does_not_fail_the_backup(
     last = emu.run("backup", {"array": "db1"})
     assert last.status == "SUCCEEDED", f"{last.error}: {last.cause}"
     assert last.output["retention"]["notDeleted"] == []
-    assert "db1-a-oldest" not in sets_of("db1")
+    assert oldest_set not in sets_of("db1")
