@@ -23,6 +23,7 @@ import copy
 import dataclasses
 import json
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -334,6 +335,7 @@ class AwsDouble:
         self._original: Callable[[BaseClient, str, Params], Answer] | None = None
         self._clients: dict[str, BaseClient] = {}
         self._routes: dict[tuple[str, str], Callable[[Params], Answer]] = {}
+        self._logged_machines: set[str] = set()
         self._faults: dict[tuple[str, str], list[_Fault]] = {}
         self._throttle_all: dict[str, tuple[int, str]] = {}
         self._throttle_all_left: dict[tuple[str, str], int] = {}
@@ -406,6 +408,15 @@ class AwsDouble:
                     AwsDouble._installed = None
 
     # ------------------------------------------------------------------ configuration
+
+    def set_logged(self, state_machine_arn: str, logged: bool = True) -> None:
+        """Whether the state machine has logging enabled: its execution names are then held to
+        the narrower character set (StartExecution ``name``)."""
+        with self._lock:
+            if logged:
+                self._logged_machines.add(state_machine_arn)
+            else:
+                self._logged_machines.discard(state_machine_arn)
 
     def route(self, service: str, operation: str, fn: Callable[[Params], Answer]) -> None:
         with self._lock:
@@ -536,6 +547,8 @@ class AwsDouble:
         if route is not None:
             return route(params)
         handler = self._handlers.get((service, operation))
+        if (service, operation) == ("stepfunctions", "StartExecution"):
+            self._check_execution_name(params)
         if service not in ("ec2", "ssm"):
             return self._passthrough(client, operation, params)
         with self._lock:
@@ -548,6 +561,27 @@ class AwsDouble:
                 )
                 return answer
             return self._passthrough(client, operation, params)
+
+    def _check_execution_name(self, params: Params) -> None:
+        """StartExecution's name rules (Step Functions API reference, StartExecution ``name``):
+        1 to 80 characters, none of whitespace, brackets, wildcards, special characters or
+        control characters; and where the state machine has logging enabled, only 0-9, A-Z,
+        a-z, - and _. Otherwise InvalidName, and nothing starts."""
+        name = params.get("name")
+        if name is None:
+            return
+        text = str(name)
+        with self._lock:
+            logged = params.get("stateMachineArn") in self._logged_machines
+        forbidden = re.compile(r'[\s<>{}\[\]?*"#%\\^|~`$&,;:/\x00-\x1f\x7f-\x9f]')
+        if not 1 <= len(text) <= 80 or forbidden.search(text):
+            raise AwsError("InvalidName", f"Invalid Name: '{text}'")
+        if logged and re.search(r"[^0-9A-Za-z_-]", text):
+            raise AwsError(
+                "InvalidName",
+                f"Invalid Name: '{text}' (with logging enabled, names may contain only 0-9, "
+                "A-Z, a-z, - and _)",
+            )
 
     def _passthrough(self, client: BaseClient, operation: str, params: Params) -> Answer:
         assert self._original is not None, "the double is not installed"
