@@ -34,6 +34,7 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service impor
     state_task_service_sfn,
 )
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
+from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
 from raidsnap import clients
 from raidsnap_emulation.clock import VirtualClock
@@ -389,6 +390,18 @@ class Emulation:
 
     def run(self, workflow: str, payload: Any, name: str | None = None) -> Execution:
         return self.wait(self.start(workflow, payload, name))
+
+    def expire_execution(self, execution_arn: str) -> None:
+        """Step Functions forgets an ended execution after 90 days, and its name may then be
+        used again (execution names are unique for 90 days only): a new execution of that name
+        has the same ARN. moto never forgets, so this does what the 90 days would."""
+        backend = stepfunctions_parser_backends[ACCOUNT][REGION]
+        machine_arn = execution_arn.replace(":execution:", ":stateMachine:").rsplit(":", 1)[0]
+        machine = backend.describe_state_machine(machine_arn)
+        status = [e.status for e in machine.executions if e.execution_arn == execution_arn]
+        if status != [] and status[0] == "RUNNING":
+            raise ValueError(f"{execution_arn} is still running")
+        machine.executions = [e for e in machine.executions if e.execution_arn != execution_arn]
 
 
 @contextlib.contextmanager

@@ -196,7 +196,7 @@ def restored_volumes(execution_arn: str) -> list[dict[str, Any]]:
         Filters=[{"Name": "tag:raidsnap:restore-execution", "Values": [execution_arn]}]
     )
     found = [dict(v) for page in pages for v in page["Volumes"]]
-    return sorted(found, key=lambda v: int(tags_of(v).get("raidsnap:member-index", "0")))
+    return sorted(found, key=lambda v: int(tags_of(v).get("raidsnap:restored-member-index", "0")))
 
 
 def terminate(instance_id: str) -> None:

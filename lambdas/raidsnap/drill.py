@@ -12,7 +12,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from raidsnap import clients, commands, recovery, snapshot_sets, tags, volumes
+from raidsnap.aws import error_code
 from raidsnap.environment import DrillSettings
 from raidsnap.errors import (
     DrillTeardownFailedError,
@@ -187,9 +190,13 @@ def remove_volumes(state: State) -> dict[str, Any]:
     a loop until none is left (or the looks run out)."""
     t = dict(state.get("teardown") or {})
     arn = (state.get("restore") or {}).get("executionArn") or state["restoreExecutionArn"]
+    if "run" not in t:
+        t["run"] = restore_run(arn)
     t.setdefault("looks", 0)
     t["looks"] += 1
-    pending = volumes.remove_created(volumes.created_by(arn), arn, t, TEARDOWN_FORCE_AFTER)
+    run = str(t["run"])
+    views = volumes.created_by(arn, run) if run else {}
+    pending = volumes.remove_created(views, arn, run, t, TEARDOWN_FORCE_AFTER)
     t["left"] = pending
     if pending and t["looks"] < TEARDOWN_MAX_LOOKS:
         t["status"] = "pending"
@@ -197,6 +204,19 @@ def remove_volumes(state: State) -> dict[str, Any]:
     else:
         t["status"] = "done"
     return t
+
+
+def restore_run(restore_arn: str) -> str:
+    """The run nonce of the drill's restore (its ARN and start time, as the restore derived it),
+    or "" when that restore never started. Drill names, and with them their restores' names,
+    may come again after 90 days: the ARN alone could name an earlier run."""
+    try:
+        started = clients.stepfunctions().describe_execution(executionArn=restore_arn)
+    except ClientError as err:
+        if error_code(err) in ("ExecutionDoesNotExist", "InvalidArn"):
+            return ""
+        raise
+    return volumes.run_nonce(restore_arn, started["startDate"])
 
 
 # ---------------------------------------------------------------------- report

@@ -7,6 +7,7 @@ restore of 16 members makes as many state transitions as one of 2.
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -66,6 +67,10 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
     request = parse_restore_input(event.get("input"))
     execution = event.get("execution") or {}
     execution_arn = str(execution.get("id", ""))
+    started = execution.get("startTime")
+    # Without the context object's start time (a hand invocation) the run still gets a nonce
+    # of its own; only the clean-up after a stopped run could not find its volumes then.
+    run = volumes.run_nonce(execution_arn, str(started)) if started else uuid.uuid4().hex[:16]
     snapshot_set = _resolve_set(request)
     target, tag_target, target_tag = _resolve_target(request)
     if request.mode == "replace" and target_tag != request.array:
@@ -118,6 +123,7 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
         "array": request.array,
         "setId": snapshot_set.set_id,
         "execution": {"id": execution_arn, "startTime": execution.get("startTime")},
+        "run": run,
         "targetInstanceId": target.instance_id,
         "availabilityZone": target.availability_zone,
         "tagTarget": tag_target,
@@ -427,6 +433,7 @@ def create_volumes(state: State) -> State:
                 spec,
                 zone=state["availabilityZone"],
                 execution_arn=state["execution"]["id"],
+                run=state["run"],
                 array=state["array"],
                 set_id=state["setId"],
                 initialization_rate=rate,
@@ -732,10 +739,14 @@ def cleanup(state: State, settings: RestoreSettings) -> dict[str, Any]:
             c["fsrDisabled"] = sorted(ours)
         c["fsrDone"] = True
 
+    # Only this run's volumes: those its state recorded, and those tagged with its nonce (a
+    # CreateVolume whose answer was lost). A run that failed before Prepare chose its nonce
+    # created nothing; an earlier execution of the same name is another run.
+    run = str(state.get("run") or "")
     known = set((state.get("volumes") or {}).get("ids") or [])
-    views = volumes.created_by(arn) if arn else {}
+    views = volumes.created_by(arn, run) if arn and run else {}
     views |= volumes.describe(known - set(views))
-    pending = volumes.remove_created(views, arn, c, CLEANUP_FORCE_AFTER)
+    pending = volumes.remove_created(views, arn, run, c, CLEANUP_FORCE_AFTER)
     if pending and c["looks"] < CLEANUP_MAX_LOOKS:
         c["status"] = "pending"
         c["waitSeconds"] = CLEANUP_POLL_SECONDS

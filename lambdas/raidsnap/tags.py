@@ -19,6 +19,13 @@ IOPS = "raidsnap:iops"
 THROUGHPUT = "raidsnap:throughput"
 CONSISTENCY = "raidsnap:consistency"
 RESTORE_EXECUTION = "raidsnap:restore-execution"
+# A restored volume names its set and slot under keys of its own, never SET_ID or MEMBER_INDEX:
+# a tool that copies a volume's tags onto its own snapshots must not be able to join a set.
+RESTORED_FROM = "raidsnap:restored-from"
+RESTORED_MEMBER_INDEX = "raidsnap:restored-member-index"
+# The run that created a volume: a nonce unique to one execution of the restore workflow
+# (execution names, hence ARNs, are unique for 90 days only).
+RESTORE_RUN = "raidsnap:restore-run"
 REPLACED_BY = "raidsnap:replaced-by"
 # Not in the design's list, but needed to make a retried CreateSnapshots step idempotent: the
 # execution that took the set, so a retry finds the set instead of taking a second one.

@@ -237,10 +237,10 @@ export class RestorePermissions extends Permissions {
   /** DescribeExecution of this workflow's own executions (is a lock's holder still running?).
    * Built from a fixed state machine name: the state machine's ARN would make the functions
    * depend on the state machine that depends on them. */
-  describeExecutions(stateMachineName: string): iam.PolicyStatement {
+  describeExecutions(stateMachineName: string, namePrefix = ''): iam.PolicyStatement {
     return new iam.PolicyStatement({
       actions: ['states:DescribeExecution'],
-      resources: [`${this.executionArnPrefix(stateMachineName)}*`],
+      resources: [`${this.executionArnPrefix(stateMachineName)}${namePrefix}*`],
     });
   }
 }

@@ -101,9 +101,11 @@ def assert_restored(  # noqa: PLR0917 - reads as the sentence it checks
         assert vol["Encrypted"] == snap["Encrypted"]
         assert vol.get("KmsKeyId") == snap.get("KmsKeyId")
         assert t["raidsnap:array"] == "db1"
-        assert t["raidsnap:set-id"] == set_id
-        assert t["raidsnap:member-index"] == str(index)
+        assert t["raidsnap:restored-from"] == set_id
+        assert t["raidsnap:restored-member-index"] == str(index)
+        assert "raidsnap:set-id" not in t and "raidsnap:member-index" not in t
         assert t["raidsnap:restore-execution"] == run.arn
+        assert len(t["raidsnap:restore-run"]) == 16
         assert t["Name"].startswith("db1-")
         assert [a["InstanceId"] for a in vol["Attachments"]] == [target]
         assert vol["Attachments"][0]["State"] == "attached"
