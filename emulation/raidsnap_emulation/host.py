@@ -180,6 +180,14 @@ class Hosts:
             if volume_id in array.members:
                 array.failed = True
 
+    def udev_assembled(self, instance_id: str, volume_ids: list[str], md_device: str) -> None:
+        """udev's incremental assembly built an array of these volumes on its own (md127 and
+        the like), unmounted, as it does when members with a superblock appear."""
+        blocks = [self.superblock(v) for v in volume_ids]
+        md_uuid = blocks[0].md_uuid if blocks and blocks[0] else _md_uuid()
+        by_slot = sorted(volume_ids, key=lambda v: (self.superblock(v) or blocks[0]).slot)  # type: ignore[union-attr]
+        self.state(instance_id).arrays[md_device] = MdArray(md_device, md_uuid, by_slot, None)
+
     def fail_next(self, kind: str, outcome: CommandOutcome) -> None:
         """Make the next command of this document kind end with ``outcome``."""
         self.failures[kind] = outcome
@@ -485,8 +493,14 @@ class Hosts:
         return self._answer(ctx, "release", lambda p: self._do_release(ctx, p))
 
     def _do_release(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
-        md_device, mount = p["MdDevice"], p["MountPoint"]
+        md_device, mount, md_uuid = p["MdDevice"], p["MountPoint"], p["MdUuid"]
         state = self.state(ctx.instance_id)
+        current = state.arrays.get(md_device)
+        if md_uuid and current is not None and current.md_uuid != md_uuid:
+            return self._refuse(
+                "UuidMismatch",
+                f"{md_device} is array {current.md_uuid}, not {md_uuid}; nothing was changed",
+            )
         holder = self._mounted(ctx.instance_id, mount)
         if holder is not None and holder.device != md_device:
             return self._refuse(
@@ -596,6 +610,7 @@ SCRIPT_INPUTS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
     ),
     "release": (
         ("MdDevice", MD_DEVICE, "/dev/md0"),
+        ("MdUuid", r"if-set:^[0-9a-f]{8}(:[0-9a-f]{8}){3}$", None),
         ("MountPoint", "mount", None),
         ("MountPoint", "not-system", None),
     ),

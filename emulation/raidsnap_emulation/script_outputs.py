@@ -42,7 +42,12 @@ AssembleError = Literal[
     "UuidMismatch",
 ]
 ReleaseError = Literal[
-    "InvalidInput", "MdDeviceBusy", "MountPointMismatch", "ToolMissing", "UnmountFailed"
+    "InvalidInput",
+    "MdDeviceBusy",
+    "MountPointMismatch",
+    "ToolMissing",
+    "UnmountFailed",
+    "UuidMismatch",
 ]
 PrewarmError = Literal["InvalidInput", "MemberMissing", "PrewarmFailed", "ToolMissing"]
 

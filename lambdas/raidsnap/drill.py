@@ -196,7 +196,7 @@ def remove_volumes(state: State) -> dict[str, Any]:
     t["looks"] += 1
     run = str(t["run"])
     views = volumes.created_by(arn, run) if run else {}
-    pending = volumes.remove_created(views, arn, run, t, TEARDOWN_FORCE_AFTER)
+    pending = volumes.remove_created(views, arn, run, t, force_after=TEARDOWN_FORCE_AFTER)
     t["left"] = pending
     if pending and t["looks"] < TEARDOWN_MAX_LOOKS:
         t["status"] = "pending"

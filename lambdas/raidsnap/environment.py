@@ -85,6 +85,7 @@ class RestoreDocuments:
     assemble: str
     release: str
     prewarm: str
+    discover: str
 
     @classmethod
     def from_env(cls) -> RestoreDocuments:
@@ -92,6 +93,7 @@ class RestoreDocuments:
             assemble=_require("ASSEMBLE_DOCUMENT"),
             release=_require("RELEASE_DOCUMENT"),
             prewarm=_require("PREWARM_DOCUMENT"),
+            discover=_require("DISCOVER_DOCUMENT"),
         )
 
 

@@ -230,18 +230,22 @@ def remove_created(
     execution_arn: str,
     run: str,
     progress: dict[str, Any],
+    *,
     force_after: int,
+    keep: Iterable[str] = (),
 ) -> list[str]:
     """One pass of removing the volumes this run of ``execution_arn`` created, and only those:
     detach what is attached (forcing it once it has been asked ``force_after`` times), delete
     what is detached. ``progress`` keeps ``detachAsks`` and ``deleted`` across passes; returns
-    the volumes still on their way (detaching, or still creating)."""
+    the volumes still on their way (detaching, or still creating). Volumes in ``keep`` are
+    left as they are."""
+    kept = set(keep)
     asks_by_volume: dict[str, int] = progress.setdefault("detachAsks", {})
     deleted: list[str] = progress.setdefault("deleted", [])
     pending = []
     for vid, view in sorted(views.items()):
-        if not owned_by(view, execution_arn, run):
-            continue  # never touch a volume this run did not create
+        if not owned_by(view, execution_arn, run) or vid in kept:
+            continue  # never touch a volume this run did not create, or one it must keep
         if view.state in ("deleting", "deleted"):
             continue
         live = [x for x in view.attachments if x[2] in ("attaching", "attached", "busy")]

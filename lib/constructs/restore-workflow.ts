@@ -102,6 +102,7 @@ export class RestoreWorkflow extends Construct {
       ASSEMBLE_DOCUMENT: docs.names.assemble,
       RELEASE_DOCUMENT: docs.names.release,
       PREWARM_DOCUMENT: docs.names.prewarm,
+      DISCOVER_DOCUMENT: docs.names.discover,
       LOCK_TABLE: lock.table.tableName,
       LOCK_LEASE_SECONDS: String(TIMEOUT.toSeconds()),
       DEFAULT_INITIALIZATION: props.defaults.initialization,
@@ -164,13 +165,20 @@ export class RestoreWorkflow extends Construct {
       {
         id: 'RestoreFinish', module: 'restore_finish',
         description: 'release the restore lock and shape the output',
-        statements: lock.statements('DeleteItem'),
+        statements: [
+          ...lock.statements('DeleteItem'),
+          // One more look at a prewarm the workflow could not follow, to say how far it got.
+          p.readCommands()[0],
+        ],
       },
       {
         id: 'RestoreCleanup', module: 'restore_cleanup',
         description: 'after a failed restore: remove only what the run created, release its lock',
         statements: [
           p.describe('ec2:DescribeVolumes'),
+          // Before detaching an attached volume: does any md device or mount use it?
+          ...p.sendCommand(docs.arns('discover', 'release')),
+          p.readCommands()[0],
           ...p.manageRestoredVolumes('ec2:DetachVolume', 'ec2:DeleteVolume'),
           p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
           p.tagArrayInstance('ec2:DeleteTags'),

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # raidsnap release (replace mode): unmount MountPoint and stop MdDevice so the old members can be
 # detached. Lazy unmount when a member is gone or umount fails. Superblocks are never touched.
-# Safe to run again on a released array. Parameters (environment): SSM_MdDevice, SSM_MountPoint.
+# Refuses (UuidMismatch, changing nothing) when MdUuid is given and MdDevice holds another array.
+# Safe to run again on a released array. Parameters (environment): SSM_MdDevice, SSM_MountPoint,
+# SSM_MdUuid (may be empty: not checked).
 set -euo pipefail
 export LC_ALL=C
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -163,12 +165,20 @@ serial_volume_id() {
   if [[ $1 =~ ^vol([0-9a-f]{8,17})$ ]]; then printf 'vol-%s\n' "${BASH_REMATCH[1]}"; fi
 }
 
+kv() { # KEY TEXT: value of KEY=value in mdadm/blkid export output
+  sed -n "s/^$1=//p" <<<"$2" | awk 'NR == 1'
+}
+
 # Unset: the document's default (a hand-run). Set but empty: refused like any other value that no
 # pattern admits, so a blank MdDevice never turns into /dev/md0, which would then be
 # unmounted and stopped.
 md_dev=${SSM_MdDevice-/dev/md0}
 mount_point=${SSM_MountPoint:-}
+md_uuid=${SSM_MdUuid:-}
 require_match MdDevice "$md_dev" '^/dev/md[0-9]{1,3}$'
+if [[ -n $md_uuid ]]; then
+  require_match MdUuid "$md_uuid" '^[0-9a-f]{8}(:[0-9a-f]{8}){3}$'
+fi
 require_mount_point MountPoint "$mount_point"
 require_not_system_directory MountPoint "$mount_point"
 require_resolved_not_system_directory MountPoint "$mount_point"
@@ -177,6 +187,21 @@ for tool in mdadm findmnt umount; do
 done
 md_name=${md_dev#/dev/}
 changed=false
+
+# The array must be the one the caller means: MdDevice may hold another array entirely (the
+# device was recorded long ago, or reused since), and releasing that would take it away.
+if [[ -n $md_uuid ]] && [[ -n $(ls -d /sys/block/"$md_name"/md/dev-* 2>/dev/null) ]]; then
+  cur_uuid=$(kv MD_UUID "$(mdadm --detail --export "$md_dev" 2>/dev/null || true)")
+  if [[ -z $cur_uuid ]]; then
+    # An inactive array has no detail; its members' superblocks still say which array it is.
+    for rd in /sys/block/"$md_name"/md/dev-*; do
+      cur_uuid=$(kv MD_UUID "$(mdadm --examine --export "/dev/${rd##*/dev-}" 2>/dev/null || true)")
+      [[ -n $cur_uuid ]] && break
+    done
+  fi
+  [[ $cur_uuid == "$md_uuid" ]] ||
+    fail UuidMismatch "$md_dev is array ${cur_uuid:-of unknown UUID}, not $md_uuid; nothing was changed"
+fi
 
 # Members as they are now, reported so the caller knows which volumes it may detach.
 members_json=()

@@ -250,6 +250,25 @@ def _scenario_restore_stopped_by_hand(emu: Emulation) -> None:
     assert done.result["deletedVolumeIds"] and done.result["fsrDisabled"]
 
 
+def _scenario_restore_prewarm_cannot_be_followed(emu: Emulation) -> None:
+    # Every look at the prewarm fails: the last step looks once more, to say how far it got.
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    router = emu.router
+    assert router is not None
+
+    def invoke(params: dict[str, Any]) -> Any:
+        event = json.loads(params.get("Payload") or b"{}")
+        if str(event.get("command", {}).get("document", "")).endswith("-prewarm"):
+            emu.double.fail("ssm", "GetCommandInvocation", times=1, code="InternalServerError")
+        return router(params)
+
+    emu.double.route("lambda", "Invoke", invoke)
+    run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "prewarm"})
+    assert run.status == "SUCCEEDED", run.cause
+    assert run.output["prewarm"]["status"] == "success"
+
+
 def _scenario_restore_of_an_encrypted_set(emu: Emulation) -> None:
     key = boto3.client("kms").create_key(Description="db1")["KeyMetadata"]["Arn"]
     fx = make_array(emu.hosts, "db1", 2, encrypted=True, kms_key_id=key)
@@ -271,6 +290,7 @@ def _scenario_alarms_notify(emu: Emulation) -> None:
 
 
 SCENARIOS: list[Callable[[Emulation], None]] = [
+    _scenario_restore_prewarm_cannot_be_followed,
     _scenario_restore_of_an_encrypted_set,
     _scenario_restore_stopped_by_hand,
     _scenario_restore_volume_error_while_fsr_on,

@@ -358,7 +358,11 @@ def test_replace_releases_the_broken_array_keeps_the_old_members_and_assembles_t
     sent = [str(c.params["DocumentName"]).rsplit("-", 1)[1] for c in calls(emu, "SendCommand")]
     assert sent[-2:] == ["release", "assemble"]
     (release,) = commands_sent(emu, "release")
-    assert release == {"MdDevice": ["/dev/md0"], "MountPoint": [fx.mount_point]}
+    assert release == {
+        "MdDevice": ["/dev/md0"],
+        "MountPoint": [fx.mount_point],
+        "MdUuid": [fx.md_uuid],
+    }
     # AND the old members are detached, kept, and tagged replaced-by this execution
     ec2 = boto3.client("ec2")
     old = ec2.describe_volumes(VolumeIds=fx.member_ids)["Volumes"]
