@@ -10,6 +10,9 @@ MEMBER_INDEX = "raidsnap:member-index"
 MEMBER_COUNT = "raidsnap:member-count"
 SOURCE_VOLUME = "raidsnap:source-volume"
 MD_UUID = "raidsnap:md-uuid"
+# The md device the array was assembled as when the set was taken (/dev/md0, /dev/md127...):
+# replace mode and recovery release that device, not whatever /dev/md0 holds.
+MD_DEVICE = "raidsnap:md-device"
 MD_LEVEL = "raidsnap:md-level"
 MD_CHUNK_KIB = "raidsnap:md-chunk-kib"
 FS_TYPE = "raidsnap:fs-type"
