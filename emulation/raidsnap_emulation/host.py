@@ -420,6 +420,19 @@ class Hosts:
             return self._refuse(
                 "DuplicateMember", "two volumes carry the same member: copies of one disk?"
             )
+        copies = [
+            f"{dev} ({vid})"
+            for vid, dev in devices.items()
+            if vid not in wanted and (sb := self.superblock(vid)) and sb.md_uuid == md_uuid
+        ]
+        if copies:
+            return self._refuse(
+                "CopyAttached",
+                f"other disks carry md UUID {md_uuid}: {' '.join(copies)}. Another copy of this "
+                "array is attached; detach it (its volumes are kept), or restore with mode "
+                "replace, which releases the array and detaches its members first. Nothing was "
+                "changed",
+            )
         state = self.state(ctx.instance_id)
         by_slot = sorted(wanted, key=lambda v: blocks[v].slot if blocks[v] else 0)  # type: ignore[union-attr]
         current = state.arrays.get(md_device)
@@ -520,6 +533,17 @@ class Hosts:
             }
             for i, v in enumerate(released.members if released else [])
         ]
+        # With MdUuid: other disks whose superblock carries that UUID and that no array holds
+        # (old members of an earlier copy), as release.sh finds them with mdadm --examine.
+        wanted = md_uuid or (released.md_uuid if released else "")
+        held = {v for md in state.arrays.values() for v in md.members}
+        for vid, dev in devices.items():
+            sb = self.superblock(vid)
+            in_md = released is not None and vid in released.members
+            if wanted and sb and sb.md_uuid == wanted and not in_md and vid not in held:
+                members.append(
+                    {"device": dev, "volumeId": vid, "slot": None, "state": "not-assembled"}
+                )
         if released is None or released.mount_point != mount:
             unmount = "not-mounted"
         else:

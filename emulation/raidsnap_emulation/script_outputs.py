@@ -27,6 +27,7 @@ FreezeError = Literal[
 ThawError = Literal["InvalidInput", "ThawFailed", "ToolMissing"]
 AssembleError = Literal[
     "AssembleFailed",
+    "CopyAttached",
     "DuplicateMember",
     "InvalidInput",
     "MdDeviceBusy",

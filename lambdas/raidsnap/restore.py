@@ -21,6 +21,7 @@ from raidsnap.errors import (
     IncompleteSnapshotSetError,
     InstanceNotReadyError,
     InvalidInputError,
+    RaidsnapError,
     SnapshotSetNotFoundError,
     VolumeFailedError,
     cause_message,
@@ -115,6 +116,14 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
         snapshot_set.set_id,
         settings.lock_lease_seconds,
     )
+    # Checked under the lock, so that a restore already running answers RestoreInProgress
+    # first; a refusal here gives the lock back and changes nothing else.
+    try:
+        if request.mode == "attach":
+            _refuse_copies_attached(request.array, target)
+    except RaidsnapError:
+        lock.release(settings.lock_table, request.array, execution_arn)
+        raise
     if taken_over is not None:
         notes.append(
             f"took over the restore lock of {request.array} from {taken_over.execution_arn}, "
@@ -130,7 +139,7 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
         "availabilityZone": target.availability_zone,
         "tagTarget": tag_target,
         "mode": request.mode,
-        "mdDevice": request.mdDevice,
+        "mdDevice": _md_device(request, snapshot_set, notes),
         "mdUuid": md_uuid,
         "mountPoint": mount_point,
         "readOnly": request.readOnly,
@@ -180,6 +189,45 @@ def _mount_point(
     else:
         notes.append(f"the set records no mount point; mounted at {default}")
     return default
+
+
+def _refuse_copies_attached(array: str, target: arrays.ArrayInstance) -> None:
+    """Attach mode needs a target without any copy of the array: mdadm refuses a second array
+    with an md UUID that is already active, and with old members still attached, mdadm
+    --assemble --scan or udev at the next boot may build the array from old and new members
+    (RAID 0 event counts cannot tell them apart). Volumes a set was taken from, or that carry
+    the array's tag (every restored volume does), count as copies; the assemble document
+    checks the superblocks themselves on the instance as well."""
+    attached = sorted({a.volume_id for a in target.attachments} - {target.boot_volume_id or ""})
+    if not attached:
+        return
+    sources = {m.volume_id for s in snapshot_sets.list_sets(array) for m in s.members}
+    tagged = {v for v, t in arrays.volume_tags(attached).items() if t.get(tags.ARRAY) == array}
+    copies = sorted((sources | tagged) & set(attached))
+    if copies:
+        raise InvalidInputError(
+            "mode",
+            f"attach needs a target without a copy of {array}, but {copies} of {array} are "
+            f"attached to {target.instance_id}: mdadm cannot assemble a second array with the "
+            "same md UUID next to the live one, and at the next boot old and new members could "
+            "be mixed. Restore onto another instance, or use mode replace (it releases the "
+            "array there and detaches its members, keeping them). Nothing was changed",
+        )
+
+
+def _md_device(
+    request: RestoreInput, snapshot_set: snapshot_sets.SnapshotSet, notes: list[str]
+) -> str:
+    """The input's mdDevice, else the device the array was when the set was taken (replace
+    mode releases that device: /dev/md0 may be another array), else /dev/md0."""
+    if request.mdDevice is not None:
+        return request.mdDevice
+    recorded = snapshot_set.tag_values.get(tags.MD_DEVICE, "")
+    if re.fullmatch(r"/dev/md[0-9]{1,3}", recorded):
+        return recorded
+    if recorded:
+        notes.append(f"the set's md device {recorded!r} is not usable; /dev/md0 used")
+    return "/dev/md0"
 
 
 def _resolve_set(request: RestoreInput) -> snapshot_sets.SnapshotSet:
@@ -549,9 +597,11 @@ def detach_old(state: State) -> State:
     """Replace mode, after the release document: tag the old members raidsnap:replaced-by, then
     (next call) detach them, kept and never deleted; later calls look until they are detached.
 
-    The old members are the volumes attached to the target (never its boot volume, never a
-    volume this run created) that are the set's source volumes, or tagged with the array, or
-    that the release document reported as members of the md device."""
+    The old members are exactly the volumes the release document verified on the instance:
+    members of the md device it released, whose md UUID it checked, and other attached disks
+    whose superblock carries that UUID. A raidsnap tag on a volume, or a volume id recorded
+    with an old set, proves nothing about what the volume is now; never the boot volume, never
+    a volume this run created."""
     target = state["targetInstanceId"]
     old = dict(state.get("old") or {})
     if not old:
@@ -559,13 +609,15 @@ def detach_old(state: State) -> State:
         attached = {a.volume_id for a in instance.attachments} - {instance.boot_volume_id}
         ours = set(state["volumes"]["ids"])
         reported = ((state.get("release") or {}).get("result") or {}).get("members") or []
-        candidates = set(state.get("sourceVolumeIds") or [])
-        candidates |= {r["volumeId"] if isinstance(r, dict) else str(r) for r in reported}
-        candidates |= {
-            vid
-            for vid, vt in arrays.volume_tags(sorted(attached)).items()
-            if vt.get(tags.ARRAY) == state["array"]
-        }
+        candidates = {str(r.get("volumeId") or "") for r in reported if isinstance(r, dict)}
+        unverified = [
+            str(r.get("device")) for r in reported if isinstance(r, dict) and not r.get("volumeId")
+        ]
+        if unverified:
+            state["notes"].append(
+                f"release reported members {unverified} without an EBS volume id (no NVMe "
+                "serial); they were not detached"
+            )
         old_ids = sorted((candidates & attached) - ours - {""})
         if old_ids:
             # Only tag now: the role may detach only volumes tagged replaced-by, and IAM may
@@ -575,7 +627,10 @@ def detach_old(state: State) -> State:
                 Tags=[{"Key": tags.REPLACED_BY, "Value": state["execution"]["id"]}],
             )
         else:
-            state["notes"].append(f"no old member of {state['array']} was attached to {target}")
+            state["notes"].append(
+                f"the release document verified no old member of md array {state['mdUuid']} "
+                f"attached to {target}; nothing was detached"
+            )
         state["old"] = {
             "status": "detaching" if old_ids else "detached",
             "volumeIds": old_ids,

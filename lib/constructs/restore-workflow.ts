@@ -113,8 +113,9 @@ export class RestoreWorkflow extends Construct {
         id: 'RestorePrepare', module: 'restore_prepare',
         description: 'validate a restore request, resolve set and target, take the restore lock',
         statements: [
-          p.describe('ec2:DescribeInstances', 'ec2:DescribeSnapshots', 'ssm:DescribeInstanceInformation'),
-          ...lock.statements('GetItem', 'PutItem'),
+          p.describe('ec2:DescribeInstances', 'ec2:DescribeSnapshots', 'ec2:DescribeVolumes', 'ssm:DescribeInstanceInformation'),
+          // DeleteItem: a refusal made under the lock gives it back.
+          ...lock.statements('GetItem', 'PutItem', 'DeleteItem'),
           p.describeExecutions(this.stateMachineName),
         ],
       },

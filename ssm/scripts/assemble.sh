@@ -327,6 +327,27 @@ fi
 dup=$(printf '%s\n' "${dev_uuids[@]}" | grep -v '^$' | sort | uniq -d | awk 'NR == 1')
 [[ -z $dup ]] || fail DuplicateMember "two volumes carry the same member (device uuid $dup): copies of one disk?"
 
+# 2b. No other disk may carry this array's UUID. mdadm refuses a second active array of one UUID
+#     (a copy next to the live array cannot work), and with old members still attached, mdadm
+#     --assemble --scan or udev's incremental assembly at the next boot may build the array from
+#     old and new members (RAID 0 event counts cannot tell them apart), or from the old ones
+#     alone, hiding every write made to the restored array.
+given_disks=" "
+for m in "${members[@]}"; do given_disks+="$(parent_disk "$m") "; done
+copies=()
+for dev in /sys/class/block/*; do
+  name=${dev##*/}
+  case $name in md* | loop* | ram* | zram* | dm-* | sr*) continue ;; esac
+  [[ $given_disks == *" $(parent_disk "/dev/$name") "* ]] && continue
+  u=$(kv MD_UUID "$(mdadm --examine --export "/dev/$name" 2>/dev/null || true)")
+  [[ $u == "$md_uuid" ]] || continue
+  vol=$(serial_volume_id "$(device_serial "/dev/$name")")
+  copies+=("/dev/$name${vol:+ ($vol)}")
+done
+if ((${#copies[@]})); then
+  fail CopyAttached "other disks carry md UUID $md_uuid: ${copies[*]}. Another copy of this array is attached; detach it (its volumes are kept), or restore with mode replace, which releases the array and detaches its members first. Nothing was changed"
+fi
+
 # 3. Arrays that already hold our members: our own MdDevice (nothing to do), or one that udev's
 #    incremental assembly built (md127 and the like, active or inactive), which we stop. A member
 #    in use by anything else, or a stray array that is mounted, is refused.
@@ -364,10 +385,12 @@ if [[ -d /sys/block/$md_name/md ]] && [[ -n $(md_member_names "$md_name") ]]; th
   elif [[ -n $(mount_targets "$md_name") ]]; then
     fail MdDeviceBusy "$md_dev is mounted but holds other devices ($(echo "$have" | paste -sd' ' -)) than requested"
   else
-    # Our UUID but a partial or different member set (an earlier failed run, or old members):
-    # stop it and assemble exactly the requested devices.
-    [[ -z $cur_uuid ]] && [[ $(printf '%s\n' "$have" | grep -cxF -f <(printf '%s\n' "${names[@]}")) -eq 0 ]] &&
-      fail MdDeviceBusy "$md_dev is an inactive array made of other devices ($(echo "$have" | paste -sd' ' -))"
+    # Made only of requested devices, but not all of them (an earlier failed run, or udev):
+    # stop it and assemble exactly the requested devices. An array with any other member is
+    # someone's copy of this array, or another array: never stopped here.
+    others=$(printf '%s\n' "$have" | grep -vxF -f <(printf '%s\n' "${names[@]}") | paste -sd' ' - || true)
+    [[ -z $others ]] ||
+      fail MdDeviceBusy "$md_dev holds other devices ($others) than the volumes given; it was not stopped. Release it first, or choose another MdDevice"
     strays+=("$md_name")
   fi
 fi

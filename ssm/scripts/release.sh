@@ -223,6 +223,22 @@ if [[ -d /sys/block/$md_name/md ]]; then
   [[ $degraded != 0 ]] && lost=true
 fi
 
+# Other disks whose superblock carries MdUuid and that no array holds: members of an older copy
+# of this array. Reported (state not-assembled) so that replace mode detaches them too: left
+# attached, mdadm --assemble --scan or udev at the next boot could mix them with new members.
+if [[ -n $md_uuid ]]; then
+  for dev in /sys/class/block/*; do
+    name=${dev##*/}
+    [[ $name == md* || $name == loop* || $name == ram* || $name == dm-* || $name == zram* ]] && continue
+    [[ -e /sys/block/$md_name/md/dev-$name ]] && continue
+    [[ -n $(ls -A "$dev/holders" 2>/dev/null) ]] && continue
+    [[ $(kv MD_UUID "$(mdadm --examine --export "/dev/$name" 2>/dev/null || true)") == "$md_uuid" ]] || continue
+    serial=$(device_serial "/dev/$name")
+    members_json+=("$(printf '{"device":%s,"volumeId":%s,"slot":null,"state":"not-assembled"}' \
+      "$(json_str "/dev/$name")" "$(json_str_or_null "$(serial_volume_id "$serial")")")")
+  done
+fi
+
 # 1. Unmount, but only what is really this array: MountPoint may hold something else entirely.
 unmount=not-mounted
 mp_mm=$(findmnt -rn -o MAJ:MIN --mountpoint "$mount_point" 2>/dev/null | tail -n1 || true)
