@@ -524,7 +524,7 @@ class Hosts:
         devices = self.nvme_devices(ctx.instance_id)
         lost = bool(released and released.failed)
         # As release.sh prints them: one object per member the md device had.
-        members = [
+        members: list[dict[str, Any]] = [
             {
                 "device": devices.get(v, f"/dev/nvme{90 + i}n1"),
                 "volumeId": v,
