@@ -442,6 +442,13 @@ class Hosts:
                 f"{md_device} is already array {current.md_uuid}; choose another MdDevice or "
                 "release it first",
             )
+        stale = current is not None and current.md_uuid == md_uuid and not current.failed
+        if stale and current and current.members != by_slot and current.mount_point:
+            have = " ".join(devices.get(v, v) for v in current.members)
+            return self._refuse(
+                "MdDeviceBusy",
+                f"{md_device} is mounted but holds other devices ({have}) than requested",
+            )
         fs = self.filesystems.get(md_uuid)
         if fs is None:
             return self._refuse(

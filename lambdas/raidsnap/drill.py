@@ -174,15 +174,46 @@ def verify(state: State) -> dict[str, Any]:
 
 
 def send_release(state: State, release_document: str) -> dict[str, Any]:
+    """Release the copy on the drill instance whenever a volume of the drill's restore is
+    attached there, whatever became of the restore: one preempted after assembly left the copy
+    assembled and mounted, and every later drill on the host would find its md device busy."""
+    arn = (state.get("restore") or {}).get("executionArn") or state["restoreExecutionArn"]
+    run = restore_run(arn)
+    target = state["targetInstanceId"]
+    views = volumes.created_by(arn, run) if run else {}
+    attached = sorted(
+        vid
+        for vid, view in views.items()
+        if any(a[0] == target and a[2] != "detached" for a in view.attachments)
+    )
+    if not attached:
+        return {"status": "skipped", "reason": f"no volume of {arn} is attached to {target}"}
+    md_uuid = str(((state.get("restore") or {}).get("output") or {}).get("mdUuid") or "")
     command_id = commands.send(
         release_document,
-        state["targetInstanceId"],
-        {"MdDevice": state["mdDevice"], "MountPoint": state["mountPoint"]},
+        target,
+        {
+            "MdDevice": state["mdDevice"],
+            "MountPoint": state["mountPoint"],
+            "MdUuid": md_uuid or _md_uuid_of(attached[0]),
+        },
         comment=f"raidsnap drill teardown {state['array']}",
         timeout=RELEASE_TIMEOUT_SECONDS,
     )
     # A release that fails still lets teardown detach (and after a while force) the volumes.
     return _command(state, command_id, release_document, RELEASE_TIMEOUT_SECONDS, False)
+
+
+def _md_uuid_of(volume_id: str) -> str:
+    """The md UUID recorded on the snapshot a restored volume was made from ("" if none), so
+    that release refuses whatever other array the drill's md device might hold."""
+    ec2 = clients.ec2()
+    (volume,) = ec2.describe_volumes(VolumeIds=[volume_id])["Volumes"]
+    snapshot_id = volume.get("SnapshotId")
+    if not snapshot_id:
+        return ""
+    found = ec2.describe_snapshots(SnapshotIds=[snapshot_id])["Snapshots"]
+    return tags.as_dict(found[0].get("Tags") if found else None).get(tags.MD_UUID, "")  # type: ignore[arg-type]
 
 
 def remove_volumes(state: State) -> dict[str, Any]:
