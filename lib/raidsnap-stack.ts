@@ -7,7 +7,7 @@ import { Drills } from './constructs/drills';
 import { stackKey } from './constructs/encryption';
 import { FunctionFactory } from './constructs/functions';
 import { Monitoring } from './constructs/monitoring';
-import { notifyAlarms, Recovery } from './constructs/recovery';
+import { notifyAlarms, notifyRecoveryTo, Recovery } from './constructs/recovery';
 import { RestoreLock, RestoreWorkflow } from './constructs/restore-workflow';
 import { Schedules } from './constructs/schedules';
 
@@ -39,7 +39,7 @@ export class RaidsnapStack extends Stack {
       lock: restoreLock, commandPoll: this.backup.functions.CommandPoll,
     });
     this.recovery = new Recovery(this, 'Recovery', {
-      factory, arrays, restore: this.restore, lock: restoreLock,
+      factory, arrays, restore: this.restore, lock: restoreLock, documents: this.documents,
     });
     this.drills = new Drills(this, 'Drills', {
       factory, arrays, documents: this.documents, restore: this.restore, commandPoll: this.backup.functions.CommandPoll,
@@ -53,6 +53,7 @@ export class RaidsnapStack extends Stack {
       },
     });
     this.drills.notifyTo(this.monitoring.topic, stackKey(this));
+    notifyRecoveryTo(this.recovery, this.monitoring.topic, stackKey(this));
     notifyAlarms(this.recovery, this.monitoring);
   }
 }

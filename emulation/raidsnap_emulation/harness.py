@@ -133,6 +133,9 @@ class Invocation:
     error_message: str | None = None
 
 
+_ENVIRONMENT_LOCK = threading.Lock()
+
+
 class LambdaRouter:
     """Answers lambda:Invoke by calling the handler named in the template, in this process,
     under the environment the template gives that function."""
@@ -141,8 +144,10 @@ class LambdaRouter:
         self.functions = functions
         self.clock = clock
         self.invocations: list[Invocation] = []
-        # One invocation at a time: each swaps the process environment for its own.
-        self._lock = threading.Lock()
+        # One invocation at a time, across every emulation of the process: each swaps the
+        # process environment for its own, and an execution an earlier test left running may
+        # still invoke its functions through its own router.
+        self._lock = _ENVIRONMENT_LOCK
 
     def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
         name = str(params["FunctionName"]).rsplit(":", 1)[-1]

@@ -175,6 +175,24 @@ class RecoverySettings:
 
 
 @dataclass(frozen=True)
+class RecoveryStepSettings:
+    """What the recovery workflow's steps need: the restore workflow they start and follow, the
+    document that asks the instance about the array, and the table holding recovery claims."""
+
+    restore_state_machine_arn: str
+    discover_document: str
+    lock_table: str
+
+    @classmethod
+    def from_env(cls) -> RecoveryStepSettings:
+        return cls(
+            restore_state_machine_arn=_require("RESTORE_STATE_MACHINE_ARN"),
+            discover_document=_require("DISCOVER_DOCUMENT"),
+            lock_table=_require("LOCK_TABLE"),
+        )
+
+
+@dataclass(frozen=True)
 class DrillSettings:
     """The restore workflow a drill runs, and the document that checks the restored copy."""
 

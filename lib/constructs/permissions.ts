@@ -208,12 +208,12 @@ export class RestorePermissions extends Permissions {
     ];
   }
 
-  /** Complete launch lifecycle actions of exactly these Auto Scaling groups (any of their
-   * generated ids). */
+  /** Keep alive and complete launch lifecycle actions of exactly these Auto Scaling groups
+   * (any of their generated ids). */
   completeLifecycleActions(groups: readonly string[]): iam.PolicyStatement {
     const s = this.scopeStack;
     return new iam.PolicyStatement({
-      actions: ['autoscaling:CompleteLifecycleAction'],
+      actions: ['autoscaling:RecordLifecycleActionHeartbeat', 'autoscaling:CompleteLifecycleAction'],
       resources: groups.map((g) => `arn:${s.partition}:autoscaling:${s.region}:${s.account}:autoScalingGroup:*:autoScalingGroupName/${g}`),
     });
   }
