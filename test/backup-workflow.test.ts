@@ -81,7 +81,7 @@ describe('backup workflow', () => {
     }
   });
 
-  test('snapshots are deleted only where they carry the array tag, and only by snapshot and retention steps', () => {
+  test('snapshots are deleted only where they carry the array tag and a set id, and only by snapshot and retention steps', () => {
     for (const module of BACKUP_MODULES) {
       const deletes = statementsOf(template, module).filter((s) => actionsOf(s).includes('ec2:DeleteSnapshot'));
       if (!['backup_snapshot', 'backup_retention'].includes(module)) {
@@ -90,7 +90,7 @@ describe('backup workflow', () => {
       }
       expect(deletes.length).toBeGreaterThan(0);
       for (const s of deletes) {
-        expect(s.Condition).toEqual({ StringLike: { 'aws:ResourceTag/raidsnap:array': '*' } });
+        expect(s.Condition).toEqual({ StringLike: { 'aws:ResourceTag/raidsnap:array': '*', 'aws:ResourceTag/raidsnap:set-id': '*' } });
       }
     }
   });

@@ -118,10 +118,14 @@ describe.each([['without a config', undefined], ['with the example config', EXAM
 
   test('tags on instances and old members are limited to raidsnap keys', () => {
     for (const g of all.filter((x) => ['ec2:CreateTags', 'ec2:DeleteTags'].includes(x.action) && /:(instance|volume)\/\*$/.test(x.resource))) {
-      const keys = Object.values(g.condition).map((c) => c['aws:TagKeys']).filter(Boolean);
       const createAction = conditionKeys(g).includes('ec2:CreateAction');
-      expect(createAction || keys.length > 0).toBe(true);
-      for (const list of keys) for (const key of ([] as string[]).concat(list as string[])) expect(key).toMatch(/^raidsnap:/);
+      const keys = g.condition['ForAllValues:StringEquals']?.['aws:TagKeys'];
+      expect(createAction || keys !== undefined).toBe(true);
+      if (createAction) continue;
+      for (const key of ([] as string[]).concat(keys as string[])) expect(key).toMatch(/^raidsnap:/);
+      // ForAllValues is true of a request with no tag keys at all; DeleteTags without Tags
+      // deletes every tag of the resource. Null false demands that the request names its keys.
+      expect(g.condition.Null).toEqual({ 'aws:TagKeys': 'false' });
     }
   });
 

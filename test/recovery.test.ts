@@ -156,7 +156,7 @@ describe('recovery with the example config', () => {
     const tagging = statements.filter((s) => actionsOf(s).some((a) => /^ec2:(Create|Delete)Tags$/.test(a)));
     expect(tagging).toEqual([expect.objectContaining({
       Action: ['ec2:CreateTags', 'ec2:DeleteTags'],
-      Condition: { 'ForAllValues:StringEquals': { 'aws:TagKeys': ['raidsnap:array'] } },
+      Condition: { 'ForAllValues:StringEquals': { 'aws:TagKeys': ['raidsnap:array'] }, Null: { 'aws:TagKeys': 'false' } },
     })]);
     expect(JSON.stringify(tagging[0].Resource)).toMatch(/:instance\/\*"\]\]\}$/);
     const mutating = statements.flatMap(actionsOf).filter((a) => /^ec2:(?!Describe)/.test(a));

@@ -270,7 +270,7 @@ def _deliver_alarm(emu: Emulation, fx: ArrayFixture) -> Execution:
 
 
 def _world(emu: Emulation) -> tuple[ArrayFixture, str]:
-    fx = make_array(emu.hosts, "db1", 3, size_gib=8, unrelated=1)
+    fx = make_array(emu.hosts, "db1", 3, size_gib=32, unrelated=1)
     console.print(
         f"[bold]The array[/bold]: instance {fx.instance_id} in {fx.availability_zone}, tagged "
         f"raidsnap:array=db1\n   md0 = RAID 0 of 3 x 8 GiB gp3 (16,000 IOPS, 1,000 MiB/s each), "

@@ -41,6 +41,7 @@ from raidsnap_emulation.ssm_agent import (
     InvalidParametersError,
     RenderedStep,
     UnsupportedDocumentError,
+    execution_timeout,
     render,
     validate_parameters,
 )
@@ -52,9 +53,15 @@ CommandStatus = Literal["Success", "Failed", "TimedOut", "Cancelled"]
 SNAPSHOT_PER_VOLUME_INTERVAL_SECONDS = 15.0
 """EC2 refuses a second snapshot of one volume started within this many seconds."""
 
+# GetCommandInvocation returns the first 24,000 characters of stdout and the first 8,000 of
+# stderr (SSM API reference, GetCommandInvocation StandardOutputContent/StandardErrorContent).
+# The agent keeps a prefix and ends it with a marker (agent/plugins/pluginutil StringPrefix,
+# suffix "--output truncated--" from agent/framework/processor/executer/iohandler), counting
+# bytes as Go does.
 STDOUT_LIMIT = 24000
 STDERR_LIMIT = 8000
 PLUGIN_OUTPUT_LIMIT = 2500
+TRUNCATED_SUFFIX = "--output truncated--"
 
 _MUTATING_PREFIXES = (
     "Create",
@@ -137,6 +144,9 @@ class CommandOutcome:
     stderr: str = ""
     exit_code: int = 0
     duration_seconds: float = 0.0
+    # The agent stopped reporting (hung or gone): nothing enforces the step's timeoutSeconds,
+    # the invocation stays InProgress for duration_seconds and only CancelCommand ends it.
+    unresponsive: bool = False
 
 
 Responder = Callable[[CommandContext], CommandOutcome]
@@ -257,7 +267,13 @@ def _iso(when: datetime) -> str:
 
 
 def _truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit]
+    """The agent's StringPrefix: under the limit (in bytes) the text is whole; otherwise its
+    first limit bytes, the last of them given to the truncation marker."""
+    data = text.encode()
+    if len(data) < limit:
+        return text
+    keep = data[: limit - len(TRUNCATED_SUFFIX)]
+    return keep.decode(errors="ignore") + TRUNCATED_SUFFIX
 
 
 def _page(items: list[Any], params: Params, default_size: int = 1000) -> tuple[list[Any], str]:
@@ -378,6 +394,7 @@ class AwsDouble:
             ("ec2", "AttachVolume"): self._attach_volume,
             ("ec2", "DetachVolume"): self._detach_volume,
             ("ec2", "DeleteVolume"): self._delete_volume,
+            ("ec2", "DeleteTags"): self._delete_tags,
             ("ec2", "EnableFastSnapshotRestores"): self._enable_fsr,
             ("ec2", "DisableFastSnapshotRestores"): self._disable_fsr,
             ("ec2", "DescribeFastSnapshotRestores"): self._describe_fsr,
@@ -1002,6 +1019,7 @@ class AwsDouble:
                     "Valid range is 100-300 MiB/s.",
                 )
         kms_key_id = params.get("KmsKeyId")
+        self._check_performance(params)
         fast_restored = False
         if snapshot_id:
             snapshot = self._snapshot_view(self._moto_snapshot(snapshot_id))
@@ -1139,6 +1157,25 @@ class AwsDouble:
             "State": "detaching",
             "AttachTime": attached.get("AttachTime", now),
         }
+
+    def _delete_tags(self, params: Params) -> Answer:
+        """DeleteTags without Tags deletes every user-defined tag of the resources (DeleteTags API
+        reference, Tag.N: "If you omit this parameter, we delete all user-defined tags for the
+        specified resources"); moto deletes none. With Tags it is moto's."""
+        if params.get("Tags"):
+            return self._moto("ec2", "DeleteTags", params)
+        resources = list(params.get("Resources") or [])
+        found = self._moto(
+            "ec2", "DescribeTags", {"Filters": [{"Name": "resource-id", "Values": resources}]}
+        )["Tags"]
+        keys = sorted({t["Key"] for t in found if not t["Key"].startswith("aws:")})
+        if keys:
+            self._moto(
+                "ec2",
+                "DeleteTags",
+                {"Resources": resources, "Tags": [{"Key": k} for k in keys]},
+            )
+        return {}
 
     def _delete_volume(self, params: Params) -> Answer:
         volume_id = params["VolumeId"]
@@ -1380,6 +1417,38 @@ class AwsDouble:
         except InvalidParametersError as err:
             raise AwsError("InvalidParameters", str(err)) from None
 
+    def _check_performance(self, params: Params) -> None:
+        """CreateVolume refuses IOPS or throughput out of proportion to the size (Amazon EBS
+        User Guide: General Purpose SSD volumes, gp3 at most 500 IOPS per GiB and 0.25 MiB/s per
+        IOPS above its 3,000 IOPS / 125 MiB/s baseline; Provisioned IOPS SSD volumes, io1 50 and
+        io2 1,000 IOPS per GiB)."""
+        volume_type = str(params.get("VolumeType") or "gp2")
+        size = params.get("Size")
+        if size is None and params.get("SnapshotId"):
+            size = self._snapshot_view(self._moto_snapshot(params["SnapshotId"]))["VolumeSize"]
+        if size is None:
+            return
+        gib = int(size)
+        iops = int(params["Iops"]) if params.get("Iops") is not None else None
+        per_gib = {"gp3": 500, "io1": 50, "io2": 1000}.get(volume_type)
+        if per_gib is not None and iops is not None:
+            allowed = max(3000 if volume_type == "gp3" else 0, per_gib * gib)
+            if iops > allowed:
+                raise AwsError(
+                    "InvalidParameterValue",
+                    f"Iops to volume size ratio of {iops / gib:.6f} is too high; maximum is "
+                    f"{per_gib:.6f}",
+                )
+        throughput = params.get("Throughput")
+        if volume_type == "gp3" and throughput is not None and int(throughput) > 125:
+            provisioned = iops if iops is not None else 3000
+            if int(throughput) > 0.25 * provisioned:
+                raise AwsError(
+                    "InvalidParameterValue",
+                    f"Throughput (MiBps) to iops ratio of {int(throughput) / provisioned:.6f} is "
+                    "too high; maximum is 0.250000 MiBps per iops",
+                )
+
     def _render(
         self, name: str, document: dict[str, Any] | None, context: CommandContext
     ) -> RenderedStep | None:
@@ -1441,12 +1510,9 @@ class AwsDouble:
                 f"Instances [{offline}] not in a valid state for account {account}",
             )
         steps = (document or {}).get("mainSteps") or [{"name": "aws:runShellScript"}]
-        # AWS-RunShellScript (not carried by moto) passes its executionTimeout parameter on as the
-        # step's timeoutSeconds. A step's own timeoutSeconds is enforced only above 3600 (a
-        # prewarm of large members reads for hours within its 172800): the tests use a long
-        # duration to stand for an agent that stops reporting, which only CancelCommand ends.
-        declared = int((steps[0].get("inputs") or {}).get("timeoutSeconds") or 0)
-        timeout = max(declared, int(parameters.get("executionTimeout", ["3600"])[0]))
+        # The agent stops a step at its timeoutSeconds (ssm_agent.execution_timeout). For
+        # AWS-RunShellScript (not carried by moto) that is its executionTimeout parameter.
+        fallback = execution_timeout(parameters.get("executionTimeout", ["3600"])[0], {})
         command = _Command(
             command_id=str(uuid.uuid4()),
             document_name=name,
@@ -1467,7 +1533,8 @@ class AwsDouble:
                     context, environment=dict(step.parameters), script=step.script
                 )
             outcome = responder(context) if responder is not None else CommandOutcome()
-            if outcome.duration_seconds > timeout:
+            timeout = step.timeout_seconds if step is not None else fallback
+            if outcome.duration_seconds > timeout and not outcome.unresponsive:
                 outcome = CommandOutcome(
                     "TimedOut", outcome.stdout, outcome.stderr, -1, float(timeout)
                 )

@@ -592,6 +592,12 @@ class Hosts:
                 "expectedBytes": total,
                 "seconds": round(seconds, 3),
                 "mibPerSecond": round(total / 1024**2 / seconds, 1) if seconds else 0.0,
+                # As the script reads: fio with libaio, one reader of 1 MiB reads, 32 in flight;
+                # dd with 4 readers per member of 8 MiB reads.
+                "engine": "libaio" if method == "fio" else None,
+                "readersPerMember": 1 if method == "fio" else 4,
+                "blockBytes": 1024**2 if method == "fio" else 8 * 1024**2,
+                "queueDepth": 32 if method == "fio" else 1,
                 "devices": [
                     {"volumeId": v, "device": devices[v], "size": b, "bytes": b}
                     for v, b in sizes.items()

@@ -215,6 +215,12 @@ class PrewarmResult(_Model):
     expectedBytes: int
     seconds: float
     mibPerSecond: float
+    # How it read: fio's I/O engine (libaio, or psync where fio cannot load libaio; null for
+    # dd), readers per member, bytes per read and reads in flight per reader.
+    engine: Literal["libaio", "psync"] | None
+    readersPerMember: int
+    blockBytes: int
+    queueDepth: int
     devices: list[PrewarmedDevice]
 
 

@@ -13,9 +13,11 @@ the same rows with their addresses):
   value must satisfy its ``allowedPattern``, ``allowedValues``, ``minChars`` and ``maxChars``;
   otherwise SendCommand fails with ``InvalidParameters`` and nothing runs.
   Source: SendCommand API reference (InvalidParameters); "Data elements and parameters".
-- ``allowedPattern`` is searched for, not matched whole (Java ``find()``, Go ``MatchString``):
-  ``^...$`` anchors it, and ``$`` may match before one final line terminator.
-  Source: agent/framework/docparser/paramvalidator/allowedregexparamvalidator.
+- ``allowedPattern`` is searched for, not matched whole, with Go's ``regexp.MatchString`` on the
+  instance before anything runs: ``^...$`` anchors it, ``$`` is the end of the text only (a
+  final newline fails), and ``\\d``/``\\w``/``\\s`` are ASCII.
+  Source: agent/framework/docparser/docparser.go getValidatedParameters ->
+  agent/framework/docparser/paramvalidator/allowedregexparamvalidator; Go regexp/syntax.
 - A parameter whose OWN definition has ``interpolationType: ENV_VAR`` is exported as
   ``SSM_<Name>``. The field is read nowhere else: under a step's ``inputs`` it is ignored
   (``aws:runShellScript`` takes runCommand, workingDirectory, timeoutSeconds, environment).
@@ -175,9 +177,11 @@ def validate_parameters(
 
 def _check_value(key: str, spec: Mapping[str, Any], value: str) -> None:
     pattern = spec.get("allowedPattern")
-    # Searched, not matched whole: Java's find() and Go's MatchString both search. Python's `$`
-    # also matches before one final "\n", as Java's does.
-    if pattern and not re.search(str(pattern), value):
+    # The agent checks every value before it runs anything, with Go's regexp MatchString
+    # (agent/framework/docparser/paramvalidator/allowedregexparamvalidator): a search, in RE2
+    # syntax, where `$` is the end of the text only and \d \w \s are ASCII. Whatever the
+    # service let by, a value that fails here never reaches a script.
+    if pattern and not go_regexp(str(pattern)).search(value):
         raise InvalidParametersError(
             f'Parameter "{key}" "{value}" failed to satisfy constraint: Member must satisfy '
             f"regular expression pattern: {pattern}"
@@ -192,6 +196,67 @@ def _check_value(key: str, spec: Mapping[str, Any], value: str) -> None:
         raise InvalidParametersError(
             f'Parameter "{key}" has {len(value)} characters; minChars {low}, maxChars {high}.'
         )
+
+
+def go_regexp(pattern: str) -> re.Pattern[str]:
+    """A Python pattern that matches what Go's RE2 ``regexp`` matches for ``pattern``.
+
+    The two differ, for the patterns documents use, in two ways: Go's ``$`` (without the m flag)
+    matches only at the end of the text, Python's also before a final newline; and Go's
+    ``\\d``, ``\\w``, ``\\s`` are ASCII-only. So each unescaped ``$`` outside a character class
+    becomes ``\\Z``, and the pattern is compiled with re.ASCII."""
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]" or (bool(out) and out[-1] in ("[", "[^"))
+            out.append(c)
+        elif c == "[":
+            in_class = True
+            out.append("[^" if pattern[i + 1 : i + 2] == "^" else "[")
+            i += 1 if pattern[i + 1 : i + 2] == "^" else 0
+        elif c == "$":
+            out.append(r"\Z")
+        else:
+            out.append(c)
+        i += 1
+    return re.compile("".join(out), re.ASCII)
+
+
+MIN_STEP_TIMEOUT_SECONDS = 5
+MAX_STEP_TIMEOUT_SECONDS = 172800
+
+
+def execution_timeout(raw: object, values: Mapping[str, str]) -> int:
+    """The seconds the agent lets a step run before it stops it (ExecutionTimedOut).
+
+    As agent/plugins/pluginutil ValidateExecutionTimeout reads ``inputs.timeoutSeconds`` once
+    parameters are substituted: an integer, or a string holding an integer (a float is cut to
+    its integer part); anything else, or a value outside 5..172,800, is the default 3,600."""
+    value = _substitute(raw, values) if isinstance(raw, str) else raw
+    number: int | None = None
+    if isinstance(value, bool):
+        number = None
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, float):
+        number = int(value)
+    elif isinstance(value, str):
+        try:
+            number = int(value)
+        except ValueError:
+            try:
+                number = int(float(value))
+            except ValueError:
+                number = None
+    if number is None or not MIN_STEP_TIMEOUT_SECONDS <= number <= MAX_STEP_TIMEOUT_SECONDS:
+        return DEFAULT_STEP_TIMEOUT_SECONDS
+    return number
 
 
 def _substitute(text: str, values: Mapping[str, str]) -> str:
@@ -251,7 +316,7 @@ def render(
         if isinstance(lines, str):
             lines = [lines]
         script = "\n".join(_substitute(str(line), values) for line in lines) + "\n"
-        timeout = inputs.get("timeoutSeconds", DEFAULT_STEP_TIMEOUT_SECONDS)
+        timeout = execution_timeout(inputs.get("timeoutSeconds"), values)
         name = str(step.get("name", "aws:runShellScript"))
         root = ORCHESTRATION_ROOT.format(instance=instance_id)
         path = f"{root}/{command_id}/{name}/{SCRIPT_NAME}"
@@ -271,7 +336,7 @@ def render(
                 argv=("sh", "-c", path),
                 working_directory=AGENT_WORKING_DIRECTORY,
                 environment=environment,
-                timeout_seconds=int(timeout),
+                timeout_seconds=timeout,
                 parameters=dict(exported),
             )
         )

@@ -50,7 +50,7 @@ def make_array(
     members: int = 3,
     *,
     availability_zone: str = "us-east-1a",
-    size_gib: int = 8,
+    size_gib: int = 32,  # the smallest gp3 volume that takes 16,000 IOPS (500 per GiB)
     iops: int = 16000,
     throughput: int = 1000,
     unrelated: int = 1,

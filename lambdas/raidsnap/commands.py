@@ -30,9 +30,26 @@ class CommandResult:
         """The JSON object every raidsnap document prints as its last line, if it did."""
         return last_json_line(self.stdout)
 
+    @property
+    def failure(self) -> str | None:
+        """``Error: message`` from the last JSON line of a document that says it failed."""
+        result = self.result
+        if not result or result.get("ok") is not False:
+            return None
+        error, message = result.get("error"), result.get("message")
+        return ": ".join(str(part) for part in (error, message) if part) or None
+
     def stderr_tail(self, lines: int = 15) -> str:
+        """What a person reads about a failed command: the last lines of stderr, then the
+        document's own statement of why it failed. SSM returns only the first 8,000 characters
+        of stderr (GetCommandInvocation StandardErrorContent), so after a long run of progress
+        lines the reason is past that limit; the JSON last line on stdout still carries it."""
         text = self.stderr.strip() or self.stdout.strip()
-        return "\n".join(text.splitlines()[-lines:])
+        tail = "\n".join(text.splitlines()[-lines:])
+        failure = self.failure
+        if failure and failure not in tail:
+            return f"{tail}\n{failure}" if tail else failure
+        return tail
 
 
 def send(

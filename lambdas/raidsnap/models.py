@@ -51,6 +51,40 @@ IOPS_RANGE: dict[str, tuple[int, int]] = {
     "io2": (100, 256000),
 }
 THROUGHPUT_RANGE: dict[str, tuple[int, int]] = {"gp3": (125, 2000)}
+# What a volume of a given size may be provisioned with (Amazon EBS User Guide, "General Purpose
+# SSD volumes" and "Provisioned IOPS SSD volumes"): gp3 at most 500 IOPS per GiB above its
+# 3,000 baseline, and at most 0.25 MiB/s per provisioned IOPS above its 125 MiB/s baseline; io1
+# at most 50 IOPS per GiB; io2 at most 1,000 IOPS per GiB.
+IOPS_PER_GIB = {"gp3": 500, "io1": 50, "io2": 1000}
+GP3_BASELINE_IOPS = 3000
+GP3_BASELINE_THROUGHPUT = 125
+GP3_MIB_PER_IOPS = 0.25
+
+
+def performance_problem(
+    volume_type: str, size_gib: int, iops: int | None, throughput: int | None
+) -> tuple[str, str] | None:
+    """The field and the reason EC2 would refuse this volume's IOPS or throughput, if it would."""
+    per_gib = IOPS_PER_GIB.get(volume_type)
+    floor = GP3_BASELINE_IOPS if volume_type == "gp3" else 0
+    if per_gib is not None and iops is not None and iops > max(floor, per_gib * size_gib):
+        return (
+            "iops",
+            f"{iops} IOPS on a {size_gib} GiB {volume_type} volume is more than {per_gib} per "
+            f"GiB (at most {max(floor, per_gib * size_gib)}); give fewer IOPS",
+        )
+    if volume_type == "gp3" and throughput is not None and throughput > GP3_BASELINE_THROUGHPUT:
+        provisioned = iops if iops is not None else GP3_BASELINE_IOPS
+        if throughput > GP3_MIB_PER_IOPS * provisioned:
+            return (
+                "throughput",
+                f"{throughput} MiB/s with {provisioned} IOPS is more than {GP3_MIB_PER_IOPS} MiB/s"
+                f" per IOPS (at most {int(GP3_MIB_PER_IOPS * provisioned)}); give more iops or "
+                "less throughput",
+            )
+    return None
+
+
 # VolumeInitializationRate: 100-300 MiB/s (CreateVolume API reference).
 INITIALIZATION_RATE_RANGE = (100, 300)
 

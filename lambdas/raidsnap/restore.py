@@ -33,6 +33,7 @@ from raidsnap.models import (
     THROUGHPUT_RANGE,
     RestoreInput,
     parse_restore_input,
+    performance_problem,
     system_directory,
 )
 from raidsnap.observability import logger
@@ -357,6 +358,10 @@ def _member_specs(
         if volume_type in ("io1", "io2") and iops is None:
             iops = IOPS_RANGE["gp3"][0]
             notes.append(f"member {m.index}: no IOPS recorded for {volume_type}; {iops} used")
+        problem = performance_problem(volume_type, m.size_gib, iops, throughput)
+        if problem is not None:
+            field, reason = problem
+            raise InvalidInputError(field, f"member {m.index}: {reason}")
         spec = volumes.VolumeSpec(m.index or 0, m.snapshot_id, volume_type, iops, throughput)
         own_tags = {
             k: v

@@ -5,6 +5,7 @@ import { Construct } from 'constructs';
 /** IAM statements shared by the workflows. Mutating EC2 actions carry raidsnap tag
  * conditions, so raidsnap cannot touch what it did not tag. */
 export const ARRAY_TAG = 'raidsnap:array';
+export const SET_ID_TAG = 'raidsnap:set-id';
 /** Sid of the one wildcard grant whose scope comes from another resource of the same call. */
 export const VOLUMES_OF_TAGGED_INSTANCE = 'VolumesOfTaggedInstance';
 
@@ -79,14 +80,22 @@ export class Permissions {
     ];
   }
 
-  /** Tag and delete only snapshots that already carry the array tag. */
+  /** Tag, delete, enable FSR on or restore only snapshots of a raidsnap set: they carry the array
+   * tag and the set id. The array tag alone is not enough: every volume a restore creates carries
+   * it, so a snapshot another tool takes of such a volume with its tags copied (Data Lifecycle
+   * Manager's CopyTags, the console) would pass; restored volumes never carry the set id. */
   manageTaggedSnapshots(...actions: string[]): iam.PolicyStatement {
     return new iam.PolicyStatement({
       actions,
       resources: [this.ec2Arn('snapshot/*')],
-      conditions: { StringLike: { [`aws:ResourceTag/${ARRAY_TAG}`]: '*' } },
+      conditions: { StringLike: setSnapshotTags() },
     });
   }
+}
+
+/** The tags a snapshot of a raidsnap set carries from the moment CreateSnapshots makes it. */
+function setSnapshotTags(): Record<string, string> {
+  return { [`aws:ResourceTag/${ARRAY_TAG}`]: '*', [`aws:ResourceTag/${SET_ID_TAG}`]: '*' };
 }
 
 /** Tag keys of the restore's conditions. */
@@ -115,7 +124,7 @@ export class RestorePermissions extends Permissions {
       new iam.PolicyStatement({
         actions: ['ec2:CreateVolume'],
         resources: [this.ec2Arn('snapshot/*')],
-        conditions: { StringLike: { [`aws:ResourceTag/${ARRAY_TAG}`]: '*' } },
+        conditions: { StringLike: setSnapshotTags() },
       }),
       new iam.PolicyStatement({
         actions: ['ec2:CreateTags'],
@@ -155,6 +164,7 @@ export class RestorePermissions extends Permissions {
         resources: [this.ec2Arn('volume/*')],
         conditions: {
           'ForAllValues:StringEquals': { 'aws:TagKeys': [REPLACED_BY_TAG] },
+          Null: { 'aws:TagKeys': 'false' },
           StringLike: { [`aws:RequestTag/${REPLACED_BY_TAG}`]: `${this.executionArnPrefix(stateMachineName)}*` },
         },
       }),
@@ -173,7 +183,12 @@ export class RestorePermissions extends Permissions {
     return new iam.PolicyStatement({
       actions,
       resources: [this.ec2Arn('instance/*')],
-      conditions: { 'ForAllValues:StringEquals': { 'aws:TagKeys': [ARRAY_TAG] } },
+      conditions: {
+        'ForAllValues:StringEquals': { 'aws:TagKeys': [ARRAY_TAG] },
+        // ForAllValues holds when the request names no tag key at all, and DeleteTags without
+        // Tags deletes every user-defined tag of the resource: the key must be present.
+        Null: { 'aws:TagKeys': 'false' },
+      },
     });
   }
 

@@ -365,6 +365,38 @@ def test_create_volume_in_an_unknown_zone_is_an_invalid_parameter(ec2: EC2Client
     assert ec2.describe_volumes()["Volumes"] == []
 
 
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"VolumeType": "gp3", "Size": 8, "Iops": 16000},  # 500 per GiB: at most 4,000
+        {"VolumeType": "gp3", "Size": 32, "Iops": 3000, "Throughput": 1000},  # 0.25 MiB/s per IOPS
+        {"VolumeType": "io1", "Size": 10, "Iops": 501},  # 50 per GiB
+        {"VolumeType": "io2", "Size": 10, "Iops": 10001},  # 1,000 per GiB
+    ],
+)
+def test_create_volume_refuses_iops_or_throughput_out_of_proportion(
+    ec2: EC2Client, request_: dict[str, Any]
+) -> None:
+    with pytest.raises(ClientError) as info:
+        ec2.create_volume(AvailabilityZone="us-east-1a", **request_)
+    assert error_code(info) == "InvalidParameterValue"
+    assert ec2.describe_volumes()["Volumes"] == []
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        {"VolumeType": "gp3", "Size": 1, "Iops": 3000, "Throughput": 125},  # the baseline
+        {"VolumeType": "gp3", "Size": 32, "Iops": 16000, "Throughput": 1000},
+        {"VolumeType": "gp3", "Size": 8, "Iops": 4000, "Throughput": 1000},
+        {"VolumeType": "io2", "Size": 20, "Iops": 20000},
+    ],
+)
+def test_create_volume_takes_what_the_size_allows(ec2: EC2Client, request_: dict[str, Any]) -> None:
+    ec2.create_volume(AvailabilityZone="us-east-1a", **request_)
+    assert len(ec2.describe_volumes()["Volumes"]) == 1
+
+
 def test_attach_refuses_a_volume_in_another_zone(
     ec2: EC2Client, clock: VirtualClock, host: Host
 ) -> None:
@@ -617,6 +649,9 @@ def test_command_is_in_progress_for_its_duration_then_reports_the_responders_out
     assert (done["Status"], done["StatusDetails"], done["ResponseCode"]) == ("Failed", "Failed", 2)
     assert len(done["StandardOutputContent"]) == 24000
     assert len(done["StandardErrorContent"]) == 8000
+    # A prefix, as the agent keeps it: the start of what was written, then the agent's marker.
+    assert done["StandardErrorContent"].startswith("mdadm: no array\nmdadm: no array\n")
+    assert done["StandardErrorContent"].endswith("mdadm: no ar--output truncated--")
     listed = ssm.list_command_invocations(CommandId=sent["CommandId"], Details=True)
     plugin = listed["CommandInvocations"][0]["CommandPlugins"][0]
     assert (plugin["Name"], plugin["Status"], len(plugin["Output"])) == ("assemble", "Failed", 2500)
@@ -689,6 +724,69 @@ def test_command_longer_than_execution_timeout_times_out(
     clock.advance(600)
     done = ssm.get_command_invocation(CommandId=sent["CommandId"], InstanceId=host.instance_id)
     assert (done["Status"], done["StatusDetails"]) == ("TimedOut", "ExecutionTimedOut")
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (600, {}, 600),  # a number, as raidsnap's documents give it
+        ("{{ Limit }}", {"Limit": ["900"]}, 900),  # a parameter, as AWS-RunShellScript does
+        ("{{ Limit }}", {}, 1200),  # that parameter's default
+        (None, {}, 3600),  # none: the agent's default
+        (2, {}, 3600),  # below the agent's minimum of 5: its default
+        (200_000, {}, 3600),  # above its maximum of 172,800: its default
+    ],
+)
+def test_the_agent_ends_a_step_at_the_documents_timeout_seconds(
+    ssm: SSMClient,
+    double: AwsDouble,
+    clock: VirtualClock,
+    host: Host,
+    case: tuple[int | str | None, dict[str, list[str]], int],
+) -> None:
+    timeout, parameters, ends_at = case
+    inputs: dict[str, object] = {"runCommand": ["sleep 10000"]}
+    if timeout is not None:
+        inputs["timeoutSeconds"] = timeout
+    content = {
+        "schemaVersion": "2.2",
+        "description": "sleeps",
+        "parameters": {"Limit": {"type": "String", "default": "1200"}},
+        "mainSteps": [{"action": "aws:runShellScript", "name": "sleep", "inputs": inputs}],
+    }
+    ssm.create_document(
+        Name="Sleeper", Content=json.dumps(content), DocumentType="Command", DocumentFormat="JSON"
+    )
+    double.on_command("Sleeper", lambda _c: CommandOutcome(duration_seconds=10_000))
+    sent = ssm.send_command(
+        InstanceIds=[host.instance_id], DocumentName="Sleeper", Parameters=parameters
+    )["Command"]
+
+    def status() -> tuple[str, str]:
+        inv = ssm.get_command_invocation(CommandId=sent["CommandId"], InstanceId=host.instance_id)
+        return inv["Status"], inv["StatusDetails"]
+
+    clock.advance(ends_at - 1)
+    assert status() == ("InProgress", "InProgress")
+    clock.advance(1)
+    assert status() == ("TimedOut", "ExecutionTimedOut")
+
+
+def test_an_agent_that_stops_reporting_leaves_the_command_in_progress(
+    ssm: SSMClient, double: AwsDouble, clock: VirtualClock, host: Host, assemble_document: str
+) -> None:
+    # No agent is left to enforce the step's timeout: only CancelCommand ends the invocation.
+    double.on_command(
+        "Assemble", lambda _c: CommandOutcome(duration_seconds=100_000, unresponsive=True)
+    )
+    sent = ssm.send_command(
+        InstanceIds=[host.instance_id],
+        DocumentName=assemble_document,
+        Parameters={"VolumeIds": [",".join(host.data_volumes)]},
+    )["Command"]
+    clock.advance(7200)
+    inv = ssm.get_command_invocation(CommandId=sent["CommandId"], InstanceId=host.instance_id)
+    assert inv["Status"] == "InProgress"
 
 
 def test_cancelled_command_reports_cancelled(
@@ -835,3 +933,19 @@ def test_the_executors_aws_sdk_integrations_go_through_the_double(
     assert attempts == ["RequestLimitExceeded", None]
     pending = ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"]
     assert [s["State"] for s in pending] == ["pending"]
+
+
+def test_delete_tags_without_tags_deletes_every_user_defined_tag(
+    ec2: EC2Client, host: Host
+) -> None:
+    # DeleteTags API reference, Tag.N: "If you omit this parameter, we delete all user-defined
+    # tags for the specified resources." moto alone deletes none.
+    ec2.create_tags(
+        Resources=[host.instance_id],
+        Tags=[{"Key": "CostCenter", "Value": "42"}, {"Key": "raidsnap:array", "Value": "db1"}],
+    )
+
+    ec2.delete_tags(Resources=[host.instance_id])
+
+    left = ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": [host.instance_id]}])
+    assert left["Tags"] == []

@@ -90,12 +90,15 @@ def test_values_outside_the_constraints_are_invalid(spec: dict, value: str) -> N
         render(document({"P": spec}, ["true"]), {"P": [value]})
 
 
-def test_pattern_is_searched_so_a_final_newline_passes_an_anchored_pattern() -> None:
-    """Java's find() lets `$` match before a final line terminator: the scripts must refuse it."""
-    (step,) = render(document({"Word": ENV}, ["true"]), {"Word": ["abc\n"]})
-    assert step.parameters == {"SSM_Word": "abc\n"}
-    with pytest.raises(InvalidParametersError):
-        render(document({"Word": ENV}, ["true"]), {"Word": ["abc\nx"]})
+def test_pattern_is_searched_and_its_dollar_is_the_end_of_the_text() -> None:
+    """Go's MatchString searches (an unanchored pattern matches inside the value), and its `$`
+    matches only at the very end: a final newline fails `^...$` on the agent."""
+    unanchored = {"type": "String", "interpolationType": "ENV_VAR", "allowedPattern": "b"}
+    (step,) = render(document({"Word": unanchored}, ["true"]), {"Word": ["abc"]})
+    assert step.parameters == {"SSM_Word": "abc"}
+    for value in ("abc\n", "abc\nx"):
+        with pytest.raises(InvalidParametersError):
+            render(document({"Word": ENV}, ["true"]), {"Word": [value]})
 
 
 def test_braces_are_substituted_for_env_var_parameters_too() -> None:

@@ -44,9 +44,9 @@ def test_a_backup_is_allowed_to_snapshot_the_members(emu: Emulation) -> None:
 
 
 def test_a_backup_whose_discovery_hangs_cancels_the_command(emu: Emulation) -> None:
-    # GIVEN members found by their tags, and a discover command that never ends
+    # GIVEN members found by their tags, and an agent that stops reporting mid-discovery
     fx = make_array(emu.hosts, "db1", 3, tag_members=True)
-    emu.hosts.fail_next("discover", CommandOutcome(duration_seconds=100_000))
+    emu.hosts.fail_next("discover", CommandOutcome(duration_seconds=100_000, unresponsive=True))
     # WHEN a backup runs past the discovery budget
     run = emu.run("backup", {"array": "db1"})
     # THEN the hung command is cancelled (IAM allows CancelCommand) and the set is taken

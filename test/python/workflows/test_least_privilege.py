@@ -86,7 +86,7 @@ def _scenario_backup_agent_offline(emu: Emulation) -> None:
 
 def _scenario_backup_discovery_hangs(emu: Emulation) -> None:
     make_array(emu.hosts, "db1", 3, tag_members=True)
-    emu.hosts.fail_next("discover", CommandOutcome(duration_seconds=100_000))
+    emu.hosts.fail_next("discover", CommandOutcome(duration_seconds=100_000, unresponsive=True))
     assert emu.run("backup", {"array": "db1"}).status == "SUCCEEDED"
 
 
@@ -101,7 +101,7 @@ def _scenario_backup_fails_while_frozen(emu: Emulation) -> None:
 
 def _scenario_backup_freeze_hangs(emu: Emulation) -> None:
     make_array(emu.hosts, "db1", 3)
-    emu.hosts.fail_next("freeze", CommandOutcome(duration_seconds=100_000))
+    emu.hosts.fail_next("freeze", CommandOutcome(duration_seconds=100_000, unresponsive=True))
     run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze"})
     assert (run.status, run.error) == ("FAILED", "CommandFailed")
 

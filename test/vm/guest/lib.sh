@@ -25,6 +25,22 @@ ssm() {
   echo $? >"$out.rc"
 }
 
+# ssm_start NAME: start the rendered command in the background, as the agent starts it (a process
+# group of its own); its group id, which `wait` takes, goes to /work/NAME.pgid.
+ssm_start() {
+  local out=/work/$1 d=/work/cmd/$1 path cwd
+  local -a vars=()
+  path=$(cat "$d/path")
+  cwd=$(cat "$d/cwd")
+  mkdir -p "${path%/*}" "$cwd"
+  cp "$d/_script.sh" "$path"
+  chmod 0700 "$path"
+  mapfile -d '' -t vars <"$d/env"
+  (cd "$cwd" && exec setsid env -i "${vars[@]}" sh -c "$path") \
+    </dev/null >"$out.stdout" 2>"$out.stderr" &
+  echo $! >"$out.pgid"
+}
+
 by_id() { readlink -f "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_$1"; }
 
 # Keep a copy of a guest file for the host (missing files are left out).
