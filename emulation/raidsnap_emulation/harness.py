@@ -157,7 +157,9 @@ class LambdaRouter:
         module = fn.handler.rsplit(".", 2)[-2]
         record = Invocation(function=name, module=module, at=self.clock.now(), event=event)
         with self._lock:
-            saved = dict(os.environ)
+            # Only this function's keys are set and put back: clearing the whole environment
+            # races with anything else of the process that reads or writes it meanwhile.
+            saved = {k: os.environ.get(k) for k in {**fn.environment, **RUNTIME_ENV}}
             os.environ.update(fn.environment)
             os.environ.update(RUNTIME_ENV)
             try:
@@ -179,8 +181,11 @@ class LambdaRouter:
                 ).encode()
                 error = "Unhandled"
             finally:
-                os.environ.clear()
-                os.environ.update(saved)
+                for key, value in saved.items():
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value
             self.invocations.append(record)
         answer: dict[str, Any] = {
             "StatusCode": 200,

@@ -39,6 +39,7 @@ AssembleError = Literal[
     "MountPointBusy",
     "NoFilesystem",
     "NoMdSuperblock",
+    "PersistFailed",
     "ToolMissing",
     "UuidMismatch",
 ]

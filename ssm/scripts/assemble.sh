@@ -42,10 +42,39 @@ json_int_or_null() {
 
 say() { printf 'raidsnap: %s\n' "$*" >&2; }
 
+# What this run made, and undoes if it fails afterwards: the mount it made and the array it
+# assembled (never one that was already there). A half-made restore left assembled would keep
+# its volumes busy and, at the next boot, mounted from fstab without anyone having checked it.
+made_mount=false made_md=false failing=false
+
+undo_ours() {
+  local undone=""
+  if $made_mount; then
+    if umount "$mount_point" 2>/dev/null; then
+      undone+="unmounted $mount_point"
+      made_mount=false
+    else
+      undone+="could not unmount $mount_point (in use?); it stays mounted"
+    fi
+  fi
+  if $made_md && ! $made_mount; then
+    if md_stop "$md_name"; then
+      undone+="${undone:+, }stopped $md_dev"
+    else
+      undone+="${undone:+, }could not stop $md_dev"
+    fi
+    made_md=false
+  fi
+  printf '%s' "$undone"
+}
+
 # Print the error as the final JSON line and stop. Exit 2 for bad input, 1 otherwise.
 fail() {
-  local name=$1 message=$2 code=1
+  local name=$1 message=$2 code=1 undone
   [[ $name == InvalidInput ]] && code=2
+  failing=true
+  undone=$(undo_ours)
+  [[ -z $undone ]] || message+=" (undone: $undone)"
   say "$name: $message"
   printf '{"ok":false,"error":%s,"message":%s}\n' "$(json_str "$name")" "$(json_str "$message")"
   exit "$code"
@@ -269,6 +298,22 @@ dup=$(printf '%s\n' "${volumes[@]}" | sort | uniq -d | awk 'NR == 1')
 md_name=${md_dev#/dev/}
 changed=false
 warnings=()
+stage=checks
+
+# Anything that stops the script without a named error (a write that fails under set -e) after
+# it assembled or mounted still undoes that, and still ends with a JSON line.
+on_exit() {
+  local rc=$?
+  trap - EXIT
+  if ((rc != 0)) && ! $failing; then
+    if [[ $stage == persist ]]; then
+      fail PersistFailed "writing mdadm.conf, the initramfs or fstab stopped (exit $rc)"
+    fi
+    fail AssembleFailed "stopped unexpectedly (exit $rc) while at $stage"
+  fi
+  exit "$rc"
+}
+trap on_exit EXIT
 
 # 1. Every volume must show up as a block device (attachments take a while to appear).
 say "waiting up to ${wait_seconds}s for ${#volumes[@]} volume(s)"
@@ -421,6 +466,7 @@ if ! $already; then
     done
     if out=$(mdadm --assemble "$md_dev" --uuid="$md_uuid" "${members[@]}" 2>&1); then
       say "$out"
+      made_md=true
       break
     fi
     say "mdadm --assemble (attempt $attempt): $out"
@@ -440,7 +486,7 @@ state=$(cat "/sys/block/$md_name/md/array_state" 2>/dev/null || true)
 [[ $state =~ ^(clean|active|active-idle|read-auto|readonly)$ ]] || fail AssembleFailed "$md_dev is $state after assembly"
 degraded=$(cat "/sys/block/$md_name/md/degraded" 2>/dev/null || echo 0)
 if [[ $degraded != 0 ]]; then
-  md_stop "$md_name" || true
+  $made_md || md_stop "$md_name" || true
   fail AssembleFailed "$md_dev came up degraded ($degraded missing); stopped it again"
 fi
 level=$(cat "/sys/block/$md_name/md/level")
@@ -490,6 +536,7 @@ else
   fi
   err=$(mount -t "$fs_type" -o "$opts" "$md_dev" "$mount_point" 2>&1) ||
     fail MountFailed "mount -t $fs_type -o $opts $md_dev $mount_point failed: $err"
+  made_mount=true
   changed=true
   say "mounted $md_dev ($fs_type) at $mount_point ($opts)"
 fi
@@ -515,6 +562,7 @@ write_if_changed() {
 # 7. Persist: ARRAY line by UUID, initramfs, fstab line by filesystem UUID. Each replaced or
 #    added, so a second run writes nothing.
 conf_status=skipped initramfs_status=skipped fstab_status=skipped conf_path="" fstab_path=/etc/fstab
+stage=persist
 if [[ $persist == true ]]; then
   if [[ -d /etc/mdadm ]]; then conf_path=/etc/mdadm/mdadm.conf; else conf_path=/etc/mdadm.conf; fi
   [[ -f $conf_path ]] || : >>"$conf_path"
@@ -593,6 +641,9 @@ if [[ $persist == true ]]; then
   say "persisted: mdadm.conf $conf_status ($conf_path), initramfs $initramfs_status, fstab $fstab_status"
 fi
 
+stage=report
+# From here on the array and its mount are the caller's: nothing below undoes them.
+made_mount=false made_md=false
 w=""
 for x in "${warnings[@]}"; do
   say "warning: $x"
