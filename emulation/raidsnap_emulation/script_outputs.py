@@ -44,9 +44,13 @@ AssembleError = Literal[
     "UuidMismatch",
 ]
 ReleaseError = Literal[
+    "FilesystemFrozen",
+    "FilesystemInUse",
     "InvalidInput",
     "MdDeviceBusy",
+    "MdDeviceHeld",
     "MountPointMismatch",
+    "MountedElsewhere",
     "ToolMissing",
     "UnmountFailed",
     "UuidMismatch",
