@@ -23,6 +23,7 @@ import copy
 import dataclasses
 import json
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -361,6 +362,10 @@ class AwsDouble:
         self._original: Callable[[BaseClient, str, Params], Answer] | None = None
         self._clients: dict[str, BaseClient] = {}
         self._routes: dict[tuple[str, str], Callable[[Params], Answer]] = {}
+        self._logged_machines: set[str] = set()
+        # Eventual consistency: resource id -> calls that still do not see it.
+        self._consistency_lag = 0
+        self._lagging: dict[str, int] = {}
         self._faults: dict[tuple[str, str], list[_Fault]] = {}
         self._throttle_all: dict[str, tuple[int, str]] = {}
         self._throttle_all_left: dict[tuple[str, str], int] = {}
@@ -439,6 +444,24 @@ class AwsDouble:
                     AwsDouble._installed = None
 
     # ------------------------------------------------------------------ configuration
+
+    def eventually_consistent(self, calls: int = 2) -> None:
+        """From now on, each snapshot or volume a create returns stays unseen by the next
+        ``calls`` calls that name it or list its kind: CreateTags and a Describe by id answer
+        InvalidSnapshot.NotFound / InvalidVolume.NotFound, a Describe by filter leaves it out.
+        EC2 does this sometimes right after a create ("Eventual consistency in the Amazon EC2
+        API", EC2 Developer Guide); 0 turns it off."""
+        with self._lock:
+            self._consistency_lag = calls
+
+    def set_logged(self, state_machine_arn: str, logged: bool = True) -> None:
+        """Whether the state machine has logging enabled: its execution names are then held to
+        the narrower character set (StartExecution ``name``)."""
+        with self._lock:
+            if logged:
+                self._logged_machines.add(state_machine_arn)
+            else:
+                self._logged_machines.discard(state_machine_arn)
 
     def route(self, service: str, operation: str, fn: Callable[[Params], Answer]) -> None:
         with self._lock:
@@ -631,18 +654,83 @@ class AwsDouble:
         if (service, operation) == ("stepfunctions", "GetExecutionHistory"):
             return self._execution_history(client, params)
         handler = self._handlers.get((service, operation))
+        if (service, operation) == ("stepfunctions", "StartExecution"):
+            self._check_execution_name(params)
         if handler is None and service not in ("ec2", "ssm"):
             return self._passthrough(client, operation, params)
         with self._lock:
             if service == "ec2":
                 self._settle_detachments()
+            if service == "ec2" and self._lagging:
+                self._not_yet_visible(operation, params)
             if handler is not None:
                 answer = handler(params)
                 answer.setdefault(
                     "ResponseMetadata", {"RequestId": str(uuid.uuid4()), "HTTPStatusCode": 200}
                 )
-                return answer
-            return self._passthrough(client, operation, params)
+            else:
+                answer = self._passthrough(client, operation, params)
+            if service == "ec2":
+                answer = self._lag(operation, answer)
+            return answer
+
+    def _lag(self, operation: str, answer: Answer) -> Answer:
+        """Record what a create returned; hide lagging ids from a Describe by filter."""
+        if operation in ("CreateSnapshot", "CreateVolume") and self._consistency_lag:
+            key = "SnapshotId" if operation == "CreateSnapshot" else "VolumeId"
+            self._lagging[str(answer[key])] = self._consistency_lag
+        elif operation == "CreateSnapshots" and self._consistency_lag:
+            for item in answer.get("Snapshots", []):
+                self._lagging[str(item["SnapshotId"])] = self._consistency_lag
+        elif operation in ("DescribeSnapshots", "DescribeVolumes") and self._lagging:
+            listing, key = ("Snapshots", "SnapshotId")
+            if operation == "DescribeVolumes":
+                listing, key = ("Volumes", "VolumeId")
+            kept = []
+            for item in answer.get(listing, []):
+                if self._lagging.get(str(item[key]), 0) > 0:
+                    self._lagging[str(item[key])] -= 1
+                    continue
+                kept.append(item)
+            answer = dict(answer, **{listing: kept})
+        return answer
+
+    def _not_yet_visible(self, operation: str, params: Params) -> None:
+        """CreateTags, or a Describe by id, that names an id EC2 does not show yet."""
+        named: list[str] = []
+        if operation == "CreateTags":
+            named = [str(r) for r in params.get("Resources", [])]
+        elif operation == "DescribeSnapshots":
+            named = [str(r) for r in params.get("SnapshotIds", [])]
+        elif operation == "DescribeVolumes":
+            named = [str(r) for r in params.get("VolumeIds", [])]
+        for rid in named:
+            if self._lagging.get(rid, 0) > 0:
+                self._lagging[rid] -= 1
+                kind = "InvalidSnapshot" if rid.startswith("snap-") else "InvalidVolume"
+                noun = "snapshot" if kind == "InvalidSnapshot" else "volume"
+                raise AwsError(f"{kind}.NotFound", f"The {noun} '{rid}' does not exist.")
+
+    def _check_execution_name(self, params: Params) -> None:
+        """StartExecution's name rules (Step Functions API reference, StartExecution ``name``):
+        1 to 80 characters, none of whitespace, brackets, wildcards, special characters or
+        control characters; and where the state machine has logging enabled, only 0-9, A-Z,
+        a-z, - and _. Otherwise InvalidName, and nothing starts."""
+        name = params.get("name")
+        if name is None:
+            return
+        text = str(name)
+        with self._lock:
+            logged = params.get("stateMachineArn") in self._logged_machines
+        forbidden = re.compile(r'[\s<>{}\[\]?*"#%\\^|~`$&,;:/\x00-\x1f\x7f-\x9f]')
+        if not 1 <= len(text) <= 80 or forbidden.search(text):
+            raise AwsError("InvalidName", f"Invalid Name: '{text}'")
+        if logged and re.search(r"[^0-9A-Za-z_-]", text):
+            raise AwsError(
+                "InvalidName",
+                f"Invalid Name: '{text}' (with logging enabled, names may contain only 0-9, "
+                "A-Z, a-z, - and _)",
+            )
 
     def _execution_history(self, client: BaseClient, params: Params) -> Answer:
         """moto 5.2.5's backend ignores reverseOrder and maxResults; AWS lists the newest events

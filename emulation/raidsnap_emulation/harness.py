@@ -348,6 +348,10 @@ class Emulation:
             )["stateMachineArn"]
             self.state_machines[name] = arn
             self._machine_ids[arn] = logical_id
+            logging = self.template.resources[logical_id]["Properties"].get(
+                "LoggingConfiguration", {}
+            )
+            self.double.set_logged(arn, logging.get("Level", "OFF") != "OFF")
 
     def _state_machine_actor(self, state_machine_arn: str) -> str | None:
         return self._machine_ids.get(state_machine_arn)

@@ -42,7 +42,9 @@ TARGET_POLL_SECONDS = 15
 # recovery gives up (and a lifecycle action is abandoned).
 TARGET_BUDGET_SECONDS = 900
 
-_NAME_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
+# Execution names of a state machine that logs may hold only 0-9, A-Z, a-z, - and _
+# (StartExecution API reference, name); an array name may also hold ".".
+_NAME_SAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 @dataclass(frozen=True)

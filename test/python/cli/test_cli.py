@@ -168,6 +168,15 @@ def test_backup_of_an_unknown_array_exits_1_with_error_name_and_cause(cli: Cli) 
     assert "SUCCEEDED" not in result.output
 
 
+def test_a_backup_of_an_array_whose_name_has_a_dot_starts(cli: Cli) -> None:
+    # The workflows log, so an execution name may hold only letters, digits, "-" and "_".
+    result = cli("backup", "db.9", "--emulation")
+
+    assert result.exit_code == 1, result.output
+    assert "FAILED backup backup-db-9-" in plain(result.output)
+    assert "ArrayNotFound: no running instance is tagged raidsnap:array=db.9" in result.output
+
+
 # ---------------------------------------------------------------------- restore
 
 

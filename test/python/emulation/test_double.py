@@ -397,6 +397,24 @@ def test_create_volume_takes_what_the_size_allows(ec2: EC2Client, request_: dict
     assert len(ec2.describe_volumes()["Volumes"]) == 1
 
 
+def test_right_after_a_create_ec2_may_not_see_the_new_resource_yet(
+    ec2: EC2Client, double: AwsDouble
+) -> None:
+    double.eventually_consistent(calls=2)
+    volume_id = ec2.create_volume(AvailabilityZone="us-east-1a", Size=8)["VolumeId"]
+    tags = [{"Key": "k", "Value": "v"}]
+    for _ in range(2):
+        with pytest.raises(ClientError) as info:
+            ec2.create_tags(Resources=[volume_id], Tags=tags)
+        assert error_code(info) == "InvalidVolume.NotFound"
+    ec2.create_tags(Resources=[volume_id], Tags=tags)
+    (seen,) = ec2.describe_volumes(VolumeIds=[volume_id])["Volumes"]
+    assert seen["Tags"] == tags
+    other = ec2.create_volume(AvailabilityZone="us-east-1a", Size=8)["VolumeId"]
+    listed = [v["VolumeId"] for v in ec2.describe_volumes()["Volumes"]]
+    assert (volume_id in listed, other in listed) == (True, False)
+
+
 def test_attach_refuses_a_volume_in_another_zone(
     ec2: EC2Client, clock: VirtualClock, host: Host
 ) -> None:

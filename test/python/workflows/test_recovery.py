@@ -352,3 +352,20 @@ def test_events_that_ask_for_no_recovery_start_nothing(
     assert answer.error_type is None
     assert answer.result["started"] is False
     assert executions(emu, "recovery") == []
+
+
+def test_an_array_whose_name_has_a_dot_is_recovered(emu: Emulation) -> None:
+    # GIVEN an array named as ArrayName allows (letters, digits, "_", "." and "-"), backed up,
+    # whose instance is terminated with a replacement configured
+    fx = make_array(emu.hosts, "db.1", 3)
+    set_id = backed_up(emu.hosts, emu.run, fx)
+    standby = launch_instance("db.1-standby", fx.availability_zone, tag_array=False)
+    configure_recovery(emu, "db.1", instanceId=fx.instance_id, replacementInstanceId=standby)
+    terminate(fx.instance_id)
+    # WHEN the termination reaches the recovery trigger
+    run = recover(emu, instance_state_event(fx.instance_id, "terminated"))
+    # THEN the recovery and its restore start (the state machines log, so their execution
+    # names may hold only letters, digits, "-" and "_") and the array is back
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["restore"]["setId"] == set_id
+    assert emu.hosts.state(standby).arrays["/dev/md0"].members == run.output["restore"]["volumeIds"]
