@@ -130,6 +130,7 @@ def _scenario_recovery_from_alarm(emu: Emulation) -> None:
         },
     )
     event = alarm_event(fx.instance_id)
+    emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
     started = emu.invoke("recovery_start", event)
     assert emu.invoke("recovery_start", event).error_type is None  # a duplicate
     assert emu.wait(started.result["executionArn"]).status == "SUCCEEDED"
@@ -143,6 +144,7 @@ def _scenario_recovery_attach_onto_replacement(emu: Emulation) -> None:
         emu, "db1", instanceId=fx.instance_id, mode="attach", replacementInstanceId=standby
     )
     emu.hosts.fail_next("assemble", CommandOutcome(status="Failed", exit_code=1))
+    emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
     first = emu.invoke("recovery_start", alarm_event(fx.instance_id))
     assert emu.wait(first.result["executionArn"]).status == "FAILED"  # the tag goes back
     again = emu.invoke("recovery_start", alarm_event(fx.instance_id, at="2026-11-21T06:05:00Z"))
@@ -266,7 +268,9 @@ def _scenario_restore_prewarm_cannot_be_followed(emu: Emulation) -> None:
     emu.double.route("lambda", "Invoke", invoke)
     run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "prewarm"})
     assert run.status == "SUCCEEDED", run.cause
-    assert run.output["prewarm"]["status"] == "success"
+    # the last look finds the prewarm done, or (32 GiB members) still reading: either way the
+    # run says how far it got
+    assert run.output["prewarm"]["status"] in ("success", "running")
 
 
 def _scenario_restore_of_an_encrypted_set(emu: Emulation) -> None:
