@@ -7,7 +7,7 @@ import { Drills } from './constructs/drills';
 import { stackKey } from './constructs/encryption';
 import { FunctionFactory } from './constructs/functions';
 import { Monitoring } from './constructs/monitoring';
-import { notifyAlarms, Recovery } from './constructs/recovery';
+import { notifyAlarms, notifyRecoveryTo, Recovery } from './constructs/recovery';
 import { RestoreLock, RestoreWorkflow } from './constructs/restore-workflow';
 import { Schedules } from './constructs/schedules';
 import { SnapshotSets } from './constructs/snapshot-sets';
@@ -45,7 +45,7 @@ export class RaidsnapStack extends Stack {
       lock: restoreLock, commandPoll: this.backup.functions.CommandPoll, sets,
     });
     this.recovery = new Recovery(this, 'Recovery', {
-      factory, arrays, restore: this.restore, lock: restoreLock,
+      factory, arrays, restore: this.restore, lock: restoreLock, documents: this.documents,
     });
     this.drills = new Drills(this, 'Drills', {
       factory, arrays, documents: this.documents, restore: this.restore, commandPoll: this.backup.functions.CommandPoll, sets,
@@ -62,6 +62,7 @@ export class RaidsnapStack extends Stack {
       factory, restore: this.restore, lock: restoreLock, notifier: this.monitoring,
     });
     this.drills.notifyTo(this.monitoring.topic, stackKey(this));
+    notifyRecoveryTo(this.recovery, this.monitoring.topic, stackKey(this));
     notifyAlarms(this.recovery, this.monitoring);
   }
 }

@@ -71,11 +71,18 @@ describe('drills with the example config', () => {
       Resource: 'arn:aws:states:::states:startExecution.sync:2',
       Parameters: { 'StateMachineArn': '${RestoreStateMachineArn}', 'Name.$': '$.restoreName', 'Input.$': '$.restoreInput' },
     });
+    // Teardown starts with the release on every path: a restore preempted after assembly
+    // left the copy mounted, and only the release step can tell (it skips when nothing of the
+    // drill's restore is attached).
     for (const name of ['Restore', 'Discover', 'PollDiscover', 'Verify']) {
-      expect(doc.States[name].Catch[0].Next).toBe('HasRestored');
+      expect(doc.States[name].Catch[0].Next).toBe('Release');
     }
-    expect(doc.States.Verify.Next).toBe('HasRestored');
-    expect(doc.States.HasRestored.Default).toBe('RemoveVolumes');
+    expect(doc.States.Verify.Next).toBe('Release');
+    expect(doc.States.Release.Next).toBe('IsReleaseNeeded');
+    expect(doc.States.IsReleaseNeeded).toMatchObject({
+      Default: 'WaitForRelease',
+      Choices: [{ Variable: '$.release.status', StringEquals: 'skipped', Next: 'RemoveVolumes' }],
+    });
     expect(doc.States.RemoveVolumes.Catch[0].Next).toBe('Report');
     expect(doc.States.AreVolumesRemoved).toMatchObject({ Default: 'Report', Choices: [{ Next: 'WaitForVolumes' }] });
     expect(doc.States.WaitForVolumes).toEqual(expect.objectContaining({ Type: 'Wait', Next: 'RemoveVolumes' }));

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from raidsnap.observability import logger
+from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation, Execution, Invocation
 from raidsnap_emulation.world import (
     ArrayFixture,
@@ -304,6 +305,41 @@ def _lose_member(emu: Emulation, fx: ArrayFixture) -> str:
     return lost
 
 
+def _prewarm_fails(emu: Emulation, fx: ArrayFixture) -> Execution:
+    """A restore whose prewarm fails after the array is assembled and mounted: the array is the
+    user's by then, so the run ends with a warning, and nothing is detached or deleted."""
+    console.print(
+        "\n[bold red]✗ failure[/bold red]: during the next restore's prewarm, reading a member "
+        "fails (an I/O error, the agent killed the reader)"
+    )
+    emu.hosts.fail_next(
+        "prewarm",
+        CommandOutcome(
+            status="Failed",
+            stdout='{"ok":false,"error":"PrewarmFailed","message":"reading a member failed"}',
+            stderr="raidsnap: PrewarmFailed: reading a member failed",
+            exit_code=1,
+            duration_seconds=600,
+        ),
+    )
+    run = _run(
+        emu,
+        "restore",
+        {"array": "db1", "mode": "replace", "initialization": "prewarm"},
+        "restore-prewarm-fails",
+    )
+    out = run.output if isinstance(run.output, dict) else {}
+    for warning in out.get("warnings") or []:
+        console.print(f"   [yellow]warning[/yellow]: {warning}")
+    md = emu.hosts.state(fx.instance_id).arrays.get(str(out.get("mdDevice") or "/dev/md0"))
+    if md:
+        console.print(
+            f"   on the instance: {md.device} still assembled from {', '.join(md.members)}, "
+            f"mounted at {md.mount_point}: the new volumes were neither detached nor deleted"
+        )
+    return run
+
+
 def _summary(rows: list[tuple[str, Execution]]) -> None:
     table = Table(title="summary", title_justify="left")
     for column in ("run", "result", "transitions", "set", "detail"):
@@ -369,6 +405,7 @@ def main() -> int:
                 emu, "drill", {"array": "db1", "targetInstanceId": drill_host}, "weekly-drill"
             )
             rows.append(("drill", drill))
+            rows.append(("restore, prewarm fails", _prewarm_fails(emu, fx)))
     _summary(rows)
     console.print(f"[dim]{time.monotonic() - real:.0f} s real in all[/dim]")
     return 0 if all(run.status == "SUCCEEDED" for _, run in rows) else 1

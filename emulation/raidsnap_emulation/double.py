@@ -233,6 +233,33 @@ class _Command:
     invocations: dict[str, _Invocation] = field(default_factory=dict)
 
 
+@dataclass
+class _VolumeStatus:
+    """One volume's status checks, as DescribeVolumeStatus reports them."""
+
+    status: str = "ok"  # ok | impaired | warning | insufficient-data
+    io_enabled: str = "passed"  # passed | failed
+    io_performance: str = "not-applicable"  # normal | degraded | severely-degraded | stalled
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class _LifecycleAction:
+    """A launch lifecycle action of an Auto Scaling group, waiting in Pending:Wait."""
+
+    group: str
+    hook: str
+    token: str
+    instance_id: str
+    heartbeat_timeout: float
+    default_result: str
+    started: datetime
+    deadline: datetime
+    global_deadline: datetime
+    result: str | None = None
+    heartbeats: list[datetime] = field(default_factory=list)
+
+
 _FSR_ORDER = {"enabling": 0, "optimizing": 1, "enabled": 2}
 
 
@@ -358,6 +385,9 @@ class AwsDouble:
         self._fsr_stuck: str | None = None
         self._zones: dict[str, str] | None = None
 
+        self._volume_statuses: dict[str, _VolumeStatus] = {}
+        self._lifecycle_actions: dict[str, _LifecycleAction] = {}
+
         self._agents: dict[str, bool] = {}
         self._agent_versions: dict[str, str] = {}
         self._responders: dict[str, Responder] = {}
@@ -386,6 +416,9 @@ class AwsDouble:
             ("ssm", "CancelCommand"): self._cancel_command,
             ("ssm", "DescribeInstanceInformation"): self._describe_instance_information,
             ("cloudformation", "ListStackResources"): self._list_stack_resources,
+            ("ec2", "DescribeVolumeStatus"): self._describe_volume_status,
+            ("autoscaling", "RecordLifecycleActionHeartbeat"): self._lifecycle_heartbeat,
+            ("autoscaling", "CompleteLifecycleAction"): self._complete_lifecycle_action,
         }
 
     # ------------------------------------------------------------------ installation
@@ -470,6 +503,66 @@ class AwsDouble:
             raise ValueError(f"FSR cannot stick in state {state!r}")
         with self._lock:
             self._fsr_stuck = state
+
+    def impair_volume(
+        self,
+        volume_id: str,
+        status: str = "impaired",
+        *,
+        io_enabled: str = "failed",
+        io_performance: str = "not-applicable",
+        event: str | None = "potential-data-inconsistency",
+    ) -> None:
+        """The volume's status checks report a problem (DescribeVolumeStatus): by default what
+        EC2 reports when an issue on the volume's host disabled its I/O."""
+        with self._lock:
+            events = []
+            if event is not None:
+                events.append(
+                    {
+                        "EventId": f"evol-{uuid.uuid4().hex[:17]}",
+                        "EventType": event,
+                        "Description": "THIS IS AN AUTOMATED EVENT. NO ACTION IS REQUIRED.",
+                        "NotBefore": self.clock.now(),
+                    }
+                )
+            self._volume_statuses[volume_id] = _VolumeStatus(
+                status, io_enabled, io_performance, events
+            )
+
+    def lifecycle_action(
+        self,
+        group: str,
+        hook: str,
+        token: str,
+        instance_id: str,
+        *,
+        heartbeat_timeout: float = 3600.0,
+        default_result: str = "ABANDON",
+    ) -> None:
+        """An instance launched into ``group`` waits in Pending:Wait on ``hook`` from now on."""
+        now = self.clock.now()
+        global_timeout = min(172800.0, 100 * heartbeat_timeout)
+        with self._lock:
+            self._lifecycle_actions[token] = _LifecycleAction(
+                group,
+                hook,
+                token,
+                instance_id,
+                heartbeat_timeout,
+                default_result,
+                now,
+                now + timedelta(seconds=heartbeat_timeout),
+                now + timedelta(seconds=global_timeout),
+            )
+
+    def lifecycle_result(self, token: str) -> tuple[str | None, list[datetime]]:
+        """(result, heartbeats) of a lifecycle action: CONTINUE or ABANDON as completed, the
+        default result once it timed out, None while it waits."""
+        with self._lock:
+            action = self._lifecycle_actions[token]
+            self._expire(action, self.clock.now())
+            return action.result, list(action.heartbeats)
 
     def set_agent(self, instance_id: str, online: bool = True, version: str | None = None) -> None:
         """The instance's SSM agent: online or not, and the version it reports (the current
@@ -595,12 +688,12 @@ class AwsDouble:
         route = self._routes.get((service, operation))
         if route is not None:
             return route(params)
+        if (service, operation) == ("stepfunctions", "GetExecutionHistory"):
+            return self._execution_history(client, params)
         handler = self._handlers.get((service, operation))
         if (service, operation) == ("stepfunctions", "StartExecution"):
             self._check_execution_name(params)
-        if service not in ("ec2", "ssm"):
-            if handler is not None:
-                return handler(params)
+        if handler is None and service not in ("ec2", "ssm"):
             return self._passthrough(client, operation, params)
         with self._lock:
             if service == "ec2":
@@ -675,6 +768,19 @@ class AwsDouble:
                 f"Invalid Name: '{text}' (with logging enabled, names may contain only 0-9, "
                 "A-Z, a-z, - and _)",
             )
+
+    def _execution_history(self, client: BaseClient, params: Params) -> Answer:
+        """moto 5.2.5's backend ignores reverseOrder and maxResults; AWS lists the newest events
+        first with reverseOrder and returns at most maxResults (default 100, at most 1000) per page
+        (https://docs.aws.amazon.com/step-functions/latest/apireference/API_GetExecutionHistory.html).
+        The next page's token is not modelled: callers here read the first page only."""
+        forward = {k: v for k, v in params.items() if k not in ("reverseOrder", "maxResults")}
+        answer = self._passthrough(client, "GetExecutionHistory", forward)
+        events = list(answer.get("events") or [])
+        if params.get("reverseOrder"):
+            events.sort(key=lambda e: int(e.get("id") or 0), reverse=True)
+        answer["events"] = events[: int(params.get("maxResults") or 100)]
+        return answer
 
     def _passthrough(self, client: BaseClient, operation: str, params: Params) -> Answer:
         assert self._original is not None, "the double is not installed"
@@ -1773,4 +1879,84 @@ class AwsDouble:
                 continue
             if now < inv.end and inv.cancelled_at is None:
                 inv.cancelled_at = now
+        return {}
+
+    # ------------------------------------------------------------------ EBS volume status
+
+    def _describe_volume_status(self, params: Params) -> Answer:
+        views = self._moto("ec2", "DescribeVolumes", {"VolumeIds": params.get("VolumeIds", [])})
+        out = []
+        for raw in views["Volumes"]:
+            vid = raw["VolumeId"]
+            st = self._volume_statuses.get(vid, _VolumeStatus())
+            details = [
+                {"Name": "io-enabled", "Status": st.io_enabled},
+                {"Name": "io-performance", "Status": st.io_performance},
+            ]
+            actions = [
+                {
+                    "Code": "enable-volume-io",
+                    "Description": "Enable volume I/O",
+                    "EventId": e["EventId"],
+                    "EventType": e["EventType"],
+                }
+                for e in st.events
+                if e["EventType"] == "potential-data-inconsistency"
+            ]
+            out.append(
+                {
+                    "VolumeId": vid,
+                    "AvailabilityZone": raw["AvailabilityZone"],
+                    "VolumeStatus": {"Status": st.status, "Details": details},
+                    "Events": copy.deepcopy(st.events),
+                    "Actions": actions,
+                    "AttachmentStatuses": [
+                        {"InstanceId": a["InstanceId"], "IoPerformance": "normal"}
+                        for a in raw.get("Attachments", [])
+                    ],
+                }
+            )
+        return {"VolumeStatuses": out}
+
+    # ------------------------------------------------------------------ lifecycle actions
+
+    def _expire(self, action: _LifecycleAction, now: datetime) -> None:
+        if action.result is None and now > min(action.deadline, action.global_deadline):
+            action.result = action.default_result
+
+    def _lifecycle_action(self, params: Params) -> _LifecycleAction:
+        token = params.get("LifecycleActionToken")
+        found = [
+            a
+            for a in self._lifecycle_actions.values()
+            if (token and a.token == token)
+            or (not token and a.instance_id == params.get("InstanceId"))
+        ]
+        now = self.clock.now()
+        for action in found:
+            self._expire(action, now)
+        live = [
+            a
+            for a in found
+            if a.result is None
+            and a.group == params["AutoScalingGroupName"]
+            and a.hook == params["LifecycleHookName"]
+        ]
+        if not live:
+            what = f"token {token}" if token else f"instance ID {params.get('InstanceId')}"
+            raise AwsError("ValidationError", f"No active Lifecycle Action found with {what}")
+        return live[0]
+
+    def _lifecycle_heartbeat(self, params: Params) -> Answer:
+        action = self._lifecycle_action(params)
+        now = self.clock.now()
+        action.heartbeats.append(now)
+        action.deadline = min(
+            now + timedelta(seconds=action.heartbeat_timeout), action.global_deadline
+        )
+        return {}
+
+    def _complete_lifecycle_action(self, params: Params) -> Answer:
+        action = self._lifecycle_action(params)
+        action.result = str(params["LifecycleActionResult"])
         return {}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from raidsnap_emulation.iam.evaluate import Decision, Principal, evaluate
@@ -102,6 +103,10 @@ def pattern_matches(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
         if not any(_value_matches(r, v) for r in rule for v in values):
             return False
     return True
+
+
+def _epoch_ms(when: datetime | None) -> int | None:
+    return None if when is None else int(when.timestamp() * 1000)
 
 
 def _path(event: dict[str, Any], path: str) -> Any:
@@ -261,6 +266,9 @@ class Services:
             "stateMachineArn": desc["stateMachineArn"],
             "name": desc["name"],
             "status": desc["status"],
+            # Epoch milliseconds, as the EventBridge reference for Step Functions shows them.
+            "startDate": _epoch_ms(desc.get("startDate")),
+            "stopDate": _epoch_ms(desc.get("stopDate")),
             "input": desc.get("input"),
             "output": desc.get("output"),
             "error": desc.get("error"),

@@ -34,6 +34,7 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service impor
     state_task_service_sfn,
 )
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
+from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
 from raidsnap import clients
 from raidsnap_emulation.clock import VirtualClock
@@ -132,6 +133,9 @@ class Invocation:
     error_message: str | None = None
 
 
+_ENVIRONMENT_LOCK = threading.Lock()
+
+
 class LambdaRouter:
     """Answers lambda:Invoke by calling the handler named in the template, in this process,
     under the environment the template gives that function."""
@@ -140,8 +144,10 @@ class LambdaRouter:
         self.functions = functions
         self.clock = clock
         self.invocations: list[Invocation] = []
-        # One invocation at a time: each swaps the process environment for its own.
-        self._lock = threading.Lock()
+        # One invocation at a time, across every emulation of the process: each swaps the
+        # process environment for its own, and an execution an earlier test left running may
+        # still invoke its functions through its own router.
+        self._lock = _ENVIRONMENT_LOCK
 
     def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
         name = str(params["FunctionName"]).rsplit(":", 1)[-1]
@@ -151,7 +157,9 @@ class LambdaRouter:
         module = fn.handler.rsplit(".", 2)[-2]
         record = Invocation(function=name, module=module, at=self.clock.now(), event=event)
         with self._lock:
-            saved = dict(os.environ)
+            # Only this function's keys are set and put back: clearing the whole environment
+            # races with anything else of the process that reads or writes it meanwhile.
+            saved = {k: os.environ.get(k) for k in {**fn.environment, **RUNTIME_ENV}}
             os.environ.update(fn.environment)
             os.environ.update(RUNTIME_ENV)
             try:
@@ -173,8 +181,11 @@ class LambdaRouter:
                 ).encode()
                 error = "Unhandled"
             finally:
-                os.environ.clear()
-                os.environ.update(saved)
+                for key, value in saved.items():
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value
             self.invocations.append(record)
         answer: dict[str, Any] = {
             "StatusCode": 200,
@@ -393,6 +404,18 @@ class Emulation:
 
     def run(self, workflow: str, payload: Any, name: str | None = None) -> Execution:
         return self.wait(self.start(workflow, payload, name))
+
+    def expire_execution(self, execution_arn: str) -> None:
+        """Step Functions forgets an ended execution after 90 days, and its name may then be
+        used again (execution names are unique for 90 days only): a new execution of that name
+        has the same ARN. moto never forgets, so this does what the 90 days would."""
+        backend = stepfunctions_parser_backends[ACCOUNT][REGION]
+        machine_arn = execution_arn.replace(":execution:", ":stateMachine:").rsplit(":", 1)[0]
+        machine = backend.describe_state_machine(machine_arn)
+        status = [e.status for e in machine.executions if e.execution_arn == execution_arn]
+        if status != [] and status[0] == "RUNNING":
+            raise ValueError(f"{execution_arn} is still running")
+        machine.executions = [e for e in machine.executions if e.execution_arn != execution_arn]
 
 
 @contextlib.contextmanager

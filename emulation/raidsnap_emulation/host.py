@@ -209,6 +209,14 @@ class Hosts:
             if volume_id in array.members:
                 array.failed = True
 
+    def udev_assembled(self, instance_id: str, volume_ids: list[str], md_device: str) -> None:
+        """udev's incremental assembly built an array of these volumes on its own (md127 and
+        the like), unmounted, as it does when members with a superblock appear."""
+        blocks = [self.superblock(v) for v in volume_ids]
+        md_uuid = blocks[0].md_uuid if blocks and blocks[0] else _md_uuid()
+        by_slot = sorted(volume_ids, key=lambda v: (self.superblock(v) or blocks[0]).slot)  # type: ignore[union-attr]
+        self.state(instance_id).arrays[md_device] = MdArray(md_device, md_uuid, by_slot, None)
+
     def fail_next(self, kind: str, outcome: CommandOutcome) -> None:
         """Make the next command of this document kind end with ``outcome``."""
         self.failures[kind] = outcome
@@ -491,6 +499,19 @@ class Hosts:
             return self._refuse(
                 "DuplicateMember", "two volumes carry the same member: copies of one disk?"
             )
+        copies = [
+            f"{dev} ({vid})"
+            for vid, dev in devices.items()
+            if vid not in wanted and (sb := self.superblock(vid)) and sb.md_uuid == md_uuid
+        ]
+        if copies:
+            return self._refuse(
+                "CopyAttached",
+                f"other disks carry md UUID {md_uuid}: {' '.join(copies)}. Another copy of this "
+                "array is attached; detach it (its volumes are kept), or restore with mode "
+                "replace, which releases the array and detaches its members first. Nothing was "
+                "changed",
+            )
         state = self.state(ctx.instance_id)
         by_slot = sorted(wanted, key=lambda v: blocks[v].slot if blocks[v] else 0)  # type: ignore[union-attr]
         current = state.arrays.get(md_device)
@@ -499,6 +520,13 @@ class Hosts:
                 "MdDeviceBusy",
                 f"{md_device} is already array {current.md_uuid}; choose another MdDevice or "
                 "release it first",
+            )
+        stale = current is not None and current.md_uuid == md_uuid and not current.failed
+        if stale and current and current.members != by_slot and current.mount_point:
+            have = " ".join(devices.get(v, v) for v in current.members)
+            return self._refuse(
+                "MdDeviceBusy",
+                f"{md_device} is mounted but holds other devices ({have}) than requested",
             )
         fs = self.filesystems.get(md_uuid)
         if fs is None:
@@ -564,8 +592,14 @@ class Hosts:
         return self._answer(ctx, "release", lambda p: self._do_release(ctx, p))
 
     def _do_release(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
-        md_device, mount = p["MdDevice"], p["MountPoint"]
+        md_device, mount, md_uuid = p["MdDevice"], p["MountPoint"], p["MdUuid"]
         state = self.state(ctx.instance_id)
+        current = state.arrays.get(md_device)
+        if md_uuid and current is not None and current.md_uuid != md_uuid:
+            return self._refuse(
+                "UuidMismatch",
+                f"{md_device} is array {current.md_uuid}, not {md_uuid}; nothing was changed",
+            )
         holder = self._mounted(ctx.instance_id, mount)
         if holder is not None and holder.device != md_device:
             return self._refuse(
@@ -576,7 +610,7 @@ class Hosts:
         devices = self.nvme_devices(ctx.instance_id)
         lost = bool(released and released.failed)
         # As release.sh prints them: one object per member the md device had.
-        members = [
+        members: list[dict[str, Any]] = [
             {
                 "device": devices.get(v, f"/dev/nvme{90 + i}n1"),
                 "volumeId": v,
@@ -585,6 +619,17 @@ class Hosts:
             }
             for i, v in enumerate(released.members if released else [])
         ]
+        # With MdUuid: other disks whose superblock carries that UUID and that no array holds
+        # (old members of an earlier copy), as release.sh finds them with mdadm --examine.
+        wanted = md_uuid or (released.md_uuid if released else "")
+        held = {v for md in state.arrays.values() for v in md.members}
+        for vid, dev in devices.items():
+            sb = self.superblock(vid)
+            in_md = released is not None and vid in released.members
+            if wanted and sb and sb.md_uuid == wanted and not in_md and vid not in held:
+                members.append(
+                    {"device": dev, "volumeId": vid, "slot": None, "state": "not-assembled"}
+                )
         if released is None or released.mount_point != mount:
             unmount = "not-mounted"
         else:
@@ -683,6 +728,7 @@ SCRIPT_INPUTS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
     ),
     "release": (
         ("MdDevice", MD_DEVICE, "/dev/md0"),
+        ("MdUuid", r"if-set:^[0-9a-f]{8}(:[0-9a-f]{8}){3}$", None),
         ("MountPoint", "mount", None),
         ("MountPoint", "not-system", None),
     ),

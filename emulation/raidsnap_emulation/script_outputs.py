@@ -27,6 +27,7 @@ FreezeError = Literal[
 ThawError = Literal["InvalidInput", "NotOurFreeze", "ThawFailed", "ToolMissing"]
 AssembleError = Literal[
     "AssembleFailed",
+    "CopyAttached",
     "DuplicateMember",
     "InvalidInput",
     "MdDeviceBusy",
@@ -38,11 +39,21 @@ AssembleError = Literal[
     "MountPointBusy",
     "NoFilesystem",
     "NoMdSuperblock",
+    "PersistFailed",
     "ToolMissing",
     "UuidMismatch",
 ]
 ReleaseError = Literal[
-    "InvalidInput", "MdDeviceBusy", "MountPointMismatch", "ToolMissing", "UnmountFailed"
+    "FilesystemFrozen",
+    "FilesystemInUse",
+    "InvalidInput",
+    "MdDeviceBusy",
+    "MdDeviceHeld",
+    "MountPointMismatch",
+    "MountedElsewhere",
+    "ToolMissing",
+    "UnmountFailed",
+    "UuidMismatch",
 ]
 PrewarmError = Literal["InvalidInput", "MemberMissing", "PrewarmFailed", "ToolMissing"]
 

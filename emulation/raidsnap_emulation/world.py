@@ -60,6 +60,7 @@ def make_array(
     level: str = "raid0",
     encrypted: bool = False,
     kms_key_id: str | None = None,
+    md_device: str = "/dev/md0",
 ) -> ArrayFixture:
     ec2 = boto3.client("ec2")
     instance_id = launch_instance(name, availability_zone)
@@ -95,7 +96,13 @@ def make_array(
         ec2.attach_volume(VolumeId=vid, InstanceId=instance_id, Device=f"/dev/sd{next(letters)}")
     hosts.double.clock.advance(hosts.double.attach_seconds + 1)
     md_uuid = hosts.build_array(
-        instance_id, member_ids, name=name, level=level, fs_type=fs_type, mount_point=mount_point
+        instance_id,
+        member_ids,
+        name=name,
+        level=level,
+        fs_type=fs_type,
+        mount_point=mount_point,
+        md_device=md_device,
     )
     return ArrayFixture(
         name=name,
@@ -251,7 +258,7 @@ def restored_volumes(execution_arn: str) -> list[dict[str, Any]]:
         Filters=[{"Name": "tag:raidsnap:restore-execution", "Values": [execution_arn]}]
     )
     found = [dict(v) for page in pages for v in page["Volumes"]]
-    return sorted(found, key=lambda v: int(tags_of(v).get("raidsnap:member-index", "0")))
+    return sorted(found, key=lambda v: int(tags_of(v).get("raidsnap:restored-member-index", "0")))
 
 
 def terminate(instance_id: str) -> None:

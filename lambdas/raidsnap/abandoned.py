@@ -60,7 +60,9 @@ def clean_up(event: dict[str, Any], settings: RestoreSettings) -> dict[str, Any]
     status = str(detail.get("status") or "")
     if not arn or status not in ENDED_WITHOUT_CATCH:
         return {"executionArn": arn, "status": status, "cleaned": False}
-    views = volumes.created_by(arn)
+    # This run's volumes only: a later execution may have the same name, hence the same ARN.
+    run = volumes.run_nonce(arn, int(detail["startDate"])) if detail.get("startDate") else ""
+    views = volumes.created_by(arn, run) if run else {}
     names = {v.tags.get(tags.ARRAY) for v in views.values()} | {_array_of(detail)}
     fsr_disabled = _disable_own_fsr(settings.lock_table, arn)
     released: list[str] = []
@@ -72,7 +74,7 @@ def clean_up(event: dict[str, Any], settings: RestoreSettings) -> dict[str, Any]
             released.append(array)
     deleted, attached, pending = [], [], []
     for vid, view in sorted(views.items()):
-        if view.tags.get(tags.RESTORE_EXECUTION) != arn or view.state in ("deleting", "deleted"):
+        if not volumes.owned_by(view, arn, run) or view.state in ("deleting", "deleted"):
             continue
         states = {a[2] for a in view.attachments}
         if states & {"attaching", "attached", "busy"}:

@@ -180,7 +180,8 @@ def _device_sort_key(device: str) -> tuple[int, str]:
 def members_from_tags(array: str, instance: ArrayInstance, note: str) -> Layout:
     """The fallback when the instance cannot tell us: attached volumes tagged with the array.
 
-    Slots come from a ``raidsnap:member-index`` volume tag when present, else device-name
+    Slots come from a ``raidsnap:member-index`` (or, on a restored volume,
+    ``raidsnap:restored-member-index``) volume tag when present, else device-name
     order; mdadm assembles by superblock, so the order only names the snapshots."""
     by_id = {a.volume_id: a for a in instance.attachments}
     volume_tag_map = volume_tags(list(by_id))
@@ -196,7 +197,8 @@ def members_from_tags(array: str, instance: ArrayInstance, note: str) -> Layout:
         )
 
     def key(vid: str) -> tuple[int, tuple[int, str]]:
-        raw = volume_tag_map[vid].get(tags.MEMBER_INDEX, "")
+        found = volume_tag_map[vid]
+        raw = found.get(tags.MEMBER_INDEX) or found.get(tags.RESTORED_MEMBER_INDEX, "")
         return (int(raw) if raw.isdigit() else 1_000_000, _device_sort_key(by_id[vid].device))
 
     ordered = sorted(tagged, key=key)

@@ -12,7 +12,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from raidsnap import clients, commands, recovery, snapshot_sets, tags, volumes
+from raidsnap.aws import error_code
 from raidsnap.environment import DrillSettings
 from raidsnap.errors import (
     DrillTeardownFailedError,
@@ -171,10 +174,29 @@ def verify(state: State) -> dict[str, Any]:
 
 
 def send_release(state: State, release_document: str) -> dict[str, Any]:
+    """Release the copy on the drill instance whenever a volume of the drill's restore is
+    attached there, whatever became of the restore: one preempted after assembly left the copy
+    assembled and mounted, and every later drill on the host would find its md device busy."""
+    arn = (state.get("restore") or {}).get("executionArn") or state["restoreExecutionArn"]
+    run = restore_run(arn)
+    target = state["targetInstanceId"]
+    views = volumes.created_by(arn, run) if run else {}
+    attached = sorted(
+        vid
+        for vid, view in views.items()
+        if any(a[0] == target and a[2] != "detached" for a in view.attachments)
+    )
+    if not attached:
+        return {"status": "skipped", "reason": f"no volume of {arn} is attached to {target}"}
+    md_uuid = str(((state.get("restore") or {}).get("output") or {}).get("mdUuid") or "")
     command_id = commands.send(
         release_document,
-        state["targetInstanceId"],
-        {"MdDevice": state["mdDevice"], "MountPoint": state["mountPoint"]},
+        target,
+        {
+            "MdDevice": state["mdDevice"],
+            "MountPoint": state["mountPoint"],
+            "MdUuid": md_uuid or _md_uuid_of(attached[0]),
+        },
         comment=f"raidsnap drill teardown {state['array']}",
         timeout=RELEASE_TIMEOUT_SECONDS,
     )
@@ -182,14 +204,30 @@ def send_release(state: State, release_document: str) -> dict[str, Any]:
     return _command(state, command_id, release_document, RELEASE_TIMEOUT_SECONDS, False)
 
 
+def _md_uuid_of(volume_id: str) -> str:
+    """The md UUID recorded on the snapshot a restored volume was made from ("" if none), so
+    that release refuses whatever other array the drill's md device might hold."""
+    ec2 = clients.ec2()
+    (volume,) = ec2.describe_volumes(VolumeIds=[volume_id])["Volumes"]
+    snapshot_id = volume.get("SnapshotId")
+    if not snapshot_id:
+        return ""
+    found = ec2.describe_snapshots(SnapshotIds=[snapshot_id])["Snapshots"]
+    return tags.as_dict(found[0].get("Tags") if found else None).get(tags.MD_UUID, "")  # type: ignore[arg-type]
+
+
 def remove_volumes(state: State) -> dict[str, Any]:
     """Detach and delete the volumes the drill's restore created, and nothing else; called in
     a loop until none is left (or the looks run out)."""
     t = dict(state.get("teardown") or {})
     arn = (state.get("restore") or {}).get("executionArn") or state["restoreExecutionArn"]
+    if "run" not in t:
+        t["run"] = restore_run(arn)
     t.setdefault("looks", 0)
     t["looks"] += 1
-    pending = volumes.remove_created(volumes.created_by(arn), arn, t, TEARDOWN_FORCE_AFTER)
+    run = str(t["run"])
+    views = volumes.created_by(arn, run) if run else {}
+    pending = volumes.remove_created(views, arn, run, t, force_after=TEARDOWN_FORCE_AFTER)
     t["left"] = pending
     if pending and t["looks"] < TEARDOWN_MAX_LOOKS:
         t["status"] = "pending"
@@ -197,6 +235,19 @@ def remove_volumes(state: State) -> dict[str, Any]:
     else:
         t["status"] = "done"
     return t
+
+
+def restore_run(restore_arn: str) -> str:
+    """The run nonce of the drill's restore (its ARN and start time, as the restore derived it),
+    or "" when that restore never started. Drill names, and with them their restores' names,
+    may come again after 90 days: the ARN alone could name an earlier run."""
+    try:
+        started = clients.stepfunctions().describe_execution(executionArn=restore_arn)
+    except ClientError as err:
+        if error_code(err) in ("ExecutionDoesNotExist", "InvalidArn"):
+            return ""
+        raise
+    return volumes.run_nonce(restore_arn, started["startDate"])
 
 
 # ---------------------------------------------------------------------- report

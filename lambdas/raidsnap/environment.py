@@ -85,6 +85,7 @@ class RestoreDocuments:
     assemble: str
     release: str
     prewarm: str
+    discover: str
 
     @classmethod
     def from_env(cls) -> RestoreDocuments:
@@ -92,6 +93,7 @@ class RestoreDocuments:
             assemble=_require("ASSEMBLE_DOCUMENT"),
             release=_require("RELEASE_DOCUMENT"),
             prewarm=_require("PREWARM_DOCUMENT"),
+            discover=_require("DISCOVER_DOCUMENT"),
         )
 
 
@@ -169,6 +171,24 @@ class RecoverySettings:
             state_machine_arn=_require("RECOVERY_STATE_MACHINE_ARN"),
             lock_table=_require("LOCK_TABLE"),
             by_array={str(k): {str(a): str(b) for a, b in v.items()} for k, v in mapping.items()},
+        )
+
+
+@dataclass(frozen=True)
+class RecoveryStepSettings:
+    """What the recovery workflow's steps need: the restore workflow they start and follow, the
+    document that asks the instance about the array, and the table holding recovery claims."""
+
+    restore_state_machine_arn: str
+    discover_document: str
+    lock_table: str
+
+    @classmethod
+    def from_env(cls) -> RecoveryStepSettings:
+        return cls(
+            restore_state_machine_arn=_require("RESTORE_STATE_MACHINE_ARN"),
+            discover_document=_require("DISCOVER_DOCUMENT"),
+            lock_table=_require("LOCK_TABLE"),
         )
 
 

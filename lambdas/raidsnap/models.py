@@ -169,7 +169,8 @@ class RestoreInput(BaseModel):
     allowOptimizing: bool = False
     fsrTimeoutSeconds: int | None = None
     mountPoint: MountPoint | None = None
-    mdDevice: MdDevice = "/dev/md0"
+    # None: the device recorded with the set (raidsnap:md-device), else /dev/md0.
+    mdDevice: MdDevice | None = None
     mdUuid: MdUuid | None = None
     readOnly: bool = False
     mode: Literal["attach", "replace"] = "attach"

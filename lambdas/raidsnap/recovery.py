@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import arrays, clients, lock, tags
+from raidsnap import arrays, assessment, clients, lock, tags
 from raidsnap.aws import error_code
 from raidsnap.environment import RecoverySettings
 from raidsnap.errors import InstanceNotReadyError, public_name
@@ -57,6 +59,8 @@ class Trigger:
     notes: list[str] = field(default_factory=list)
     # An instance that is still running but gives up the array (attach mode onto a replacement).
     retire: str | None = None
+    # The instance whose attached-EBS alarm fired: a recovery looks for evidence there first.
+    alarmed: str | None = None
 
     @property
     def execution_name(self) -> str:
@@ -68,11 +72,24 @@ class Trigger:
 
 
 def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
-    """Start one recovery for the event, or say why not. Never raises for an event that is
-    simply not ours: EventBridge would only deliver it again."""
+    """Start one recovery for the event, or say why not (to the operators as well: a recovery
+    that does not start is news). Never raises for an event that is simply not ours:
+    EventBridge would only deliver it again."""
     trigger = classify(event, settings)
     if trigger is None:
         return {"started": False, "reason": "not a recovery event for a raidsnap array"}
+    name = trigger.execution_name
+    machine = settings.state_machine_arn
+    # One recovery of an array at a time: a flapping alarm (ALARM, OK, ALARM) must not start
+    # one replace per transition. The claim is this execution's until it ends.
+    other = claim(settings.lock_table, trigger.array, name, machine)
+    if other is not None:
+        reason = (
+            f"already recovering {trigger.array}: a recovery of it is already running "
+            f"({other}); this {trigger.kind} event started no second recovery"
+        )
+        _skipped(trigger, event, reason)
+        return {"started": False, "array": trigger.array, "reason": reason}
     holder = lock.current(settings.lock_table, trigger.array)
     running = (
         holder is not None
@@ -90,15 +107,11 @@ def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
         trigger.notes.append(f"stopped the drill restore {holder.execution_arn} to recover")
         logger.warning("stopped a drill's restore", extra={"holder": holder.execution_arn})
     elif holder is not None and running:
-        logger.warning(
-            "a restore of this array is running; no recovery started",
-            extra={"array": trigger.array, "holder": holder.execution_arn},
-        )
-        return {
-            "started": False,
-            "array": trigger.array,
-            "reason": f"a restore of {trigger.array} is already running ({holder.execution_arn})",
-        }
+        unclaim(settings.lock_table, trigger.array, name)
+        reason = f"a restore of {trigger.array} is already running ({holder.execution_arn})"
+        logger.warning("no recovery started", extra={"array": trigger.array, "reason": reason})
+        _skipped(trigger, event, reason)
+        return {"started": False, "array": trigger.array, "reason": reason}
     payload = {
         "array": trigger.array,
         "trigger": trigger.kind,
@@ -112,14 +125,12 @@ def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
         "restore": trigger.restore,
         "lifecycle": trigger.lifecycle,
         "retire": trigger.retire,
+        "alarmedInstanceId": trigger.alarmed,
         "notes": trigger.notes,
     }
-    name = trigger.execution_name
     try:
         arn = clients.stepfunctions().start_execution(
-            stateMachineArn=settings.state_machine_arn,
-            name=name,
-            input=json.dumps(payload, sort_keys=True),
+            stateMachineArn=machine, name=name, input=json.dumps(payload, sort_keys=True)
         )["executionArn"]
     except ClientError as err:
         if error_code(err) != "ExecutionAlreadyExists":
@@ -128,6 +139,96 @@ def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
         return {"started": False, "array": trigger.array, "name": name, "reason": "duplicate"}
     logger.info("recovery started", extra={"array": trigger.array, "execution": arn})
     return {"started": True, "array": trigger.array, "name": name, "executionArn": arn}
+
+
+def _skipped(trigger: Trigger, event: dict[str, Any], reason: str) -> None:
+    facts = assessment.latest_set(trigger.array, _event_time(event))
+    notify(
+        f"raidsnap: no recovery of {trigger.array} started",
+        f"A {trigger.kind} event for {trigger.array} ({event.get('detail-type')}, "
+        f"{event.get('time')}) started no recovery: {reason}. "
+        + (facts.sentence(trigger.array) + "." if facts else "It has no complete set.")
+        + " Check the running restore or recovery; start a restore by hand if the array still "
+        "needs one once it has ended.",
+    )
+
+
+def _event_time(event: dict[str, Any]) -> datetime:
+    raw = str(event.get("time") or "")
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.now(UTC)
+
+
+# ---------------------------------------------------------------------- one at a time
+
+CLAIM_SUFFIX = "#recovery"  # array names never hold "#": no clash with a restore lock's item
+
+
+def claim(table: str, array: str, name: str, machine_arn: str) -> str | None:
+    """Claim the array's recovery for execution ``name`` (idempotent for the same name); returns
+    the execution that holds it instead, if one still runs."""
+    ddb = clients.dynamodb()
+    key = {"array": {"S": array + CLAIM_SUFFIX}}
+    item = key | {
+        "executionName": {"S": name},
+        "claimedAt": {"N": str(int(time.time()))},
+        # DynamoDB's TTL removes a claim its execution (73 hours at most) never gave back.
+        "expiresAt": {"N": str(int(time.time()) + 4 * 86400)},
+    }
+    try:
+        ddb.put_item(
+            TableName=table,
+            Item=item,
+            ConditionExpression="attribute_not_exists(#a) OR executionName = :me",
+            ExpressionAttributeNames={"#a": "array"},
+            ExpressionAttributeValues={":me": {"S": name}},
+        )
+    except ClientError as err:
+        if error_code(err) != "ConditionalCheckFailedException":
+            raise
+    else:
+        return None
+    held = ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item") or {}
+    holder = str(held.get("executionName", {}).get("S", ""))
+    holder_arn = machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + holder
+    if holder and lock.running(holder_arn):
+        return holder_arn
+    try:  # the holder ended without giving the claim back (stopped, timed out): take it over
+        ddb.put_item(
+            TableName=table,
+            Item=item,
+            ConditionExpression="executionName = :old",
+            ExpressionAttributeValues={":old": {"S": holder}},
+        )
+    except ClientError as err:
+        if error_code(err) == "ConditionalCheckFailedException":
+            return "another recovery that started at the same moment"
+        raise
+    return None
+
+
+def unclaim(table: str, array: str, name: str) -> None:
+    try:
+        clients.dynamodb().delete_item(
+            TableName=table,
+            Key={"array": {"S": array + CLAIM_SUFFIX}},
+            ConditionExpression="executionName = :me",
+            ExpressionAttributeValues={":me": {"S": name}},
+        )
+    except ClientError as err:
+        if error_code(err) != "ConditionalCheckFailedException":
+            raise
+
+
+def notify(subject: str, message: str) -> None:
+    """Tell the operators (when the stack has a notification topic)."""
+    topic = os.environ.get("TOPIC_ARN", "").strip()
+    if not topic:
+        logger.warning("no topic to notify", extra={"subject": subject, "text": message})
+        return
+    clients.sns().publish(TopicArn=topic, Subject=subject[:100], Message=message)
 
 
 def is_drill(execution_arn: str) -> bool:
@@ -207,10 +308,12 @@ def _from_alarm(
         # restore fails).
         restore = _restore_input(array, config, mode="attach", targetInstanceId=replacement)
         note = f"attached EBS of {instance_id} failed; restoring onto {replacement}"
-        return Trigger("alarm", array, key, restore, notes=[note], retire=instance_id)
+        return Trigger(
+            "alarm", array, key, restore, notes=[note], retire=instance_id, alarmed=instance_id
+        )
     restore = _restore_input(array, config, mode="replace", targetInstanceId=instance_id)
     note = f"attached EBS of {instance_id} failed; replacing the array in place"
-    return Trigger("alarm", array, key, restore, notes=[note])
+    return Trigger("alarm", array, key, restore, notes=[note], alarmed=instance_id)
 
 
 def _from_state_change(
@@ -258,6 +361,173 @@ def _from_launch(detail: dict[str, Any], settings: RecoverySettings) -> Trigger 
 
 
 # ---------------------------------------------------------------------- in the workflow
+
+# A restore's states once its array is assembled and mounted (restore.asl.json).
+ASSEMBLED_STATES = frozenset(
+    {"Prewarm", "WaitForPrewarm", "PollPrewarm", "IsPrewarmed", "Finish", "FinishedWithWarnings"}
+)
+FOLLOW_POLL_SECONDS = 300
+
+
+def assess(state: dict[str, Any], discover_document: str) -> dict[str, Any]:
+    """Is there evidence that a member is impaired? Only an alarm needs it: a terminated
+    instance and a launch into the array's group are the evidence themselves."""
+    given = state.get("input") or {}
+    look = dict(state.get("assessment") or {})
+    if given.get("trigger") != "alarm" or not given.get("alarmedInstanceId"):
+        return {"status": "act", "evidence": [str(n) for n in given.get("notes") or []]}
+    if not look:
+        return assessment.start(
+            str(given["array"]), str(given["alarmedInstanceId"]), discover_document
+        )
+    return assessment.poll(look)
+
+
+def _reference_time(state: dict[str, Any]) -> datetime:
+    event = (state.get("input") or {}).get("event") or {}
+    return _event_time({"time": event.get("time")})
+
+
+def no_action(state: dict[str, Any], table: str) -> dict[str, Any]:
+    """The alarm fired, but no member of the array is impaired: replace nothing, say why."""
+    given = state.get("input") or {}
+    array = str(given.get("array"))
+    look = state.get("assessment") or {}
+    facts = assessment.latest_set(array, _reference_time(state))
+    instance = given.get("alarmedInstanceId")
+    message = (
+        f"The attached EBS alarm of {instance} fired, but no member of {array} is impaired: "
+        f"EC2's status checks of members {look.get('checked')} passed"
+        + (
+            ", and the instance reports the array healthy"
+            if look.get("discovery") == "done"
+            else f" (the instance could not be asked: {look.get('discovery')})"
+        )
+        + ". The alarm covers every attached volume (the boot volume and scratch volumes "
+        "too); no recovery was started and the array was not touched. "
+        + (
+            "If it needs restoring after all: " + facts.sentence(array) + "."
+            if facts
+            else f"{array} has no complete set."
+        )
+    )
+    notify(f"raidsnap: {array} alarm, no member impaired, nothing replaced", message)
+    unclaim(table, array, str((state.get("execution") or {}).get("name") or ""))
+    return {
+        "output": {
+            "array": array,
+            "trigger": given.get("trigger"),
+            "action": "none",
+            "checked": look.get("checked"),
+            "discovery": look.get("discovery"),
+            "set": facts.as_dict() if facts else None,
+            "message": message,
+        }
+    }
+
+
+def start_restore(state: dict[str, Any], restore_machine_arn: str) -> dict[str, Any]:
+    """Start the restore (named after this execution, so a retried step starts no second one)
+    and tell the operators which set it restores and what that means for their data."""
+    given = state.get("input") or {}
+    array = str(given.get("array"))
+    name = f"{(state.get('execution') or {}).get('name')}-restore"
+    try:
+        arn = clients.stepfunctions().start_execution(
+            stateMachineArn=restore_machine_arn, name=name, input=json.dumps(given["restore"])
+        )["executionArn"]
+    except ClientError as err:
+        if error_code(err) != "ExecutionAlreadyExists":
+            raise
+        arn = restore_machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+    facts = assessment.latest_set(array, _reference_time(state))
+    restore = given["restore"]
+    evidence = (state.get("assessment") or {}).get("evidence") or []
+    notify(
+        f"raidsnap: recovering {array}",
+        f"Recovery of {array}: restoring onto {restore.get('targetInstanceId') or 'its instance'} "
+        f"in {restore.get('mode')} mode (restore {arn}), because: {'; '.join(evidence)}. "
+        + (facts.sentence(array) + "." if facts else f"{array} has no complete set."),
+    )
+    return {
+        "executionArn": arn,
+        "status": "running",
+        "waitSeconds": _follow_wait(state),
+        "lifecycleAction": None,
+        "heartbeats": 0,
+    }
+
+
+def _follow_wait(state: dict[str, Any]) -> int:
+    """Often enough to keep a lifecycle action alive (a third of its heartbeat timeout)."""
+    if (state.get("input") or {}).get("lifecycle"):
+        return max(
+            30,
+            min(
+                FOLLOW_POLL_SECONDS, int(os.environ.get("LIFECYCLE_HEARTBEAT_SECONDS", "3600")) // 3
+            ),
+        )
+    return FOLLOW_POLL_SECONDS
+
+
+def follow_restore(state: dict[str, Any]) -> dict[str, Any]:
+    """One look at the restore. A launching instance's lifecycle action gets a heartbeat while
+    the restore runs, and CONTINUE as soon as the array is assembled and mounted (its prewarm
+    may read for hours longer; the instance is usable meanwhile)."""
+    r = dict(state["restore"])
+    sfn = clients.stepfunctions()
+    desc = sfn.describe_execution(executionArn=r["executionArn"])
+    status = desc["status"]
+    lifecycle = (state.get("input") or {}).get("lifecycle")
+    if lifecycle and r.get("lifecycleAction") is None:
+        if status == "SUCCEEDED" or (status == "RUNNING" and _assembled(r["executionArn"])):
+            complete_lifecycle_action(lifecycle, "CONTINUE")
+            r["lifecycleAction"] = "CONTINUE"
+        elif status == "RUNNING":
+            r["heartbeats"] = int(r.get("heartbeats") or 0) + _heartbeat(lifecycle)
+    if status == "RUNNING":
+        return dict(r, status="running", waitSeconds=_follow_wait(state))
+    if status == "SUCCEEDED":
+        return dict(r, status="succeeded", output=json.loads(desc.get("output") or "{}"))
+    cause = str(desc.get("cause") or "")
+    if status in ("ABORTED", "TIMED_OUT") and not desc.get("error"):
+        word = "stopped" if status == "ABORTED" else "timed out"
+        error = "RestoreAborted" if status == "ABORTED" else "RestoreTimedOut"
+        cause = f"the restore {r['executionArn']} was {word} before it finished"
+    else:
+        error = public_name(str(desc.get("error") or "RestoreFailed"))
+        cause += f" (restore {r['executionArn']})"
+    return dict(r, status="failed", error={"Error": error, "Cause": cause})
+
+
+def _assembled(restore_arn: str) -> bool:
+    """Has the restore passed its assembly (its newest state is one it enters only after the
+    array is assembled and mounted)?"""
+    events = clients.stepfunctions().get_execution_history(
+        executionArn=restore_arn, reverseOrder=True, maxResults=50
+    )["events"]
+    for event in events:
+        entered = event.get("stateEnteredEventDetails")
+        if entered:
+            return str(entered.get("name")) in ASSEMBLED_STATES
+    return False
+
+
+def _heartbeat(lifecycle: dict[str, str]) -> int:
+    try:
+        clients.autoscaling().record_lifecycle_action_heartbeat(
+            LifecycleHookName=lifecycle["lifecycleHookName"],
+            AutoScalingGroupName=lifecycle["autoScalingGroupName"],
+            LifecycleActionToken=lifecycle["lifecycleActionToken"],
+        )
+    except ClientError as err:
+        if error_code(err) == "ValidationError":
+            # Past its global timeout (100 heartbeat timeouts or 48 hours, whichever is less)
+            # the action ends with its default result; nothing more to keep alive.
+            logger.warning("lifecycle action no longer open", extra=lifecycle)
+            return 0
+        raise
+    return 1
 
 
 def check_target(state: dict[str, Any]) -> dict[str, Any]:
@@ -317,28 +587,58 @@ def _unretire(state: dict[str, Any]) -> str:
     return f" [{retired} is tagged {tags.ARRAY}={array} again: backups follow it as before]"
 
 
-def finish(state: dict[str, Any], outcome: str) -> dict[str, Any]:
-    """Complete the lifecycle action (if any) with CONTINUE or ABANDON, and shape the run's
-    output, or its named error and cause."""
-    lifecycle = (state.get("input") or {}).get("lifecycle")
+def finish(state: dict[str, Any], outcome: str, table: str) -> dict[str, Any]:
+    """Complete the lifecycle action (if any, and not completed yet) with CONTINUE or ABANDON,
+    give the array's recovery claim back, and shape the run's output, or its named error and
+    cause. Both name the set restored, its age, and that writes after it are not in it."""
+    given = state.get("input") or {}
+    lifecycle = given.get("lifecycle")
+    array = str(given.get("array"))
+    restore = state.get("restore") or {}
+    facts = assessment.latest_set(array, _reference_time(state))
     if outcome == "succeeded":
-        restored = (state.get("restore") or {}).get("output") or {}
+        restored = restore.get("output") or {}
         result = "CONTINUE"
+        taken = restored.get("setTakenAt")
+        message = (
+            f"{array} was restored from set {restored.get('setId')}, taken {taken}"
+            + (
+                f" ({assessment.age_text(facts.age_minutes)} before the {given.get('trigger')})"
+                if facts and facts.set_id == restored.get("setId")
+                else ""
+            )
+            + f"; writes made after that time to {array} are not in it"
+        )
         out: dict[str, Any] = {
             "output": {
-                "array": (state.get("input") or {}).get("array"),
-                "trigger": (state.get("input") or {}).get("trigger"),
-                "restoreExecutionArn": (state.get("restore") or {}).get("executionArn"),
+                "array": array,
+                "trigger": given.get("trigger"),
+                "action": "restored",
+                "evidence": (state.get("assessment") or {}).get("evidence") or [],
+                "set": facts.as_dict()
+                if facts and facts.set_id == restored.get("setId")
+                else {"setId": restored.get("setId"), "takenAt": taken, "ageMinutes": None},
+                "message": message,
+                "restoreExecutionArn": restore.get("executionArn"),
                 "restore": restored,
                 "lifecycleAction": None,
             }
         }
     else:
-        error, cause = child_failure(state.get("error") or {})
+        error, cause = child_failure(state.get("error") or restore.get("error") or {})
         cause += _unretire(state)
+        if facts:
+            cause += f" [{facts.sentence(array)}]"
         result = "ABANDON"
         out = {"error": error, "cause": cause, "lifecycleAction": None}
-    if lifecycle:
+    unclaim(table, array, str((state.get("execution") or {}).get("name") or ""))
+    if lifecycle and restore.get("lifecycleAction"):
+        result = str(restore["lifecycleAction"])  # completed once the array was assembled
+        if outcome == "succeeded":
+            out["output"]["lifecycleAction"] = result
+        else:
+            out["lifecycleAction"] = result
+    elif lifecycle:
         complete_lifecycle_action(lifecycle, result)
         if outcome == "succeeded":
             out["output"]["lifecycleAction"] = result

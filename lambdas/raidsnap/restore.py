@@ -7,6 +7,8 @@ restore of 16 members makes as many state transitions as one of 2.
 from __future__ import annotations
 
 import re
+import uuid
+from datetime import UTC
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -19,6 +21,7 @@ from raidsnap.errors import (
     IncompleteSnapshotSetError,
     InstanceNotReadyError,
     InvalidInputError,
+    RaidsnapError,
     SnapshotSetNotFoundError,
     VolumeFailedError,
     cause_message,
@@ -67,6 +70,10 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
     request = parse_restore_input(event.get("input"))
     execution = event.get("execution") or {}
     execution_arn = str(execution.get("id", ""))
+    started = execution.get("startTime")
+    # Without the context object's start time (a hand invocation) the run still gets a nonce
+    # of its own; only the clean-up after a stopped run could not find its volumes then.
+    run = volumes.run_nonce(execution_arn, str(started)) if started else uuid.uuid4().hex[:16]
     snapshot_set = _resolve_set(request)
     target, tag_target, target_tag = _resolve_target(request)
     if request.mode == "replace" and target_tag != request.array:
@@ -110,6 +117,14 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
         snapshot_set.set_id,
         settings.lock_lease_seconds,
     )
+    # Checked under the lock, so that a restore already running answers RestoreInProgress
+    # first; a refusal here gives the lock back and changes nothing else.
+    try:
+        if request.mode == "attach":
+            _refuse_copies_attached(request.array, target)
+    except RaidsnapError:
+        lock.release(settings.lock_table, request.array, execution_arn)
+        raise
     if taken_over is not None:
         notes.append(
             f"took over the restore lock of {request.array} from {taken_over.execution_arn}, "
@@ -119,11 +134,13 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
         "array": request.array,
         "setId": snapshot_set.set_id,
         "execution": {"id": execution_arn, "startTime": execution.get("startTime")},
+        "run": run,
+        "setTakenAt": snapshot_set.start_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "targetInstanceId": target.instance_id,
         "availabilityZone": target.availability_zone,
         "tagTarget": tag_target,
         "mode": request.mode,
-        "mdDevice": request.mdDevice,
+        "mdDevice": _md_device(request, snapshot_set, notes),
         "mdUuid": md_uuid,
         "mountPoint": mount_point,
         "readOnly": request.readOnly,
@@ -173,6 +190,45 @@ def _mount_point(
     else:
         notes.append(f"the set records no mount point; mounted at {default}")
     return default
+
+
+def _refuse_copies_attached(array: str, target: arrays.ArrayInstance) -> None:
+    """Attach mode needs a target without any copy of the array: mdadm refuses a second array
+    with an md UUID that is already active, and with old members still attached, mdadm
+    --assemble --scan or udev at the next boot may build the array from old and new members
+    (RAID 0 event counts cannot tell them apart). Volumes a set was taken from, or that carry
+    the array's tag (every restored volume does), count as copies; the assemble document
+    checks the superblocks themselves on the instance as well."""
+    attached = sorted({a.volume_id for a in target.attachments} - {target.boot_volume_id or ""})
+    if not attached:
+        return
+    sources = {m.volume_id for s in snapshot_sets.list_sets(array) for m in s.members}
+    tagged = {v for v, t in arrays.volume_tags(attached).items() if t.get(tags.ARRAY) == array}
+    copies = sorted((sources | tagged) & set(attached))
+    if copies:
+        raise InvalidInputError(
+            "mode",
+            f"attach needs a target without a copy of {array}, but {copies} of {array} are "
+            f"attached to {target.instance_id}: mdadm cannot assemble a second array with the "
+            "same md UUID next to the live one, and at the next boot old and new members could "
+            "be mixed. Restore onto another instance, or use mode replace (it releases the "
+            "array there and detaches its members, keeping them). Nothing was changed",
+        )
+
+
+def _md_device(
+    request: RestoreInput, snapshot_set: snapshot_sets.SnapshotSet, notes: list[str]
+) -> str:
+    """The input's mdDevice, else the device the array was when the set was taken (replace
+    mode releases that device: /dev/md0 may be another array), else /dev/md0."""
+    if request.mdDevice is not None:
+        return request.mdDevice
+    recorded = snapshot_set.tag_values.get(tags.MD_DEVICE, "")
+    if re.fullmatch(r"/dev/md[0-9]{1,3}", recorded):
+        return recorded
+    if recorded:
+        notes.append(f"the set's md device {recorded!r} is not usable; /dev/md0 used")
+    return "/dev/md0"
 
 
 def _resolve_set(request: RestoreInput) -> snapshot_sets.SnapshotSet:
@@ -462,6 +518,7 @@ def create_volumes(state: State) -> State:
                 spec,
                 zone=state["availabilityZone"],
                 execution_arn=state["execution"]["id"],
+                run=state["run"],
                 array=state["array"],
                 set_id=state["setId"],
                 initialization_rate=rate,
@@ -520,7 +577,13 @@ def send_command(state: State, step: str, documents: RestoreDocuments) -> dict[s
     fail_on_error = True
     if step == "release":
         document, timeout = documents.release, RELEASE_TIMEOUT_SECONDS
-        params = {"MdDevice": state["mdDevice"], "MountPoint": state["mountPoint"]}
+        # With the md UUID: release refuses, changing nothing, whatever other array the
+        # device holds.
+        params = {
+            "MdDevice": state["mdDevice"],
+            "MountPoint": state["mountPoint"],
+            "MdUuid": state["mdUuid"],
+        }
     elif step == "assemble":
         document, timeout = documents.assemble, ASSEMBLE_TIMEOUT_SECONDS
         params = {
@@ -569,9 +632,11 @@ def detach_old(state: State) -> State:
     """Replace mode, after the release document: tag the old members raidsnap:replaced-by, then
     (next call) detach them, kept and never deleted; later calls look until they are detached.
 
-    The old members are the volumes attached to the target (never its boot volume, never a
-    volume this run created) that are the set's source volumes, or tagged with the array, or
-    that the release document reported as members of the md device."""
+    The old members are exactly the volumes the release document verified on the instance:
+    members of the md device it released, whose md UUID it checked, and other attached disks
+    whose superblock carries that UUID. A raidsnap tag on a volume, or a volume id recorded
+    with an old set, proves nothing about what the volume is now; never the boot volume, never
+    a volume this run created."""
     target = state["targetInstanceId"]
     old = dict(state.get("old") or {})
     if not old:
@@ -579,13 +644,15 @@ def detach_old(state: State) -> State:
         attached = {a.volume_id for a in instance.attachments} - {instance.boot_volume_id}
         ours = set(state["volumes"]["ids"])
         reported = ((state.get("release") or {}).get("result") or {}).get("members") or []
-        candidates = set(state.get("sourceVolumeIds") or [])
-        candidates |= {r["volumeId"] if isinstance(r, dict) else str(r) for r in reported}
-        candidates |= {
-            vid
-            for vid, vt in arrays.volume_tags(sorted(attached)).items()
-            if vt.get(tags.ARRAY) == state["array"]
-        }
+        candidates = {str(r.get("volumeId") or "") for r in reported if isinstance(r, dict)}
+        unverified = [
+            str(r.get("device")) for r in reported if isinstance(r, dict) and not r.get("volumeId")
+        ]
+        if unverified:
+            state["notes"].append(
+                f"release reported members {unverified} without an EBS volume id (no NVMe "
+                "serial); they were not detached"
+            )
         old_ids = sorted((candidates & attached) - ours - {""})
         if old_ids:
             # Only tag now: the role may detach only volumes tagged replaced-by, and IAM may
@@ -595,7 +662,10 @@ def detach_old(state: State) -> State:
                 Tags=[{"Key": tags.REPLACED_BY, "Value": state["execution"]["id"]}],
             )
         else:
-            state["notes"].append(f"no old member of {state['array']} was attached to {target}")
+            state["notes"].append(
+                f"the release document verified no old member of md array {state['mdUuid']} "
+                f"attached to {target}; nothing was detached"
+            )
         state["old"] = {
             "status": "detaching" if old_ids else "detached",
             "volumeIds": old_ids,
@@ -690,25 +760,19 @@ def attach_volumes(state: State) -> State:
 
 
 def finish(state: State, settings: RestoreSettings) -> State:
+    """Release the lock and shape the output. The array is assembled and mounted by now: a
+    prewarm that failed, could not start or could not be followed is a warning, never a
+    failure of the run."""
     lock.release(settings.lock_table, state["array"], state["execution"]["id"])
     notes = list(state["notes"])
+    warnings: list[str] = []
     if state.get("tagTarget"):
         notes.append(
             f"tagged {state['targetInstanceId']} {tags.ARRAY}={state['array']}: backups of "
             f"{state['array']} now follow the restored array"
         )
     assembled = (state.get("assemble") or {}).get("result") or {}
-    prewarm = state.get("prewarm") or {}
-    prewarm_out: dict[str, Any] | None = None
-    if prewarm:
-        if prewarm.get("status") == "success":
-            prewarm_out = {"status": "success", "result": prewarm.get("result")}
-        else:
-            prewarm_out = {"status": "failed", "stderrTail": prewarm.get("stderrTail", "")}
-            notes.append(
-                "prewarm failed; the array is mounted and usable, but blocks not yet read come "
-                "from S3 slowly on first access. Run the prewarm document again when convenient"
-            )
+    prewarm_out = _prewarm_outcome(state, warnings)
     init = state["initialization"]
     f = state.get("fsr") or {}
     if init["requested"] == "fsr" and init["used"] == "fsr":
@@ -716,9 +780,16 @@ def finish(state: State, settings: RestoreSettings) -> State:
             f"FSR enabled for {len(f.get('ours', []))} snapshots in {state['availabilityZone']} "
             "and disabled again once the volumes existed"
         )
+    taken = state.get("setTakenAt")
+    if taken:
+        notes.append(
+            f"the array holds the data of set {state['setId']}, taken {taken}; writes made "
+            "to the array after that time are not in it"
+        )
     state["output"] = {
         "array": state["array"],
         "setId": state["setId"],
+        "setTakenAt": taken,
         "volumeIds": state["volumes"]["ids"],
         "devices": (state.get("attach") or {}).get("devices", []),
         "mdDevice": assembled.get("mdDevice") or state["mdDevice"],
@@ -732,19 +803,85 @@ def finish(state: State, settings: RestoreSettings) -> State:
         "fastRestored": state["volumes"].get("fastRestored", []),
         "replacedVolumeIds": (state.get("old") or {}).get("volumeIds", []),
         "prewarm": prewarm_out,
+        "warnings": warnings,
         "notes": notes,
     }
     return state
 
 
+_SLOW_READS = (
+    "the array is assembled, mounted and usable, but blocks not yet read come from S3 slowly "
+    "on first access; run the prewarm document when convenient"
+)
+
+
+def _prewarm_outcome(state: State, warnings: list[str]) -> dict[str, Any] | None:
+    """What became of the prewarm, and how far it got, in words for the output's warnings."""
+    prewarm = state.get("prewarm") or {}
+    error = state.get("prewarmError") or {}
+    if not prewarm and not error:
+        return None
+    ids = ",".join(state["volumes"]["ids"])
+    if not prewarm:
+        reason = cause_message(str(error.get("Cause", ""))) or str(error.get("Error", ""))
+        warnings.append(
+            f"the prewarm was not started ({public_name(str(error.get('Error', '')))}: "
+            f"{reason}); {_SLOW_READS} (VolumeIds {ids})"
+        )
+        return {"status": "not-started", "reason": reason}
+    if error:
+        # The prewarm was started but could not be followed: one more look, best effort.
+        command_id, instance_id = prewarm["commandId"], prewarm["instanceId"]
+        try:
+            looked = commands.fetch(command_id, instance_id)
+        except ClientError as err:
+            why = f"{error.get('Error')}, then {error_code(err)}"
+            warnings.append(
+                f"could not follow the prewarm (command {command_id} on {instance_id}: {why}); "
+                f"it may have finished or may still be reading; {_SLOW_READS} if it did not"
+            )
+            return {"status": "unknown", "commandId": command_id}
+        if looked.status == "pending":
+            warnings.append(
+                f"the prewarm (command {command_id} on {instance_id}) is still reading: "
+                f"{_progress(looked.stderr) or 'progress unknown'}; the array is mounted and "
+                "usable meanwhile"
+            )
+            return {"status": "running", "commandId": command_id}
+        prewarm = dict(prewarm, status=looked.status, result=looked.result)
+        prewarm["stderrTail"] = looked.stderr_tail()
+    if prewarm.get("status") == "success":
+        return {"status": "success", "result": prewarm.get("result")}
+    tail = str(prewarm.get("stderrTail", ""))
+    got = _progress(tail)
+    warnings.append(
+        f"the prewarm failed{' after reading ' + got if got else ''}: "
+        f"{tail.splitlines()[-1] if tail else 'no output'}; {_SLOW_READS} (VolumeIds {ids})"
+    )
+    return {"status": "failed", "progress": got, "stderrTail": tail}
+
+
+def _progress(stderr: str) -> str:
+    """The prewarm's last progress line ("progress: nvme1n1 512/8192MiB ..."), summed."""
+    lines = [ln for ln in stderr.splitlines() if "progress:" in ln]
+    if not lines:
+        return ""
+    pairs = re.findall(r"(\d+)/(\d+)MiB", lines[-1])
+    done, total = sum(int(a) for a, _ in pairs), sum(int(b) for _, b in pairs)
+    return f"{done} of {total} MiB" if total else ""
+
+
 # ---------------------------------------------------------------------- failure path
 
 
-def cleanup(state: State, settings: RestoreSettings) -> dict[str, Any]:
+def cleanup(state: State, settings: RestoreSettings, documents: RestoreDocuments) -> dict[str, Any]:
     """Remove what this run made, and only that; then name the failure.
 
     Called in a loop by the workflow: each call detaches what is still attached (forcing it
-    after a while), deletes what is detached, and says how long to wait for the rest."""
+    after a while), deletes what is detached, and says how long to wait for the rest. A volume
+    attached to the target is detached only once the instance has confirmed that no md device
+    and no mount uses it (discover, then release of an unmounted array of this run's volumes);
+    where it cannot confirm that, the volume is left attached and the cause says so."""
     c = dict(state.get("cleanup") or {})
     error = state.get("error") or {}
     arn = str((state.get("execution") or {}).get("id", ""))
@@ -767,26 +904,143 @@ def cleanup(state: State, settings: RestoreSettings) -> dict[str, Any]:
             c["fsrDisabled"] = sorted(ours)
         c["fsrDone"] = True
 
+    # Only this run's volumes: those its state recorded, and those tagged with its nonce (a
+    # CreateVolume whose answer was lost). A run that failed before Prepare chose its nonce
+    # created nothing; an earlier execution of the same name is another run.
+    run = str(state.get("run") or "")
     known = set((state.get("volumes") or {}).get("ids") or [])
-    views = volumes.created_by(arn) if arn else {}
+    views = volumes.created_by(arn, run) if arn and run else {}
     views |= volumes.describe(known - set(views))
-    pending = volumes.remove_created(views, arn, c, CLEANUP_FORCE_AFTER)
+    target = str(state.get("targetInstanceId") or "")
+    on_target = sorted(
+        vid
+        for vid, view in views.items()
+        if volumes.owned_by(view, arn, run)
+        and view.state not in ("deleting", "deleted")
+        and any(a[0] == target and a[2] != "detached" for a in view.attachments)
+    )
+    confirm = dict(c.get("confirm") or {})
+    if on_target and confirm.get("status") not in ("free", "kept"):
+        confirm = _confirm_free(state, confirm, on_target, documents)
+        c["confirm"] = confirm
+        if confirm["status"] == "pending" and c["looks"] < CLEANUP_MAX_LOOKS:
+            c["status"] = "pending"
+            c["waitSeconds"] = CLEANUP_POLL_SECONDS
+            return c
+        if confirm["status"] == "pending":
+            c["confirm"] = confirm = dict(
+                confirm, status="kept", reason="the instance did not answer in time"
+            )
+    keep = set(on_target) if confirm.get("status") == "kept" else set()
+    pending = volumes.remove_created(views, arn, run, c, force_after=CLEANUP_FORCE_AFTER, keep=keep)
     if pending and c["looks"] < CLEANUP_MAX_LOOKS:
         c["status"] = "pending"
         c["waitSeconds"] = CLEANUP_POLL_SECONDS
         return c
 
-    if array and state.get("tagTarget") and state.get("targetInstanceId"):
+    if array and state.get("tagTarget") and target and not keep:
         # Only the tag this run added: DeleteTags with a value removes it only when it matches.
-        clients.ec2().delete_tags(
-            Resources=[state["targetInstanceId"]], Tags=[{"Key": tags.ARRAY, "Value": array}]
-        )
+        clients.ec2().delete_tags(Resources=[target], Tags=[{"Key": tags.ARRAY, "Value": array}])
     if array and arn:
         lock.release(settings.lock_table, array, arn)
     c["status"] = "done"
+    c["kept"] = sorted(keep)
     c["cause"] = c["cause"] + _cleanup_summary(state, c, pending)
-    logger.info("restore cleaned up", extra={"deleted": c["deleted"], "left": pending})
+    logger.info(
+        "restore cleaned up", extra={"deleted": c["deleted"], "left": pending, "kept": c["kept"]}
+    )
     return c
+
+
+DISCOVER_TIMEOUT_SECONDS = 120
+
+
+def _confirm_free(
+    state: State, confirm: dict[str, Any], ours: list[str], documents: RestoreDocuments
+) -> dict[str, Any]:
+    """One step of asking the target whether any md device or mount uses this run's attached
+    volumes: discover (read only); then release each array of them that is not mounted (the
+    set's md UUID, so that release refuses anything else). A mounted array is the user's and
+    is never released here. Returns the confirmation with status pending, free or kept."""
+    target = state["targetInstanceId"]
+
+    def kept(reason: str) -> dict[str, Any]:
+        return dict(confirm, status="kept", reason=reason)
+
+    def send(document: str, params: dict[str, str], timeout: int) -> str | None:
+        try:
+            return commands.send(
+                document,
+                target,
+                params,
+                comment=f"raidsnap cleanup {state['setId']}",
+                timeout=timeout,
+            )
+        except ClientError as err:
+            confirm["reason"] = f"{document} could not be sent to {target} ({error_code(err)})"
+            return None
+
+    if not confirm:
+        command_id = send(
+            documents.discover, {"ArrayName": state["array"]}, DISCOVER_TIMEOUT_SECONDS
+        )
+        if command_id is None:
+            return kept(str(confirm["reason"]))
+        return {
+            "status": "pending",
+            "phase": "discover",
+            "commandId": command_id,
+            "budgetSeconds": DISCOVER_TIMEOUT_SECONDS + 30,
+        }
+    looked = commands.fetch(confirm["commandId"], target)
+    if looked.status == "pending":
+        budget = int(confirm["budgetSeconds"]) - CLEANUP_POLL_SECONDS
+        if budget <= 0:
+            return kept(f"{confirm['phase']} did not finish on {target}")
+        return dict(confirm, budgetSeconds=budget)
+    answer = looked.result or {}
+    if looked.status == "failed":
+        what = answer.get("error") or looked.detail
+        return kept(
+            f"{confirm['phase']} failed on {target} ({what}: "
+            f"{answer.get('message') or looked.stderr_tail(2)})"
+        )
+    if confirm["phase"] == "discover":
+        holding = [
+            md
+            for md in answer.get("arrays") or []
+            if {str(m.get("volumeId")) for m in md.get("members") or []} & set(ours)
+        ]
+        mounted = [md for md in holding if md.get("mountPoint")]
+        if mounted:
+            md = mounted[0]
+            members = [m.get("volumeId") for m in md.get("members") or []]
+            return kept(
+                f"{md.get('device')} is assembled and mounted at {md.get('mountPoint')} from "
+                f"{members}: an assembled, mounted array is the user's"
+            )
+        foreign = [md for md in holding if md.get("uuid") != state["mdUuid"]]
+        if foreign:
+            return kept(f"{foreign[0].get('device')} (array {foreign[0].get('uuid')}) holds them")
+        queue = [str(md["device"]) for md in holding]
+    else:
+        queue = list(confirm.get("queue") or [])[1:]
+    if not queue:
+        return dict(confirm, status="free")
+    command_id = send(
+        documents.release,
+        {"MdDevice": queue[0], "MountPoint": state["mountPoint"], "MdUuid": state["mdUuid"]},
+        RELEASE_TIMEOUT_SECONDS,
+    )
+    if command_id is None:
+        return kept(str(confirm["reason"]))
+    return {
+        "status": "pending",
+        "phase": "release",
+        "queue": queue,
+        "commandId": command_id,
+        "budgetSeconds": RELEASE_TIMEOUT_SECONDS + 30,
+    }
 
 
 def _cleanup_summary(state: State, c: dict[str, Any], left: list[str]) -> str:
@@ -795,10 +1049,18 @@ def _cleanup_summary(state: State, c: dict[str, Any], left: list[str]) -> str:
         parts.append(f"deleted the {len(c['deleted'])} volumes this run created")
     if c.get("fsrDisabled"):
         parts.append(f"disabled the FSR it enabled ({len(c['fsrDisabled'])} snapshots)")
+    if c.get("kept"):
+        parts.append(
+            f"left volumes {c['kept']} attached to {state.get('targetInstanceId')} as they are, "
+            f"because the instance did not confirm that nothing uses them: "
+            f"{(c.get('confirm') or {}).get('reason')}. They are this run's (tagged "
+            f"{tags.RESTORE_RUN}={state.get('run')}): keep the array, or release it and delete "
+            "them by hand"
+        )
     if left:
         parts.append(
             f"could not remove volumes {left} in time: delete them by hand (tagged "
-            f"{tags.RESTORE_EXECUTION})"
+            f"{tags.RESTORE_RUN}={state.get('run')})"
         )
     old = (state.get("old") or {}).get("volumeIds") or []
     if old:

@@ -364,6 +364,7 @@ def create_set(
             common[tags.DEGRADED] = "true"
         md_tags = {
             tags.MD_UUID: layout.md.get("uuid"),
+            tags.MD_DEVICE: layout.md.get("device"),
             tags.MD_LEVEL: layout.md.get("level"),
             tags.MD_CHUNK_KIB: layout.md.get("chunkKib"),
             tags.FS_TYPE: layout.md.get("fsType"),

@@ -10,6 +10,9 @@ MEMBER_INDEX = "raidsnap:member-index"
 MEMBER_COUNT = "raidsnap:member-count"
 SOURCE_VOLUME = "raidsnap:source-volume"
 MD_UUID = "raidsnap:md-uuid"
+# The md device the array was assembled as when the set was taken (/dev/md0, /dev/md127...):
+# replace mode and recovery release that device, not whatever /dev/md0 holds.
+MD_DEVICE = "raidsnap:md-device"
 MD_LEVEL = "raidsnap:md-level"
 MD_CHUNK_KIB = "raidsnap:md-chunk-kib"
 FS_TYPE = "raidsnap:fs-type"
@@ -21,6 +24,13 @@ CONSISTENCY = "raidsnap:consistency"
 # A set taken while the array was degraded (a member missing or failed): never restored as latest.
 DEGRADED = "raidsnap:degraded"
 RESTORE_EXECUTION = "raidsnap:restore-execution"
+# A restored volume names its set and slot under keys of its own, never SET_ID or MEMBER_INDEX:
+# a tool that copies a volume's tags onto its own snapshots must not be able to join a set.
+RESTORED_FROM = "raidsnap:restored-from"
+RESTORED_MEMBER_INDEX = "raidsnap:restored-member-index"
+# The run that created a volume: a nonce unique to one execution of the restore workflow
+# (execution names, hence ARNs, are unique for 90 days only).
+RESTORE_RUN = "raidsnap:restore-run"
 REPLACED_BY = "raidsnap:replaced-by"
 # Not in the design's list, but needed to make a retried CreateSnapshots step idempotent: the
 # execution that took the set, so a retry finds the set instead of taking a second one.

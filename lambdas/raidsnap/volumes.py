@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -55,10 +56,28 @@ class VolumeView:
     tags: Mapping[str, str]
 
 
-def client_token(execution_arn: str, index: int) -> str:
-    """Same execution and member, same token: a retried CreateVolume returns the first volume.
+def run_nonce(execution_arn: str, start: str | int | datetime) -> str:
+    """The nonce of one run of an execution: its ARN and its start time (to the millisecond,
+    as Step Functions reports it everywhere: the context object's StartTime, DescribeExecution's
+    startDate, the status change event's startDate in epoch ms). Execution names are unique for
+    90 days only, so the ARN alone may name an earlier run whose volumes are a live array; the
+    start time tells the runs apart, and anyone holding the ARN and start time finds the same
+    nonce without it being stored anywhere."""
+    if isinstance(start, datetime):
+        when = start
+    elif isinstance(start, int):
+        when = datetime.fromtimestamp(start / 1000, UTC)
+    else:
+        when = datetime.fromisoformat(start.replace("Z", "+00:00"))
+    millis = int(when.timestamp() * 1000)
+    return hashlib.sha256(f"{execution_arn}@{millis}".encode()).hexdigest()[:16]
+
+
+def client_token(execution_arn: str, run: str, index: int) -> str:
+    """Same run and member, same token: a retried CreateVolume returns the first volume, and a
+    later execution of the same name (another run) never gets an earlier run's volume back.
     EC2 allows 64 characters; a hash keeps long execution ARNs within that."""
-    digest = hashlib.sha256(f"{execution_arn}#{index}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{execution_arn}#{run}#{index}".encode()).hexdigest()
     return f"raidsnap-{digest[:48]}"
 
 
@@ -67,6 +86,7 @@ def create(
     *,
     zone: str,
     execution_arn: str,
+    run: str,
     array: str,
     set_id: str,
     initialization_rate: int | None,
@@ -75,11 +95,14 @@ def create(
     """CreateVolume for one member. Size and encryption come from the snapshot: a volume from an
     encrypted snapshot is encrypted with the snapshot's KMS key unless another key is named,
     and none is."""
-    volume_tags = dict(extra_tags) | {
+    volume_tags = {
+        k: v for k, v in extra_tags.items() if k not in (tags.SET_ID, tags.MEMBER_INDEX)
+    } | {
         tags.ARRAY: array,
-        tags.SET_ID: set_id,
-        tags.MEMBER_INDEX: str(spec.index),
+        tags.RESTORED_FROM: set_id,
+        tags.RESTORED_MEMBER_INDEX: str(spec.index),
         tags.RESTORE_EXECUTION: execution_arn,
+        tags.RESTORE_RUN: run,
         "Name": f"{array}-{spec.index} ({set_id})",
     }
     tag_spec: TagSpecificationTypeDef = {
@@ -91,7 +114,7 @@ def create(
         "SnapshotId": spec.snapshot_id,
         "VolumeType": spec.volume_type,
         "TagSpecifications": [tag_spec],
-        "ClientToken": client_token(execution_arn, spec.index),
+        "ClientToken": client_token(execution_arn, run, spec.index),
     }
     if spec.iops is not None:
         params["Iops"] = spec.iops
@@ -132,15 +155,28 @@ def describe(volume_ids: Iterable[str]) -> dict[str, VolumeView]:
     return {v["VolumeId"]: view(v) for v in raw}
 
 
-def created_by(execution_arn: str) -> dict[str, VolumeView]:
-    """Every volume this execution created, found by its tag (a lost CreateVolume answer
-    included)."""
+def created_by(execution_arn: str, run: str) -> dict[str, VolumeView]:
+    """Every volume this run of the execution created, found by its tags (a lost CreateVolume
+    answer included); never a volume of an earlier run of the same name."""
     pages = (
         clients.ec2()
         .get_paginator("describe_volumes")
-        .paginate(Filters=[{"Name": f"tag:{tags.RESTORE_EXECUTION}", "Values": [execution_arn]}])
+        .paginate(
+            Filters=[
+                {"Name": f"tag:{tags.RESTORE_EXECUTION}", "Values": [execution_arn]},
+                {"Name": f"tag:{tags.RESTORE_RUN}", "Values": [run]},
+            ]
+        )
     )
     return {v["VolumeId"]: view(v) for page in pages for v in page["Volumes"]}
+
+
+def owned_by(view: VolumeView, execution_arn: str, run: str) -> bool:
+    """Did this run create the volume? Both tags must say so."""
+    return bool(run) and (
+        view.tags.get(tags.RESTORE_EXECUTION) == execution_arn
+        and view.tags.get(tags.RESTORE_RUN) == run
+    )
 
 
 # Device names for EBS data volumes on Linux: /dev/sd[f-z] first, as EC2 recommends, then the
@@ -192,19 +228,24 @@ def delete(volume_id: str) -> None:
 def remove_created(
     views: Mapping[str, VolumeView],
     execution_arn: str,
+    run: str,
     progress: dict[str, Any],
+    *,
     force_after: int,
+    keep: Iterable[str] = (),
 ) -> list[str]:
-    """One pass of removing the volumes ``execution_arn`` created, and only those: detach what
-    is attached (forcing it once it has been asked ``force_after`` times), delete what is
-    detached. ``progress`` keeps ``detachAsks`` and ``deleted`` across passes; returns the
-    volumes still on their way (detaching, or still creating)."""
+    """One pass of removing the volumes this run of ``execution_arn`` created, and only those:
+    detach what is attached (forcing it once it has been asked ``force_after`` times), delete
+    what is detached. ``progress`` keeps ``detachAsks`` and ``deleted`` across passes; returns
+    the volumes still on their way (detaching, or still creating). Volumes in ``keep`` are
+    left as they are."""
+    kept = set(keep)
     asks_by_volume: dict[str, int] = progress.setdefault("detachAsks", {})
     deleted: list[str] = progress.setdefault("deleted", [])
     pending = []
     for vid, view in sorted(views.items()):
-        if view.tags.get(tags.RESTORE_EXECUTION) != execution_arn:
-            continue  # never touch a volume this run did not create
+        if not owned_by(view, execution_arn, run) or vid in kept:
+            continue  # never touch a volume this run did not create, or one it must keep
         if view.state in ("deleting", "deleted"):
             continue
         live = [x for x in view.attachments if x[2] in ("attaching", "attached", "busy")]

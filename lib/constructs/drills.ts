@@ -8,10 +8,11 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { ArrayConfig, DrillConfig } from '../config';
+import { acknowledge } from '../nag';
 import { Documents } from './documents';
 import { FunctionFactory, FunctionSpec } from './functions';
 import { RestorePermissions } from './permissions';
-import { acknowledgeNestedRestore, DRILL_RESTORE_PREFIX } from './recovery';
+import { acknowledgeNestedRestore, DRILL_RESTORE_PREFIX, nagArn } from './recovery';
 import { RestoreWorkflow } from './restore-workflow';
 import { SnapshotSets } from './snapshot-sets';
 import { Workflow } from './workflow';
@@ -65,9 +66,11 @@ export class Drills extends Construct {
         id: 'DrillTeardown', module: 'drill_teardown',
         description: 'drill: release the copy, detach and delete only the volumes its restore created',
         statements: [
-          p.describe('ec2:DescribeVolumes'),
+          p.describe('ec2:DescribeVolumes', 'ec2:DescribeSnapshots'),
           ...p.sendCommand(docs.arns('release')),
           ...p.removeDrillVolumes(restoreName, DRILL_RESTORE_PREFIX),
+          // The start time of its restore: with the ARN, the run whose volumes it removes.
+          p.describeExecutions(restoreName, DRILL_RESTORE_PREFIX),
         ],
       },
       {
@@ -77,6 +80,12 @@ export class Drills extends Construct {
       },
     ];
     this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment })));
+    const teardownPolicy = this.functions.DrillTeardown.role?.node.tryFindChild('DefaultPolicy');
+    if (teardownPolicy) {
+      acknowledge(teardownPolicy,
+        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${restoreName}:${DRILL_RESTORE_PREFIX}*`)}]`,
+        'DescribeExecution of the restores drills start (named drill-...) only: their start time tells the run whose volumes a teardown removes');
+    }
     const f = this.functions;
     const workflow = new Workflow(this, 'Workflow', {
       definitionFile: 'drill.asl.json',

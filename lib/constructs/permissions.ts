@@ -223,12 +223,12 @@ export class RestorePermissions extends Permissions {
     ];
   }
 
-  /** Complete launch lifecycle actions of exactly these Auto Scaling groups (any of their
-   * generated ids). */
+  /** Keep alive and complete launch lifecycle actions of exactly these Auto Scaling groups
+   * (any of their generated ids). */
   completeLifecycleActions(groups: readonly string[]): iam.PolicyStatement {
     const s = this.scopeStack;
     return new iam.PolicyStatement({
-      actions: ['autoscaling:CompleteLifecycleAction'],
+      actions: ['autoscaling:RecordLifecycleActionHeartbeat', 'autoscaling:CompleteLifecycleAction'],
       resources: groups.map((g) => `arn:${s.partition}:autoscaling:${s.region}:${s.account}:autoScalingGroup:*:autoScalingGroupName/${g}`),
     });
   }
@@ -265,10 +265,10 @@ export class RestorePermissions extends Permissions {
   /** DescribeExecution of this workflow's own executions (is a lock's holder still running?).
    * Built from a fixed state machine name: the state machine's ARN would make the functions
    * depend on the state machine that depends on them. */
-  describeExecutions(stateMachineName: string): iam.PolicyStatement {
+  describeExecutions(stateMachineName: string, namePrefix = ''): iam.PolicyStatement {
     return new iam.PolicyStatement({
       actions: ['states:DescribeExecution'],
-      resources: [`${this.executionArnPrefix(stateMachineName)}*`],
+      resources: [`${this.executionArnPrefix(stateMachineName)}${namePrefix}*`],
     });
   }
 }

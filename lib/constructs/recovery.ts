@@ -4,11 +4,14 @@ import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as eventTargets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { ArrayConfig, RecoveryConfig } from '../config';
 import { acknowledge } from '../nag';
+import { Documents } from './documents';
 import { FunctionFactory } from './functions';
 import { RestorePermissions } from './permissions';
 import { RestoreLock, RestoreWorkflow } from './restore-workflow';
@@ -26,6 +29,7 @@ export interface RecoveryProps {
   readonly arrays: readonly ArrayConfig[];
   readonly restore: RestoreWorkflow;
   readonly lock: RestoreLock;
+  readonly documents: Documents;
 }
 
 /** The restore input's limit for the recovery: a restore may take 3 days (prewarm). */
@@ -45,6 +49,7 @@ export class Recovery extends Construct {
   readonly alarms: Record<string, cloudwatch.Alarm> = {};
   readonly rules: events.Rule[] = [];
   readonly hooks: autoscaling.CfnLifecycleHook[] = [];
+  readonly stateMachineName: string;
 
   constructor(scope: Construct, id: string, props: RecoveryProps) {
     super(scope, id);
@@ -53,18 +58,44 @@ export class Recovery extends Construct {
     const configured = props.arrays.filter((a) => a.recovery !== undefined) as Array<ArrayConfig & { recovery: RecoveryConfig }>;
     const groups = [...new Set(configured.map((a) => a.recovery.autoScalingGroup).filter((g): g is string => !!g))];
 
+    const restoreArn = props.restore.stateMachine.stateMachineArn;
+    this.stateMachineName = `${Stack.of(this).stackName}-recovery`;
     const step = props.factory.create(this, {
       id: 'RecoveryStep',
       module: 'recovery_step',
-      description: 'recovery: wait for the target, complete its lifecycle action, name the outcome',
+      description: 'recovery: look for evidence, wait for the target, run and follow the restore, keep the lifecycle action alive',
       statements: [
-        p.describe('ec2:DescribeInstances', 'ssm:DescribeInstanceInformation'),
+        p.describe('ec2:DescribeInstances', 'ssm:DescribeInstanceInformation', 'ec2:DescribeVolumeStatus',
+          'ec2:DescribeVolumes', 'ec2:DescribeSnapshots'),
+        // Evidence from the instance: what the discover document reports of the array.
+        ...p.sendCommand(props.documents.arns('discover')),
+        p.readCommands()[0],
         // Attach mode onto a replacement: the array's tag (that key only) moves off the failed
         // instance, and back onto it if the restore fails.
         p.tagArrayInstance('ec2:CreateTags', 'ec2:DeleteTags'),
         ...(groups.length ? [p.completeLifecycleActions(groups)] : []),
+        // The restore it starts and follows (its history says when the array is assembled).
+        new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [restoreArn] }),
+        new iam.PolicyStatement({
+          actions: ['states:DescribeExecution', 'states:GetExecutionHistory'],
+          resources: [`${p.executionArnPrefix(restoreName)}*`],
+        }),
+        // Gives back the array's recovery claim.
+        ...props.lock.statements('DeleteItem'),
       ],
+      environment: {
+        RESTORE_STATE_MACHINE_ARN: restoreArn,
+        DISCOVER_DOCUMENT: props.documents.names.discover,
+        LOCK_TABLE: props.lock.table.tableName,
+        LIFECYCLE_HEARTBEAT_SECONDS: String(LIFECYCLE_HEARTBEAT.toSeconds()),
+      },
     });
+    const stepPolicy = step.role?.node.tryFindChild('DefaultPolicy');
+    if (stepPolicy) {
+      acknowledge(stepPolicy,
+        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${restoreName}:*`)}]`,
+        'follow only executions of the restore workflow: the one a recovery started is named after it, at run time');
+    }
     if (groups.length) {
       const policy = step.role?.node.tryFindChild('DefaultPolicy');
       for (const g of groups) {
@@ -81,13 +112,11 @@ export class Recovery extends Construct {
       comment: 'raidsnap recovery: restore an array after its instance or EBS failed, or onto a new instance of its Auto Scaling group',
       timeout: TIMEOUT,
       functions: { RecoveryStepFunctionArn: step },
-      values: { RestoreStateMachineArn: props.restore.stateMachine.stateMachineArn },
     });
     this.stateMachine = workflow.stateMachine;
-    for (const s of p.runNestedRestore(props.restore.stateMachine.stateMachineArn, restoreName)) {
-      this.stateMachine.addToRolePolicy(s);
-    }
-    acknowledgeNestedRestore(this.stateMachine, restoreName, '*');
+    // A fixed name: the trigger asks whether the execution holding an array's recovery claim
+    // still runs, without depending on the state machine.
+    (this.stateMachine.node.defaultChild as sfn.CfnStateMachine).stateMachineName = this.stateMachineName;
 
     const start = props.factory.create(this, {
       id: 'RecoveryStart',
@@ -95,14 +124,17 @@ export class Recovery extends Construct {
       description: 'turn an alarm, a lost instance or a lifecycle launch into one recovery run',
       statements: [
         new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [this.stateMachine.stateMachineArn] }),
-        ...props.lock.statements('GetItem'),
+        // One recovery of an array at a time: a claim item per array, and whether its holder runs.
+        ...props.lock.statements('GetItem', 'PutItem', 'DeleteItem'),
         p.describeExecutions(restoreName),
+        p.describeExecutions(this.stateMachineName),
         // A recovery preempts a drill of the same array: it may stop the drills' restores only.
         new iam.PolicyStatement({
           actions: ['states:StopExecution'],
           resources: [`${p.executionArnPrefix(restoreName)}${DRILL_RESTORE_PREFIX}*`],
         }),
-        p.describe('ec2:DescribeInstances'),
+        // A skipped recovery's notification names the newest complete set and its age.
+        p.describe('ec2:DescribeInstances', 'ec2:DescribeSnapshots'),
       ],
       environment: {
         RECOVERY_STATE_MACHINE_ARN: this.stateMachine.stateMachineArn,
@@ -115,6 +147,9 @@ export class Recovery extends Construct {
       acknowledge(startPolicy,
         `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${restoreName}:*`)}]`,
         'DescribeExecution of the restore workflow\'s own executions only: is the holder of a restore lock still running?');
+      acknowledge(startPolicy,
+        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${this.stateMachineName}:*`)}]`,
+        'DescribeExecution of the recovery workflow\'s own executions only: is the holder of an array\'s recovery claim still running?');
       acknowledge(startPolicy,
         `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${restoreName}:${DRILL_RESTORE_PREFIX}*`)}]`,
         'StopExecution of the restores that drills start (named drill-...), so that a recovery is never blocked by a drill');
@@ -182,6 +217,21 @@ export class Recovery extends Construct {
         }));
       }
     }
+  }
+}
+
+/** The recovery's trigger and steps tell the operators what they did and did not do (a
+ * recovery that does not start, or finds nothing to replace, is news): made after the
+ * monitoring, which owns the topic. */
+export function notifyRecoveryTo(recovery: Recovery, topic: sns.ITopic, key: kms.IKey): void {
+  for (const fn of Object.values(recovery.functions)) {
+    fn.addEnvironment('TOPIC_ARN', topic.topicArn);
+    fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['sns:Publish'], resources: [topic.topicArn] }));
+    // SNS encrypts the message with the topic's key on the publisher's behalf.
+    fn.addToRolePolicy(new iam.PolicyStatement({
+      actions: ['kms:GenerateDataKey', 'kms:Decrypt'],
+      resources: [key.keyArn],
+    }));
   }
 }
 

@@ -105,6 +105,7 @@ export class RestoreWorkflow extends Construct {
       ASSEMBLE_DOCUMENT: docs.names.assemble,
       RELEASE_DOCUMENT: docs.names.release,
       PREWARM_DOCUMENT: docs.names.prewarm,
+      DISCOVER_DOCUMENT: docs.names.discover,
       LOCK_TABLE: lock.table.tableName,
       LOCK_LEASE_SECONDS: String(TIMEOUT.toSeconds()),
       DEFAULT_INITIALIZATION: props.defaults.initialization,
@@ -115,8 +116,9 @@ export class RestoreWorkflow extends Construct {
         id: 'RestorePrepare', module: 'restore_prepare',
         description: 'validate a restore request, resolve set and target, take the restore lock',
         statements: [
-          p.describe('ec2:DescribeInstances', 'ec2:DescribeSnapshots', 'ssm:DescribeInstanceInformation'),
-          ...lock.statements('GetItem', 'PutItem'),
+          p.describe('ec2:DescribeInstances', 'ec2:DescribeSnapshots', 'ec2:DescribeVolumes', 'ssm:DescribeInstanceInformation'),
+          // DeleteItem: a refusal made under the lock gives it back.
+          ...lock.statements('GetItem', 'PutItem', 'DeleteItem'),
           ...props.sets.statements('GetItem', 'Query'),
           p.describeExecutions(this.stateMachineName),
         ],
@@ -170,13 +172,20 @@ export class RestoreWorkflow extends Construct {
       {
         id: 'RestoreFinish', module: 'restore_finish',
         description: 'release the restore lock and shape the output',
-        statements: lock.statements('DeleteItem'),
+        statements: [
+          ...lock.statements('DeleteItem'),
+          // One more look at a prewarm the workflow could not follow, to say how far it got.
+          p.readCommands()[0],
+        ],
       },
       {
         id: 'RestoreCleanup', module: 'restore_cleanup',
         description: 'after a failed restore: remove only what the run created, release its lock',
         statements: [
           p.describe('ec2:DescribeVolumes'),
+          // Before detaching an attached volume: does any md device or mount use it?
+          ...p.sendCommand(docs.arns('discover', 'release')),
+          p.readCommands()[0],
           ...p.manageRestoredVolumes('ec2:DetachVolume', 'ec2:DeleteVolume'),
           p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
           p.tagArrayInstance('ec2:DeleteTags'),

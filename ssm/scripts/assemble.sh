@@ -42,10 +42,39 @@ json_int_or_null() {
 
 say() { printf 'raidsnap: %s\n' "$*" >&2; }
 
+# What this run made, and undoes if it fails afterwards: the mount it made and the array it
+# assembled (never one that was already there). A half-made restore left assembled would keep
+# its volumes busy and, at the next boot, mounted from fstab without anyone having checked it.
+made_mount=false made_md=false failing=false
+
+undo_ours() {
+  local undone=""
+  if $made_mount; then
+    if umount "$mount_point" 2>/dev/null; then
+      undone+="unmounted $mount_point"
+      made_mount=false
+    else
+      undone+="could not unmount $mount_point (in use?); it stays mounted"
+    fi
+  fi
+  if $made_md && ! $made_mount; then
+    if md_stop "$md_name"; then
+      undone+="${undone:+, }stopped $md_dev"
+    else
+      undone+="${undone:+, }could not stop $md_dev"
+    fi
+    made_md=false
+  fi
+  printf '%s' "$undone"
+}
+
 # Print the error as the final JSON line and stop. Exit 2 for bad input, 1 otherwise.
 fail() {
-  local name=$1 message=$2 code=1
+  local name=$1 message=$2 code=1 undone
   [[ $name == InvalidInput ]] && code=2
+  failing=true
+  undone=$(undo_ours)
+  [[ -z $undone ]] || message+=" (undone: $undone)"
   say "$name: $message"
   printf '{"ok":false,"error":%s,"message":%s}\n' "$(json_str "$name")" "$(json_str "$message")"
   exit "$code"
@@ -269,6 +298,22 @@ dup=$(printf '%s\n' "${volumes[@]}" | sort | uniq -d | awk 'NR == 1')
 md_name=${md_dev#/dev/}
 changed=false
 warnings=()
+stage=checks
+
+# Anything that stops the script without a named error (a write that fails under set -e) after
+# it assembled or mounted still undoes that, and still ends with a JSON line.
+on_exit() {
+  local rc=$?
+  trap - EXIT
+  if ((rc != 0)) && ! $failing; then
+    if [[ $stage == persist ]]; then
+      fail PersistFailed "writing mdadm.conf, the initramfs or fstab stopped (exit $rc)"
+    fi
+    fail AssembleFailed "stopped unexpectedly (exit $rc) while at $stage"
+  fi
+  exit "$rc"
+}
+trap on_exit EXIT
 
 # 1. Every volume must show up as a block device (attachments take a while to appear).
 say "waiting up to ${wait_seconds}s for ${#volumes[@]} volume(s)"
@@ -327,6 +372,27 @@ fi
 dup=$(printf '%s\n' "${dev_uuids[@]}" | grep -v '^$' | sort | uniq -d | awk 'NR == 1')
 [[ -z $dup ]] || fail DuplicateMember "two volumes carry the same member (device uuid $dup): copies of one disk?"
 
+# 2b. No other disk may carry this array's UUID. mdadm refuses a second active array of one UUID
+#     (a copy next to the live array cannot work), and with old members still attached, mdadm
+#     --assemble --scan or udev's incremental assembly at the next boot may build the array from
+#     old and new members (RAID 0 event counts cannot tell them apart), or from the old ones
+#     alone, hiding every write made to the restored array.
+given_disks=" "
+for m in "${members[@]}"; do given_disks+="$(parent_disk "$m") "; done
+copies=()
+for dev in /sys/class/block/*; do
+  name=${dev##*/}
+  case $name in md* | loop* | ram* | zram* | dm-* | sr*) continue ;; esac
+  [[ $given_disks == *" $(parent_disk "/dev/$name") "* ]] && continue
+  u=$(kv MD_UUID "$(mdadm --examine --export "/dev/$name" 2>/dev/null || true)")
+  [[ $u == "$md_uuid" ]] || continue
+  vol=$(serial_volume_id "$(device_serial "/dev/$name")")
+  copies+=("/dev/$name${vol:+ ($vol)}")
+done
+if ((${#copies[@]})); then
+  fail CopyAttached "other disks carry md UUID $md_uuid: ${copies[*]}. Another copy of this array is attached; detach it (its volumes are kept), or restore with mode replace, which releases the array and detaches its members first. Nothing was changed"
+fi
+
 # 3. Arrays that already hold our members: our own MdDevice (nothing to do), or one that udev's
 #    incremental assembly built (md127 and the like, active or inactive), which we stop. A member
 #    in use by anything else, or a stray array that is mounted, is refused.
@@ -364,10 +430,12 @@ if [[ -d /sys/block/$md_name/md ]] && [[ -n $(md_member_names "$md_name") ]]; th
   elif [[ -n $(mount_targets "$md_name") ]]; then
     fail MdDeviceBusy "$md_dev is mounted but holds other devices ($(echo "$have" | paste -sd' ' -)) than requested"
   else
-    # Our UUID but a partial or different member set (an earlier failed run, or old members):
-    # stop it and assemble exactly the requested devices.
-    [[ -z $cur_uuid ]] && [[ $(printf '%s\n' "$have" | grep -cxF -f <(printf '%s\n' "${names[@]}")) -eq 0 ]] &&
-      fail MdDeviceBusy "$md_dev is an inactive array made of other devices ($(echo "$have" | paste -sd' ' -))"
+    # Made only of requested devices, but not all of them (an earlier failed run, or udev):
+    # stop it and assemble exactly the requested devices. An array with any other member is
+    # someone's copy of this array, or another array: never stopped here.
+    others=$(printf '%s\n' "$have" | grep -vxF -f <(printf '%s\n' "${names[@]}") | paste -sd' ' - || true)
+    [[ -z $others ]] ||
+      fail MdDeviceBusy "$md_dev holds other devices ($others) than the volumes given; it was not stopped. Release it first, or choose another MdDevice"
     strays+=("$md_name")
   fi
 fi
@@ -398,6 +466,7 @@ if ! $already; then
     done
     if out=$(mdadm --assemble "$md_dev" --uuid="$md_uuid" "${members[@]}" 2>&1); then
       say "$out"
+      made_md=true
       break
     fi
     say "mdadm --assemble (attempt $attempt): $out"
@@ -417,7 +486,7 @@ state=$(cat "/sys/block/$md_name/md/array_state" 2>/dev/null || true)
 [[ $state =~ ^(clean|active|active-idle|read-auto|readonly)$ ]] || fail AssembleFailed "$md_dev is $state after assembly"
 degraded=$(cat "/sys/block/$md_name/md/degraded" 2>/dev/null || echo 0)
 if [[ $degraded != 0 ]]; then
-  md_stop "$md_name" || true
+  $made_md || md_stop "$md_name" || true
   fail AssembleFailed "$md_dev came up degraded ($degraded missing); stopped it again"
 fi
 level=$(cat "/sys/block/$md_name/md/level")
@@ -467,6 +536,7 @@ else
   fi
   err=$(mount -t "$fs_type" -o "$opts" "$md_dev" "$mount_point" 2>&1) ||
     fail MountFailed "mount -t $fs_type -o $opts $md_dev $mount_point failed: $err"
+  made_mount=true
   changed=true
   say "mounted $md_dev ($fs_type) at $mount_point ($opts)"
 fi
@@ -492,6 +562,7 @@ write_if_changed() {
 # 7. Persist: ARRAY line by UUID, initramfs, fstab line by filesystem UUID. Each replaced or
 #    added, so a second run writes nothing.
 conf_status=skipped initramfs_status=skipped fstab_status=skipped conf_path="" fstab_path=/etc/fstab
+stage=persist
 if [[ $persist == true ]]; then
   if [[ -d /etc/mdadm ]]; then conf_path=/etc/mdadm/mdadm.conf; else conf_path=/etc/mdadm.conf; fi
   [[ -f $conf_path ]] || : >>"$conf_path"
@@ -570,6 +641,9 @@ if [[ $persist == true ]]; then
   say "persisted: mdadm.conf $conf_status ($conf_path), initramfs $initramfs_status, fstab $fstab_status"
 fi
 
+stage=report
+# From here on the array and its mount are the caller's: nothing below undoes them.
+made_mount=false made_md=false
 w=""
 for x in "${warnings[@]}"; do
   say "warning: $x"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # raidsnap release (replace mode): unmount MountPoint and stop MdDevice so the old members can be
-# detached. Lazy unmount when a member is gone or umount fails. Superblocks are never touched.
-# Safe to run again on a released array. Parameters (environment): SSM_MdDevice, SSM_MountPoint.
+# detached. Refuses while anything uses the array (open files, other mounts, holders, a freeze);
+# lazy unmount only when a member is gone. Superblocks are never touched.
+# Refuses (UuidMismatch, changing nothing) when MdUuid is given and MdDevice holds another array.
+# Safe to run again on a released array. Parameters (environment): SSM_MdDevice, SSM_MountPoint,
+# SSM_MdUuid (may be empty: not checked).
 set -euo pipefail
 export LC_ALL=C
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -163,12 +166,20 @@ serial_volume_id() {
   if [[ $1 =~ ^vol([0-9a-f]{8,17})$ ]]; then printf 'vol-%s\n' "${BASH_REMATCH[1]}"; fi
 }
 
+kv() { # KEY TEXT: value of KEY=value in mdadm/blkid export output
+  sed -n "s/^$1=//p" <<<"$2" | awk 'NR == 1'
+}
+
 # Unset: the document's default (a hand-run). Set but empty: refused like any other value that no
 # pattern admits, so a blank MdDevice never turns into /dev/md0, which would then be
 # unmounted and stopped.
 md_dev=${SSM_MdDevice-/dev/md0}
 mount_point=${SSM_MountPoint:-}
+md_uuid=${SSM_MdUuid:-}
 require_match MdDevice "$md_dev" '^/dev/md[0-9]{1,3}$'
+if [[ -n $md_uuid ]]; then
+  require_match MdUuid "$md_uuid" '^[0-9a-f]{8}(:[0-9a-f]{8}){3}$'
+fi
 require_mount_point MountPoint "$mount_point"
 require_not_system_directory MountPoint "$mount_point"
 require_resolved_not_system_directory MountPoint "$mount_point"
@@ -177,6 +188,21 @@ for tool in mdadm findmnt umount; do
 done
 md_name=${md_dev#/dev/}
 changed=false
+
+# The array must be the one the caller means: MdDevice may hold another array entirely (the
+# device was recorded long ago, or reused since), and releasing that would take it away.
+if [[ -n $md_uuid ]] && [[ -n $(ls -d /sys/block/"$md_name"/md/dev-* 2>/dev/null) ]]; then
+  cur_uuid=$(kv MD_UUID "$(mdadm --detail --export "$md_dev" 2>/dev/null || true)")
+  if [[ -z $cur_uuid ]]; then
+    # An inactive array has no detail; its members' superblocks still say which array it is.
+    for rd in /sys/block/"$md_name"/md/dev-*; do
+      cur_uuid=$(kv MD_UUID "$(mdadm --examine --export "/dev/${rd##*/dev-}" 2>/dev/null || true)")
+      [[ -n $cur_uuid ]] && break
+    done
+  fi
+  [[ $cur_uuid == "$md_uuid" ]] ||
+    fail UuidMismatch "$md_dev is array ${cur_uuid:-of unknown UUID}, not $md_uuid; nothing was changed"
+fi
 
 # Members as they are now, reported so the caller knows which volumes it may detach.
 members_json=()
@@ -198,21 +224,96 @@ if [[ -d /sys/block/$md_name/md ]]; then
   [[ $degraded != 0 ]] && lost=true
 fi
 
-# 1. Unmount, but only what is really this array: MountPoint may hold something else entirely.
-unmount=not-mounted
+# Other disks whose superblock carries MdUuid and that no array holds: members of an older copy
+# of this array. Reported (state not-assembled) so that replace mode detaches them too: left
+# attached, mdadm --assemble --scan or udev at the next boot could mix them with new members.
+if [[ -n $md_uuid ]]; then
+  for dev in /sys/class/block/*; do
+    name=${dev##*/}
+    [[ $name == md* || $name == loop* || $name == ram* || $name == dm-* || $name == zram* ]] && continue
+    [[ -e /sys/block/$md_name/md/dev-$name ]] && continue
+    [[ -n $(ls -A "$dev/holders" 2>/dev/null) ]] && continue
+    [[ $(kv MD_UUID "$(mdadm --examine --export "/dev/$name" 2>/dev/null || true)") == "$md_uuid" ]] || continue
+    serial=$(device_serial "/dev/$name")
+    members_json+=("$(printf '{"device":%s,"volumeId":%s,"slot":null,"state":"not-assembled"}' \
+      "$(json_str "/dev/$name")" "$(json_str_or_null "$(serial_volume_id "$serial")")")")
+  done
+fi
+
+# Processes that use the filesystem at $1 or the device $2: open files, working or root
+# directory, program or mapped files. "pid(command)" each, on one line.
+users_of() {
+  local p l t pid mp=$1 dev=$2
+  local -a found=()
+  for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
+    for l in "$p"/cwd "$p"/root "$p"/exe "$p"/fd/*; do
+      t=$(readlink "$l" 2>/dev/null) || continue
+      if [[ $t == "$mp" || $t == "$mp"/* || $t == "$dev" ]]; then
+        found+=("$pid($(cat "$p/comm" 2>/dev/null || true))")
+        continue 2
+      fi
+    done
+    if [[ -n $mp ]] && grep -qF " $mp/" "$p/maps" 2>/dev/null; then
+      found+=("$pid($(cat "$p/comm" 2>/dev/null || true))")
+    fi
+  done
+  printf '%s' "${found[*]}"
+}
+
+# A freeze of $1 that raidsnap's freeze document holds (its guard's state file and process).
+frozen_by_raidsnap() {
+  local state pid
+  state=/run/raidsnap/freeze-$(printf '%s' "$1" | sha256sum | cut -c1-16)
+  [[ -s $state ]] || return 1
+  read -r pid _ <"$state" || return 1
+  [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null
+}
+
 mp_mm=$(findmnt -rn -o MAJ:MIN --mountpoint "$mount_point" 2>/dev/null | tail -n1 || true)
-if [[ -n $mp_mm ]]; then
-  md_mm=$(cat "/sys/block/$md_name/dev" 2>/dev/null || true)
-  if [[ $mp_mm != "$md_mm" ]]; then
-    fail MountPointMismatch "$mount_point holds device $mp_mm, not $md_dev (${md_mm:-not present}); nothing was changed"
+md_mm=$(cat "/sys/block/$md_name/dev" 2>/dev/null || true)
+if [[ -n $mp_mm && $mp_mm != "$md_mm" ]]; then
+  fail MountPointMismatch "$mount_point holds device $mp_mm, not $md_dev (${md_mm:-not present}); nothing was changed"
+fi
+
+# 0. Every blocker first, while nothing is changed yet. With every member present, a lazy
+#    unmount of a filesystem in use would leave its users writing to an array that is about to
+#    be taken away (and new files landing on the root filesystem), and a frozen one would keep
+#    its writers hung where no thaw can reach them. So it is refused, with who blocks it.
+if ! $lost && [[ -n $md_mm ]]; then
+  held=$(find "/sys/block/$md_name/holders" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null || true)
+  [[ -z $held ]] ||
+    fail MdDeviceHeld "$md_dev is held by $held (device mapper, LVM or another md array on top of it); remove that first. Nothing was changed"
+  targets=$(findmnt -rn -o MAJ:MIN,TARGET | awk -v mm="$md_mm" '$1 == mm {print $2}')
+  others=$(grep -vxF "$mount_point" <<<"$targets" | paste -sd' ' - || true)
+  [[ -z $others ]] ||
+    fail MountedElsewhere "$md_dev is also mounted at $others (another or a bind mount); unmount it there first. Nothing was changed"
+  if [[ -n $mp_mm ]]; then
+    below=$(findmnt -rn -o TARGET | awk -v mp="$mount_point/" 'index($0, mp) == 1' | paste -sd' ' - || true)
+    [[ -z $below ]] ||
+      fail MountedElsewhere "filesystems are mounted below $mount_point: $below; unmount them first. Nothing was changed"
+    if frozen_by_raidsnap "$mount_point"; then
+      fail FilesystemFrozen "$mount_point is frozen by a running backup (its thaw guard is alive); wait for the backup to thaw it. Nothing was changed"
+    fi
   fi
-  # With a member gone, a normal umount can hang on the flush: detach lazily at once.
-  if ! $lost && err=$(timeout 60 umount "$mount_point" 2>&1); then
-    unmount=unmounted
-  else
-    $lost || say "umount $mount_point failed (${err:-timeout}); detaching lazily"
+  users=$(users_of "$( [[ -n $mp_mm ]] && printf '%s' "$mount_point")" "$md_dev")
+  [[ -z $users ]] ||
+    fail FilesystemInUse "$md_dev${mp_mm:+ (mounted at $mount_point)} is in use by $users; stop them first. Nothing was changed"
+fi
+
+# 1. Unmount, but only what is really this array (checked above).
+unmount=not-mounted
+if [[ -n $mp_mm ]]; then
+  # With a member gone, a normal umount can hang on the flush: detach lazily at once. With
+  # every member present, a failing umount is refused instead (it changed nothing).
+  if $lost; then
     umount -l "$mount_point" || fail UnmountFailed "umount -l $mount_point failed"
     unmount=lazy
+  elif err=$(timeout 60 umount "$mount_point" 2>&1); then
+    unmount=unmounted
+  else
+    fail UnmountFailed "umount $mount_point failed (${err:-timeout}); it stays mounted, nothing was changed"
   fi
   changed=true
   say "$mount_point: $unmount"

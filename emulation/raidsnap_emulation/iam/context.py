@@ -122,9 +122,11 @@ class Builder:
             ("stepfunctions", "StartExecution"): self._state_machine,
             ("stepfunctions", "DescribeExecution"): self._execution,
             ("stepfunctions", "StopExecution"): self._execution,
+            ("stepfunctions", "GetExecutionHistory"): self._execution,
             ("lambda", "Invoke"): self._function,
             ("sns", "Publish"): self._topic,
             ("autoscaling", "CompleteLifecycleAction"): self._asg,
+            ("autoscaling", "RecordLifecycleActionHeartbeat"): self._asg,
         }
         for op in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan"):
             self._ops[("dynamodb", op)] = self._table

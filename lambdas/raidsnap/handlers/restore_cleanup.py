@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from raidsnap import restore
-from raidsnap.environment import RestoreSettings
+from raidsnap.environment import RestoreDocuments, RestoreSettings
 from raidsnap.handlers._entry import entry
 from raidsnap.observability import metrics
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    result = restore.cleanup(event, RestoreSettings.from_env())
+    result = restore.cleanup(event, RestoreSettings.from_env(), RestoreDocuments.from_env())
     if result["status"] == "done":
         if event.get("array"):
             metrics.add_dimension(name="Array", value=str(event["array"]))

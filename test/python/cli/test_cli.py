@@ -225,9 +225,12 @@ def test_restore_that_is_aborted_exits_3(cli: Cli) -> None:
 
         emu.double.route("lambda", "Invoke", invoke)
 
+    # (replace: attach mode refuses the array's own instance, which still has its members)
     result = cli(
         "restore",
         "db1",
+        "--mode",
+        "replace",
         "--emulation",
         "--seed-backups",
         "1",
@@ -316,7 +319,8 @@ def test_bad_usage_exits_2_with_a_clear_message(cli: Cli, args: list[str], messa
 
 def runs_of_both_workflows(emu: Emulation, fx: ArrayFixture) -> None:
     del fx
-    assert emu.run("restore", {"array": "db1"}, name="restore-after-loss").status == "SUCCEEDED"
+    restore = {"array": "db1", "mode": "replace"}  # attach mode refuses the array's own host
+    assert emu.run("restore", restore, name="restore-after-loss").status == "SUCCEEDED"
     assert emu.run("backup", {"array": "db9"}, name="nightly-db9").status == "FAILED"
 
 

@@ -33,7 +33,7 @@ EXPECTED_PARAMETERS = {
     "freeze": {"MountPoint", "MaxFreezeSeconds", "FreezeToken"},
     "thaw": {"MountPoint", "MaxFreezeSeconds", "FreezeToken"},
     "assemble": {"VolumeIds", "MdUuid", "MdDevice", "MountPoint", "ReadOnly", "Persist"},
-    "release": {"MdDevice", "MountPoint"},
+    "release": {"MdDevice", "MdUuid", "MountPoint"},
     "prewarm": {"VolumeIds", "Method"},
 }
 

@@ -13,6 +13,7 @@ from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import (
     ArrayFixture,
+    HeldStep,
     backed_up,
     create_topics,
     launch_instance,
@@ -140,7 +141,9 @@ def test_a_drill_whose_restore_fails_still_tears_down_and_reports_the_failure(
     run = emu.run("drill", {"array": "db1", "targetInstanceId": drill_host})
     assert (run.status, run.error) == ("FAILED", "CommandFailed")
     assert "no devices found" in str(run.cause)
-    assert "HasRestored" in run.states_entered and "RemoveVolumes" in run.states_entered
+    # (its failed restore removed its own volumes: nothing is attached, so nothing to release)
+    assert "IsReleaseNeeded" in run.states_entered and "RemoveVolumes" in run.states_entered
+    assert "WaitForRelease" not in run.states_entered
     live = boto3.client("ec2").describe_volumes(
         Filters=[{"Name": "tag-key", "Values": ["raidsnap:restore-execution"]}]
     )["Volumes"]
@@ -156,7 +159,7 @@ def test_a_drill_whose_restore_fails_still_tears_down_and_reports_the_failure(
 def test_a_drill_whose_copy_is_not_the_array_fails_after_removing_it(
     emu: Emulation, drill_world: tuple[ArrayFixture, str, str]
 ) -> None:
-    _fx, _set_id, drill_host = drill_world
+    fx, _set_id, drill_host = drill_world
     # Discovery on the drill instance shows another array at the drill's md device
     emu.hosts.fail_next(
         "discover",
@@ -195,7 +198,9 @@ def test_a_drill_whose_copy_is_not_the_array_fails_after_removing_it(
         for c in emu.double.calls
         if c.operation == "SendCommand" and str(c.params["DocumentName"]).endswith("-release")
     ]
-    assert release == [{"MdDevice": ["/dev/md100"], "MountPoint": ["/mnt/raidsnap-drill"]}]
+    assert release == [
+        {"MdDevice": ["/dev/md100"], "MountPoint": ["/mnt/raidsnap-drill"], "MdUuid": [fx.md_uuid]}
+    ]
     live = boto3.client("ec2").describe_volumes(
         Filters=[{"Name": "tag-key", "Values": ["raidsnap:restore-execution"]}]
     )["Volumes"]
@@ -218,3 +223,44 @@ def test_a_drill_refuses_a_target_that_is_not_a_drill_instance(
     assert str(run.cause).startswith("targetInstanceId: ")
     assert emu.double.mutating_calls("ec2")[before:] == []
     assert "Restore" not in run.states_entered
+
+
+def test_a_drill_preempted_after_assembly_releases_its_copy_and_the_next_drill_passes(
+    emu: Emulation, drill_world: tuple[ArrayFixture, str, str]
+) -> None:
+    # GIVEN a drill whose restore is stopped after it assembled and mounted the copy (a
+    # recovery preempts drills)
+    fx, _, drill_host = drill_world
+    held = HeldStep(emu, "restore_finish")
+    drill = emu.start("drill", {"array": "db1", "targetInstanceId": drill_host})
+    held.wait()
+    restore_arn = next(
+        e["executionArn"]
+        for e in boto3.client("stepfunctions").list_executions(
+            stateMachineArn=emu.state_machines["restore"]
+        )["executions"]
+        if e["name"].startswith("drill-")
+    )
+    assert "/dev/md100" in emu.hosts.state(drill_host).arrays  # assembled and mounted
+    boto3.client("stepfunctions").stop_execution(
+        executionArn=restore_arn, error="PreemptedByRecovery", cause="a recovery needs the lock"
+    )
+    held.release()
+    # WHEN the drill ends
+    first = emu.wait(drill)
+    # THEN it failed, but released the copy on the drill instance before removing its volumes
+    assert first.status == "FAILED"
+    released = [
+        c.params["Parameters"]
+        for c in emu.double.calls
+        if c.operation == "SendCommand" and str(c.params["DocumentName"]).endswith("-release")
+    ]
+    assert released and released[0]["MdDevice"] == ["/dev/md100"]
+    assert released[0]["MdUuid"] == [fx.md_uuid]
+    assert "/dev/md100" not in emu.hosts.state(drill_host).arrays
+    assert [
+        v for v in restored_volumes(restore_arn) if v["State"] not in ("deleting", "deleted")
+    ] == []
+    # AND the next drill on that host passes
+    again = emu.run("drill", {"array": "db1", "targetInstanceId": drill_host})
+    assert again.status == "SUCCEEDED", f"{again.error}: {again.cause}"

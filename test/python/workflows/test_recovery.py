@@ -103,6 +103,7 @@ def test_the_same_alarm_event_delivered_twice_starts_one_recovery(
     emu: Emulation, db1: tuple[ArrayFixture, str]
 ) -> None:
     fx, _ = db1
+    emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
     event = alarm_event(fx.instance_id)
     first = emu.invoke("recovery_start", event).result
     again = emu.invoke("recovery_start", event).result  # while the first runs
@@ -122,6 +123,7 @@ def test_a_second_alarm_while_the_first_restore_holds_the_lock_starts_no_restore
 ) -> None:
     fx, _ = db1
     # GIVEN the first recovery's restore held at its last step (it holds the restore lock)
+    emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
     held = HeldStep(emu, "restore_finish")
     first = emu.invoke("recovery_start", alarm_event(fx.instance_id)).result
     held.wait()
@@ -152,6 +154,7 @@ def test_a_recovery_preempts_a_drill_of_the_same_array(
     drill = emu.start("drill", {"array": "db1", "targetInstanceId": drill_host})
     held.wait()
     # WHEN the array's instance fails
+    emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
     started = emu.invoke("recovery_start", alarm_event(fx.instance_id))
     held.release()
     # THEN the drill's restore is stopped, the recovery restores the array in place...
@@ -296,6 +299,7 @@ def test_an_alarm_in_attach_mode_moves_the_array_to_the_replacement(
     configure_recovery(
         emu, "db1", instanceId=fx.instance_id, mode="attach", replacementInstanceId=standby
     )
+    emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
     run = recover(emu, alarm_event(fx.instance_id))
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     out = run.output["restore"]
@@ -318,6 +322,7 @@ def test_a_failed_attach_mode_recovery_gives_the_array_back_to_its_instance(
     emu.hosts.fail_next(
         "assemble", CommandOutcome(status="Failed", stderr="mdadm: boom", exit_code=1)
     )
+    emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
     run = recover(emu, alarm_event(fx.instance_id))
     assert (run.status, run.error) == ("FAILED", "CommandFailed")
     assert f"{fx.instance_id} is tagged raidsnap:array=db1 again" in str(run.cause)

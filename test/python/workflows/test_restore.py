@@ -102,9 +102,11 @@ def assert_restored(  # noqa: PLR0917 - reads as the sentence it checks
         assert vol["Encrypted"] == snap["Encrypted"]
         assert vol.get("KmsKeyId") == snap.get("KmsKeyId")
         assert t["raidsnap:array"] == "db1"
-        assert t["raidsnap:set-id"] == set_id
-        assert t["raidsnap:member-index"] == str(index)
+        assert t["raidsnap:restored-from"] == set_id
+        assert t["raidsnap:restored-member-index"] == str(index)
+        assert "raidsnap:set-id" not in t and "raidsnap:member-index" not in t
         assert t["raidsnap:restore-execution"] == run.arn
+        assert len(t["raidsnap:restore-run"]) == 16
         assert t["Name"].startswith("db1-")
         assert [a["InstanceId"] for a in vol["Attachments"]] == [target]
         assert vol["Attachments"][0]["State"] == "attached"
@@ -358,7 +360,11 @@ def test_replace_releases_the_broken_array_keeps_the_old_members_and_assembles_t
     sent = [str(c.params["DocumentName"]).rsplit("-", 1)[1] for c in calls(emu, "SendCommand")]
     assert sent[-2:] == ["release", "assemble"]
     (release,) = commands_sent(emu, "release")
-    assert release == {"MdDevice": ["/dev/md0"], "MountPoint": [fx.mount_point]}
+    assert release == {
+        "MdDevice": ["/dev/md0"],
+        "MountPoint": [fx.mount_point],
+        "MdUuid": [fx.md_uuid],
+    }
     # AND the old members are detached, kept, and tagged replaced-by this execution
     ec2 = boto3.client("ec2")
     old = ec2.describe_volumes(VolumeIds=fx.member_ids)["Volumes"]
