@@ -27,7 +27,8 @@ def plan(
     Only sets raidsnap recorded are considered; snapshots no set recorded are never planned for
     deletion. Older complete sets go. An incomplete (or degraded, or failed) set goes once it is
     older than the oldest kept complete set and none of its snapshots is still pending: an
-    incomplete set newer than that may belong to a backup still running. Sets named in
+    incomplete set newer than that may belong to a backup still running; of those, only the newest
+    ``keep_complete`` stay once they are not pending. Sets named in
     ``protected`` (used by a running restore) always stay, and so does a set whose backup is
     still recording it."""
     keep_complete = max(1, keep_complete)
@@ -36,6 +37,13 @@ def plan(
     kept_complete = complete[-keep_complete:]
     kept_ids = {s.set_id for s in kept_complete}
     horizon = kept_complete[0].start_time if kept_complete else None
+    # Sets that are not complete but may still matter (a degraded array's, newer than the kept
+    # complete ones) are kept too, but only the newest keep_complete of them: a week of
+    # degraded backups must not pile up forever.
+    recent_incomplete = [
+        s for s in ordered if not s.complete and (horizon is None or s.start_time >= horizon)
+    ]
+    kept_incomplete = {s.set_id for s in recent_incomplete[-keep_complete:]}
     keep: list[SnapshotSet] = []
     delete: list[SnapshotSet] = []
     reasons: dict[str, str] = {}
@@ -49,12 +57,15 @@ def plan(
         elif s.complete:
             delete.append(s)
             reasons[s.set_id] = f"older than the newest {keep_complete} complete sets"
-        elif horizon is None or s.start_time >= horizon:
-            keep.append(s)
-            reasons[s.set_id] = "incomplete, but newer than the oldest kept set"
         elif s.pending or s.taking(now):
             keep.append(s)
             reasons[s.set_id] = "incomplete and still pending"
+        elif s.set_id in kept_incomplete:
+            keep.append(s)
+            reasons[s.set_id] = "incomplete, but newer than the oldest kept set"
+        elif horizon is None or s.start_time >= horizon:
+            delete.append(s)
+            reasons[s.set_id] = f"incomplete, and older than the newest {keep_complete} such sets"
         else:
             delete.append(s)
             reasons[s.set_id] = "incomplete and older than every kept set"
