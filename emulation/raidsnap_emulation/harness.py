@@ -36,6 +36,7 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service impor
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
 from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
+from raidsnap import aws as raidsnap_aws
 from raidsnap import clients
 from raidsnap_emulation.clock import VirtualClock
 from raidsnap_emulation.double import ACTOR_ATTRIBUTE, AwsDouble, acting_as
@@ -444,6 +445,8 @@ def _virtual_waits(clock: VirtualClock) -> Iterator[None]:
     saved_time = retrier_decl.__dict__["time"]
     setattr(wait_class, "_wait_interval", wait_interval)  # noqa: B010 - moto internals, pinned
     setattr(retrier_decl, "time", SimpleNamespace(sleep=clock.advance, time=time.time))  # noqa: B010
+    saved_pause = raidsnap_aws.pause
+    raidsnap_aws.pause = clock.advance  # a function's own short waits (aws.once_visible)
     saved_delay = state_task_service_callback._DELAY_SECONDS_SYNC_CONDITION_CHECK
     state_task_service_callback._DELAY_SECONDS_SYNC_CONDITION_CHECK = 0.01  # type: ignore[misc]
     sfn_task = state_task_service_sfn.StateTaskServiceSfn
@@ -456,6 +459,7 @@ def _virtual_waits(clock: VirtualClock) -> Iterator[None]:
         sfn_task._normalise_parameters, sfn_task._normalise_response = saved_sfn  # type: ignore[method-assign]
         setattr(wait_class, "_wait_interval", saved_wait)  # noqa: B010
         setattr(retrier_decl, "time", saved_time)  # noqa: B010
+        raidsnap_aws.pause = saved_pause
         state_task_service_callback._DELAY_SECONDS_SYNC_CONDITION_CHECK = saved_delay  # type: ignore[misc]
 
 

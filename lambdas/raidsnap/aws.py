@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from botocore.exceptions import ClientError
 
 from raidsnap.errors import ThrottledError
+
+T = TypeVar("T")
+
+# Waits between looks at a resource EC2 has just created but may not show yet (seconds).
+NOT_YET_VISIBLE_WAITS = (0.5, 1.0, 2.0, 4.0, 8.0)
+# How this process waits; the local emulation points it at its virtual clock.
+pause: Callable[[float], None] = time.sleep
 
 THROTTLE_CODES = frozenset(
     {
@@ -36,3 +45,21 @@ def throttling_as_named_error() -> Iterator[None]:
         if code in THROTTLE_CODES:
             raise ThrottledError(f"{code}: {err}") from err
         raise
+
+
+def not_found(err: ClientError) -> bool:
+    return error_code(err).endswith(".NotFound")
+
+
+def once_visible(call: Callable[[], T]) -> T:
+    """``call``, retried while EC2 answers *.NotFound: right after a create, EC2 may not see the
+    new resource yet ("Eventual consistency in the Amazon EC2 API"). About 15 s in all; after
+    that the error is real and goes to the caller."""
+    for wait in NOT_YET_VISIBLE_WAITS:
+        try:
+            return call()
+        except ClientError as err:
+            if not not_found(err):
+                raise
+        pause(wait)
+    return call()

@@ -12,13 +12,14 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import clients, manifests, tags
+from raidsnap import aws, clients, manifests, tags
 from raidsnap.arrays import ArrayInstance, Layout
-from raidsnap.aws import THROTTLE_CODES, error_code
+from raidsnap.aws import NOT_YET_VISIBLE_WAITS, THROTTLE_CODES, error_code, once_visible
 from raidsnap.errors import SnapshotFailedError
 from raidsnap.manifests import Manifest
 
@@ -344,7 +345,7 @@ def create_set(
     )
     manifest = manifests.begin(intent)
     if manifest.status == "taken":
-        raws = {str(r["SnapshotId"]): r for r in _by_ids(manifest.snapshots.values())}
+        raws = {str(r["SnapshotId"]): r for r in _all_visible(manifest.snapshots.values())}
         snapshots = [(sid, str(raws[sid]["VolumeId"])) for sid in raws]
         return _finish(manifest, snapshots, member_ids, volume_facts)
     earlier = of_execution(manifest)
@@ -391,7 +392,7 @@ def create_set(
     # not a member, and the snapshot is ours and seconds old, so remove it at once.
     for snapshot_id, volume_id in snapshots:
         if volume_id not in member_ids:
-            clients.ec2().delete_snapshot(SnapshotId=snapshot_id)
+            once_visible(partial(clients.ec2().delete_snapshot, SnapshotId=snapshot_id))
     taken = {volume_id for _, volume_id in snapshots}
     absent = sorted(set(member_ids) - taken)
     if absent:
@@ -449,16 +450,33 @@ def _finish(
             tags.THROUGHPUT: facts.get("Throughput"),
             tags.CONSISTENCY: manifest.consistency,
         }
-        clients.ec2().create_tags(
-            Resources=[snapshot_id],
-            Tags=tags.as_list({k: str(v) for k, v in per_member.items() if v not in (None, "")}),  # type: ignore[arg-type]
-        )
+        values = tags.as_list({k: str(v) for k, v in per_member.items() if v not in (None, "")})
+        once_visible(partial(clients.ec2().create_tags, Resources=[snapshot_id], Tags=values))  # type: ignore[arg-type]
+    # Right after CreateSnapshots a listing may still leave some of them out: look again
+    # until every recorded snapshot is there.
     result = get_set(manifest.array, manifest.set_id)
+    for wait in NOT_YET_VISIBLE_WAITS:
+        if result is not None and len(result.members) >= len(manifest.snapshots):
+            break
+        aws.pause(wait)
+        result = get_set(manifest.array, manifest.set_id)
     if result is None:  # pragma: no cover - EC2 answered CreateSnapshots, so they exist
         raise SnapshotFailedError(
             f"snapshot set {manifest.set_id} vanished right after it was taken"
         )
     return Taken(result, manifest.consistency, note)
+
+
+def _all_visible(snapshot_ids: Iterable[str]) -> list[dict[str, Any]]:
+    """``_by_ids``, looked at again while some of these (just taken) are not listed yet."""
+    wanted = set(snapshot_ids)
+    found = _by_ids(wanted)
+    for wait in NOT_YET_VISIBLE_WAITS:
+        if {str(r["SnapshotId"]) for r in found} >= wanted:
+            break
+        aws.pause(wait)
+        found = _by_ids(wanted)
+    return found
 
 
 def _snapshot_tags(values: Mapping[str, str]) -> TagSpecificationTypeDef:

@@ -15,6 +15,20 @@ def applied(emu: Emulation, operation: str, since: int = 0) -> int:
     return sum(1 for c in emu.double.calls[since:] if c.operation == operation and c.applied)
 
 
+def test_a_backup_while_ec2_lags_takes_one_fully_tagged_set(emu: Emulation) -> None:
+    fx = make_array(emu.hosts, "db1", 3)
+    emu.double.eventually_consistent(calls=2)
+    run = emu.run("backup", {"array": "db1"})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert applied(emu, "CreateSnapshots") == 1
+    snapshots = boto3.client("ec2").describe_snapshots(SnapshotIds=run.output["snapshotIds"])
+    for snap in snapshots["Snapshots"]:
+        tags = {t["Key"]: t["Value"] for t in snap.get("Tags", [])}
+        assert tags["raidsnap:set-id"] == run.output["setId"], snap["SnapshotId"]
+        assert tags["raidsnap:source-volume"] == snap["VolumeId"]
+    assert sorted(s["VolumeId"] for s in snapshots["Snapshots"]) == sorted(fx.member_ids)
+
+
 def test_a_restore_while_ec2_lags_creates_one_tagged_volume_per_member(emu: Emulation) -> None:
     fx = make_array(emu.hosts, "db1", 3)
     backed_up(emu.hosts, emu.run, fx)
