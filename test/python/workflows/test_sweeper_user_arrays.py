@@ -70,3 +70,35 @@ def test_the_sweeper_never_deletes_an_array_a_failed_restore_left_assembled_and_
     assert done.result["deletedVolumeIds"] == [], done.result
     left = ec2.describe_volumes(Filters=[{"Name": "volume-id", "Values": created}])["Volumes"]
     assert sorted(v["VolumeId"] for v in left if v["State"] == "available") == created
+
+
+def test_the_sweeper_never_deletes_old_members_a_replace_restore_kept(emu: Emulation) -> None:
+    # GIVEN an array whose members a replace restore created, a restore that ended FAILED only
+    # because the look at its assemble document failed: the array is assembled and mounted on
+    # the array's own instance, and the user runs on it
+    fx = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, fx)
+    fail_look_at_assemble(emu)
+    first = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    assert first.status == "FAILED"
+    members = sorted(v["VolumeId"] for v in restored_volumes(first.arn))
+    assert len(members) == 3
+    md = emu.hosts.state(fx.instance_id).arrays["/dev/md0"]
+    assert (sorted(md.members), md.mount_point) == (members, fx.mount_point), first.cause
+    # AND later a second replace restore, which keeps the members it replaces, detached and
+    # tagged raidsnap:replaced-by, so the user can go back to them
+    second = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    assert second.status == "SUCCEEDED", f"{second.error}: {second.cause}"
+    ec2 = boto3.client("ec2")
+    replaced = ec2.describe_volumes(VolumeIds=members)["Volumes"]
+    assert {v["State"] for v in replaced} == {"available"}
+
+    # WHEN the sweeper runs on its schedule
+    emu.clock.advance(SWEEP_EVERY)
+    done = emu.invoke("sweep", {})
+    assert done.error_type is None, done.error_message
+
+    # THEN the replaced members, kept by the second restore, still exist
+    assert done.result["deletedVolumeIds"] == [], done.result
+    left = ec2.describe_volumes(Filters=[{"Name": "volume-id", "Values": members}])["Volumes"]
+    assert sorted(v["VolumeId"] for v in left if v["State"] == "available") == members
