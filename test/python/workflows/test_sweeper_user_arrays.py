@@ -10,9 +10,16 @@ import json
 from typing import Any
 
 import boto3
+from test_sweeper import crash, fsr_active, live_volumes  # the same scenarios' helpers
 
 from raidsnap_emulation.harness import Emulation
-from raidsnap_emulation.world import backed_up, launch_instance, make_array, restored_volumes
+from raidsnap_emulation.world import (
+    backed_up,
+    launch_instance,
+    make_array,
+    restored_volumes,
+    sets_of,
+)
 
 SWEEP_EVERY = 15 * 60
 
@@ -102,3 +109,32 @@ def test_the_sweeper_never_deletes_old_members_a_replace_restore_kept(emu: Emula
     assert done.result["deletedVolumeIds"] == [], done.result
     left = ec2.describe_volumes(Filters=[{"Name": "volume-id", "Values": members}])["Volumes"]
     assert sorted(v["VolumeId"] for v in left if v["State"] == "available") == members
+
+
+def test_one_fsr_the_sweeper_may_not_disable_does_not_stop_it_removing_the_rest(
+    emu: Emulation,
+) -> None:
+    # GIVEN a restore with FSR whose volume ends in error, and whose cleanup then crashes: the
+    # run ends FailedUnexplained and leaves its volumes and its FSR to the sweeper
+    fx = make_array(emu.hosts, "db1", 3)
+    set_id = backed_up(emu.hosts, emu.run, fx)
+    snapshots = sorted(str(s["SnapshotId"]) for s in sets_of("db1")[set_id])
+    emu.double.fail_volumes(snapshots[0])
+    crash(emu, "restore_cleanup")
+    run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "fsr"})
+    assert run.status == "FAILED"
+    created = sorted(v["VolumeId"] for v in live_volumes(run.arn))
+    assert len(created) == 3
+    assert fsr_active(fx.availability_zone)
+    # AND one snapshot of the set lost its raidsnap:array tag, so the sweeper's grant does not
+    # cover turning its FSR off (AWS authorizes each snapshot of the request)
+    boto3.client("ec2").delete_tags(Resources=[snapshots[1]], Tags=[{"Key": "raidsnap:array"}])
+
+    # WHEN the sweeper runs on its schedule
+    emu.clock.advance(SWEEP_EVERY)
+    done = emu.invoke("sweep", {})
+
+    # THEN it still removes what it may: the run's detached volumes are deleted, and the sweep
+    # reports rather than fails on the one pair it may not touch
+    assert done.error_type is None, f"{done.error_type}: {done.error_message}"
+    assert live_volumes(run.arn) == []
