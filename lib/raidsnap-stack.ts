@@ -45,7 +45,7 @@ export class RaidsnapStack extends Stack {
       lock: restoreLock, commandPoll: this.backup.functions.CommandPoll, sets,
     });
     this.recovery = new Recovery(this, 'Recovery', {
-      factory, arrays, restore: this.restore, lock: restoreLock, documents: this.documents,
+      factory, arrays, restore: this.restore, lock: restoreLock, documents: this.documents, sets,
     });
     this.drills = new Drills(this, 'Drills', {
       factory, arrays, documents: this.documents, restore: this.restore, commandPoll: this.backup.functions.CommandPoll, sets,

@@ -772,14 +772,19 @@ class AwsDouble:
     def _execution_history(self, client: BaseClient, params: Params) -> Answer:
         """moto 5.2.5's backend ignores reverseOrder and maxResults; AWS lists the newest events
         first with reverseOrder and returns at most maxResults (default 100, at most 1000) per page
-        (https://docs.aws.amazon.com/step-functions/latest/apireference/API_GetExecutionHistory.html).
-        The next page's token is not modelled: callers here read the first page only."""
-        forward = {k: v for k, v in params.items() if k not in ("reverseOrder", "maxResults")}
+        (https://docs.aws.amazon.com/step-functions/latest/apireference/API_GetExecutionHistory.html),
+        with a nextToken while more follow."""
+        paging = ("reverseOrder", "maxResults", "nextToken")
+        forward = {k: v for k, v in params.items() if k not in paging}
         answer = self._passthrough(client, "GetExecutionHistory", forward)
         events = list(answer.get("events") or [])
-        if params.get("reverseOrder"):
-            events.sort(key=lambda e: int(e.get("id") or 0), reverse=True)
-        answer["events"] = events[: int(params.get("maxResults") or 100)]
+        events.sort(key=lambda e: int(e.get("id") or 0), reverse=bool(params.get("reverseOrder")))
+        start = int(params.get("nextToken") or 0)
+        end = start + int(params.get("maxResults") or 100)
+        answer["events"] = events[start:end]
+        answer.pop("nextToken", None)
+        if end < len(events):
+            answer["nextToken"] = str(end)
         return answer
 
     def _passthrough(self, client: BaseClient, operation: str, params: Params) -> Answer:

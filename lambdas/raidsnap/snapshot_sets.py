@@ -104,6 +104,15 @@ class SnapshotSet:
             and sorted(m.snapshots) == list(range(n))
             and sorted(x.index for x in self.members if x.index is not None) == list(range(n))
             and all(x.state == "completed" for x in self.members)
+            and all(self.restorable_tags(x) for x in self.members)
+        )
+
+    def restorable_tags(self, member: SetMember) -> bool:
+        """The restore may create a volume from a snapshot only while it carries the array and
+        set tags its CreateVolume grant requires: one that lost them cannot be restored."""
+        return (
+            member.tags.get(tags.ARRAY) == self.array
+            and member.tags.get(tags.SET_ID) == self.set_id
         )
 
     def taking(self, now: datetime) -> bool:

@@ -11,10 +11,15 @@ what belongs to restores that have ended, and removes it:
   a running restore claims the same pair or EC2 shows it was enabled again since (another
   EnablingTime: someone else's); the claim is then dropped.
 - Volumes tagged with a restore execution of this stack that FAILED, TIMED_OUT or was ABORTED
-  are deleted when detached. An attached volume is never touched (the array may be mounted and
-  in use), nor is a volume of a restore that SUCCEEDED (the restored array is the user's, even
-  after they detach it), of one still RUNNING, of one Step Functions no longer knows, or of
-  any other state machine.
+  are deleted when detached, if that run never reached Assemble. An attached volume is never
+  touched (the array may be mounted and in use), nor is a volume of a restore that SUCCEEDED
+  (the restored array is the user's, even after they detach it), of one that reached Assemble
+  (the assemble command may have built and mounted the array before the run failed: it is the
+  user's, as the run's own failure path says), of one still RUNNING, of one Step Functions no
+  longer knows, of any other state machine, or a volume a later replace restore kept as an old
+  member (raidsnap:replaced-by).
+- One FSR pair or volume the sweeper cannot remove (a refusal from EC2, a snapshot that lost
+  the tags its grant needs) is reported and skipped; it does not stop the rest of the sweep.
 """
 
 from __future__ import annotations
@@ -24,8 +29,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from raidsnap import clients, fsr, lock, tags, volumes
+from raidsnap.aws import error_code
 from raidsnap.observability import logger
+
+# The restore state whose entry sends the assemble command: from there on the run's volumes may
+# be the user's array (statemachines/restore.asl.json).
+ASSEMBLE_STATE = "Assemble"
 
 ENDED_BADLY = ("FAILED", "TIMED_OUT", "ABORTED")
 LIVE_ATTACHMENT = ("attaching", "attached", "busy")
@@ -39,6 +51,10 @@ class Sweep:
     attached: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
+    # Volumes of runs that reached Assemble, or old members a replace restore kept.
+    users: list[str] = field(default_factory=list)
+    # What EC2 refused to let the sweeper remove: "id: Code".
+    refused: list[str] = field(default_factory=list)
 
     @property
     def found(self) -> int:
@@ -53,6 +69,8 @@ class Sweep:
             "attachedVolumeIds": self.attached,
             "pendingVolumeIds": self.pending,
             "unknownRunVolumeIds": self.unknown,
+            "usersVolumeIds": self.users,
+            "refused": self.refused,
             "found": self.found,
         }
 
@@ -105,8 +123,13 @@ def _sweep_fsr(table: str, status: _Statuses, result: Sweep) -> None:
                 if fsr.active(pair.state)
                 and _same_time(claim.enabled_at.get(fsr.pair_key(sid, zone)), pair.enabling_time)
             )
-            fsr.disable(off, zone)
-            result.fsr_disabled += [fsr.pair_key(sid, zone) for sid in off]
+            for sid in off:
+                try:
+                    fsr.disable([sid], zone)
+                except ClientError as err:
+                    result.refused.append(f"{fsr.pair_key(sid, zone)}: {error_code(err)}")
+                    continue
+                result.fsr_disabled.append(fsr.pair_key(sid, zone))
         lock.drop_fsr_claim(table, claim.execution_arn)
         result.claims_dropped.append(claim.execution_arn)
 
@@ -131,8 +154,12 @@ def _sweep_volumes(prefix: str, status: _Statuses, result: Sweep) -> None:
             continue
         if state not in ENDED_BADLY:
             continue
+        assembled = reached_assemble(arn)
         for view in views:
             if view.state in ("deleting", "deleted"):
+                continue
+            if assembled or tags.REPLACED_BY in view.tags:
+                result.users.append(view.volume_id)
                 continue
             attachment_states = {a[2] for a in view.attachments}
             if attachment_states & set(LIVE_ATTACHMENT):
@@ -140,5 +167,24 @@ def _sweep_volumes(prefix: str, status: _Statuses, result: Sweep) -> None:
             elif attachment_states or view.state == "creating":
                 result.pending.append(view.volume_id)
             else:
-                volumes.delete(view.volume_id)
+                try:
+                    volumes.delete(view.volume_id)
+                except ClientError as err:
+                    result.refused.append(f"{view.volume_id}: {error_code(err)}")
+                    continue
                 result.deleted.append(view.volume_id)
+
+
+def reached_assemble(execution_arn: str) -> bool:
+    """Whether the run entered its Assemble state (its full history, newest first)."""
+    pages = (
+        clients.stepfunctions()
+        .get_paginator("get_execution_history")
+        .paginate(executionArn=execution_arn, reverseOrder=True)
+    )
+    for page in pages:
+        for event in page["events"]:
+            entered = event.get("stateEnteredEventDetails")
+            if entered and entered.get("name") == ASSEMBLE_STATE:
+                return True
+    return False

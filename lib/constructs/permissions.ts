@@ -265,9 +265,9 @@ export class RestorePermissions extends Permissions {
   /** DescribeExecution of this workflow's own executions (is a lock's holder still running?).
    * Built from a fixed state machine name: the state machine's ARN would make the functions
    * depend on the state machine that depends on them. */
-  describeExecutions(stateMachineName: string, namePrefix = ''): iam.PolicyStatement {
+  describeExecutions(stateMachineName: string, namePrefix = '', history = false): iam.PolicyStatement {
     return new iam.PolicyStatement({
-      actions: ['states:DescribeExecution'],
+      actions: history ? ['states:DescribeExecution', 'states:GetExecutionHistory'] : ['states:DescribeExecution'],
       resources: [`${this.executionArnPrefix(stateMachineName)}${namePrefix}*`],
     });
   }

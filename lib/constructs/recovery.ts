@@ -15,6 +15,7 @@ import { Documents } from './documents';
 import { FunctionFactory } from './functions';
 import { RestorePermissions } from './permissions';
 import { RestoreLock, RestoreWorkflow } from './restore-workflow';
+import { SnapshotSets } from './snapshot-sets';
 import { Workflow } from './workflow';
 
 export const ATTACHED_EBS_METRIC = 'StatusCheckFailed_AttachedEBS';
@@ -30,6 +31,8 @@ export interface RecoveryProps {
   readonly restore: RestoreWorkflow;
   readonly lock: RestoreLock;
   readonly documents: Documents;
+  /** The sets' manifests: which set is the newest restorable one, and how old it is. */
+  readonly sets: SnapshotSets;
 }
 
 /** The restore input's limit for the recovery: a restore may take 3 days (prewarm). */
@@ -82,6 +85,7 @@ export class Recovery extends Construct {
         }),
         // Gives back the array's recovery claim.
         ...props.lock.statements('DeleteItem'),
+        ...props.sets.statements('GetItem', 'Query'),
       ],
       environment: {
         RESTORE_STATE_MACHINE_ARN: restoreArn,
@@ -135,6 +139,7 @@ export class Recovery extends Construct {
         }),
         // A skipped recovery's notification names the newest complete set and its age.
         p.describe('ec2:DescribeInstances', 'ec2:DescribeSnapshots'),
+        ...props.sets.statements('GetItem', 'Query'),
       ],
       environment: {
         RECOVERY_STATE_MACHINE_ARN: this.stateMachine.stateMachineArn,

@@ -45,7 +45,7 @@ export class Sweeper extends Construct {
         p.describe('ec2:DescribeVolumes', 'ec2:DescribeFastSnapshotRestores'),
         p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
         p.deleteRestoredVolumes(restoreName),
-        p.describeExecutions(restoreName),
+        p.describeExecutions(restoreName, '', true),
         ...props.lock.statements('Scan', 'DeleteItem'),
       ],
       environment: {
@@ -56,7 +56,7 @@ export class Sweeper extends Construct {
     const policy = this.function.role?.node.tryFindChild('DefaultPolicy');
     if (policy) {
       acknowledge(policy, `AwsSolutions-IAM5[Resource::${nagPattern(`${prefix}*`)}]`,
-        'DescribeExecution of this stack\'s restore executions only: has the run that owns a leftover ended?');
+        'DescribeExecution and GetExecutionHistory of this stack\'s restore executions only: has the run that owns a leftover ended, and did it reach Assemble?');
     }
     const role = new iam.Role(this, 'ScheduleRole', {
       assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', {

@@ -17,6 +17,7 @@ from raidsnap_emulation.world import (
     ArrayFixture,
     backed_up,
     launch_instance,
+    lock_table,
     make_array,
     restored_volumes,
     tags_of,
@@ -79,8 +80,7 @@ def assert_in_place(emu: Emulation, instance_id: str, volume_ids: list[str], mou
 
 
 def lock_free(emu: Emulation) -> bool:
-    (table,) = boto3.client("dynamodb").list_tables()["TableNames"]
-    item = boto3.client("dynamodb").get_item(TableName=table, Key={"array": {"S": "db1"}})
+    item = boto3.client("dynamodb").get_item(TableName=lock_table(), Key={"array": {"S": "db1"}})
     return "Item" not in item
 
 

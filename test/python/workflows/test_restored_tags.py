@@ -5,6 +5,7 @@ a snapshot set, so a later restore of "latest" still finds the set raidsnap took
 from __future__ import annotations
 
 import boto3
+import pytest
 
 from raidsnap import snapshot_sets
 from raidsnap_emulation.harness import Emulation
@@ -13,12 +14,15 @@ from raidsnap_emulation.world import (
     launch_instance,
     make_array,
     restored_volumes,
+    sets_table,
     tags_of,
     terminate,
 )
 
 
-def test_a_snapshot_of_a_restored_volume_with_copied_tags_joins_no_set(emu: Emulation) -> None:
+def test_a_snapshot_of_a_restored_volume_with_copied_tags_joins_no_set(
+    emu: Emulation, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fx = make_array(emu.hosts, "db1", 2)
     set_id = backed_up(emu.hosts, emu.run, fx)
     terminate(fx.instance_id)
@@ -43,4 +47,5 @@ def test_a_snapshot_of_a_restored_volume_with_copied_tags_joins_no_set(emu: Emul
     # THEN the only set is the one raidsnap took, and it is what "latest" restores
     assert second.status == "SUCCEEDED", f"{second.error}: {second.cause}"
     assert second.output["setId"] == set_id
+    monkeypatch.setenv("SNAPSHOT_SETS_TABLE", sets_table())  # as the functions have it
     assert [s.set_id for s in snapshot_sets.list_sets("db1")] == [set_id]
