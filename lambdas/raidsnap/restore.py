@@ -1019,6 +1019,21 @@ def _confirm_free(
                 f"{md.get('device')} is assembled and mounted at {md.get('mountPoint')} from "
                 f"{members}: an assembled, mounted array is the user's"
             )
+        # An array with members discover could not name may hold this run's volumes all the
+        # same: if it is this set's array or mounted, nothing is proven free.
+        unnamed = [
+            md
+            for md in answer.get("arrays") or []
+            if any(not m.get("volumeId") for m in md.get("members") or [])
+            and (md.get("uuid") == state["mdUuid"] or md.get("mountPoint"))
+        ]
+        if unnamed:
+            md = unnamed[0]
+            return kept(
+                f"{md.get('device')} (array {md.get('uuid')}"
+                f"{', mounted at ' + str(md.get('mountPoint')) if md.get('mountPoint') else ''})"
+                " has members the instance could not name, which may be this run's volumes"
+            )
         foreign = [md for md in holding if md.get("uuid") != state["mdUuid"]]
         if foreign:
             return kept(f"{foreign[0].get('device')} (array {foreign[0].get('uuid')}) holds them")

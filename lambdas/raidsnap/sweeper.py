@@ -76,15 +76,30 @@ class Sweep:
 
 
 class _Statuses:
-    """DescribeExecution once per execution per sweep."""
+    """DescribeExecution once per execution per sweep: its status, and its start (which, with
+    the ARN, names the run: execution names are reused after 90 days)."""
 
     def __init__(self) -> None:
-        self._known: dict[str, str] = {}
+        self._known: dict[str, tuple[str, datetime | None]] = {}
+
+    def _look(self, execution_arn: str) -> tuple[str, datetime | None]:
+        if execution_arn not in self._known:
+            try:
+                found = clients.stepfunctions().describe_execution(executionArn=execution_arn)
+                self._known[execution_arn] = (str(found["status"]), found.get("startDate"))
+            except ClientError as err:
+                if error_code(err) not in ("ExecutionDoesNotExist", "InvalidArn"):
+                    raise
+                self._known[execution_arn] = ("GONE", None)
+        return self._known[execution_arn]
 
     def __call__(self, execution_arn: str) -> str:
-        if execution_arn not in self._known:
-            self._known[execution_arn] = lock.status(execution_arn)
-        return self._known[execution_arn]
+        return self._look(execution_arn)[0]
+
+    def nonce(self, execution_arn: str) -> str | None:
+        """The raidsnap:restore-run of the run Step Functions knows by this ARN."""
+        started = self._look(execution_arn)[1]
+        return volumes.run_nonce(execution_arn, started) if started is not None else None
 
 
 def sweep(lock_table: str, restore_executions: str) -> Sweep:
@@ -155,8 +170,14 @@ def _sweep_volumes(prefix: str, status: _Statuses, result: Sweep) -> None:
         if state not in ENDED_BADLY:
             continue
         assembled = reached_assemble(arn)
+        run = status.nonce(arn)
         for view in views:
             if view.state in ("deleting", "deleted"):
+                continue
+            if run is None or view.tags.get(tags.RESTORE_RUN) != run:
+                # An earlier run of the same name (names are reused after 90 days), or a volume
+                # no run recorded as its own: not the ended run's to remove.
+                result.unknown.append(view.volume_id)
                 continue
             if assembled or tags.REPLACED_BY in view.tags:
                 result.users.append(view.volume_id)

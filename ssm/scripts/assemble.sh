@@ -486,8 +486,12 @@ state=$(cat "/sys/block/$md_name/md/array_state" 2>/dev/null || true)
 [[ $state =~ ^(clean|active|active-idle|read-auto|readonly)$ ]] || fail AssembleFailed "$md_dev is $state after assembly"
 degraded=$(cat "/sys/block/$md_name/md/degraded" 2>/dev/null || echo 0)
 if [[ $degraded != 0 ]]; then
-  $made_md || md_stop "$md_name" || true
-  fail AssembleFailed "$md_dev came up degraded ($degraded missing); stopped it again"
+  # One this run assembled is stopped again by fail (undo_ours); one that was already running
+  # is someone's array and stays as it was.
+  if $made_md; then
+    fail AssembleFailed "$md_dev came up degraded ($degraded missing); stopped it again"
+  fi
+  fail AssembleFailed "$md_dev is running degraded ($degraded missing); left it running as it was"
 fi
 level=$(cat "/sys/block/$md_name/md/level")
 metadata=$(cat "/sys/block/$md_name/md/metadata_version")

@@ -223,6 +223,16 @@ if [[ -d /sys/block/$md_name/md ]]; then
   degraded=$(cat "/sys/block/$md_name/md/degraded" 2>/dev/null || echo 0)
   [[ $degraded != 0 ]] && lost=true
 fi
+# Whether the array can still serve its filesystem. A lost member (reported as memberLost) leaves
+# a RAID 0 or linear array, or a broken one, unable to; a degraded mirror or parity array still
+# serves every block, so its users and blockers are checked as with every member present.
+serving=true
+if $lost; then
+  level=$(cat "/sys/block/$md_name/md/level" 2>/dev/null || true)
+  if [[ $array_state == broken || $level == raid0 || $level == linear || -z $level ]]; then
+    serving=false
+  fi
+fi
 
 # Other disks whose superblock carries MdUuid and that no array holds: members of an older copy
 # of this array. Reported (state not-assembled) so that replace mode detaches them too: left
@@ -281,7 +291,7 @@ fi
 #    unmount of a filesystem in use would leave its users writing to an array that is about to
 #    be taken away (and new files landing on the root filesystem), and a frozen one would keep
 #    its writers hung where no thaw can reach them. So it is refused, with who blocks it.
-if ! $lost && [[ -n $md_mm ]]; then
+if $serving && [[ -n $md_mm ]]; then
   held=$(find "/sys/block/$md_name/holders" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null || true)
   [[ -z $held ]] ||
     fail MdDeviceHeld "$md_dev is held by $held (device mapper, LVM or another md array on top of it); remove that first. Nothing was changed"
@@ -305,9 +315,9 @@ fi
 # 1. Unmount, but only what is really this array (checked above).
 unmount=not-mounted
 if [[ -n $mp_mm ]]; then
-  # With a member gone, a normal umount can hang on the flush: detach lazily at once. With
-  # every member present, a failing umount is refused instead (it changed nothing).
-  if $lost; then
+  # With the array unable to serve, a normal umount can hang on the flush: detach lazily at
+  # once. Otherwise a failing umount is refused instead (it changed nothing).
+  if ! $serving; then
     umount -l "$mount_point" || fail UnmountFailed "umount -l $mount_point failed"
     unmount=lazy
   elif err=$(timeout 60 umount "$mount_point" 2>&1); then
