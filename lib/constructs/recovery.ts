@@ -80,12 +80,14 @@ export class Recovery extends Construct {
         // The restore it starts and follows (its history says when the array is assembled).
         new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [restoreArn] }),
         new iam.PolicyStatement({
-          actions: ['states:DescribeExecution', 'states:GetExecutionHistory'],
+          // The history says when the array is assembled: needed only to complete a launch's
+          // lifecycle action, so only where a group is configured.
+          actions: groups.length ? ['states:DescribeExecution', 'states:GetExecutionHistory'] : ['states:DescribeExecution'],
           resources: [`${p.executionArnPrefix(restoreName)}*`],
         }),
         // Gives back the array's recovery claim.
         ...props.lock.statements('DeleteItem'),
-        ...props.sets.statements('GetItem', 'Query'),
+        ...props.sets.statements('Query'),
       ],
       environment: {
         RESTORE_STATE_MACHINE_ARN: restoreArn,
@@ -139,7 +141,7 @@ export class Recovery extends Construct {
         }),
         // A skipped recovery's notification names the newest complete set and its age.
         p.describe('ec2:DescribeInstances', 'ec2:DescribeSnapshots'),
-        ...props.sets.statements('GetItem', 'Query'),
+        ...props.sets.statements('Query'),
       ],
       environment: {
         RECOVERY_STATE_MACHINE_ARN: this.stateMachine.stateMachineArn,

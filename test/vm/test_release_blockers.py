@@ -54,10 +54,10 @@ mkdir -p /srv/bound && mount --bind /data/db /srv/bound
 umount /srv/bound
 
 # A backup's freeze, still held (its guard thaws it after 60 s at the latest).
-{cmds.ssm("freeze", "freeze", MountPoint="/data", MaxFreezeSeconds="60")}
+{cmds.ssm("freeze", "freeze", MountPoint="/data", MaxFreezeSeconds="60", FreezeToken="7e1ea5e0000000000000000000000001")}
 {cmds.ssm("frozen", "release", **rel)}
 {state} >/work/state.frozen
-{cmds.ssm("thaw", "thaw", MountPoint="/data")}
+{cmds.ssm("thaw", "thaw", MountPoint="/data", FreezeToken="7e1ea5e0000000000000000000000001")}
 
 # Nothing left in the way: the release goes through, without a lazy unmount.
 {cmds.ssm("free", "release", **rel)}

@@ -341,6 +341,32 @@ def _scenario_alarms_notify(emu: Emulation) -> None:
             assert published and all(d.delivered for d in published), published
 
 
+def _scenario_recovery_skipped_while_a_restore_runs(emu: Emulation) -> None:
+    create_topics(emu)
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    held = HeldStep(emu, "restore_finish")
+    by_hand = emu.start(
+        "restore", {"array": "db1", "mode": "replace", "initialization": "none"}, name="by-hand"
+    )
+    held.wait()
+    emu.double.impair_volume(fx.member_ids[0])
+    skipped = emu.invoke("recovery_start", alarm_event(fx.instance_id))
+    held.release()
+    assert emu.wait(by_hand).status == "SUCCEEDED"
+    assert skipped.error_type is None and skipped.result["started"] is False, skipped.result
+
+
+def _scenario_attach_restore_refused_onto_a_copy(emu: Emulation) -> None:
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    run = emu.run(
+        "restore",
+        {"array": "db1", "mode": "attach", "targetInstanceId": fx.instance_id},
+    )
+    assert run.status == "FAILED", run.output
+
+
 SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_restore_prewarm_cannot_be_followed,
     _scenario_restore_of_an_encrypted_set,
@@ -363,6 +389,8 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_recovery_attach_onto_replacement,
     _scenario_sweeper_removes_what_an_unexplained_failure_left,
     _scenario_next_restore_takes_over_what_an_unexplained_failure_left,
+    _scenario_recovery_skipped_while_a_restore_runs,
+    _scenario_attach_restore_refused_onto_a_copy,
 ]
 
 
@@ -377,10 +405,27 @@ def _scenario_recovery_rules_deliver(emu: Emulation) -> None:
         assert deliveries and all(d.delivered for d in deliveries), deliveries
 
 
+def _scenario_launch_recovery_keeps_its_hook_alive(emu: Emulation) -> None:
+    create_topics(emu)
+    fx = make_array(emu.hosts, "analytics", 2, unrelated=0)
+    backed_up(emu.hosts, emu.run, fx)
+    emu.hosts.prewarm_mib_per_second = 10.0  # a prewarm longer than one heartbeat interval
+    configure_recovery(emu, "analytics", instanceId=fx.instance_id, autoScalingGroup="analytics")
+    terminate(fx.instance_id)
+    new = launch_instance("analytics-asg", fx.availability_zone, tag_array=False)
+    token = "4c5d6e7f-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
+    emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
+    started = emu.invoke(
+        "recovery_start", launch_event("analytics", new, token=token, hook="raidsnap-analytics")
+    )
+    assert emu.wait(started.result["executionArn"]).status == "SUCCEEDED"
+
+
 # Run on the stack synthesized with the example config (alarms and its rules exist only there).
 EXAMPLE_SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_alarms_notify,
     _scenario_recovery_rules_deliver,
+    _scenario_launch_recovery_keeps_its_hook_alive,
 ]
 
 # Conditioned grants no scenario can need, each with the reason.
