@@ -234,6 +234,8 @@ class _Command:
 
 
 _FSR_ORDER = {"enabling": 0, "optimizing": 1, "enabled": 2}
+# Most SourceSnapshotIds one Enable/DisableFastSnapshotRestores call takes (see _fsr_targets).
+FSR_MAX_SNAPSHOT_IDS = 10
 
 
 def _iso(when: datetime) -> str:
@@ -1211,6 +1213,19 @@ class AwsDouble:
     def _fsr_targets(
         self, params: Params
     ) -> tuple[list[tuple[str, str, dict[str, Any] | None]], list[Answer]]:
+        """The (snapshot, zone) pairs a FSR call names, and per-pair refusals.
+
+        A call naming more than FSR_MAX_SNAPSHOT_IDS snapshots is refused as a whole with
+        ``InvalidRequest`` (nothing changes): EC2 answered exactly that to an Enable of more than
+        ten (pingcap/tidb issue #48505, "Number of values of parameter SourceSnapshotIds must be
+        less than or equal to 10"). The API reference states no maximum for either call; Disable
+        takes the same SourceSnapshotIds list and is held to the same bound."""
+        if len(params["SourceSnapshotIds"]) > FSR_MAX_SNAPSHOT_IDS:
+            raise AwsError(
+                "InvalidRequest",
+                "Number of values of parameter SourceSnapshotIds must be less than or equal to "
+                f"{FSR_MAX_SNAPSHOT_IDS}.",
+            )
         zones = self._zones_by_name()
         by_id = {zone_id: name for name, zone_id in zones.items()}
         requested = list(params.get("AvailabilityZones", [])) + [

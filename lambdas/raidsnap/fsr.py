@@ -15,6 +15,10 @@ MIN_WAIT_SECONDS = 15
 MAX_WAIT_SECONDS = 300
 
 _ACTIVE = ("enabling", "optimizing", "enabled")
+# EC2 refuses a whole Enable/DisableFastSnapshotRestores call that names more than ten snapshots
+# (InvalidRequest: "Number of values of parameter SourceSnapshotIds must be less than or equal to
+# 10."), so every call names at most this many.
+MAX_IDS_PER_CALL = 10
 
 
 @dataclass(frozen=True)
@@ -55,27 +59,34 @@ def already_active(snapshot_ids: Iterable[str], zone: str) -> set[str]:
     return {sid for sid, pair in states(snapshot_ids, zone).items() if pair.state in _ACTIVE}
 
 
+def batches(snapshot_ids: list[str]) -> list[list[str]]:
+    """The ids in calls EC2 accepts: MAX_IDS_PER_CALL at most each, in the order given."""
+    return [
+        snapshot_ids[i : i + MAX_IDS_PER_CALL]
+        for i in range(0, len(snapshot_ids), MAX_IDS_PER_CALL)
+    ]
+
+
 def enable(snapshot_ids: list[str], zone: str) -> list[str]:
     """Enable FSR; returns EC2's refusals as readable lines (a limit, a snapshot not ours)."""
-    if not snapshot_ids:
-        return []
-    answer = clients.ec2().enable_fast_snapshot_restores(
-        AvailabilityZones=[zone], SourceSnapshotIds=snapshot_ids
-    )
     problems = []
-    for item in answer.get("Unsuccessful", []):
-        for err in item.get("FastSnapshotRestoreStateErrors", []):
-            detail = err.get("Error", {})
-            problems.append(
-                f"{item.get('SnapshotId')}: {detail.get('Code')}: {detail.get('Message')}"
-            )
+    for batch in batches(snapshot_ids):
+        answer = clients.ec2().enable_fast_snapshot_restores(
+            AvailabilityZones=[zone], SourceSnapshotIds=batch
+        )
+        for item in answer.get("Unsuccessful", []):
+            for err in item.get("FastSnapshotRestoreStateErrors", []):
+                detail = err.get("Error", {})
+                problems.append(
+                    f"{item.get('SnapshotId')}: {detail.get('Code')}: {detail.get('Message')}"
+                )
     return problems
 
 
 def disable(snapshot_ids: list[str], zone: str) -> None:
-    if snapshot_ids:
+    for batch in batches(snapshot_ids):
         clients.ec2().disable_fast_snapshot_restores(
-            AvailabilityZones=[zone], SourceSnapshotIds=snapshot_ids
+            AvailabilityZones=[zone], SourceSnapshotIds=batch
         )
 
 
