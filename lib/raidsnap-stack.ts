@@ -10,6 +10,8 @@ import { Monitoring } from './constructs/monitoring';
 import { notifyAlarms, Recovery } from './constructs/recovery';
 import { RestoreLock, RestoreWorkflow } from './constructs/restore-workflow';
 import { Schedules } from './constructs/schedules';
+import { SnapshotSets } from './constructs/snapshot-sets';
+import { Sweeper } from './constructs/sweeper';
 
 export interface RaidsnapStackProps extends StackProps {
   readonly config: RaidsnapConfig;
@@ -24,33 +26,40 @@ export class RaidsnapStack extends Stack {
   readonly recovery: Recovery;
   readonly restore: RestoreWorkflow;
   readonly schedules: Schedules;
+  readonly sweeper: Sweeper;
 
   constructor(scope: Construct, id: string, props: RaidsnapStackProps) {
     super(scope, id, props);
     const arrays = Object.values(props.config.arrays);
     this.documents = new Documents(this, 'Documents');
-    const factory = new FunctionFactory(this, 'Functions');
+    const sets = new SnapshotSets(this, 'SnapshotSets');
+    const factory = new FunctionFactory(this, 'Functions', {
+      environment: { SNAPSHOT_SETS_TABLE: sets.table.tableName },
+    });
     const restoreLock = new RestoreLock(this, 'RestoreLock');
     this.backup = new BackupWorkflow(this, 'Backup', {
-      factory, documents: this.documents, defaults: props.config.defaults, arrays, restoreLock: restoreLock.table,
+      factory, documents: this.documents, defaults: props.config.defaults, arrays, restoreLock: restoreLock.table, sets,
     });
     this.restore = new RestoreWorkflow(this, 'Restore', {
       factory, documents: this.documents, defaults: props.config.defaults, arrays,
-      lock: restoreLock, commandPoll: this.backup.functions.CommandPoll,
+      lock: restoreLock, commandPoll: this.backup.functions.CommandPoll, sets,
     });
     this.recovery = new Recovery(this, 'Recovery', {
       factory, arrays, restore: this.restore, lock: restoreLock,
     });
     this.drills = new Drills(this, 'Drills', {
-      factory, arrays, documents: this.documents, restore: this.restore, commandPoll: this.backup.functions.CommandPoll,
+      factory, arrays, documents: this.documents, restore: this.restore, commandPoll: this.backup.functions.CommandPoll, sets,
     });
     this.schedules = new Schedules(this, 'Schedules', { arrays, backup: this.backup.stateMachine });
     this.monitoring = new Monitoring(this, 'Monitoring', {
-      factory, arrays, emails: props.config.notifications.emails,
+      factory, arrays, emails: props.config.notifications.emails, sets,
       workflows: {
         backup: this.backup.stateMachine, restore: this.restore.stateMachine,
         recovery: this.recovery.stateMachine, drill: this.drills.stateMachine,
       },
+    });
+    this.sweeper = new Sweeper(this, 'Sweeper', {
+      factory, restore: this.restore, lock: restoreLock, notifier: this.monitoring,
     });
     this.drills.notifyTo(this.monitoring.topic, stackKey(this));
     notifyAlarms(this.recovery, this.monitoring);

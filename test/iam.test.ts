@@ -142,10 +142,18 @@ describe.each([['without a config', undefined], ['with the example config', EXAM
     }
   });
 
-  test('DynamoDB is reached only on the restore lock table', () => {
-    for (const g of all.filter((x) => x.action.startsWith('dynamodb:'))) {
-      expect(g.resource).toMatch(/^<RestoreLockTable[A-Za-z0-9]+\.Arn>$/);
+  test('DynamoDB is reached only on the restore lock table and the set manifests; only the backup writes manifests', () => {
+    const dynamo = all.filter((x) => x.action.startsWith('dynamodb:'));
+    for (const g of dynamo) {
+      expect(g.resource).toMatch(/^<(RestoreLockTable|SnapshotSetsTable)[A-Za-z0-9]+\.Arn>$/);
     }
+    // A manifest says which snapshots retention may delete: only the function that took the set
+    // writes it, and only retention removes it with the set.
+    const changes = dynamo
+      .filter((g) => g.resource.startsWith('<SnapshotSetsTable') && !READ.test(g.action))
+      .map((g) => `${g.policy.replace(/Role.*$/, '')} ${g.action}`)
+      .sort();
+    expect(changes).toEqual(['BackupBackupRetention dynamodb:DeleteItem', 'BackupBackupSnapshot dynamodb:PutItem']);
   });
 
   test('Step Functions actions name raidsnap state machines or their executions only', () => {

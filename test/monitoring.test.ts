@@ -79,7 +79,7 @@ describe('monitoring', () => {
   test('an array with an RPO gets an alarm on the age of its newest complete set; missing data breaches', () => {
     // (The recovery's attached-EBS alarms are tested in recovery.test.ts.)
     const alarms = Object.values(resourcesOf(template, 'AWS::CloudWatch::Alarm'))
-      .filter((a) => a.Properties.Namespace === 'raidsnap');
+      .filter((a) => a.Properties.Namespace === 'raidsnap' && a.Properties.MetricName === 'NewestCompleteSetAgeMinutes');
     expect(alarms).toHaveLength(1);
     expect(alarms[0].Properties).toMatchObject({
       MetricName: 'NewestCompleteSetAgeMinutes',
@@ -91,6 +91,20 @@ describe('monitoring', () => {
       Period: 900,
     });
     expect(JSON.stringify(alarms[0].Properties.AlarmActions)).toContain('MonitoringNotifications');
+  });
+
+  test('what retention could not delete and what the sweeper found each page the operators', () => {
+    const alarms = Object.values(resourcesOf(template, 'AWS::CloudWatch::Alarm'))
+      .filter((a) => a.Properties.Namespace === 'raidsnap' && a.Properties.MetricName !== 'NewestCompleteSetAgeMinutes');
+    expect(alarms.map((a) => a.Properties.MetricName).sort()).toEqual(['LeftoversFound', 'SnapshotsNotDeleted']);
+    for (const a of alarms) {
+      expect(a.Properties).toMatchObject({
+        Threshold: 1,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        TreatMissingData: 'notBreaching',
+      });
+      expect(JSON.stringify(a.Properties.AlarmActions)).toContain('MonitoringNotifications');
+    }
   });
 
   test('one dashboard shows runs, durations and set ages', () => {

@@ -289,18 +289,28 @@ def sets(
     Arrays are found by the raidsnap:array tag on this account's snapshots."""
     target = _target(emulation, seed_backups, region, profile, stack)
     out, err = _consoles()
-    with _backend(ctx, target, err) as backend:
+    with _backend(ctx, target, err) as backend, backend.reading_sets():
         names = [array] if array else queries.arrays_with_snapshots()
         if not names:
             out.print("no snapshot sets: no snapshot here is tagged raidsnap:array")
             return
         now = backend.snapshot_now()
         for name in names:
-            rows = set_rows(snapshot_sets.list_sets(name), now)
+            found = snapshot_sets.listing(name)
+            rows = set_rows(found.sets, now)
             if not rows:
                 out.print(Text(f"array {name}: no snapshot sets"))
-                continue
-            out.print(sets_table(name, rows))
+            else:
+                out.print(sets_table(name, rows))
+            if found.unrecorded_ids:
+                out.print(
+                    Text(
+                        f"  {len(found.unrecorded_ids)} snapshots tagged raidsnap:array={name} "
+                        "are in no set raidsnap recorded (another tool copied the tags, or "
+                        "someone set them); retention never deletes them",
+                        style="dim",
+                    )
+                )
 
 
 @app.command()

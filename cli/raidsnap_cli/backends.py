@@ -23,7 +23,7 @@ import boto3
 
 from raidsnap import clients
 
-from .resolve import ResolveError, resolve
+from .resolve import ResolveError, manifest_table, resolve
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -51,8 +51,27 @@ class Backend:
     # False for the emulation: what runs in it ends when the command does.
     outlives_command: bool
     _resolve: Callable[[], tuple[dict[str, str], str]]
+    _resolve_sets: Callable[[], str]
     _machines: dict[str, str] | None = field(default=None, init=False)
     _found_by: str = field(default="", init=False)
+
+    @contextlib.contextmanager
+    def reading_sets(self) -> Iterator[None]:
+        """The domain modules read set manifests from the table named in SNAPSHOT_SETS_TABLE,
+        as the functions do: name it for the length of the block."""
+        try:
+            table = self._resolve_sets()
+        except ResolveError as err:
+            raise BackendError(str(err)) from None
+        saved = os.environ.get("SNAPSHOT_SETS_TABLE")
+        os.environ["SNAPSHOT_SETS_TABLE"] = table
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("SNAPSHOT_SETS_TABLE", None)
+            else:
+                os.environ["SNAPSHOT_SETS_TABLE"] = saved
 
     @property
     def state_machines(self) -> dict[str, str]:
@@ -110,6 +129,9 @@ def aws(options: AwsOptions) -> Iterator[Backend]:
             description=f"AWS {session.region_name}, stack {options.stack}",
             outlives_command=True,
             _resolve=lambda: resolve(cloudformation, sfn, options.stack),
+            _resolve_sets=lambda: manifest_table(
+                cloudformation, session.client("dynamodb"), options.stack
+            ),
         )
     finally:
         boto3.DEFAULT_SESSION = saved
@@ -202,6 +224,9 @@ def emulation(options: EmulationOptions) -> Iterator[Backend]:
             description="local emulation (this process only)",
             outlives_command=False,
             _resolve=lambda: (dict(emu.state_machines), "the emulation"),
+            _resolve_sets=lambda: manifest_table(
+                boto3.client("cloudformation"), boto3.client("dynamodb"), "raidsnap"
+            ),
         )
 
 

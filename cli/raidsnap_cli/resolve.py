@@ -111,3 +111,49 @@ def resolve(cloudformation: Any, sfn: SFNClient, stack: str) -> tuple[dict[str, 
             "Comment; check --stack, --region and --profile"
         )
     return found, "state machine Comments"
+
+
+TABLE_TYPE = "AWS::DynamoDB::Table"
+# The logical id CDK gives the manifest table (lib/constructs/snapshot-sets.ts) starts so.
+SETS_TABLE_ID = "SnapshotSetsTable"
+SETS_KEYS = {"array": "HASH", "setId": "RANGE"}
+
+
+def manifest_table(cloudformation: Any, dynamodb: Any, stack: str) -> str:
+    """The stack's table of set manifests: from the stack's resources, else the one table in
+    this account and region keyed as raidsnap keys its manifests (array, setId)."""
+    try:
+        pages = cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack)
+        named = [
+            r["PhysicalResourceId"]
+            for page in pages
+            for r in page["StackResourceSummaries"]
+            if r["ResourceType"] == TABLE_TYPE
+            and r["LogicalResourceId"].startswith(SETS_TABLE_ID)
+            and r.get("PhysicalResourceId")
+        ]
+    except ClientError as err:
+        code = err.response.get("Error", {}).get("Code", "")
+        if code not in ("ValidationError", "AccessDenied", "AccessDeniedException"):
+            raise
+        named = []
+    if len(named) == 1:
+        return str(named[0])
+    keyed = [
+        name
+        for page in dynamodb.get_paginator("list_tables").paginate()
+        for name in page["TableNames"]
+        if {
+            k["AttributeName"]: k["KeyType"]
+            for k in dynamodb.describe_table(TableName=name)["Table"]["KeySchema"]
+        }
+        == SETS_KEYS
+    ]
+    if len(keyed) != 1:
+        found = ", ".join(sorted(keyed)) or "none"
+        raise ResolveError(
+            f"cannot tell which table holds raidsnap's set manifests: stack {stack!r} names "
+            f"none (or cannot be read), and tables keyed (array, setId) here: {found}; check "
+            "--stack, --region and --profile"
+        )
+    return str(keyed[0])

@@ -57,6 +57,10 @@ class SetRow:
 def why_incomplete(snapshot_set: SnapshotSet) -> str:
     """The reason a set cannot be restored, in the order an operator should look at them."""
     n = snapshot_set.member_count
+    if not snapshot_set.recorded:
+        return "not taken by raidsnap (no manifest)"
+    if snapshot_set.degraded:
+        return "array was degraded when taken"
     if n is None:
         return "member count unknown (tags missing or disagreeing)"
     failed = snapshot_set.failed

@@ -353,6 +353,10 @@ class AwsDouble:
         self._client_tokens: dict[str, tuple[str, Answer]] = {}
         self._attachments: dict[str, _Attachment] = {}
         self._fsr: dict[tuple[str, str], _FsrPair] = {}
+        # Every enablement ever made, for what FSR cost (a pair enabled again is a new one).
+        self._fsr_history: list[_FsrPair] = []
+        # Snapshot -> the image (AMI) whose block device mapping uses it.
+        self._image_snapshots: dict[str, str] = {}
         self._fsr_stuck: str | None = None
         self._zones: dict[str, str] | None = None
 
@@ -366,6 +370,8 @@ class AwsDouble:
             ("ec2", "CreateSnapshots"): self._create_snapshots,
             ("ec2", "DescribeSnapshots"): self._describe_snapshots,
             ("ec2", "DeleteSnapshot"): self._delete_snapshot,
+            ("ec2", "RegisterImage"): self._register_image,
+            ("ec2", "DeregisterImage"): self._deregister_image,
             ("ec2", "CreateVolume"): self._create_volume,
             ("ec2", "DescribeVolumes"): self._describe_volumes,
             ("ec2", "AttachVolume"): self._attach_volume,
@@ -381,6 +387,7 @@ class AwsDouble:
             ("ssm", "ListCommands"): self._list_commands,
             ("ssm", "CancelCommand"): self._cancel_command,
             ("ssm", "DescribeInstanceInformation"): self._describe_instance_information,
+            ("cloudformation", "ListStackResources"): self._list_stack_resources,
         }
 
     # ------------------------------------------------------------------ installation
@@ -451,8 +458,14 @@ class AwsDouble:
             self._failing_snapshot_volumes.discard(volume_id)
 
     def fail_volumes(self, snapshot_id: str) -> None:
+        """Volumes created from this snapshot from now on end in error."""
         with self._lock:
             self._failing_volume_snapshots.add(snapshot_id)
+
+    def heal_volumes(self, snapshot_id: str) -> None:
+        """Volumes created from this snapshot from now on become available again."""
+        with self._lock:
+            self._failing_volume_snapshots.discard(snapshot_id)
 
     def stick_fsr(self, state: str = "enabling") -> None:
         if state not in (*_FSR_ORDER, "disabling"):
@@ -518,6 +531,30 @@ class AwsDouble:
                 if c.service == service and c.applied and c.operation.startswith(_MUTATING_PREFIXES)
             ]
 
+    def fsr_pair_hours(self) -> float:
+        """Hours of FSR billed so far, summed over every enablement of every (snapshot, zone)
+        pair: from enabling until it was disabled, or until now while still on (EBS pricing:
+        per DSU-hour, billed per minute with a one-hour minimum, left to the reader)."""
+        now = self.clock.now()
+        with self._lock:
+            return (
+                sum(
+                    ((min(p.disabling, now) if p.disabling else now) - p.enabling).total_seconds()
+                    for p in self._fsr_history
+                )
+                / 3600
+            )
+
+    def fsr_active(self) -> list[tuple[str, str]]:
+        """Pairs that are on (and billed) now."""
+        now = self.clock.now()
+        with self._lock:
+            return sorted(
+                key
+                for key, pair in self._fsr.items()
+                if self._fsr_state(pair, now) in ("enabling", "optimizing", "enabled")
+            )
+
     def snapshot_state(self, snapshot_id: str) -> str:
         with self._lock:
             return self._snapshot_state(self._snapshots[snapshot_id], self.clock.now())[0]
@@ -564,6 +601,8 @@ class AwsDouble:
         if (service, operation) == ("stepfunctions", "StartExecution"):
             self._check_execution_name(params)
         if service not in ("ec2", "ssm"):
+            if handler is not None:
+                return handler(params)
             return self._passthrough(client, operation, params)
         with self._lock:
             if service == "ec2":
@@ -886,6 +925,14 @@ class AwsDouble:
 
     def _delete_snapshot(self, params: Params) -> Answer:
         snapshot_id = params["SnapshotId"]
+        image = self._image_snapshots.get(snapshot_id)
+        if image is not None:
+            # EC2 refuses to delete a snapshot a registered AMI uses (EBS user guide, "Delete an
+            # Amazon EBS snapshot"); the code and wording are EC2's (moto's InvalidSnapshotInUse).
+            raise AwsError(
+                "InvalidSnapshot.InUse",
+                f"The snapshot {snapshot_id} is currently in use by {image}",
+            )
         self._moto("ec2", "DeleteSnapshot", {"SnapshotId": snapshot_id})
         self._snapshots.pop(snapshot_id, None)
         now = self.clock.now()
@@ -894,6 +941,23 @@ class AwsDouble:
                 pair.disabling = pair.disabling or now
                 pair.disabled = now
         return {}
+
+    def _register_image(self, params: Params) -> Answer:
+        answer = self._moto("ec2", "RegisterImage", params)
+        for mapping in params.get("BlockDeviceMappings", []):
+            snapshot_id = (mapping.get("Ebs") or {}).get("SnapshotId")
+            if snapshot_id:
+                self._image_snapshots[snapshot_id] = str(answer["ImageId"])
+        answer.pop("ResponseMetadata", None)
+        return answer
+
+    def _deregister_image(self, params: Params) -> Answer:
+        answer = self._moto("ec2", "DeregisterImage", params)
+        image = params["ImageId"]
+        for snapshot_id in [s for s, i in self._image_snapshots.items() if i == image]:
+            del self._image_snapshots[snapshot_id]
+        answer.pop("ResponseMetadata", None)
+        return answer
 
     # ------------------------------------------------------------------ volumes
 
@@ -1289,6 +1353,7 @@ class AwsDouble:
                     enabled=optimizing + timedelta(seconds=optimise_for),
                 )
                 self._fsr[(snapshot_id, zone)] = pair
+                self._fsr_history.append(pair)
             successful.append(self._fsr_item(pair, now))
         return {"Successful": successful, "Unsuccessful": failures}
 
@@ -1333,6 +1398,15 @@ class AwsDouble:
         if token:
             answer["NextToken"] = token
         return answer
+
+    # ------------------------------------------------------------------ CloudFormation
+
+    @staticmethod
+    def _list_stack_resources(params: Params) -> Answer:
+        """The emulation deploys no CloudFormation stack (moto's CloudFormation needs packages
+        this project does not install): every stack is one that does not exist, answered as
+        CloudFormation answers it."""
+        raise AwsError("ValidationError", f"Stack with id {params['StackName']} does not exist")
 
     # ------------------------------------------------------------------ SSM
 

@@ -33,6 +33,12 @@ SNS_KMS_DOC = (
 EVENT_PATTERNS_DOC = (
     "https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-event-patterns.html"
 )
+ASYNC_RETRY_DOC = (
+    "https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html"
+)
+# EventBridge invokes a function asynchronously: on a function error Lambda runs it two more
+# times, one minute and then two minutes later (ASYNC_RETRY_DOC), and then drops the event.
+ASYNC_RETRY_WAITS = (60, 120)
 
 
 @dataclass
@@ -46,6 +52,8 @@ class Delivery:
     decisions: list[Decision] = field(default_factory=list)
     message: str | None = None
     result: Any = None
+    # Every invocation of the function for this event: the first, and Lambda's retries of it.
+    attempts: list[Any] = field(default_factory=list)
 
     @property
     def denied(self) -> Decision | None:
@@ -310,11 +318,19 @@ class Services:
         self.emu.iam.decisions.extend(decisions)
         delivered = all(d.allowed for d in decisions)
         result = None
+        attempts = []
         if delivered:
             assert self.emu.router is not None
             name = function_arn.rsplit(":", 1)[1]
-            self.emu.router({"FunctionName": name, "Payload": json.dumps(event)})
-            result = self.emu.router.invocations[-1]
-        delivery = Delivery(rule_arn, function_arn, EVENTS, delivered, decisions, None, result)
+            for wait in (0, *ASYNC_RETRY_WAITS):
+                self.emu.clock.advance(wait)
+                self.emu.router({"FunctionName": name, "Payload": json.dumps(event)})
+                result = self.emu.router.invocations[-1]
+                attempts.append(result)
+                if result.error_type is None:
+                    break
+        delivery = Delivery(
+            rule_arn, function_arn, EVENTS, delivered, decisions, None, result, attempts
+        )
         self.deliveries.append(delivery)
         return delivery

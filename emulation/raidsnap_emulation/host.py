@@ -59,6 +59,11 @@ class MdArray:
     mount_point: str | None
     read_only: bool = False
     failed: bool = False
+    # A redundant array (RAID 1/10/5/6) runs on without these: marked faulty by md (still listed,
+    # no slot), or removed from the array (not listed at all). Spares hold no slot either.
+    faulty: set[str] = field(default_factory=set)
+    removed: set[str] = field(default_factory=set)
+    spares: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -66,6 +71,9 @@ class InstanceState:
     arrays: dict[str, MdArray] = field(default_factory=dict)
     frozen: set[str] = field(default_factory=set)
     guards: dict[str, int] = field(default_factory=dict)  # mount point -> guard pid
+    # Mount point -> the token its freeze guard keeps (freeze.sh's state file). A mount point
+    # frozen without a guard is frozen by someone else (another tool).
+    freeze_tokens: dict[str, str] = field(default_factory=dict)
     mdadm_conf: dict[str, str] = field(default_factory=dict)  # md uuid -> ARRAY line
     fstab: dict[str, str] = field(default_factory=dict)  # fs uuid -> line
     prewarmed: list[str] = field(default_factory=list)
@@ -173,6 +181,27 @@ class Hosts:
             md_device, md_uuid, list(volume_ids), mount_point
         )
         return md_uuid
+
+    def degrade(self, instance_id: str, volume_id: str, *, removed: bool = False) -> None:
+        """md fails a member of a redundant array, which runs on degraded: the member is listed
+        as faulty, or (``removed``, after mdadm --remove) no longer listed at all."""
+        for array in self.state(instance_id).arrays.values():
+            if volume_id in array.members:
+                (array.removed if removed else array.faulty).add(volume_id)
+
+    def repair(self, instance_id: str, volume_id: str) -> None:
+        """The member is back in its slot and resynced (mdadm --add, recovery done)."""
+        for array in self.state(instance_id).arrays.values():
+            array.faulty.discard(volume_id)
+            array.removed.discard(volume_id)
+
+    def add_spare(self, instance_id: str, volume_id: str, md_device: str = "/dev/md0") -> None:
+        """An attached volume added to the array as a hot spare (no slot until it is used)."""
+        self.state(instance_id).arrays[md_device].spares.append(volume_id)
+
+    def freeze_by_another(self, instance_id: str, mount_point: str) -> None:
+        """Another tool (or a backup still running) holds a freeze of the mount point."""
+        self.state(instance_id).frozen.add(mount_point)
 
     def lose_member(self, instance_id: str, volume_id: str) -> None:
         """A member volume is gone: the array fails (RAID 0 has no redundancy)."""
@@ -292,14 +321,30 @@ class Hosts:
                     "metadata": "1.2",
                     "state": "clean",
                     "raidDevices": len(md.members),
+                    # md has no degraded count for RAID 0 (it cannot run degraded).
+                    "degraded": None
+                    if sb is None or sb.level == "raid0"
+                    else len(md.faulty | md.removed),
                     "members": [
                         {
                             "device": devices.get(vid, ""),
                             "serial": _serial(vid),
                             "volumeId": vid,
-                            "slot": slot,
+                            "slot": None if vid in md.faulty else slot,
+                            "state": "faulty" if vid in md.faulty else "in_sync",
                         }
                         for slot, vid in enumerate(md.members)
+                        if vid not in md.removed
+                    ]
+                    + [
+                        {
+                            "device": devices.get(vid, ""),
+                            "serial": _serial(vid),
+                            "volumeId": vid,
+                            "slot": None,
+                            "state": "spare",
+                        }
+                        for vid in md.spares
                     ],
                     "filesystem": (
                         {"type": fs.type, "uuid": fs.uuid, "label": fs.label} if fs else None
@@ -323,6 +368,7 @@ class Hosts:
 
     def _do_freeze(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
         mount, max_seconds = p["MountPoint"], int(p["MaxFreezeSeconds"])
+        token = p["FreezeToken"] or uuid.uuid4().hex
         state = self.state(ctx.instance_id)
         if self._mounted(ctx.instance_id, mount) is None:
             return self._refuse("NotMounted", f"{mount} is not a mount point")
@@ -331,10 +377,19 @@ class Hosts:
                 "AlreadyFrozen",
                 f"{mount} already has a freeze guard (pid {state.guards[mount]}); run thaw first",
             )
+        if mount in state.frozen:
+            # freeze.sh: the guard starts, fsfreeze -f on a filesystem another tool froze fails
+            # with EBUSY, and the guard is stopped again.
+            return self._refuse(
+                "AlreadyFrozen",
+                f"{mount} is already frozen by someone else: fsfreeze: {mount}: freeze failed: "
+                "Device or resource busy",
+            )
         pid = 4000 + len(state.log)
         state.log.append(f"freeze {mount}")
         state.frozen.add(mount)
         state.guards[mount] = pid
+        state.freeze_tokens[mount] = token
         deadline = ctx.now + timedelta(seconds=max_seconds)
         unit = "raidsnap-thaw-" + hashlib.sha256(mount.encode()).hexdigest()[:16]
         return self._ok(
@@ -347,6 +402,7 @@ class Hosts:
                 "maxFreezeSeconds": max_seconds,
                 "thawDeadline": deadline.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "systemdTimer": unit,
+                "token": token,
             },
             progress=f"froze {mount}; guard {pid} thaws it by {deadline:%H:%M:%S}",
         )
@@ -355,16 +411,39 @@ class Hosts:
         return self._answer(ctx, "thaw", lambda p: self._do_thaw(ctx, p))
 
     def _do_thaw(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
-        mount = p["MountPoint"]
+        mount, token = p["MountPoint"], p["FreezeToken"]
         state = self.state(ctx.instance_id)
+        mounted = self._mounted(ctx.instance_id, mount) is not None
+        recorded = state.freeze_tokens.get(mount)
+        if recorded is not None and recorded != token:
+            # thaw.sh: a guard that keeps another token guards someone else's freeze.
+            return self._refuse(
+                "NotOurFreeze",
+                f"{mount} is frozen under another token (another backup or tool holds it); "
+                "not thawed",
+            )
+        if recorded is None:
+            # thaw.sh: no raidsnap guard, so nothing of ours to thaw; a filesystem frozen
+            # without one is another tool's, and stays as it is.
+            return self._ok(
+                {
+                    "ok": True,
+                    "mountPoint": mount,
+                    "mounted": mounted,
+                    "wasFrozen": False,
+                    "guardStopped": False,
+                },
+                progress=f"no raidsnap freeze guard for {mount}: nothing of ours to thaw",
+            )
         was_frozen = mount in state.frozen
         state.frozen.discard(mount)
         guard = state.guards.pop(mount, None)
+        del state.freeze_tokens[mount]
         return self._ok(
             {
                 "ok": True,
                 "mountPoint": mount,
-                "mounted": self._mounted(ctx.instance_id, mount) is not None,
+                "mounted": mounted,
                 "wasFrozen": was_frozen,
                 "guardStopped": guard is not None,
             },
@@ -586,9 +665,11 @@ SCRIPT_INPUTS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
         ("MountPoint", "mount", None),
         ("MountPoint", "not-system", None),
         ("MaxFreezeSeconds", r"^[1-9][0-9]{0,3}$", None),
+        ("FreezeToken", r"if-set:^[0-9a-f]{32}$", None),
     ),
     "thaw": (
         ("MountPoint", "mount", None),
+        ("FreezeToken", r"^[0-9a-f]{32}$", None),
         ("MaxFreezeSeconds", r"if-set:^[1-9][0-9]{0,3}$", None),
     ),
     "assemble": (

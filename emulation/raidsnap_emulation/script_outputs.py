@@ -24,7 +24,7 @@ DiscoverError = Literal["InvalidInput", "ToolMissing"]
 FreezeError = Literal[
     "AlreadyFrozen", "FreezeFailed", "GuardFailed", "InvalidInput", "NotMounted", "ToolMissing"
 ]
-ThawError = Literal["InvalidInput", "ThawFailed", "ToolMissing"]
+ThawError = Literal["InvalidInput", "NotOurFreeze", "ThawFailed", "ToolMissing"]
 AssembleError = Literal[
     "AssembleFailed",
     "DuplicateMember",
@@ -83,7 +83,9 @@ class DiscoveredMember(_Model):
     device: str
     serial: str | None
     volumeId: str | None
+    # The RaidDevice number of an in-sync member; null for a spare, a faulty or rebuilding one.
     slot: Slot
+    state: str | None
 
 
 class DiscoveredFilesystem(_Model):
@@ -101,6 +103,8 @@ class DiscoveredArray(_Model):
     metadata: str | None
     state: str | None
     raidDevices: int | None
+    # Devices missing from a redundant array (md's "degraded"); null for RAID 0.
+    degraded: int | None
     members: list[DiscoveredMember]
     filesystem: DiscoveredFilesystem | None
     mountPoint: str | None
@@ -125,6 +129,7 @@ class FreezeResult(_Model):
     maxFreezeSeconds: int
     thawDeadline: str
     systemdTimer: str | None
+    token: str
 
 
 class ThawResult(_Model):

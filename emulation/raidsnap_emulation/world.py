@@ -131,6 +131,53 @@ def sets_of(array: str) -> dict[str, list[dict[str, object]]]:
     return out
 
 
+def _table_keyed(keys: dict[str, str]) -> str:
+    ddb = boto3.client("dynamodb")
+    for name in ddb.list_tables()["TableNames"]:
+        schema = ddb.describe_table(TableName=name)["Table"]["KeySchema"]
+        if {k["AttributeName"]: k["KeyType"] for k in schema} == keys:
+            return str(name)
+    raise LookupError(f"the stack has no table keyed {keys}")
+
+
+def sets_table() -> str:
+    """The stack's table of set manifests (keyed by array and set id)."""
+    return _table_keyed({"array": "HASH", "setId": "RANGE"})
+
+
+def lock_table() -> str:
+    """The stack's restore lock table (one item per array)."""
+    return _table_keyed({"array": "HASH"})
+
+
+def record_set(
+    fixture: ArrayFixture,
+    set_id: str,
+    snapshots: dict[int, str],
+    started: Any,
+    execution_arn: str = "",
+    *,
+    degraded: bool = False,
+) -> None:
+    """Write the manifest an earlier backup of raidsnap wrote when it took the set."""
+    boto3.client("dynamodb").put_item(
+        TableName=sets_table(),
+        Item={
+            "array": {"S": fixture.name},
+            "setId": {"S": set_id},
+            "executionArn": {"S": execution_arn or f"earlier-backup-{set_id}"},
+            "status": {"S": "taken"},
+            "memberCount": {"N": str(len(fixture.member_ids))},
+            "volumes": {"M": {str(i): {"S": v} for i, v in enumerate(fixture.member_ids)}},
+            "snapshots": {"M": {str(i): {"S": s} for i, s in snapshots.items()}},
+            "degraded": {"BOOL": degraded},
+            "missingSlots": {"L": []},
+            "consistency": {"S": "crash"},
+            "started": {"S": started.isoformat()},
+        },
+    )
+
+
 def make_old_set(
     hosts: Hosts,
     fixture: ArrayFixture,
@@ -139,8 +186,10 @@ def make_old_set(
     missing_index: int | None = None,
     failing: bool = False,
 ) -> list[str]:
-    """A set as an earlier backup left it, taken through the EC2 API: complete, short of one
-    member (``missing_index``), or with one snapshot that ends in error (``failing``)."""
+    """A set as an earlier backup left it, taken through the EC2 API and recorded as raidsnap
+    records its sets: complete, short of one member (``missing_index``: its snapshot was
+    deleted after the set was recorded), or with one snapshot that ends in error
+    (``failing``)."""
     ec2 = boto3.client("ec2")
     if failing:
         hosts.double.fail_snapshots(fixture.member_ids[-1])
@@ -160,6 +209,12 @@ def make_old_set(
         },
         TagSpecifications=[set_tags],
     )["Snapshots"]
+    record_set(
+        fixture,
+        set_id,
+        {fixture.member_ids.index(s["VolumeId"]): s["SnapshotId"] for s in taken},
+        min(s["StartTime"] for s in taken),
+    )
     ids = []
     for snap in taken:
         index = fixture.member_ids.index(snap["VolumeId"])

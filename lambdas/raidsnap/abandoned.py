@@ -32,6 +32,27 @@ def _array_of(detail: dict[str, Any]) -> str | None:
     return array if isinstance(array, str) and array else None
 
 
+def _disable_own_fsr(table: str, arn: str) -> list[str]:
+    """The FSR this run claimed, from its own record (a lock taken over since does not hide it),
+    except pairs another run has claimed since: that run uses them, and disables them itself."""
+    claims = lock.fsr_claims(table)
+    mine = next((c for c in claims if c.execution_arn == arn), None)
+    if mine is None:
+        return []
+    others = {p for c in claims if c.execution_arn != arn for p in c.pairs}
+    by_zone: dict[str, list[str]] = defaultdict(list)
+    for pair in mine.pairs:
+        if pair in others:
+            continue
+        snapshot_id, _, zone = pair.partition("@")
+        by_zone[zone].append(snapshot_id)
+    disabled: list[str] = []
+    for zone, snapshot_ids in sorted(by_zone.items()):
+        fsr.disable(sorted(snapshot_ids), zone)
+        disabled += sorted(snapshot_ids)
+    return disabled
+
+
 def clean_up(event: dict[str, Any], settings: RestoreSettings) -> dict[str, Any]:
     """Handle one "Step Functions Execution Status Change" event of the restore workflow."""
     detail = event.get("detail") or {}
@@ -41,19 +62,12 @@ def clean_up(event: dict[str, Any], settings: RestoreSettings) -> dict[str, Any]
         return {"executionArn": arn, "status": status, "cleaned": False}
     views = volumes.created_by(arn)
     names = {v.tags.get(tags.ARRAY) for v in views.values()} | {_array_of(detail)}
-    fsr_disabled: list[str] = []
+    fsr_disabled = _disable_own_fsr(settings.lock_table, arn)
     released: list[str] = []
     for array in sorted(n for n in names if n):
         holder = lock.current(settings.lock_table, array)
         if holder is None or holder.execution_arn != arn:
             continue
-        by_zone: dict[str, list[str]] = defaultdict(list)
-        for pair in holder.fsr_pairs:
-            snapshot_id, _, zone = pair.partition("@")
-            by_zone[zone].append(snapshot_id)
-        for zone, snapshot_ids in sorted(by_zone.items()):
-            fsr.disable(sorted(snapshot_ids), zone)
-            fsr_disabled += sorted(snapshot_ids)
         if lock.release(settings.lock_table, array, arn):
             released.append(array)
     deleted, attached, pending = [], [], []

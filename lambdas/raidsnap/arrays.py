@@ -46,6 +46,18 @@ class Layout:
     source: str  # "discovery" or "tags"
     note: str = ""
     md: dict[str, Any] = field(default_factory=dict)
+    # The array's raid devices (N); members may be fewer when it runs degraded.
+    raid_devices: int | None = None
+    # Slots with no working member, and whether md says the array is degraded at all (it may
+    # not say which slot).
+    missing_slots: tuple[int, ...] = ()
+    degraded: bool = False
+    # Devices of the array that hold no slot: hot spares, members md marked faulty.
+    without_slot: tuple[str, ...] = ()
+
+    @property
+    def member_count(self) -> int:
+        return self.raid_devices if self.raid_devices is not None else len(self.members)
 
 
 def _instance_from(raw: Mapping[str, Any]) -> ArrayInstance:
@@ -224,7 +236,23 @@ def members_from_discovery(
             f"{instance.instance_id} has several md arrays ({devices}) and none is clearly "
             f"{array}: tag its member volumes {tags.ARRAY}={array}"
         )
-    raw_members = sorted(chosen["members"], key=lambda m: int(m.get("slot", 0)))
+    # A member is a device in a slot (mdadm's RaidDevice number). Spares and members md marked
+    # faulty hold none: they are not members, and their data is not the array's.
+    all_devices = list(chosen["members"])
+    raw_members = sorted(
+        (m for m in all_devices if _slot(m.get("slot")) is not None),
+        key=lambda m: int(m["slot"]),
+    )
+    without_slot = tuple(
+        str(m.get("volumeId") or m.get("device"))
+        for m in all_devices
+        if _slot(m.get("slot")) is None
+    )
+    if not raw_members:
+        raise ArrayNotFoundError(
+            f"discovery reports no device of {chosen.get('device')} in a slot; the array is not "
+            "running"
+        )
     missing = [m.get("device") for m in raw_members if not m.get("volumeId")]
     if missing:
         raise ArrayNotFoundError(
@@ -238,9 +266,14 @@ def members_from_discovery(
             f"{instance.instance_id}"
         )
     members = tuple(
-        Member(index=i, volume_id=m["volumeId"], device=m.get("device"))
-        for i, m in enumerate(raw_members)
+        Member(index=int(m["slot"]), volume_id=m["volumeId"], device=m.get("device"))
+        for m in raw_members
     )
+    reported = _slot(chosen.get("raidDevices"))
+    raid_devices = reported if reported else len(members)
+    slots = {m.index for m in members}
+    missing_slots = tuple(s for s in range(raid_devices) if s not in slots)
+    degraded = bool(missing_slots) or bool(_slot(chosen.get("degraded")))
     fs = chosen.get("filesystem") or {}
     md = {
         "device": chosen.get("device"),
@@ -251,4 +284,23 @@ def members_from_discovery(
         "fsType": fs.get("type"),
         "mountPoint": chosen.get("mountPoint"),
     }
-    return Layout(members=members, source="discovery", md={k: v for k, v in md.items() if v})
+    return Layout(
+        members=members,
+        source="discovery",
+        md={k: v for k, v in md.items() if v},
+        raid_devices=raid_devices,
+        missing_slots=missing_slots,
+        degraded=degraded,
+        without_slot=without_slot,
+    )
+
+
+def _slot(value: Any) -> int | None:
+    """A slot or count as discovery printed it: a non-negative integer, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import hashlib
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from raidsnap import arrays, clients, commands, lock, retention, snapshot_sets, tags
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table, retention_for
-from raidsnap.errors import CommandFailedError, SnapshotFailedError, cause_message, public_name
+from raidsnap.errors import (
+    ArrayDegradedError,
+    CommandFailedError,
+    SnapshotFailedError,
+    cause_message,
+    public_name,
+)
 from raidsnap.models import BackupInput, parse_input, system_directory
 from raidsnap.observability import logger
 
@@ -17,6 +24,8 @@ DISCOVERY_POLL_SECONDS = 3
 COMMAND_POLL_SECONDS = 2
 SNAPSHOT_POLL_MIN_SECONDS = 15
 SNAPSHOT_POLL_MAX_SECONDS = 600
+# The output names at most this many unrecorded snapshots (the count says how many there are).
+UNRECORDED_LISTED = 50
 
 
 def _now() -> datetime:
@@ -107,6 +116,22 @@ def collect_members(state: State) -> State:
         {"index": m.index, "volumeId": m.volume_id, "device": m.device} for m in layout.members
     ]
     state["md"] = layout.md
+    state["memberCount"] = layout.member_count
+    if layout.without_slot:
+        state["notes"].append(
+            f"not members (spares, or members md marked faulty): {', '.join(layout.without_slot)}"
+        )
+    if layout.degraded:
+        # The set is still taken: what the working members hold is better than nothing, and
+        # an operator may need it. It is marked degraded and never restored as latest.
+        state["degraded"] = {
+            "missingSlots": list(layout.missing_slots),
+            "withoutSlot": list(layout.without_slot),
+        }
+        logger.warning(
+            "the array is degraded; its set will be marked degraded",
+            extra={"missing_slots": layout.missing_slots, "without_slot": layout.without_slot},
+        )
     mount_point = layout.md.get("mountPoint")
     if state["consistency"] == "fsfreeze" and state.get("agentTooOld"):
         # The freeze document cannot run on this agent; a crash-consistent set is what the
@@ -133,17 +158,30 @@ def collect_members(state: State) -> State:
     return state
 
 
+def freeze_token(state: State) -> str:
+    """This run's name for its freeze: the thaw document ends a freeze only when given the token
+    it was made with, so a failed run never thaws a freeze someone else holds."""
+    return hashlib.sha256(f"freeze:{state['execution']['arn']}".encode()).hexdigest()[:32]
+
+
 def send_freeze(state: State, documents: Documents, settings: BackupSettings) -> dict[str, Any]:
-    return _start_command(
+    command = _start_command(
         documents.freeze,
         state,
         {
             "MountPoint": state["md"]["mountPoint"],
             "MaxFreezeSeconds": str(settings.max_freeze_seconds),
+            "FreezeToken": freeze_token(state),
         },
         timeout=settings.max_freeze_seconds + 60,
         fail_on_error=True,
     )
+    # The guard cannot thaw before the command was requested plus its bound: until then the
+    # freeze is certain to hold (create_set compares the snapshots' start with this).
+    command["frozenUntil"] = _iso(
+        _parse_time(command["requestedAt"]) + timedelta(seconds=settings.max_freeze_seconds)
+    )
+    return command
 
 
 def send_thaw(state: State, documents: Documents, settings: BackupSettings) -> dict[str, Any]:
@@ -153,6 +191,7 @@ def send_thaw(state: State, documents: Documents, settings: BackupSettings) -> d
         {
             "MountPoint": state["md"]["mountPoint"],
             "MaxFreezeSeconds": str(settings.max_freeze_seconds),
+            "FreezeToken": freeze_token(state),
         },
         timeout=120,
         fail_on_error=False,
@@ -162,7 +201,7 @@ def send_thaw(state: State, documents: Documents, settings: BackupSettings) -> d
 def _start_command(
     document: str, state: State, params: dict[str, str], timeout: int, fail_on_error: bool
 ) -> dict[str, Any]:
-    command_id = commands.send(
+    command_id, requested = commands.send_timed(
         document, state["instanceId"], params, comment=f"raidsnap {state['setId']}", timeout=timeout
     )
     return {
@@ -170,6 +209,7 @@ def _start_command(
         "instanceId": state["instanceId"],
         "document": document,
         "status": "pending",
+        "requestedAt": _iso(requested),
         "waitSeconds": COMMAND_POLL_SECONDS,
         "budgetSeconds": timeout,
         "failOnError": fail_on_error,
@@ -207,23 +247,38 @@ def create_set(state: State) -> State:
         ),
         source=state["discovery"]["source"],
         md=state.get("md") or {},
+        raid_devices=state.get("memberCount"),
+        missing_slots=tuple((state.get("degraded") or {}).get("missingSlots") or ()),
+        degraded=bool(state.get("degraded")),
     )
     volumes = clients.ec2().describe_volumes(VolumeIds=[m.volume_id for m in layout.members])
     facts = {v["VolumeId"]: dict(v) for v in volumes["Volumes"]}
+    freeze = state.get("freeze") or {}
+    frozen_until = (
+        _parse_time(freeze["frozenUntil"])
+        if state["consistency"] == "fsfreeze" and freeze.get("frozenUntil")
+        else None
+    )
     taken = snapshot_sets.create_set(
         array=state["array"],
         set_id=state["setId"],
         execution_arn=state["execution"]["arn"],
+        started=_parse_time(state["execution"]["startTime"]),
         instance=instance,
         layout=layout,
         consistency=state["consistency"],
         volume_facts=facts,
+        frozen_until=frozen_until,
     )
-    state["setId"] = taken.set_id
+    state["setId"] = taken.snapshot_set.set_id
+    if taken.consistency != state["consistency"]:
+        state["consistency"] = taken.consistency
+    if taken.note:
+        state["notes"].append(taken.note)
     state["snapshots"] = {
         "status": "pending",
         "waitSeconds": SNAPSHOT_POLL_MIN_SECONDS,
-        "ids": [m.snapshot_id for m in taken.by_index()],
+        "ids": [m.snapshot_id for m in taken.snapshot_set.by_index()],
         "polls": 0,
         "waitedSeconds": 0,
     }
@@ -232,7 +287,7 @@ def create_set(state: State) -> State:
 
 def check_snapshots(state: State) -> State:
     """Completed, failed, or still going: and if going, how long to wait before looking again."""
-    current = snapshot_sets.get_set(state["setId"])
+    current = snapshot_sets.get_set(state["array"], state["setId"])
     if current is None:
         raise SnapshotFailedError(f"the snapshots of set {state['setId']} no longer exist")
     failed = current.failed
@@ -250,7 +305,7 @@ def check_snapshots(state: State) -> State:
     snaps["polls"] = int(snaps.get("polls", 0)) + 1
     snaps["waitedSeconds"] = int(snaps.get("waitedSeconds", 0)) + int(snaps["waitSeconds"])
     snaps["progress"] = min(m.progress for m in current.members)
-    if current.complete:
+    if current.members and all(m.state == "completed" for m in current.members):
         snaps["status"] = "completed"
     else:
         # Wait about half the time the slowest snapshot still seems to need, within bounds.
@@ -265,37 +320,86 @@ def check_snapshots(state: State) -> State:
 
 
 def apply_retention(state: State) -> State:
+    """Keep the newest complete sets, delete the recorded snapshots of older ones, and leave
+    every snapshot no set recorded alone (reported, never deleted)."""
     array = state["array"]
-    sets = snapshot_sets.list_sets(array)
+    found = snapshot_sets.listing(array)
+    sets = found.sets
     protected = _sets_in_use(sets)
-    decided = retention.plan(sets, int(state["retention"]), protected)
+    current = next((s for s in sets if s.set_id == state["setId"]), None)
+    now = current.start_time if current else max((s.start_time for s in sets), default=_now())
+    decided = retention.plan(sets, int(state["retention"]), protected, now)
     deleted: list[str] = []
+    refused: list[snapshot_sets.Refusal] = []
     for s in decided.delete:
         logger.info(
             "retention deletes set",
             extra={"set_id": s.set_id, "reason": decided.reasons[s.set_id]},
         )
-        deleted.extend(snapshot_sets.delete_set(s))
-    current = snapshot_sets.get_set(state["setId"])
-    members = current.by_index() if current else []
+        gone, kept = snapshot_sets.delete_set(s)
+        deleted += gone
+        refused += kept
+    unrecorded = found.unrecorded_ids
+    if unrecorded:
+        logger.warning(
+            "snapshots tagged with the array that no set of raidsnap recorded were left alone",
+            extra={"array": array, "snapshots": unrecorded[:UNRECORDED_LISTED]},
+        )
+    for r in refused:
+        logger.warning(
+            "retention could not delete a snapshot",
+            extra={"snapshot": r.snapshot_id, "code": r.code, "reason": r.message},
+        )
+    notes = list(state["notes"])
+    if state["discovery"]["note"]:
+        notes.append(state["discovery"]["note"])
+    if refused:
+        notes.append(
+            f"retention could not delete {len(refused)} snapshots: "
+            + "; ".join(f"{r.snapshot_id} ({r.code}: {r.message})" for r in refused[:5])
+            + ". They stay until whatever holds them lets go (deregister the AMI, unlock the "
+            "snapshot, or delete it from AWS Backup); the next backups try again"
+        )
     state["output"] = {
         "array": array,
         "setId": state["setId"],
         "instanceId": state["instanceId"],
         "consistency": state["consistency"],
-        "snapshotIds": [m.snapshot_id for m in members],
+        "snapshotIds": [m.snapshot_id for m in (current.by_index() if current else [])],
         "memberVolumeIds": [m["volumeId"] for m in state["members"]],
         "discovery": state["discovery"]["source"],
-        "notes": state["notes"]
-        + ([state["discovery"]["note"]] if state["discovery"]["note"] else []),
+        "notes": notes,
         "retention": {
             "keep": int(state["retention"]),
             "keptSets": [s.set_id for s in decided.keep],
             "deletedSets": [s.set_id for s in decided.delete],
             "deletedSnapshots": len(deleted),
+            "notDeleted": [
+                {"snapshotId": r.snapshot_id, "code": r.code, "message": r.message} for r in refused
+            ],
+            "unrecordedSnapshots": unrecorded[:UNRECORDED_LISTED],
+            "unrecordedCount": len(unrecorded),
         },
     }
     return state
+
+
+def fail_if_degraded(state: State) -> None:
+    """A degraded array's backup ends in ArrayDegraded once its set is taken and retention has
+    run, so that the run, and the operator, see it."""
+    degraded = state.get("degraded")
+    if not degraded:
+        return
+    missing = degraded.get("missingSlots") or []
+    where = f"slots {missing} of {state.get('memberCount')} have" if missing else "md says it has"
+    raise ArrayDegradedError(
+        f"array {state['array']} on {state['instanceId']} is degraded: {where} no working member"
+        + (f" ({', '.join(degraded['withoutSlot'])} hold no slot)" if degraded.get("withoutSlot")
+           else "")
+        + f". Set {state['setId']} was taken of the working members and marked degraded; it is "
+        "never restored as latest, and retention does not count it. Replace or re-add the "
+        "failed member and let md resync; the next backup after that is complete again"
+    )  # fmt: skip
 
 
 def _sets_in_use(sets: list[snapshot_sets.SnapshotSet]) -> set[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from botocore.exceptions import ClientError
@@ -55,6 +56,14 @@ class CommandResult:
 def send(
     document: str, instance_id: str, parameters: dict[str, str], comment: str, timeout: int = 600
 ) -> str:
+    return send_timed(document, instance_id, parameters, comment, timeout)[0]
+
+
+def send_timed(
+    document: str, instance_id: str, parameters: dict[str, str], comment: str, timeout: int = 600
+) -> tuple[str, datetime]:
+    """Send, and say when SSM recorded the request (RequestedDateTime, on AWS's clock): nothing
+    the command does on the instance can start before it."""
     response = clients.ssm().send_command(
         DocumentName=document,
         InstanceIds=[instance_id],
@@ -62,7 +71,8 @@ def send(
         Comment=comment[:100],
         TimeoutSeconds=timeout,
     )
-    return response["Command"]["CommandId"]
+    command = response["Command"]
+    return command["CommandId"], command["RequestedDateTime"]
 
 
 def fetch(command_id: str, instance_id: str) -> CommandResult:

@@ -132,7 +132,7 @@ def verify(state: State) -> dict[str, Any]:
         problems.append("the restore was not asked to mount read-only")
     volume_ids = list(out.get("volumeIds") or [])
     set_id = str(out.get("setId", ""))
-    found = snapshot_sets.get_set(set_id) if set_id else None
+    found = snapshot_sets.get_set(state["array"], set_id) if set_id else None
     recorded = dict(found.tag_values) if found else {}
     md_uuid = recorded.get(tags.MD_UUID) or str(out.get("mdUuid", ""))
     fs_type = recorded.get(tags.FS_TYPE)

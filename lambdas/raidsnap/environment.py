@@ -190,3 +190,27 @@ def drill_documents() -> tuple[str, str]:
 
 def topic_arn() -> str:
     return _require("TOPIC_ARN")
+
+
+def snapshot_sets_table() -> str:
+    """The table of set manifests (what each set's snapshots are, recorded when it was taken)."""
+    return _require("SNAPSHOT_SETS_TABLE")
+
+
+@dataclass(frozen=True)
+class SweeperSettings:
+    """The lock table (which holds each run's FSR claim) and the ARN prefix of this stack's
+    restore executions (whose volumes the sweeper may remove)."""
+
+    lock_table: str
+    restore_executions: str
+
+    @classmethod
+    def from_env(cls) -> SweeperSettings:
+        prefix = _require("RESTORE_EXECUTION_PREFIX")
+        if not prefix.startswith("arn:") or not prefix.endswith(":"):
+            raise ConfigurationError(
+                f"RESTORE_EXECUTION_PREFIX must be an execution ARN prefix ending in ':', not "
+                f"{prefix!r}"
+            )
+        return cls(lock_table=_require("LOCK_TABLE"), restore_executions=prefix)

@@ -46,6 +46,10 @@ class CommandFailedError(RaidsnapError):
     pass
 
 
+class ArrayDegradedError(RaidsnapError):
+    """The array was degraded when its set was taken: the set is kept, marked degraded."""
+
+
 class SnapshotFailedError(RaidsnapError):
     """A snapshot of the set ended in ``error``."""
 

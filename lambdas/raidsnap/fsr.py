@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from raidsnap import clients
 
@@ -25,6 +26,16 @@ MAX_IDS_PER_CALL = 10
 class PairState:
     snapshot_id: str
     state: str
+    enabling_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Enabled:
+    """EC2's answer to EnableFastSnapshotRestores: refusals as readable lines, and the
+    EnablingTime of each pair it accepted (snapshot id -> ISO time)."""
+
+    problems: list[str]
+    enabling_times: dict[str, str]
 
 
 def pair_key(snapshot_id: str, zone: str) -> str:
@@ -50,13 +61,23 @@ def states(snapshot_ids: Iterable[str], zone: str) -> dict[str, PairState]:
     for page in pages:
         for item in page.get("FastSnapshotRestores", []):
             sid = item.get("SnapshotId", "")
-            out[sid] = PairState(snapshot_id=sid, state=str(item.get("State", "")))
+            when = item.get("EnablingTime")
+            out[sid] = PairState(
+                snapshot_id=sid,
+                state=str(item.get("State", "")),
+                enabling_time=when if isinstance(when, datetime) else None,
+            )
     return out
 
 
 def already_active(snapshot_ids: Iterable[str], zone: str) -> set[str]:
-    """Snapshots whose FSR in the zone was enabled before us: never ours to disable."""
-    return {sid for sid, pair in states(snapshot_ids, zone).items() if pair.state in _ACTIVE}
+    """Snapshots whose FSR in the zone is on (enabling, optimizing or enabled) right now."""
+    return {sid for sid, pair in states(snapshot_ids, zone).items() if active(pair.state)}
+
+
+def active(state: str) -> bool:
+    """Billed: FSR costs from enabling until it is disabled."""
+    return state in _ACTIVE
 
 
 def batches(snapshot_ids: list[str]) -> list[list[str]]:
@@ -67,9 +88,10 @@ def batches(snapshot_ids: list[str]) -> list[list[str]]:
     ]
 
 
-def enable(snapshot_ids: list[str], zone: str) -> list[str]:
-    """Enable FSR; returns EC2's refusals as readable lines (a limit, a snapshot not ours)."""
+def enable(snapshot_ids: list[str], zone: str) -> Enabled:
+    """Enable FSR; EC2's refusals (a limit, a snapshot not ours) come back as readable lines."""
     problems = []
+    times: dict[str, str] = {}
     for batch in batches(snapshot_ids):
         answer = clients.ec2().enable_fast_snapshot_restores(
             AvailabilityZones=[zone], SourceSnapshotIds=batch
@@ -80,7 +102,12 @@ def enable(snapshot_ids: list[str], zone: str) -> list[str]:
                 problems.append(
                     f"{item.get('SnapshotId')}: {detail.get('Code')}: {detail.get('Message')}"
                 )
-    return problems
+        times |= {
+            str(item["SnapshotId"]): item["EnablingTime"].isoformat()
+            for item in answer.get("Successful", [])
+            if isinstance(item.get("EnablingTime"), datetime)
+        }
+    return Enabled(problems, times)
 
 
 def disable(snapshot_ids: list[str], zone: str) -> None:

@@ -24,7 +24,6 @@ class Holder:
     execution_arn: str
     set_id: str
     lease_until: int
-    fsr_pairs: tuple[str, ...] = ()
 
 
 def _holder(item: dict[str, Any]) -> Holder:
@@ -33,7 +32,6 @@ def _holder(item: dict[str, Any]) -> Holder:
         execution_arn=item["executionArn"]["S"],
         set_id=item.get("setId", {}).get("S", ""),
         lease_until=int(item.get("leaseUntil", {}).get("N", "0")),
-        fsr_pairs=tuple(item.get("fsrPairs", {}).get("SS", [])),
     )
 
 
@@ -48,13 +46,19 @@ def current(table: str, array: str) -> Holder | None:
 
 def running(execution_arn: str) -> bool:
     """Is this execution still running? (A holder that is not may be taken over.)"""
+    return status(execution_arn) == "RUNNING"
+
+
+def status(execution_arn: str) -> str:
+    """RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED (or PENDING_REDRIVE); GONE when Step
+    Functions no longer knows the execution (its history is kept 90 days)."""
     try:
-        status = clients.stepfunctions().describe_execution(executionArn=execution_arn)["status"]
+        found = clients.stepfunctions().describe_execution(executionArn=execution_arn)["status"]
     except ClientError as err:
         if error_code(err) in ("ExecutionDoesNotExist", "InvalidArn"):
-            return False
+            return "GONE"
         raise
-    return status == "RUNNING"
+    return str(found)
 
 
 def acquire(
@@ -111,20 +115,6 @@ def acquire(
     return holder
 
 
-def record_fsr(table: str, array: str, execution_arn: str, pairs: list[str]) -> None:
-    """Write down the FSR pairs this run is about to enable, before enabling them, so that a
-    retried step or the failure path knows them even when EC2's answer was lost."""
-    if not pairs:
-        return
-    clients.dynamodb().update_item(
-        TableName=table,
-        Key={"array": {"S": array}},
-        UpdateExpression="ADD fsrPairs :p",
-        ConditionExpression="executionArn = :me",
-        ExpressionAttributeValues={":p": {"SS": pairs}, ":me": {"S": execution_arn}},
-    )
-
-
 def release(table: str, array: str, execution_arn: str) -> bool:
     """Drop the lock if this execution holds it; True when it did."""
     try:
@@ -147,3 +137,103 @@ def sets_held(table: str, array: str) -> set[str]:
     if holder is None or holder.lease_until <= int(time.time()):
         return set()
     return {holder.set_id}
+
+
+# ---------------------------------------------------------------------- FSR ownership
+#
+# Which Fast Snapshot Restore pairs (snapshot@zone) each restore execution enabled, in an item of
+# its own per execution: the lock item is replaced when a lock is taken over, and what a
+# preempted run enabled must outlive that. Items are keyed "fsr#<execution ARN>" in the lock
+# table's key attribute (array names never contain "#"), carry no expiry (FSR costs by the
+# hour until someone turns it off), and are removed by the sweeper once their run has ended and
+# its pairs are off.
+
+FSR_KEY_PREFIX = "fsr#"
+
+
+@dataclass(frozen=True)
+class FsrClaim:
+    execution_arn: str
+    array: str
+    pairs: tuple[str, ...]
+    # pair -> EnablingTime EC2 gave when this run enabled it: a pair enabled again later (by
+    # anyone) has another, and is not this run's.
+    enabled_at: dict[str, str]
+
+
+def _fsr_key(execution_arn: str) -> dict[str, Any]:
+    return {"array": {"S": FSR_KEY_PREFIX + execution_arn}}
+
+
+def _claim(item: dict[str, Any]) -> FsrClaim:
+    enabled = {}
+    for entry in item.get("enabled", {}).get("SS", []):
+        pair, _, when = entry.partition("|")
+        enabled[pair] = when
+    return FsrClaim(
+        execution_arn=item["array"]["S"].removeprefix(FSR_KEY_PREFIX),
+        array=item.get("arrayName", {}).get("S", ""),
+        pairs=tuple(sorted(item.get("pairs", {}).get("SS", []))),
+        enabled_at=enabled,
+    )
+
+
+def claim_fsr(table: str, array: str, execution_arn: str, pairs: list[str]) -> None:
+    """Write down the FSR pairs this run is about to enable, before enabling them, so that the
+    run's own failure path, the cleanup after a stop, and the sweeper know them even when EC2's
+    answer was lost or the run's lock was taken over."""
+    if not pairs:
+        return
+    clients.dynamodb().update_item(
+        TableName=table,
+        Key=_fsr_key(execution_arn),
+        UpdateExpression=(
+            "SET arrayName = :a, claimedAt = if_not_exists(claimedAt, :t) ADD pairs :p"
+        ),
+        ExpressionAttributeValues={
+            ":a": {"S": array},
+            ":t": {"N": str(int(time.time()))},
+            ":p": {"SS": pairs},
+        },
+    )
+
+
+def record_fsr_enabled(table: str, execution_arn: str, enabled_at: dict[str, str]) -> None:
+    """Add the EnablingTime EC2 answered for each pair this run enabled."""
+    if not enabled_at:
+        return
+    clients.dynamodb().update_item(
+        TableName=table,
+        Key=_fsr_key(execution_arn),
+        UpdateExpression="ADD enabled :e",
+        ExpressionAttributeValues={":e": {"SS": [f"{p}|{t}" for p, t in enabled_at.items()]}},
+    )
+
+
+def fsr_claim(table: str, execution_arn: str) -> FsrClaim | None:
+    item = (
+        clients.dynamodb()
+        .get_item(TableName=table, Key=_fsr_key(execution_arn), ConsistentRead=True)
+        .get("Item")
+    )
+    return _claim(item) if item else None
+
+
+def fsr_claims(table: str) -> list[FsrClaim]:
+    """Every run's FSR claim (the table holds a lock per array and a claim per FSR restore)."""
+    pages = (
+        clients.dynamodb()
+        .get_paginator("scan")
+        .paginate(
+            TableName=table,
+            ConsistentRead=True,
+            FilterExpression="begins_with(#k, :p)",
+            ExpressionAttributeNames={"#k": "array"},
+            ExpressionAttributeValues={":p": {"S": FSR_KEY_PREFIX}},
+        )
+    )
+    return [_claim(item) for page in pages for item in page.get("Items", [])]
+
+
+def drop_fsr_claim(table: str, execution_arn: str) -> None:
+    clients.dynamodb().delete_item(TableName=table, Key=_fsr_key(execution_arn))

@@ -185,9 +185,9 @@ def _resolve_set(request: RestoreInput) -> snapshot_sets.SnapshotSet:
                 f"array {request.array} has no complete snapshot set to restore{detail}"
             )
         return found
-    found = snapshot_sets.get_set(request.setId)
+    found = snapshot_sets.get_set(request.array, request.setId)
     if found is None or found.array != request.array:
-        where = f" (it belongs to array {found.array})" if found else ""
+        where = f" (its snapshots are tagged with array {found.array})" if found else ""
         raise SnapshotSetNotFoundError(
             f"no snapshot set {request.setId} of array {request.array}{where}; "
             'give an existing set id or "latest"'
@@ -199,22 +199,28 @@ def _resolve_set(request: RestoreInput) -> snapshot_sets.SnapshotSet:
 
 def _why_incomplete(s: snapshot_sets.SnapshotSet) -> str:
     problems = []
-    n = s.member_count
-    if n is None:
-        problems.append("its snapshots disagree on (or lack) the member count")
+    m = s.manifest
+    if m is None:
+        problems.append(
+            "raidsnap never recorded it: its snapshots carry raidsnap's tags, but no backup of "
+            "raidsnap took them (another tool copied the tags, or someone set them)"
+        )
     else:
-        have = {m.index for m in s.members}
-        missing = [i for i in range(n) if i not in have]
-        if missing:
-            problems.append(f"members {missing} of {n} have no snapshot")
-        if len(s.members) > n:
-            problems.append(f"{len(s.members)} snapshots for {n} members")
-    for m in s.members:
-        if m.state != "completed":
-            problems.append(f"snapshot {m.snapshot_id} (member {m.index}) is {m.state}")
+        if m.degraded:
+            problems.append(
+                f"the array was degraded when it was taken (slots {list(m.missing_slots)} "
+                "had no working member)"
+            )
+        if m.status != "taken":
+            problems.append("its backup never finished recording it")
+        if s.missing:
+            problems.append(f"members {s.missing} of {m.member_count} have no snapshot")
+        for x in s.members:
+            if x.state != "completed":
+                problems.append(f"snapshot {x.snapshot_id} (member {x.index}) is {x.state}")
     return (
         f"set {s.set_id} of {s.array} is incomplete and is never restored: "
-        + "; ".join(problems)
+        + "; ".join(problems or ["it is not complete"])
         + '. Restore another set, or "latest"'
     )
 
@@ -331,18 +337,17 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
     ids = [m["snapshotId"] for m in state["members"]]
     arn = state["execution"]["id"]
     if f["status"] == "start":
-        holder = lock.current(settings.lock_table, state["array"])
-        recorded = {
-            p.split("@")[0]
-            for p in (holder.fsr_pairs if holder and holder.execution_arn == arn else ())
-            if p.endswith(f"@{zone}")
-        }
-        before = fsr.already_active(ids, zone) - recorded
+        before, adopted = _fsr_owners(settings.lock_table, arn, ids, zone)
         ours = [i for i in ids if i not in before]
-        lock.record_fsr(
+        lock.claim_fsr(
             settings.lock_table, state["array"], arn, [fsr.pair_key(i, zone) for i in ours]
         )
-        problems = fsr.enable(ours, zone)
+        enabled = fsr.enable(ours, zone)
+        lock.record_fsr_enabled(
+            settings.lock_table,
+            arn,
+            {fsr.pair_key(sid, zone): when for sid, when in enabled.enabling_times.items()},
+        )
         f = {
             "status": "pending",
             "ours": ours,
@@ -352,13 +357,18 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
             "disabled": False,
         }
         state["fsr"] = f
-        if problems:
-            return _fsr_fallback(state, "EC2 refused to enable FSR: " + "; ".join(problems))
+        if enabled.problems:
+            return _fsr_fallback(state, "EC2 refused to enable FSR: " + "; ".join(enabled.problems))
         f["waitSeconds"] = _fsr_wait(state, {}, f)
         if before:
             state["notes"].append(
                 f"FSR was already enabled in {zone} for {len(before)} snapshots; "
                 "the restore leaves it enabled"
+            )
+        if adopted:
+            state["notes"].append(
+                f"FSR that ended runs left enabled in {zone} for {len(adopted)} snapshots is now "
+                "this restore's, and is disabled with its own"
             )
         return state
 
@@ -384,6 +394,26 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
         return _fsr_fallback(state, f"FSR was not usable after {limit} s ({summary})")
     f["waitSeconds"] = min(_fsr_wait(state, current, f), max(1, limit - f["waitedSeconds"]))
     return state
+
+
+def _fsr_owners(table: str, arn: str, ids: list[str], zone: str) -> tuple[set[str], set[str]]:
+    """Of the snapshots whose FSR is on in the zone already: those someone else keeps on (an
+    operator, another tool, a restore still running), which this run leaves alone; and those
+    that restores which have ended left on, which this run takes as its own and disables with
+    its own. Pairs this run claimed itself (a retried step) are simply its own."""
+    claims = lock.fsr_claims(table)
+    before: set[str] = set()
+    adopted: set[str] = set()
+    for sid in sorted(fsr.already_active(ids, zone)):
+        pair = fsr.pair_key(sid, zone)
+        owners = {c.execution_arn for c in claims if pair in c.pairs}
+        if arn in owners:
+            continue
+        if owners and not any(lock.running(o) for o in sorted(owners)):
+            adopted.add(sid)
+        else:
+            before.add(sid)
+    return before, adopted
 
 
 def _fsr_wait(state: State, current: dict[str, str], f: dict[str, Any]) -> int:
@@ -729,9 +759,9 @@ def cleanup(state: State, settings: RestoreSettings) -> dict[str, Any]:
     # which has the pairs even when the step that enabled them lost EC2's answer.
     if array and zone and not c.get("fsrDone") and not (state.get("fsr") or {}).get("disabled"):
         ours = set((state.get("fsr") or {}).get("ours") or [])
-        holder = lock.current(settings.lock_table, array)
-        if holder is not None and holder.execution_arn == arn:
-            ours |= {p.split("@")[0] for p in holder.fsr_pairs if p.endswith(f"@{zone}")}
+        claim = lock.fsr_claim(settings.lock_table, arn)
+        if claim is not None:
+            ours |= {p.split("@")[0] for p in claim.pairs if p.endswith(f"@{zone}")}
         if ours:
             fsr.disable(sorted(ours), zone)
             c["fsrDisabled"] = sorted(ours)

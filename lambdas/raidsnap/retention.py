@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from raidsnap.snapshot_sets import SnapshotSet
 
@@ -16,16 +17,21 @@ class RetentionPlan:
 
 
 def plan(
-    sets: Sequence[SnapshotSet], keep_complete: int, protected: Collection[str]
+    sets: Sequence[SnapshotSet],
+    keep_complete: int,
+    protected: Collection[str],
+    now: datetime,
 ) -> RetentionPlan:
     """Keep the newest ``keep_complete`` complete sets (never fewer than one).
 
-    Older complete sets go. An incomplete set goes once it is older than the oldest kept
-    complete set and none of its snapshots is still pending: an incomplete set newer than that
-    may belong to a backup still running. Sets named in ``protected`` (used by a running
-    restore) always stay."""
+    Only sets raidsnap recorded are considered; snapshots no set recorded are never planned for
+    deletion. Older complete sets go. An incomplete (or degraded, or failed) set goes once it is
+    older than the oldest kept complete set and none of its snapshots is still pending: an
+    incomplete set newer than that may belong to a backup still running. Sets named in
+    ``protected`` (used by a running restore) always stay, and so does a set whose backup is
+    still recording it."""
     keep_complete = max(1, keep_complete)
-    ordered = sorted(sets, key=lambda s: (s.start_time, s.set_id))
+    ordered = sorted((s for s in sets if s.recorded), key=lambda s: (s.start_time, s.set_id))
     complete = [s for s in ordered if s.complete]
     kept_complete = complete[-keep_complete:]
     kept_ids = {s.set_id for s in kept_complete}
@@ -46,7 +52,7 @@ def plan(
         elif horizon is None or s.start_time >= horizon:
             keep.append(s)
             reasons[s.set_id] = "incomplete, but newer than the oldest kept set"
-        elif s.pending:
+        elif s.pending or s.taking(now):
             keep.append(s)
             reasons[s.set_id] = "incomplete and still pending"
         else:

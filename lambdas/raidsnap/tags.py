@@ -18,6 +18,8 @@ VOLUME_TYPE = "raidsnap:volume-type"
 IOPS = "raidsnap:iops"
 THROUGHPUT = "raidsnap:throughput"
 CONSISTENCY = "raidsnap:consistency"
+# A set taken while the array was degraded (a member missing or failed): never restored as latest.
+DEGRADED = "raidsnap:degraded"
 RESTORE_EXECUTION = "raidsnap:restore-execution"
 REPLACED_BY = "raidsnap:replaced-by"
 # Not in the design's list, but needed to make a retried CreateSnapshots step idempotent: the

@@ -102,7 +102,7 @@ def create(
     return str(clients.ec2().create_volume(**params)["VolumeId"])
 
 
-def _view(raw: Mapping[str, Any]) -> VolumeView:
+def view(raw: Mapping[str, Any]) -> VolumeView:
     return VolumeView(
         volume_id=raw["VolumeId"],
         state=str(raw.get("State", "")),
@@ -129,7 +129,7 @@ def describe(volume_ids: Iterable[str]) -> dict[str, VolumeView]:
         raw = clients.ec2().describe_volumes(Filters=[{"Name": "volume-id", "Values": ids}])[
             "Volumes"
         ]
-    return {v["VolumeId"]: _view(v) for v in raw}
+    return {v["VolumeId"]: view(v) for v in raw}
 
 
 def created_by(execution_arn: str) -> dict[str, VolumeView]:
@@ -140,7 +140,7 @@ def created_by(execution_arn: str) -> dict[str, VolumeView]:
         .get_paginator("describe_volumes")
         .paginate(Filters=[{"Name": f"tag:{tags.RESTORE_EXECUTION}", "Values": [execution_arn]}])
     )
-    return {v["VolumeId"]: _view(v) for page in pages for v in page["Volumes"]}
+    return {v["VolumeId"]: view(v) for page in pages for v in page["Volumes"]}
 
 
 # Device names for EBS data volumes on Linux: /dev/sd[f-z] first, as EC2 recommends, then the

@@ -8,6 +8,7 @@ import { Documents } from './documents';
 import { FunctionFactory, FunctionSpec } from './functions';
 import { Permissions } from './permissions';
 import { lockTableStatements } from './restore-workflow';
+import { SnapshotSets } from './snapshot-sets';
 import { Workflow } from './workflow';
 
 export interface BackupWorkflowProps {
@@ -17,6 +18,8 @@ export interface BackupWorkflowProps {
   readonly arrays: readonly ArrayConfig[];
   /** The restore lock table: retention keeps the set a running restore holds. */
   readonly restoreLock?: dynamodb.ITable;
+  /** Where each set's snapshots are recorded when it is taken. */
+  readonly sets: SnapshotSets;
 }
 
 /** statemachines/backup.asl.json and the functions it calls, each with only its permissions. */
@@ -74,12 +77,13 @@ export class BackupWorkflow extends Construct {
           p.describe('ec2:DescribeInstances', 'ec2:DescribeVolumes', 'ec2:DescribeSnapshots'),
           ...p.createSnapshots(),
           p.manageTaggedSnapshots('ec2:CreateTags', 'ec2:DeleteSnapshot'),
+          ...props.sets.statements('GetItem', 'PutItem'),
         ],
       },
       {
         id: 'BackupCheck', module: 'backup_check',
         description: 'follow the progress of a snapshot set',
-        statements: [p.describe('ec2:DescribeSnapshots')],
+        statements: [p.describe('ec2:DescribeSnapshots'), ...props.sets.statements('GetItem')],
       },
       {
         id: 'BackupRetention', module: 'backup_retention',
@@ -87,6 +91,7 @@ export class BackupWorkflow extends Construct {
         statements: [
           p.describe('ec2:DescribeSnapshots', 'ec2:DescribeVolumes'),
           p.manageTaggedSnapshots('ec2:DeleteSnapshot'),
+          ...props.sets.statements('Query', 'DeleteItem'),
           ...readLock,
         ],
       },

@@ -13,6 +13,7 @@ import { FunctionFactory, FunctionSpec } from './functions';
 import { RestorePermissions } from './permissions';
 import { acknowledgeNestedRestore, DRILL_RESTORE_PREFIX } from './recovery';
 import { RestoreWorkflow } from './restore-workflow';
+import { SnapshotSets } from './snapshot-sets';
 import { Workflow } from './workflow';
 
 export { DRILL_RESTORE_PREFIX };
@@ -24,6 +25,8 @@ export interface DrillsProps {
   readonly restore: RestoreWorkflow;
   /** The shared CommandPoll function (made by the backup workflow). */
   readonly commandPoll: lambda.IFunction;
+  /** The sets' manifests: the check reads what the restored set recorded. */
+  readonly sets: SnapshotSets;
 }
 
 const TIMEOUT = Duration.hours(73);
@@ -53,7 +56,10 @@ export class Drills extends Construct {
       {
         id: 'DrillVerify', module: 'drill_verify',
         description: 'drill: discover the copy on the drill instance and check it against the set',
-        statements: [p.describe('ec2:DescribeSnapshots'), ...p.sendCommand(docs.arns('discover'))],
+        statements: [
+          p.describe('ec2:DescribeSnapshots'), ...p.sendCommand(docs.arns('discover')),
+          ...props.sets.statements('GetItem'),
+        ],
       },
       {
         id: 'DrillTeardown', module: 'drill_teardown',

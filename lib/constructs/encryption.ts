@@ -5,14 +5,14 @@ import { IConstruct } from 'constructs';
 
 const ID = 'RaidsnapKey';
 
-/** The stack's one customer-managed key (rotated yearly): log groups, the restore lock table and
- * the notification topic are encrypted with it. Created on first use, shared after that. */
+/** The stack's one customer-managed key (rotated yearly): log groups, the set manifests, the
+ * restore lock table and the notification topic are encrypted with it. Created on first use, shared after that. */
 export function stackKey(scope: IConstruct): kms.Key {
   const stack = Stack.of(scope);
   const existing = stack.node.tryFindChild(ID) as kms.Key | undefined;
   if (existing) return existing;
   const key = new kms.Key(stack, ID, {
-    description: 'raidsnap: encrypts its log groups, restore lock table and notifications',
+    description: 'raidsnap: encrypts its log groups, snapshot set manifests, restore lock table and notifications',
     enableKeyRotation: true,
     rotationPeriod: Duration.days(365),
     removalPolicy: RemovalPolicy.RETAIN,

@@ -16,8 +16,10 @@ import { acknowledge, arnRef, REASONS } from '../nag';
 import { stackKey } from './encryption';
 import { FunctionFactory } from './functions';
 import { Permissions } from './permissions';
+import { SnapshotSets } from './snapshot-sets';
 
 export const SET_AGE_METRIC = 'NewestCompleteSetAgeMinutes';
+export const NOT_DELETED_METRIC = 'SnapshotsNotDeleted';
 export const REPORT_EVERY = Duration.minutes(15);
 
 export interface MonitoringProps {
@@ -26,6 +28,8 @@ export interface MonitoringProps {
   /** Workflow name (`backup`, `restore`, ...) -> its state machine. */
   readonly workflows: Record<string, sfn.IStateMachine>;
   readonly emails: readonly string[];
+  /** The sets' manifests: only recorded, complete sets count. */
+  readonly sets: SnapshotSets;
 }
 
 /** What an operator watches: a notification for every failed run and every recovery, the age
@@ -35,6 +39,7 @@ export class Monitoring extends Construct {
   private readonly notifying: cloudwatch.IAlarm[] = [];
   readonly reporter: lambda.Function;
   readonly rpoAlarms: Record<string, cloudwatch.Alarm> = {};
+  readonly retentionAlarm: cloudwatch.Alarm;
   readonly dashboard: cloudwatch.Dashboard;
 
   constructor(scope: Construct, id: string, props: MonitoringProps) {
@@ -94,7 +99,7 @@ export class Monitoring extends Construct {
       id: 'SetAgeReporter',
       module: 'monitor_set_age',
       description: 'publish the age of each array newest complete snapshot set',
-      statements: [p.describe('ec2:DescribeSnapshots')],
+      statements: [p.describe('ec2:DescribeSnapshots'), ...props.sets.statements('Scan')],
       environment: { CONFIGURED_ARRAYS: props.arrays.map((a) => a.name).join(',') },
     });
     const schedulerRole = new iam.Role(this, 'ReportSetAgeRole', {
@@ -132,6 +137,24 @@ export class Monitoring extends Construct {
       this.notify(alarm);
       this.rpoAlarms[array.name] = alarm;
     }
+
+    // Retention reports every snapshot EC2 refused to delete (in use by an AMI, locked, managed
+    // by AWS Backup) at every backup, and 0 once none is left: one alarm for every array.
+    this.retentionAlarm = new cloudwatch.Alarm(this, 'RetentionBlocked', {
+      alarmDescription: 'raidsnap: retention could not delete snapshots of sets it no longer keeps (in use by an AMI, locked, or managed by AWS Backup); the backup output names them and why',
+      metric: new cloudwatch.Metric({
+        namespace: 'raidsnap',
+        metricName: NOT_DELETED_METRIC,
+        dimensionsMap: { service: 'raidsnap' },
+        statistic: 'Maximum',
+        period: Duration.hours(6),
+      }),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    this.notify(this.retentionAlarm);
 
     this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
       dashboardName: `${stack.stackName}-raidsnap`,

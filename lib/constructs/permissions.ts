@@ -249,6 +249,19 @@ export class RestorePermissions extends Permissions {
     ];
   }
 
+  /** The sweeper: delete only volumes a restore of this workflow created (raidsnap:restore-execution
+   * names one of its executions). Whether the volume is attached, and whether its run ended,
+   * the sweeper checks before it asks: EC2 refuses to delete an attached volume anyway. */
+  deleteRestoredVolumes(stateMachineName: string): iam.PolicyStatement {
+    return new iam.PolicyStatement({
+      actions: ['ec2:DeleteVolume'],
+      resources: [this.ec2Arn('volume/*')],
+      conditions: {
+        StringLike: { [`aws:ResourceTag/${RESTORE_EXECUTION_TAG}`]: `${this.executionArnPrefix(stateMachineName)}*` },
+      },
+    });
+  }
+
   /** DescribeExecution of this workflow's own executions (is a lock's holder still running?).
    * Built from a fixed state machine name: the state machine's ARN would make the functions
    * depend on the state machine that depends on them. */

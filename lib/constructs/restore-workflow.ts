@@ -12,11 +12,12 @@ import { Documents } from './documents';
 import { stackKey } from './encryption';
 import { FunctionFactory, FunctionSpec } from './functions';
 import { RestorePermissions } from './permissions';
+import { SnapshotSets } from './snapshot-sets';
 import { Workflow } from './workflow';
 
 /** A resource ARN as cdk-nag prints it in a finding id: pseudo-parameter tokens become
  * `<AWS::...>`, values known at synth stay as they are. */
-function nagPattern(resource: string): string {
+export function nagPattern(resource: string): string {
   return resource
     .replace(/\$\{Token\[AWS\.Partition\.\d+\]\}/, '<AWS::Partition>')
     .replace(/\$\{Token\[AWS\.Region\.\d+\]\}/, '<AWS::Region>')
@@ -80,6 +81,8 @@ export interface RestoreWorkflowProps {
   readonly lock: RestoreLock;
   /** The shared CommandPoll function (made by the backup workflow). */
   readonly commandPoll: lambda.IFunction;
+  /** The sets' manifests: a restore reads which snapshots make a set. */
+  readonly sets: SnapshotSets;
 }
 
 // The restore reaches its lock table, documents and functions for 3 days at most: a prewarm of
@@ -114,6 +117,7 @@ export class RestoreWorkflow extends Construct {
         statements: [
           p.describe('ec2:DescribeInstances', 'ec2:DescribeSnapshots', 'ssm:DescribeInstanceInformation'),
           ...lock.statements('GetItem', 'PutItem'),
+          ...props.sets.statements('GetItem', 'Query'),
           p.describeExecutions(this.stateMachineName),
         ],
       },
@@ -123,7 +127,9 @@ export class RestoreWorkflow extends Construct {
         statements: [
           p.describe('ec2:DescribeFastSnapshotRestores'),
           p.fastSnapshotRestores('ec2:EnableFastSnapshotRestores', 'ec2:DisableFastSnapshotRestores'),
-          ...lock.statements('GetItem', 'UpdateItem'),
+          // Its own FSR claim, and the others' (is FSR that is on already someone else's?).
+          ...lock.statements('UpdateItem', 'Scan'),
+          p.describeExecutions(this.stateMachineName),
         ],
       },
       {
@@ -184,12 +190,12 @@ export class RestoreWorkflow extends Construct {
           p.describe('ec2:DescribeVolumes'),
           ...p.manageRestoredVolumes('ec2:DeleteVolume'),
           p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
-          ...lock.statements('GetItem', 'DeleteItem'),
+          ...lock.statements('GetItem', 'DeleteItem', 'Scan'),
         ],
       },
     ];
     this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment })));
-    for (const id of ['RestorePrepare']) {
+    for (const id of ['RestorePrepare', 'RestoreFsr']) {
       const policy = this.functions[id].role?.node.tryFindChild('DefaultPolicy');
       if (policy) {
         acknowledge(

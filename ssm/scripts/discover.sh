@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # raidsnap discover: report every md array on this host with its members (device, NVMe serial,
-# EBS volume id, slot), md UUID, level, chunk, metadata, filesystem and mount point.
+# EBS volume id, slot, md state), md UUID, level, chunk, metadata, raid devices, how many are
+# missing (degraded), filesystem and mount point. A member's slot is its RaidDevice number; a
+# device that holds no working slot (a spare, one md marked faulty, one still rebuilding) has
+# slot null, so that nobody takes it for a member.
 # Parameter (environment): SSM_ArrayName, the array the caller looks for; arrays whose md name is
 # that name (or <host>:<name>) carry "matchesArrayName": true. Last stdout line: one JSON object.
 set -euo pipefail
@@ -141,6 +144,8 @@ for md in /sys/block/md*; do
   detail=$(mdadm --detail --export "$dev" 2>/dev/null || true)
   level=$(cat "$md/md/level" 2>/dev/null || true)
   raid_disks=$(cat "$md/md/raid_disks" 2>/dev/null || true)
+  # Devices missing from a redundant array (RAID 1/10/4/5/6); RAID 0 has no such count.
+  degraded=$(cat "$md/md/degraded" 2>/dev/null || true)
   metadata=$(cat "$md/md/metadata_version" 2>/dev/null || true)
   chunk=$(cat "$md/md/chunk_size" 2>/dev/null || true)
   chunk_kib=""
@@ -151,6 +156,8 @@ for md in /sys/block/md*; do
   for rd in "$md"/md/dev-*; do
     mdev=/dev/${rd##*/dev-}
     slot=$(cat "$rd/slot" 2>/dev/null || true)
+    # in_sync, faulty, spare (a hot spare, or a member still being rebuilt), write_mostly...
+    rstate=$(cat "$rd/state" 2>/dev/null || true)
     if [[ -z $uuid || -z $name ]]; then
       # An inactive array has no detail; its members' superblocks still say who they are.
       examine=$(mdadm --examine --export "$mdev" 2>/dev/null || true)
@@ -161,9 +168,14 @@ for md in /sys/block/md*; do
     serial=$(device_serial "$mdev")
     vol=$(serial_volume_id "$serial")
     [[ $slot =~ ^[0-9]+$ ]] || slot=""
-    members+=("${slot:-99999} $(printf '{"device":%s,"serial":%s,"volumeId":%s,"slot":%s}' \
+    # Only an in-sync device holds its slot's data; md keeps a failed device's slot number
+    # until it removes the device, and a rebuilding one has a slot before it has the data.
+    if [[ ,$rstate, == *,faulty,* || ,$rstate, != *,in_sync,* ]]; then
+      slot=""
+    fi
+    members+=("${slot:-99999} $(printf '{"device":%s,"serial":%s,"volumeId":%s,"slot":%s,"state":%s}' \
       "$(json_str "$mdev")" "$(json_str_or_null "$serial")" "$(json_str_or_null "$vol")" \
-      "$(json_int_or_null "$slot")")")
+      "$(json_int_or_null "$slot")" "$(json_str_or_null "$rstate")")")
   done
   members_json=$(printf '%s\n' "${members[@]}" | sort -n -k1,1 | cut -d' ' -f2- | paste -sd, -)
   fs=$(blkid -p -o export "$dev" 2>/dev/null || true)
@@ -178,11 +190,11 @@ for md in /sys/block/md*; do
   matches=false
   [[ $name == "$array_name" || $name == *":$array_name" ]] && matches=true
   say "found $dev ${level:-?} ${uuid:-?} name=${name:-?} state=${state:-?} members=${#members[@]} mount=${mount_point:-none}"
-  arrays+=("$(printf '{"device":%s,"name":%s,"uuid":%s,"level":%s,"chunkKib":%s,"metadata":%s,"state":%s,"raidDevices":%s,"members":[%s],"filesystem":%s,"mountPoint":%s,"matchesArrayName":%s}' \
+  arrays+=("$(printf '{"device":%s,"name":%s,"uuid":%s,"level":%s,"chunkKib":%s,"metadata":%s,"state":%s,"raidDevices":%s,"degraded":%s,"members":[%s],"filesystem":%s,"mountPoint":%s,"matchesArrayName":%s}' \
     "$(json_str "$dev")" "$(json_str_or_null "$name")" "$(json_str_or_null "$uuid")" \
     "$(json_str_or_null "$level")" "$(json_int_or_null "$chunk_kib")" "$(json_str_or_null "$metadata")" \
-    "$(json_str_or_null "$state")" "$(json_int_or_null "$raid_disks")" "$members_json" "$fs_json" \
-    "$(json_str_or_null "$mount_point")" "$matches")")
+    "$(json_str_or_null "$state")" "$(json_int_or_null "$raid_disks")" "$(json_int_or_null "$degraded")" \
+    "$members_json" "$fs_json" "$(json_str_or_null "$mount_point")" "$matches")")
 done
 
 say "${#arrays[@]} md array(s) on $(hostname 2>/dev/null || echo this host)"

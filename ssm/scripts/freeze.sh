@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # raidsnap freeze: fsfreeze -f a mount point so a multi-volume snapshot set is consistent at the
 # filesystem level. A detached guard thaws it after MaxFreezeSeconds whatever happens to the
-# caller. Parameters (environment): SSM_MountPoint, SSM_MaxFreezeSeconds.
+# caller. Parameters (environment): SSM_MountPoint, SSM_MaxFreezeSeconds, SSM_FreezeToken (the
+# caller's name for this freeze: 32 hex digits; one is made when it is empty). The token is kept
+# with the guard, and thaw ends a freeze only when given the same token.
 set -euo pipefail
 export LC_ALL=C
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -106,7 +108,7 @@ require_resolved_not_system_directory() { # NAME VALUE
 
 state_dir=/run/raidsnap
 
-# The state file of the guard for a mount point: "<pid> <deadline epoch> <mount point>".
+# The state file of the guard for a mount point: "<pid> <deadline epoch> <token> <mount point>".
 state_file() {
   printf '%s/freeze-%s\n' "$state_dir" "$(printf '%s' "$1" | sha256sum | cut -c1-16)"
 }
@@ -134,9 +136,15 @@ have_systemd() {
 
 mount_point=${SSM_MountPoint:-}
 max_seconds=${SSM_MaxFreezeSeconds:-}
+token=${SSM_FreezeToken:-}
 require_mount_point MountPoint "$mount_point"
 require_not_system_directory MountPoint "$mount_point"
 require_match MaxFreezeSeconds "$max_seconds" '^[1-9][0-9]{0,3}$'
+if [[ -n $token ]]; then
+  require_match FreezeToken "$token" '^[0-9a-f]{32}$'
+else
+  token=$(tr -d -- '-\n' </proc/sys/kernel/random/uuid)
+fi
 require_resolved_not_system_directory MountPoint "$mount_point"
 command -v fsfreeze >/dev/null || fail ToolMissing "fsfreeze (util-linux) is not installed"
 mountpoint -q "$mount_point" || fail NotMounted "$mount_point is not a mount point"
@@ -160,11 +168,11 @@ rm -f "$state"
 deadline=$(($(date +%s) + max_seconds))
 # shellcheck disable=SC2016 # the single-quoted program is the guard's, expanded by its own bash
 setsid nohup bash -c '
-  printf "%s %s %s\n" "$$" "$2" "$3" >"$4.tmp" && mv -f "$4.tmp" "$4"
+  printf "%s %s %s %s\n" "$$" "$2" "$5" "$3" >"$4.tmp" && mv -f "$4.tmp" "$4"
   sleep "$1"
   fsfreeze -u "$3" >/dev/null 2>&1 || true
   rm -f "$4"
-' raidsnap-freeze-guard "$max_seconds" "$deadline" "$mount_point" "$state" </dev/null >/dev/null 2>&1 &
+' raidsnap-freeze-guard "$max_seconds" "$deadline" "$mount_point" "$state" "$token" </dev/null >/dev/null 2>&1 &
 
 for _ in $(seq 1 50); do
   [[ -s $state ]] && break
@@ -200,6 +208,7 @@ if ! err=$(fsfreeze -f "$mount_point" 2>&1); then
 fi
 took=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.3f", e-s}')
 say "froze $mount_point in ${took}s; guard pid $pid thaws it by $(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ)"
-printf '{"ok":true,"mountPoint":%s,"frozen":true,"freezeSeconds":%s,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s}\n' \
+printf '{"ok":true,"mountPoint":%s,"frozen":true,"freezeSeconds":%s,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s,"token":%s}\n' \
   "$(json_str "$mount_point")" "$took" "$pid" "$max_seconds" \
-  "$(json_str "$(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ)")" "$(json_str_or_null "$timer")"
+  "$(json_str "$(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ)")" "$(json_str_or_null "$timer")" \
+  "$(json_str "$token")"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# raidsnap thaw: unfreeze a mount point and stop its guard. Safe to run any number of times.
-# Parameters (environment): SSM_MountPoint, SSM_MaxFreezeSeconds (accepted, unused).
+# raidsnap thaw: unfreeze a mount point and stop its guard, but only a freeze made with the same
+# token: a freeze someone else holds (another tool, a concurrent backup) is left alone. Safe to
+# run any number of times. Parameters (environment): SSM_MountPoint, SSM_FreezeToken (the token
+# given to freeze), SSM_MaxFreezeSeconds (accepted, unused).
 set -euo pipefail
 export LC_ALL=C
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -65,7 +67,7 @@ require_mount_point() { # NAME VALUE
 
 state_dir=/run/raidsnap
 
-# The state file of the guard for a mount point: "<pid> <deadline epoch> <mount point>".
+# The state file of the guard for a mount point: "<pid> <deadline epoch> <token> <mount point>".
 state_file() {
   printf '%s/freeze-%s\n' "$state_dir" "$(printf '%s' "$1" | sha256sum | cut -c1-16)"
 }
@@ -94,12 +96,31 @@ have_systemd() {
 # No system-directory rule here, unlike freeze: a thaw must always be able to end a freeze, and
 # all it does to MountPoint is fsfreeze -u, which cannot hide, replace or write anything.
 mount_point=${SSM_MountPoint:-}
+token=${SSM_FreezeToken:-}
 require_mount_point MountPoint "$mount_point"
+require_match FreezeToken "$token" '^[0-9a-f]{32}$'
 # MaxFreezeSeconds means nothing to a thaw; it is accepted so one parameter set fits both.
 if [[ -n ${SSM_MaxFreezeSeconds:-} ]]; then
   require_match MaxFreezeSeconds "$SSM_MaxFreezeSeconds" '^[1-9][0-9]{0,3}$'
 fi
 command -v fsfreeze >/dev/null || fail ToolMissing "fsfreeze (util-linux) is not installed"
+
+# Whose freeze is it? Only a raidsnap guard records a token. Without one, a frozen filesystem
+# is someone else's (fsfreeze cannot be asked without thawing), and it is left as it is.
+state=$(state_file "$mount_point")
+recorded=""
+if [[ -r $state ]]; then
+  read -r _ _ recorded _ <"$state" || true
+fi
+if [[ -n $recorded && $recorded != "$token" ]]; then
+  fail NotOurFreeze "$mount_point is frozen under another token (another backup or tool holds it); not thawed"
+fi
+if [[ -z $recorded ]]; then
+  say "no raidsnap freeze guard for $mount_point: nothing of ours to thaw"
+  printf '{"ok":true,"mountPoint":%s,"mounted":%s,"wasFrozen":false,"guardStopped":false}\n' \
+    "$(json_str "$mount_point")" "$(mountpoint -q "$mount_point" && echo true || echo false)"
+  exit 0
+fi
 
 was_frozen=false mounted=false
 if mountpoint -q "$mount_point"; then
@@ -112,7 +133,6 @@ if mountpoint -q "$mount_point"; then
   fi
 fi
 
-state=$(state_file "$mount_point")
 guard_stopped=false
 pid=$(guard_pid "$state")
 if [[ -n $pid ]]; then

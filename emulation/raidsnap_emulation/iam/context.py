@@ -126,7 +126,7 @@ class Builder:
             ("sns", "Publish"): self._topic,
             ("autoscaling", "CompleteLifecycleAction"): self._asg,
         }
-        for op in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query"):
+        for op in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan"):
             self._ops[("dynamodb", op)] = self._table
 
     # ------------------------------------------------------------------ entry point

@@ -18,7 +18,7 @@ from raidsnap_cli.app import app
 from raidsnap_cli.backends import Hooks
 from raidsnap_emulation.double import AwsError
 from raidsnap_emulation.harness import Emulation
-from raidsnap_emulation.world import ArrayFixture, make_array, make_old_set
+from raidsnap_emulation.world import ArrayFixture, make_array, make_old_set, record_set
 
 REPO = Path(__file__).resolve().parents[3]
 Prepare = Callable[[Emulation, ArrayFixture], None]
@@ -76,6 +76,13 @@ def take_pending_set(fx: ArrayFixture, set_id: str) -> None:
         },
         TagSpecifications=[spec],
     )["Snapshots"]
+    # A running backup has recorded the set's snapshots already.
+    record_set(
+        fx,
+        set_id,
+        {fx.member_ids.index(s["VolumeId"]): s["SnapshotId"] for s in taken},
+        min(s["StartTime"] for s in taken),
+    )
     for snap in taken:
         index = fx.member_ids.index(snap["VolumeId"])
         ec2.create_tags(

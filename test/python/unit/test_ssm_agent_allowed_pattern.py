@@ -54,6 +54,7 @@ def test_no_deployed_document_runs_a_value_with_a_final_newline() -> None:
         "MaxFreezeSeconds": "60",
         "ArrayName": "db1",
         "Method": "auto",
+        "FreezeToken": "0123456789abcdef0123456789abcdef",
     }
     ran = []
     for kind, content in sorted(documents.items()):

@@ -30,8 +30,8 @@ SCRIPTS = REPO / "ssm" / "scripts"
 
 EXPECTED_PARAMETERS = {
     "discover": {"ArrayName"},
-    "freeze": {"MountPoint", "MaxFreezeSeconds"},
-    "thaw": {"MountPoint", "MaxFreezeSeconds"},
+    "freeze": {"MountPoint", "MaxFreezeSeconds", "FreezeToken"},
+    "thaw": {"MountPoint", "MaxFreezeSeconds", "FreezeToken"},
     "assemble": {"VolumeIds", "MdUuid", "MdDevice", "MountPoint", "ReadOnly", "Persist"},
     "release": {"MdDevice", "MountPoint"},
     "prewarm": {"VolumeIds", "Method"},
@@ -47,6 +47,7 @@ VALID = {
     "ReadOnly": "false",
     "Persist": "true",
     "Method": "auto",
+    "FreezeToken": "0123456789abcdef0123456789abcdef",
 }
 
 INJECTIONS = [

@@ -7,7 +7,7 @@ import pytest
 
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation
-from raidsnap_emulation.world import make_array, make_old_set, sets_of, tags_of
+from raidsnap_emulation.world import HeldStep, make_array, make_old_set, sets_of, tags_of
 
 MUTATING_EC2 = {"CreateSnapshots", "CreateSnapshot", "CreateTags", "DeleteSnapshot", "CreateVolume"}
 
@@ -300,3 +300,44 @@ def test_fsfreeze_of_an_array_mounted_at_a_system_directory_takes_a_crash_consis
     assert "raidsnap-freeze" not in sent
     snaps = sets_of("db1")[run.output["setId"]]
     assert {tags_of(s)["raidsnap:consistency"] for s in snaps} == {"crash"}
+
+
+def test_a_failed_backup_never_thaws_a_freeze_it_does_not_hold(emu: Emulation) -> None:
+    # GIVEN the array's filesystem is frozen by someone else (another tool, or a backup still
+    # running) when an fsfreeze backup starts
+    fx = make_array(emu.hosts, "db1", 3)
+    emu.hosts.freeze_by_another(fx.instance_id, "/data")
+    mark = len(emu.double.calls)
+
+    # WHEN the backup's freeze finds it frozen and the run fails
+    run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze"})
+
+    # THEN it fails naming the other freeze, takes no snapshot, and the other freeze still holds
+    assert (run.status, run.error) == ("FAILED", "CommandFailed")
+    assert "AlreadyFrozen" in (run.cause or "") or "already frozen" in (run.cause or "")
+    assert ec2_changes(emu, mark) == []
+    assert emu.hosts.state(fx.instance_id).frozen == {"/data"}
+
+
+def test_a_set_whose_snapshots_started_after_the_freeze_guard_ran_out_is_labelled_crash(
+    emu: Emulation,
+) -> None:
+    # GIVEN an fsfreeze backup whose snapshot step starts 218 s after the freeze (as when
+    # CreateSnapshots is retried through SnapshotCreationPerVolumeRateExceeded), while the
+    # freeze guard thaws after 60 s
+    fx = make_array(emu.hosts, "db1", 3)
+    held = HeldStep(emu, "backup_snapshot")
+    arn = emu.start("backup", {"array": "db1", "consistency": "fsfreeze"})
+    held.wait()
+    (freeze,) = [c for c in emu.double.calls if c.params.get("DocumentName") == "raidsnap-freeze"]
+    emu.clock.advance(218 - (emu.clock.now() - freeze.time).total_seconds())
+    held.release()
+    run = emu.wait(arn)
+
+    # THEN the set is taken, but labelled crash-consistent, and the run says why
+    assert run.status == "SUCCEEDED", run.cause
+    assert run.output["consistency"] == "crash"
+    assert any("guard" in note and "crash" in note for note in run.output["notes"])
+    snaps = sets_of("db1")[run.output["setId"]]
+    assert {tags_of(s)["raidsnap:consistency"] for s in snaps} == {"crash"}
+    assert emu.hosts.state(fx.instance_id).frozen == set()

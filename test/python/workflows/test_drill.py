@@ -175,6 +175,7 @@ def test_a_drill_whose_copy_is_not_the_array_fails_after_removing_it(
                             "metadata": "1.2",
                             "state": "clean",
                             "raidDevices": 0,
+                            "degraded": None,
                             "members": [],
                             "filesystem": {"type": "ext4", "uuid": None, "label": ""},
                             "mountPoint": "/mnt/raidsnap-drill",

@@ -16,6 +16,7 @@ machine of the synthesized template (with and without the example config):
 
 from __future__ import annotations
 
+import io
 import json
 from collections import defaultdict
 from collections.abc import Callable
@@ -25,9 +26,10 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.response import StreamingBody
 
 from raidsnap_emulation.double import CommandOutcome
-from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Template, synthesize
+from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Execution, Template, synthesize
 from raidsnap_emulation.iam import counter
 from raidsnap_emulation.iam.evaluate import Decision, PolicySet, StatementRef
 from raidsnap_emulation.world import (
@@ -261,6 +263,52 @@ def _scenario_restore_of_an_encrypted_set(emu: Emulation) -> None:
     assert run.status == "SUCCEEDED", run.cause
 
 
+def _restore_whose_cleanup_crashes(emu: Emulation) -> tuple[Execution, str]:
+    """A restore with FSR whose volume ends in error and whose own cleanup then crashes: its
+    lock, volumes and FSR are left behind (the run ends FailedUnexplained)."""
+    fx = make_array(emu.hosts, "db1", 2)
+    set_id = backed_up(emu.hosts, emu.run, fx)
+    snapshot = str(sets_of("db1")[set_id][0]["SnapshotId"])
+    emu.double.fail_volumes(snapshot)
+    router = emu.router
+    assert router is not None
+    cleanup = next(
+        n for n, f in router.functions.items() if f.handler.endswith(".restore_cleanup.handler")
+    )
+
+    def invoke(params: dict[str, Any]) -> Any:
+        if str(params["FunctionName"]).rsplit(":", 1)[-1] != cleanup:
+            return router(params)
+        body = json.dumps({"errorType": "Runtime.ExitError", "errorMessage": "signal: killed"})
+        return {
+            "StatusCode": 200,
+            "FunctionError": "Unhandled",
+            "Payload": StreamingBody(io.BytesIO(body.encode()), len(body)),
+        }
+
+    emu.double.route("lambda", "Invoke", invoke)
+    run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "fsr"})
+    assert run.status == "FAILED"
+    emu.double.route("lambda", "Invoke", router)
+    return run, snapshot
+
+
+def _scenario_sweeper_removes_what_an_unexplained_failure_left(emu: Emulation) -> None:
+    _restore_whose_cleanup_crashes(emu)
+    emu.clock.advance(15 * 60)
+    swept = emu.invoke("sweep", {})
+    assert swept.error_type is None, swept.error_message
+    assert swept.result["deletedVolumeIds"] and swept.result["fsrDisabled"], swept.result
+
+
+def _scenario_next_restore_takes_over_what_an_unexplained_failure_left(emu: Emulation) -> None:
+    # The next restore takes the lock of the run that ended, and the FSR it left on as its own.
+    _, snapshot = _restore_whose_cleanup_crashes(emu)
+    emu.double.heal_volumes(snapshot)
+    run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "fsr"})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+
+
 def _scenario_alarms_notify(emu: Emulation) -> None:
     for alarm in emu.template.of_type("AWS::CloudWatch::Alarm"):
         for state in ("ALARM", "OK"):
@@ -289,6 +337,8 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_drill,
     _scenario_recovery_preempts_a_drill,
     _scenario_recovery_attach_onto_replacement,
+    _scenario_sweeper_removes_what_an_unexplained_failure_left,
+    _scenario_next_restore_takes_over_what_an_unexplained_failure_left,
 ]
 
 

@@ -14,6 +14,7 @@ from raidsnap_emulation.world import (
     ArrayFixture,
     backed_up,
     launch_instance,
+    lock_table,
     make_array,
     make_old_set,
     restored_volumes,
@@ -121,7 +122,7 @@ def assert_restored(  # noqa: PLR0917 - reads as the sentence it checks
 
 
 def lock_item(emu: Emulation, array: str) -> dict[str, Any] | None:
-    (table,) = boto3.client("dynamodb").list_tables()["TableNames"]
+    table = lock_table()
     item = boto3.client("dynamodb").get_item(TableName=table, Key={"array": {"S": array}})
     return item.get("Item")
 
@@ -674,7 +675,7 @@ def test_a_lock_whose_holder_is_gone_is_taken_over(emu: Emulation, holder: str) 
         arn, lease = emu.run("restore", {"array": "nope"}).arn, "99999999999"
     else:  # whatever the holder, its lease ran out
         arn, lease = "arn:aws:states:us-east-1:123456789012:execution:raidsnap-restore:x", "1"
-    (table,) = boto3.client("dynamodb").list_tables()["TableNames"]
+    table = lock_table()
     boto3.client("dynamodb").put_item(
         TableName=table,
         Item={
@@ -693,7 +694,7 @@ def test_retention_keeps_the_set_a_running_restore_holds(emu: Emulation) -> None
     # GIVEN 2 sets and a retention of 1 for the next backup, and a restore holding the older
     fx = make_array(emu.hosts, "db1", 3)
     make_old_set(emu.hosts, fx, "db1-held")
-    (table,) = boto3.client("dynamodb").list_tables()["TableNames"]
+    table = lock_table()
     running = "arn:aws:states:us-east-1:123456789012:execution:raidsnap-restore:held"
     boto3.client("dynamodb").put_item(
         TableName=table,

@@ -22,7 +22,7 @@ from raidsnap.models import (
     system_directory,
 )
 from raidsnap_emulation.harness import Emulation
-from raidsnap_emulation.world import backed_up, make_array
+from raidsnap_emulation.world import backed_up, lock_table, make_array
 
 READS = ("Describe", "Get", "List")
 FIELDS = set(RestoreInput.model_fields)
@@ -47,7 +47,7 @@ def changes(emu: Emulation, since: int) -> list[str]:
 
 def no_lock_held(emu: Emulation) -> bool:
     ddb = boto3.client("dynamodb")
-    (table,) = ddb.list_tables()["TableNames"]
+    table = lock_table()
     return "Item" not in ddb.get_item(TableName=table, Key={"array": {"S": "db1"}})
 
 

@@ -1,0 +1,92 @@
+import { Duration, Stack } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as scheduler from 'aws-cdk-lib/aws-scheduler';
+import * as schedulerTargets from 'aws-cdk-lib/aws-scheduler-targets';
+import { Construct } from 'constructs';
+import { acknowledge, arnRef, REASONS } from '../nag';
+import { FunctionFactory } from './functions';
+import { RestorePermissions } from './permissions';
+import { nagPattern, RestoreLock, RestoreWorkflow } from './restore-workflow';
+
+export const LEFTOVERS_METRIC = 'LeftoversFound';
+/** FSR is billed per hour with a one-hour minimum: a quarter of that bounds what a leak costs
+ * before the sweep ends it, at 96 small invocations a day. */
+export const SWEEP_EVERY = Duration.minutes(15);
+
+export interface SweeperProps {
+  readonly factory: FunctionFactory;
+  readonly restore: RestoreWorkflow;
+  readonly lock: RestoreLock;
+  /** Where the alarm on what the sweeper finds notifies the operators. */
+  readonly notifier: { notify(alarm: cloudwatch.Alarm): void };
+}
+
+/** A scheduled function that removes what ended restores left behind: the Fast Snapshot Restore
+ * each run recorded as its own, and the volumes of runs that failed, timed out or were stopped
+ * (never an attached one, never one of a run that succeeded), with an alarm when it finds any. */
+export class Sweeper extends Construct {
+  readonly function: lambda.Function;
+  readonly alarm: cloudwatch.Alarm;
+
+  constructor(scope: Construct, id: string, props: SweeperProps) {
+    super(scope, id);
+    const stack = Stack.of(this);
+    const p = new RestorePermissions(this);
+    const restoreName = props.restore.stateMachineName;
+    const prefix = p.executionArnPrefix(restoreName);
+    this.function = props.factory.create(this, {
+      id: 'Sweep',
+      module: 'sweep',
+      description: 'remove the FSR and the unattached volumes that ended restores left behind',
+      timeout: Duration.minutes(5),
+      statements: [
+        p.describe('ec2:DescribeVolumes', 'ec2:DescribeFastSnapshotRestores'),
+        p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
+        p.deleteRestoredVolumes(restoreName),
+        p.describeExecutions(restoreName),
+        ...props.lock.statements('Scan', 'DeleteItem'),
+      ],
+      environment: {
+        LOCK_TABLE: props.lock.table.tableName,
+        RESTORE_EXECUTION_PREFIX: prefix,
+      },
+    });
+    const policy = this.function.role?.node.tryFindChild('DefaultPolicy');
+    if (policy) {
+      acknowledge(policy, `AwsSolutions-IAM5[Resource::${nagPattern(`${prefix}*`)}]`,
+        'DescribeExecution of this stack\'s restore executions only: has the run that owns a leftover ended?');
+    }
+    const role = new iam.Role(this, 'ScheduleRole', {
+      assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', {
+        conditions: { StringEquals: { 'aws:SourceAccount': stack.account } },
+      }),
+      description: 'raidsnap: lets the sweep schedule invoke the sweeper',
+    });
+    new scheduler.Schedule(this, 'Schedule', {
+      description: 'raidsnap: remove what ended restores left behind (FSR, unattached volumes)',
+      schedule: scheduler.ScheduleExpression.rate(SWEEP_EVERY),
+      target: new schedulerTargets.LambdaInvoke(this.function, { retryAttempts: 0, role }),
+    });
+    const invokePolicy = role.node.tryFindChild('DefaultPolicy');
+    if (invokePolicy) acknowledge(invokePolicy, `AwsSolutions-IAM5[Resource::${arnRef(this.function)}:*]`, REASONS.invoke);
+
+    this.alarm = new cloudwatch.Alarm(this, 'Leftovers', {
+      alarmDescription: 'raidsnap: the sweeper removed FSR or volumes that an ended restore left behind; see the sweeper\'s log for which run',
+      metric: new cloudwatch.Metric({
+        namespace: 'raidsnap',
+        metricName: LEFTOVERS_METRIC,
+        // Powertools adds the service dimension to every metric it publishes.
+        dimensionsMap: { service: 'raidsnap' },
+        statistic: 'Sum',
+        period: Duration.hours(1),
+      }),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    props.notifier.notify(this.alarm);
+  }
+}
