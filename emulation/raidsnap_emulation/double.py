@@ -236,6 +236,10 @@ class _Command:
 _FSR_ORDER = {"enabling": 0, "optimizing": 1, "enabled": 2}
 # Most SourceSnapshotIds one Enable/DisableFastSnapshotRestores call takes (see _fsr_targets).
 FSR_MAX_SNAPSHOT_IDS = 10
+# Service Quotas' EBS quota "Fast snapshot restore" (ebs / L-631ECBD3, default 5 per Region).
+FSR_QUOTA_SERVICE_CODE = "ebs"
+FSR_QUOTA_CODE = "L-631ECBD3"
+FSR_QUOTA_ERROR = "ResourceLimitExceeded"
 
 
 def _iso(when: datetime) -> str:
@@ -327,6 +331,9 @@ class AwsDouble:
         self.fsr_enabling_seconds: float = 60.0
         self.fsr_optimizing_seconds_per_gib: float = 3600.0 / 1024.0
         self.fsr_disabling_seconds: float = 30.0
+        # Snapshots that may have FSR on at once in the Region (any AZ): the account's applied
+        # value of the quota, which GetServiceQuota reports. See _enable_fsr.
+        self.fsr_region_limit: int = 5
         self.invocation_visible_after_seconds: float = 0.0
 
         # IAM: the emulation authorizes each call a known principal makes, in this one place.
@@ -388,6 +395,7 @@ class AwsDouble:
             ("ssm", "CancelCommand"): self._cancel_command,
             ("ssm", "DescribeInstanceInformation"): self._describe_instance_information,
             ("cloudformation", "ListStackResources"): self._list_stack_resources,
+            ("service-quotas", "GetServiceQuota"): self._get_service_quota,
         }
 
     # ------------------------------------------------------------------ installation
@@ -1332,14 +1340,48 @@ class AwsDouble:
                 )
         return targets, failures
 
+    def _fsr_active_snapshots(self, now: datetime) -> set[str]:
+        """Snapshots with FSR on (enabling, optimizing or enabled) in any AZ of the Region."""
+        return {
+            pair.snapshot_id
+            for pair in self._fsr.values()
+            if self._fsr_state(pair, now) in _FSR_ORDER
+        }
+
     def _enable_fsr(self, params: Params) -> Answer:
+        """Enable each pair; a pair that would take the Region past ``fsr_region_limit``
+        snapshots with FSR on is refused as an Unsuccessful entry, the others still enable.
+
+        The quota counts snapshots, not pairs: "You can enable up to 5 snapshots for fast
+        snapshot restore per Region" (EBS User Guide, fast snapshot restore, Considerations;
+        adjustable: Service Quotas, EBS "Fast snapshot restore", L-631ECBD3). A snapshot already
+        on in another AZ takes no further place. The error code EC2 puts in the entry is not
+        documented and no recorded answer was found: the double uses ResourceLimitExceeded, the
+        code the EC2 API reference's common client errors give for exceeding a resource limit,
+        and the restore does not depend on it (any refusal makes it fall back)."""
         now = self.clock.now()
         targets, failures = self._fsr_targets(params)
         successful = []
+        active = self._fsr_active_snapshots(now)
+        refused: dict[str, list[Answer]] = {}
         for snapshot_id, zone, snapshot in targets:
             assert snapshot is not None
             pair = self._fsr.get((snapshot_id, zone))
-            if pair is None or self._fsr_state(pair, now) in ("disabling", "disabled"):
+            off = pair is None or self._fsr_state(pair, now) in ("disabling", "disabled")
+            if off and snapshot_id not in active and len(active) >= self.fsr_region_limit:
+                refused.setdefault(snapshot_id, []).append(
+                    {
+                        "AvailabilityZone": zone,
+                        "Error": {
+                            "Code": FSR_QUOTA_ERROR,
+                            "Message": "You can enable fast snapshot restore for at most "
+                            f"{self.fsr_region_limit} snapshots in this Region.",
+                        },
+                    }
+                )
+                continue
+            active.add(snapshot_id)
+            if off:
                 optimizing = now + timedelta(seconds=self.fsr_enabling_seconds)
                 optimise_for = self.fsr_optimizing_seconds_per_gib * int(
                     snapshot.get("VolumeSize", 0)
@@ -1354,7 +1396,12 @@ class AwsDouble:
                 )
                 self._fsr[(snapshot_id, zone)] = pair
                 self._fsr_history.append(pair)
+            assert pair is not None
             successful.append(self._fsr_item(pair, now))
+        failures += [
+            {"SnapshotId": sid, "FastSnapshotRestoreStateErrors": errors}
+            for sid, errors in refused.items()
+        ]
         return {"Successful": successful, "Unsuccessful": failures}
 
     def _disable_fsr(self, params: Params) -> Answer:
@@ -1407,6 +1454,33 @@ class AwsDouble:
         this project does not install): every stack is one that does not exist, answered as
         CloudFormation answers it."""
         raise AwsError("ValidationError", f"Stack with id {params['StackName']} does not exist")
+
+    # ------------------------------------------------------------------ Service Quotas
+
+    def _get_service_quota(self, params: Params) -> Answer:
+        """GetServiceQuota for EBS's "Fast snapshot restore" quota (ebs / L-631ECBD3: the code
+        as ListAWSDefaultServiceQuotas lists it, default 5.0, adjustable), at the value the
+        double enforces; any other quota is moto's (which knows only vpc)."""
+        if (params.get("ServiceCode"), params.get("QuotaCode")) != (
+            FSR_QUOTA_SERVICE_CODE,
+            FSR_QUOTA_CODE,
+        ):
+            return self._moto("service-quotas", "GetServiceQuota", params)
+        account = self._moto("sts", "GetCallerIdentity", {})["Account"]
+        return {
+            "Quota": {
+                "ServiceCode": FSR_QUOTA_SERVICE_CODE,
+                "ServiceName": "Amazon Elastic Block Store (Amazon EBS)",
+                "QuotaArn": f"arn:aws:servicequotas:{self.region}:{account}:"
+                f"{FSR_QUOTA_SERVICE_CODE}/{FSR_QUOTA_CODE}",
+                "QuotaCode": FSR_QUOTA_CODE,
+                "QuotaName": "Fast snapshot restore",
+                "Value": float(self.fsr_region_limit),
+                "Unit": "None",
+                "Adjustable": True,
+                "GlobalQuota": False,
+            }
+        }
 
     # ------------------------------------------------------------------ SSM
 

@@ -6,7 +6,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from raidsnap import clients
+from raidsnap.aws import error_code
 
 # EC2 documents FSR optimisation at about 60 minutes per TiB of snapshot data.
 OPTIMIZING_SECONDS_PER_GIB = 3600.0 / 1024.0
@@ -20,6 +23,12 @@ _ACTIVE = ("enabling", "optimizing", "enabled")
 # (InvalidRequest: "Number of values of parameter SourceSnapshotIds must be less than or equal to
 # 10."), so every call names at most this many.
 MAX_IDS_PER_CALL = 10
+# "You can enable up to 5 snapshots for fast snapshot restore per Region" (EBS User Guide, fast
+# snapshot restore, Considerations), adjustable: Service Quotas' EBS quota "Fast snapshot
+# restore", code L-631ECBD3.
+QUOTA_SERVICE_CODE = "ebs"
+QUOTA_CODE = "L-631ECBD3"
+DEFAULT_REGION_LIMIT = 5
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,8 @@ class Enabled:
 
     problems: list[str]
     enabling_times: dict[str, str]
+    # Snapshots EC2 refused (listed in Unsuccessful): never turned on by this call.
+    refused: tuple[str, ...] = ()
 
 
 def pair_key(snapshot_id: str, zone: str) -> str:
@@ -75,6 +86,46 @@ def already_active(snapshot_ids: Iterable[str], zone: str) -> set[str]:
     return {sid for sid, pair in states(snapshot_ids, zone).items() if active(pair.state)}
 
 
+@dataclass(frozen=True)
+class RegionLimit:
+    """How many snapshots may have FSR on at once in this Region, and, when Service Quotas did
+    not say, why the default was assumed."""
+
+    snapshots: int
+    assumed_because: str | None = None
+
+
+def region_limit() -> RegionLimit:
+    """The account's applied value of the FSR quota; the documented default when Service Quotas
+    cannot be asked (no permission, an endpoint not reachable, a quota it does not know)."""
+    try:
+        quota = clients.servicequotas().get_service_quota(
+            ServiceCode=QUOTA_SERVICE_CODE, QuotaCode=QUOTA_CODE
+        )["Quota"]
+        return RegionLimit(int(quota["Value"]))
+    except ClientError as err:
+        why = f"{error_code(err)}: {err.response.get('Error', {}).get('Message', '')}"
+    except (BotoCoreError, KeyError, TypeError, ValueError) as err:
+        why = f"{type(err).__name__}: {err}"
+    return RegionLimit(DEFAULT_REGION_LIMIT, why)
+
+
+def active_in_region() -> set[str]:
+    """Snapshots with FSR on (enabling, optimizing or enabled) in any AZ of the Region: each
+    takes one place of the quota, however many AZs it is on in."""
+    pages = (
+        clients.ec2()
+        .get_paginator("describe_fast_snapshot_restores")
+        .paginate(Filters=[{"Name": "state", "Values": list(_ACTIVE)}])
+    )
+    return {
+        str(item.get("SnapshotId", ""))
+        for page in pages
+        for item in page.get("FastSnapshotRestores", [])
+        if active(str(item.get("State", "")))
+    }
+
+
 def active(state: str) -> bool:
     """Billed: FSR costs from enabling until it is disabled."""
     return state in _ACTIVE
@@ -91,12 +142,14 @@ def batches(snapshot_ids: list[str]) -> list[list[str]]:
 def enable(snapshot_ids: list[str], zone: str) -> Enabled:
     """Enable FSR; EC2's refusals (a limit, a snapshot not ours) come back as readable lines."""
     problems = []
+    refused: list[str] = []
     times: dict[str, str] = {}
     for batch in batches(snapshot_ids):
         answer = clients.ec2().enable_fast_snapshot_restores(
             AvailabilityZones=[zone], SourceSnapshotIds=batch
         )
         for item in answer.get("Unsuccessful", []):
+            refused.append(str(item.get("SnapshotId", "")))
             for err in item.get("FastSnapshotRestoreStateErrors", []):
                 detail = err.get("Error", {})
                 problems.append(
@@ -107,7 +160,7 @@ def enable(snapshot_ids: list[str], zone: str) -> Enabled:
             for item in answer.get("Successful", [])
             if isinstance(item.get("EnablingTime"), datetime)
         }
-    return Enabled(problems, times)
+    return Enabled(problems, times, tuple(refused))
 
 
 def disable(snapshot_ids: list[str], zone: str) -> None:

@@ -337,6 +337,16 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
     ids = [m["snapshotId"] for m in state["members"]]
     arn = state["execution"]["id"]
     if f["status"] == "start":
+        too_many = _fsr_quota_problem(state, ids)
+        if too_many is not None:
+            # Nothing is enabled; pairs only an earlier try of this step enabled (it claimed them
+            # first) are this run's and go off with the fallback.
+            claims = [c for c in lock.fsr_claims(settings.lock_table) if c.execution_arn == arn]
+            mine = sorted(
+                {p.split("@")[0] for c in claims for p in c.pairs if p.endswith(f"@{zone}")}
+            )
+            state["fsr"] = {"status": "fallback", "ours": mine, "before": [], "disabled": False}
+            return _fsr_fallback(state, too_many)
         before, adopted = _fsr_owners(settings.lock_table, arn, ids, zone)
         ours = [i for i in ids if i not in before]
         lock.claim_fsr(
@@ -358,6 +368,9 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
         }
         state["fsr"] = f
         if enabled.problems:
+            # A refusal (another restore took the quota's last places since we looked): what
+            # this run enabled goes off again, what EC2 refused was never on.
+            f["ours"] = [i for i in ours if i not in enabled.refused]
             return _fsr_fallback(state, "EC2 refused to enable FSR: " + "; ".join(enabled.problems))
         f["waitSeconds"] = _fsr_wait(state, {}, f)
         if before:
@@ -436,13 +449,37 @@ def _fsr_wait(state: State, current: dict[str, str], f: dict[str, Any]) -> int:
     return int(min(fsr.MAX_WAIT_SECONDS, max(fsr.MIN_WAIT_SECONDS, left)))
 
 
+def _fsr_quota_problem(state: State, ids: list[str]) -> str | None:
+    """Why the set cannot have FSR in this Region now, or None when it fits: the quota counts
+    snapshots with FSR on in any AZ, and those of others (not this set's) leave the rest."""
+    limit = fsr.region_limit()
+    if limit.assumed_because is not None:
+        state["notes"].append(
+            f"Service Quotas did not give the Region's FSR quota ({limit.assumed_because}); "
+            f"the default of {limit.snapshots} snapshots was assumed"
+        )
+    wanted = set(ids)
+    others = fsr.active_in_region() - wanted
+    room = max(0, limit.snapshots - len(others))
+    if len(wanted) <= room:
+        return None
+    return (
+        f"FSR was not enabled: the set has {len(wanted)} snapshots, and this Region allows FSR "
+        f"on {limit.snapshots} snapshots at once ({fsr.QUOTA_SERVICE_CODE} quota "
+        f"{fsr.QUOTA_CODE}), {len(others)} of them already taken by other snapshots, so "
+        f"{room} are free"
+    )
+
+
 def _fsr_fallback(state: State, why: str) -> State:
     f = state["fsr"]
-    fsr.disable(list(f.get("ours", [])), state["availabilityZone"])
+    ours = list(f.get("ours", []))
+    fsr.disable(ours, state["availabilityZone"])
     f["disabled"] = True
     f["status"] = "fallback"
     state["initialization"]["used"] = "prewarm"
-    state["notes"].append(f"{why}; FSR disabled again and the members are prewarmed instead")
+    then = "FSR disabled again and the" if ours else "the"
+    state["notes"].append(f"{why}; {then} members are prewarmed instead")
     return state
 
 

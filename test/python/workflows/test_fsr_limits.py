@@ -1,4 +1,5 @@
-"""Fast Snapshot Restore within EC2's limits: at most ten snapshots per Enable/Disable call."""
+"""Fast Snapshot Restore within EC2's limits: at most ten snapshots per Enable/Disable call, and
+at most the Region's quota of snapshots with FSR on at once."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ def test_fsr_restore_of_16_members_enables_and_disables_ten_snapshots_per_call_a
     emu: Emulation,
 ) -> None:
     zone, snapshot_ids, target = array_of(emu, 16)
+    emu.double.fsr_region_limit = 20  # an account whose quota was raised
     run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "fsr"})
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     assert run.output["initialization"] == "fsr"
@@ -73,6 +75,7 @@ def test_cleanup_after_a_failed_fsr_restore_of_16_members_disables_all_16(
     emu: Emulation,
 ) -> None:
     _, snapshot_ids, target = array_of(emu, 16)
+    emu.double.fsr_region_limit = 20
     emu.hosts.fail_next(
         "assemble",
         CommandOutcome(status="Failed", stderr="raidsnap: UuidMismatch: refusing", exit_code=1),
@@ -84,3 +87,103 @@ def test_cleanup_after_a_failed_fsr_restore_of_16_members_disables_all_16(
     assert all(len(c.params["SourceSnapshotIds"]) <= FSR_MAX_SNAPSHOT_IDS for c in disables)
     assert set(named(emu, "DisableFastSnapshotRestores")) == set(snapshot_ids)
     assert set(fsr_states(snapshot_ids).values()) <= {"disabling", "disabled"}
+
+
+# ---------------------------------------------------------------------- the Region's quota
+
+
+def fsr_restore(emu: Emulation, target: str) -> Any:
+    return emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "fsr"})
+
+
+def assert_prewarmed_instead(emu: Emulation, run: Any, members: int) -> None:
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["requestedInitialization"] == "fsr"
+    assert run.output["initialization"] == "prewarm"
+    created = restored_volumes(run.arn)
+    assert len(created) == members
+    assert not any(v["FastRestored"] for v in created)
+    prewarms = [
+        c
+        for c in calls(emu, "SendCommand")
+        if c.applied and str(c.params["DocumentName"]).endswith("-prewarm")
+    ]
+    assert len(prewarms) == 1
+
+
+def test_a_restore_of_6_members_in_a_region_limited_to_5_falls_back_before_enabling_anything(
+    emu: Emulation,
+) -> None:
+    _, snapshot_ids, target = array_of(emu, 6)
+    assert emu.double.fsr_region_limit == 5  # EC2's default quota
+    run = fsr_restore(emu, target)
+    assert_prewarmed_instead(emu, run, 6)
+    assert calls(emu, "EnableFastSnapshotRestores") == []
+    assert fsr_states(snapshot_ids) == {}
+    (why,) = [n for n in run.output["notes"] if "FSR was not enabled" in n]
+    assert "6 snapshots" in why and "5 snapshots at once" in why
+    # The quota was read from Service Quotas, not assumed
+    assert not [n for n in run.output["notes"] if "was assumed" in n]
+    (quota,) = calls(emu, "GetServiceQuota")
+    assert (quota.params["ServiceCode"], quota.params["QuotaCode"]) == ("ebs", "L-631ECBD3")
+    assert quota.applied
+
+
+def test_snapshots_of_others_with_fsr_on_leave_too_little_room_and_the_restore_falls_back(
+    emu: Emulation,
+) -> None:
+    # GIVEN two snapshots that are not the set's with FSR on in another AZ of the Region
+    zone, snapshot_ids, target = array_of(emu, 4)
+    ec2 = boto3.client("ec2")
+    others = []
+    for _ in range(2):
+        volume = ec2.create_volume(AvailabilityZone=zone, Size=8)["VolumeId"]
+        others.append(ec2.create_snapshot(VolumeId=volume)["SnapshotId"])
+    emu.double.clock.advance(emu.double.snapshot_seconds + 1)
+    ec2.enable_fast_snapshot_restores(AvailabilityZones=["us-east-1b"], SourceSnapshotIds=others)
+    # WHEN a set of 4 is restored with FSR, with 5 - 2 = 3 places free
+    run = fsr_restore(emu, target)
+    # THEN nothing is enabled, the others stay on, and the members are prewarmed
+    assert_prewarmed_instead(emu, run, 4)
+    enables = calls(emu, "EnableFastSnapshotRestores")
+    assert [c.params["SourceSnapshotIds"] for c in enables] == [others]  # the test's own
+    assert set(fsr_states(others).values()) <= {"enabling", "optimizing", "enabled"}
+    assert fsr_states(snapshot_ids) == {}
+    assert any("2 of them already taken" in n for n in run.output["notes"])
+
+
+def test_a_quota_refusal_that_comes_anyway_turns_off_what_the_run_enabled_and_falls_back(
+    emu: Emulation,
+) -> None:
+    # GIVEN Service Quotas reports room for 10 while EC2 enforces 5 (another restore took the
+    # places between the look and the enable)
+    _, snapshot_ids, target = array_of(emu, 6)
+    emu.double.route(
+        "service-quotas",
+        "GetServiceQuota",
+        lambda params: {"Quota": {"QuotaCode": params["QuotaCode"], "Value": 10.0}},
+    )
+    mark = len(emu.double.calls)
+    run = fsr_restore(emu, target)
+    # THEN EC2 refused one pair, the five it enabled are off again, and the run prewarmed
+    assert_prewarmed_instead(emu, run, 6)
+    (enable,) = [c for c in calls(emu, "EnableFastSnapshotRestores") if c.applied]
+    assert sorted(enable.params["SourceSnapshotIds"]) == snapshot_ids
+    refused = [n for n in run.output["notes"] if "ResourceLimitExceeded" in n]
+    assert refused
+    disabled = named(emu, "DisableFastSnapshotRestores")
+    assert len(disabled) == 5
+    assert set(fsr_states(snapshot_ids).values()) <= {"disabling", "disabled"}
+    # AND the volumes were created only after FSR was off again
+    (first_create, *_) = calls(emu, "CreateVolume", mark)
+    assert calls(emu, "DisableFastSnapshotRestores")[0].time <= first_create.time
+
+
+def test_without_service_quotas_the_default_of_5_is_assumed_and_said(emu: Emulation) -> None:
+    _, _, target = array_of(emu, 3)
+    emu.double.fail("service-quotas", "GetServiceQuota", code="ServiceException", times=10)
+    run = fsr_restore(emu, target)
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["initialization"] == "fsr"
+    (said,) = [n for n in run.output["notes"] if "was assumed" in n]
+    assert "ServiceException" in said and "default of 5" in said
