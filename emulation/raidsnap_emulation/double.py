@@ -210,6 +210,8 @@ class _FsrPair:
     enabled: datetime
     disabling: datetime | None = None
     disabled: datetime | None = None
+    # The enable failed on EC2's side: disabling/disabled with this reason, not the user's.
+    failure_reason: str | None = None
 
 
 @dataclass
@@ -240,6 +242,8 @@ FSR_MAX_SNAPSHOT_IDS = 10
 FSR_QUOTA_SERVICE_CODE = "ebs"
 FSR_QUOTA_CODE = "L-631ECBD3"
 FSR_QUOTA_ERROR = "ResourceLimitExceeded"
+# StateTransitionReason of a pair whose enable failed (see fail_fsr_async).
+FSR_FAILED_REASON = "Server.InternalError"
 
 
 def _iso(when: datetime) -> str:
@@ -365,6 +369,8 @@ class AwsDouble:
         # Snapshot -> the image (AMI) whose block device mapping uses it.
         self._image_snapshots: dict[str, str] = {}
         self._fsr_stuck: str | None = None
+        # Snapshot -> seconds after enabling at which its enable fails (fail_fsr_async).
+        self._fsr_failing: dict[str, float] = {}
         self._zones: dict[str, str] | None = None
 
         self._agents: dict[str, bool] = {}
@@ -480,6 +486,29 @@ class AwsDouble:
             raise ValueError(f"FSR cannot stick in state {state!r}")
         with self._lock:
             self._fsr_stuck = state
+
+    def fail_fsr_async(self, snapshot_id: str, after_seconds: float = 30.0) -> None:
+        """The enable of this snapshot's FSR (in any AZ; pairs enabling now and those enabled
+        from now on) fails on EC2's side ``after_seconds`` after it was accepted: the pair goes
+        ``disabling``, then ``disabled``, with a StateTransitionReason that is not the user's.
+
+        EC2 documents the failure ("disabling: A request was made to disable fast snapshot
+        restore, or a request to enable fast snapshot restore failed", EBS User Guide, "Check
+        the fast snapshot restore state") but lists only the two Client.UserInitiated reasons
+        (API reference, DescribeFastSnapshotRestoreSuccessItem); the double reports
+        FSR_FAILED_REASON, EC2's form of a server-side reason, which nothing relies on."""
+        with self._lock:
+            self._fsr_failing[snapshot_id] = after_seconds
+            now = self.clock.now()
+            for pair in self._fsr.values():
+                pending = self._fsr_state(pair, now) in ("enabling", "optimizing")
+                if pair.snapshot_id == snapshot_id and pending and pair.disabling is None:
+                    self._fail_pair(pair, after_seconds)
+
+    def _fail_pair(self, pair: _FsrPair, after_seconds: float) -> None:
+        pair.disabling = pair.enabling + timedelta(seconds=after_seconds)
+        pair.disabled = pair.disabling + timedelta(seconds=self.fsr_disabling_seconds)
+        pair.failure_reason = FSR_FAILED_REASON
 
     def set_agent(self, instance_id: str, online: bool = True, version: str | None = None) -> None:
         """The instance's SSM agent: online or not, and the version it reports (the current
@@ -945,8 +974,10 @@ class AwsDouble:
         self._snapshots.pop(snapshot_id, None)
         now = self.clock.now()
         for pair in self._fsr.values():
-            if pair.snapshot_id == snapshot_id and pair.disabled is None:
-                pair.disabling = pair.disabling or now
+            if pair.snapshot_id == snapshot_id and (pair.disabled is None or pair.disabled > now):
+                if pair.disabling is None or pair.disabling > now:  # a failure still to come
+                    pair.disabling = now
+                    pair.failure_reason = None
                 pair.disabled = now
         return {}
 
@@ -1261,14 +1292,16 @@ class AwsDouble:
             "AvailabilityZone": pair.zone,
             "AvailabilityZoneId": self._zones_by_name().get(pair.zone, ""),
             "State": state,
-            "StateTransitionReason": "Client.UserInitiated"
+            "StateTransitionReason": pair.failure_reason
+            if pair.failure_reason and state in ("disabling", "disabled")
+            else "Client.UserInitiated"
             if state in ("enabling", "disabling")
             else "Client.UserInitiated - Lifecycle state transition",
             "OwnerId": pair.owner_id,
             "EnablingTime": pair.enabling,
         }
         reached = {"enabling": 0, "optimizing": 1, "enabled": 2, "disabling": 3, "disabled": 4}
-        if pair.disabling is not None:
+        if pair.disabling is not None and now >= pair.disabling:
             for key, when in (("OptimizingTime", pair.optimizing), ("EnabledTime", pair.enabled)):
                 if when <= pair.disabling:
                     item[key] = when
@@ -1396,6 +1429,8 @@ class AwsDouble:
                 )
                 self._fsr[(snapshot_id, zone)] = pair
                 self._fsr_history.append(pair)
+                if snapshot_id in self._fsr_failing:
+                    self._fail_pair(pair, self._fsr_failing[snapshot_id])
             assert pair is not None
             successful.append(self._fsr_item(pair, now))
         failures += [
@@ -1423,6 +1458,7 @@ class AwsDouble:
             if self._fsr_state(pair, now) not in ("disabling", "disabled"):
                 pair.disabling = now
                 pair.disabled = now + timedelta(seconds=self.fsr_disabling_seconds)
+                pair.failure_reason = None  # the user's disable came before any failure
             successful.append(self._fsr_item(pair, now))
         return {"Successful": successful, "Unsuccessful": failures}
 

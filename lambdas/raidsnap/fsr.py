@@ -36,6 +36,8 @@ class PairState:
     snapshot_id: str
     state: str
     enabling_time: datetime | None = None
+    # EC2's StateTransitionReason: Client.UserInitiated..., or why an enable failed.
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ def states(snapshot_ids: Iterable[str], zone: str) -> dict[str, PairState]:
                 snapshot_id=sid,
                 state=str(item.get("State", "")),
                 enabling_time=when if isinstance(when, datetime) else None,
+                reason=str(item.get("StateTransitionReason", "")),
             )
     return out
 

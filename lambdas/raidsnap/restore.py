@@ -399,6 +399,16 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
         f["status"] = "ready"
         f["states"] = current
         return state
+    # disabling or disabled after the enable: EC2 failed it (or someone turned it off). It never
+    # comes back by itself, so waiting out the limit would only delay the restore.
+    gone = [sid for sid, st in current.items() if st in ("disabling", "disabled")]
+    if gone:
+        detail = ", ".join(
+            f"{sid} {current[sid]} ({pairs[sid].reason or 'no reason'})" for sid in gone
+        )
+        return _fsr_fallback(
+            state, f"FSR stopped after it was enabled, after {f['waitedSeconds']} s: {detail}"
+        )
     limit = int(state["initialization"]["fsrTimeoutSeconds"])
     if f["waitedSeconds"] >= limit:
         summary = ", ".join(

@@ -3,10 +3,12 @@ at most the Region's quota of snapshots with FSR on at once."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import boto3
 
+from raidsnap import fsr
 from raidsnap_emulation.double import FSR_MAX_SNAPSHOT_IDS, CommandOutcome
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import (
@@ -187,3 +189,36 @@ def test_without_service_quotas_the_default_of_5_is_assumed_and_said(emu: Emulat
     assert run.output["initialization"] == "fsr"
     (said,) = [n for n in run.output["notes"] if "was assumed" in n]
     assert "ServiceException" in said and "default of 5" in said
+
+
+# ---------------------------------------------------------------------- an enable that fails
+
+
+def test_an_enable_that_fails_on_ec2s_side_falls_back_at_the_next_look_not_at_the_limit(
+    emu: Emulation,
+) -> None:
+    # GIVEN a set whose second snapshot's FSR enable fails 30 s after EC2 accepted it
+    _, snapshot_ids, target = array_of(emu, 3)
+    emu.double.fail_fsr_async(snapshot_ids[1], after_seconds=30)
+    # WHEN it is restored with FSR and an hour to wait for it
+    run = emu.run(
+        "restore",
+        {
+            "array": "db1",
+            "targetInstanceId": target,
+            "initialization": "fsr",
+            "fsrTimeoutSeconds": 3600,
+        },
+    )
+    # THEN the run prewarms instead, and says which snapshot failed and why
+    assert_prewarmed_instead(emu, run, 3)
+    (why,) = [n for n in run.output["notes"] if snapshot_ids[1] in n]
+    assert "Server.InternalError" in why
+    # AND it gave up at its first look after the failure, not after the hour
+    (enable,) = [c for c in calls(emu, "EnableFastSnapshotRestores") if c.applied]
+    failed_at = enable.time + timedelta(seconds=30)
+    disable = calls(emu, "DisableFastSnapshotRestores")[0]
+    assert run.states_entered.count("CheckFsr") == 1
+    assert (disable.time - failed_at).total_seconds() <= fsr.MAX_WAIT_SECONDS
+    # AND the pairs it enabled are off
+    assert set(fsr_states(snapshot_ids).values()) <= {"disabling", "disabled"}
