@@ -212,6 +212,9 @@ class _FsrPair:
     disabled: datetime | None = None
     # The enable failed on EC2's side: disabling/disabled with this reason, not the user's.
     failure_reason: str | None = None
+    # Volume creation credits: the balance as of credits_at (None: the bucket has not started).
+    credits: float = 0.0
+    credits_at: datetime | None = None
 
 
 @dataclass
@@ -1124,7 +1127,9 @@ class AwsDouble:
             if snapshot.get("Encrypted") and not kms_key_id:
                 kms_key_id = snapshot.get("KmsKeyId")
             pair = self._fsr.get((snapshot_id, str(zone)))
-            fast_restored = pair is not None and self._fsr_state(pair, now) == "enabled"
+            fast_restored = pair is not None and self._fsr_take_credit(
+                pair, now, int(snapshot["VolumeSize"])
+            )
 
         answer = self._moto("ec2", "CreateVolume", request)
         vol = _Volume(
@@ -1284,6 +1289,27 @@ class AwsDouble:
         if self._fsr_stuck in _FSR_ORDER and _FSR_ORDER[state] > _FSR_ORDER[self._fsr_stuck]:
             state = self._fsr_stuck
         return state
+
+    def _fsr_take_credit(self, pair: _FsrPair, now: datetime, size_gib: int) -> bool:
+        """Spend one volume creation credit of the pair, if it has one: a volume is fast
+        restored only then. One bucket per (snapshot, AZ) pair; it starts empty once the pair
+        is enabled, fills at MIN(10, 1024 / snapshot GiB) credits an hour and holds at most
+        MAX(1, MIN(10, 1024 / snapshot GiB)) (EBS User Guide, "Amazon EBS fast snapshot restore
+        volume creation credits"; the guide does not say whether the filling starts at enabling
+        or at enabled: the double starts at enabled, the later, so a restore that waits long
+        enough here waits long enough in AWS)."""
+        if self._fsr_state(pair, now) != "enabled":
+            return False
+        per_hour = min(10.0, 1024.0 / max(1, size_gib))
+        cap = max(1.0, per_hour)
+        since = pair.credits_at or pair.enabled
+        balance = min(cap, pair.credits + per_hour * (now - since).total_seconds() / 3600)
+        pair.credits_at = now
+        if balance >= 1.0:
+            pair.credits = balance - 1.0
+            return True
+        pair.credits = balance
+        return False
 
     def _fsr_item(self, pair: _FsrPair, now: datetime) -> Answer:
         state = self._fsr_state(pair, now)

@@ -177,6 +177,14 @@ def usable(state: str, allow_optimizing: bool) -> bool:
     return state == "enabled" or (allow_optimizing and state == "optimizing")
 
 
+def credit_seconds(size_gib: int) -> float:
+    """How long after a pair is enabled its volume creation credit bucket (empty at first)
+    holds one credit: it fills at MIN(10, 1024 / snapshot GiB) credits an hour (EBS User Guide,
+    "Amazon EBS fast snapshot restore volume creation credits"). A volume created from a pair
+    without a credit is not fast restored."""
+    return 3600.0 / min(10.0, 1024.0 / max(1, size_gib))
+
+
 def seconds_left(state: str | None, size_gib: int, spent_in_state: float) -> float:
     """What EC2's published pace says a pair still needs before it is enabled, given how long
     the workflow has already waited since it first saw the pair in this state. Time is counted

@@ -395,7 +395,7 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
             seen[sid] = [st, f["waitedSeconds"]]
     f["seen"] = seen
     state["fsr"] = f
-    if all(fsr.usable(st, allow) for st in current.values()):
+    if all(fsr.usable(st, allow) for st in current.values()) and _credit_wait(state, current) <= 0:
         f["status"] = "ready"
         f["states"] = current
         return state
@@ -439,11 +439,30 @@ def _fsr_owners(table: str, arn: str, ids: list[str], zone: str) -> tuple[set[st
     return before, adopted
 
 
+def _credit_wait(state: State, current: dict[str, str]) -> float:
+    """How much longer the pairs this run enabled need, once enabled, before each has a volume
+    creation credit (their buckets start empty), in waited seconds since each was seen enabled;
+    0 when all have one. Pairs enabled before the run may have spent theirs: check_volumes
+    finds out from FastRestored."""
+    f = state["fsr"]
+    ours = set(f.get("ours") or [])
+    waited = int(f.get("waitedSeconds", 0))
+    seen = f.get("seen") or {}
+    left = 0.0
+    for m in state["members"]:
+        sid = m["snapshotId"]
+        if sid in ours and current.get(sid) == "enabled":
+            since = seen.get(sid, [None, waited])[1]
+            left = max(left, fsr.credit_seconds(int(m["sizeGib"])) - (waited - since))
+    return left
+
+
 def _fsr_wait(state: State, current: dict[str, str], f: dict[str, Any]) -> int:
     allow = bool(state["initialization"]["allowOptimizing"])
     waited = int(f.get("waitedSeconds", 0))
     seen = f.get("seen") or {}
-    left = 0.0
+    ours = set(f.get("ours") or [])
+    left = _credit_wait(state, current)
     for m in state["members"]:
         st = current.get(m["snapshotId"])
         if st is not None and fsr.usable(st, allow):
@@ -452,6 +471,8 @@ def _fsr_wait(state: State, current: dict[str, str], f: dict[str, Any]) -> int:
         need = fsr.seconds_left(
             None if st in (None, "absent") else st, int(m["sizeGib"]), waited - since
         )
+        if m["snapshotId"] in ours and not allow:
+            need += fsr.credit_seconds(int(m["sizeGib"]))
         if allow and st in (None, "absent", "enabling"):
             need = max(0.0, fsr.ENABLING_SECONDS - (waited - since))
         # A pair slower than EC2's published pace: look again after a quarter of the wait so far.
@@ -542,6 +563,17 @@ def check_volumes(state: State) -> State:
     if all(vid in views and views[vid].state == "available" for vid in v["ids"]):
         v["status"] = "available"
         v["fastRestored"] = [views[vid].fast_restored for vid in v["ids"]]
+        init = state["initialization"]
+        slow = [vid for vid, fast in zip(v["ids"], v["fastRestored"], strict=True) if not fast]
+        if init["used"] == "fsr" and slow:
+            # No volume creation credit was left for these (someone else's volumes spent it, or
+            # EC2 was slower than its pace): they are read once on the instance instead.
+            init["prewarmVolumeIds"] = slow
+            members = [i for i, vid in enumerate(v["ids"]) if vid in slow]
+            state["notes"].append(
+                f"members {members} were created without an FSR volume creation credit (not "
+                "fast restored); they are prewarmed, the others are fast restored"
+            )
         f = state.get("fsr") or {}
         if f.get("ours") and not f.get("disabled"):
             fsr.disable(list(f["ours"]), state["availabilityZone"])
@@ -582,7 +614,8 @@ def send_command(state: State, step: str, documents: RestoreDocuments) -> dict[s
         }
     elif step == "prewarm":
         document, timeout = documents.prewarm, PREWARM_TIMEOUT_SECONDS
-        params = {"VolumeIds": ids, "Method": "auto"}
+        chosen = state["initialization"].get("prewarmVolumeIds")
+        params = {"VolumeIds": ",".join(chosen) if chosen else ids, "Method": "auto"}
         largest = max(int(m["sizeGib"]) for m in state["members"])
         expected = largest * 1024 / PREWARM_MIB_PER_SECOND
         wait = int(min(300, max(10, expected / 4)))
@@ -777,11 +810,30 @@ def finish(state: State, settings: RestoreSettings) -> State:
         "initialization": init["used"],
         "requestedInitialization": init["requested"],
         "fastRestored": state["volumes"].get("fastRestored", []),
+        "memberInitialization": _member_initialization(state),
         "replacedVolumeIds": (state.get("old") or {}).get("volumeIds", []),
         "prewarm": prewarm_out,
         "notes": notes,
     }
     return state
+
+
+def _member_initialization(state: State) -> list[str]:
+    """How each member's volume was initialized, in member order: fsr for a volume EC2 fast
+    restored, prewarm for one read on the instance, else the run's initialization."""
+    init = state["initialization"]
+    ids = state["volumes"]["ids"]
+    fast = state["volumes"].get("fastRestored") or [False] * len(ids)
+    prewarmed = set(init.get("prewarmVolumeIds") or [])
+    out = []
+    for vid, fast_restored in zip(ids, fast, strict=True):
+        if vid in prewarmed:
+            out.append("prewarm")
+        elif init["used"] == "fsr" and fast_restored:
+            out.append("fsr")
+        else:
+            out.append(str(init["used"]))
+    return out
 
 
 # ---------------------------------------------------------------------- failure path

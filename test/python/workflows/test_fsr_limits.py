@@ -12,11 +12,13 @@ from raidsnap import fsr
 from raidsnap_emulation.double import FSR_MAX_SNAPSHOT_IDS, CommandOutcome
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import (
+    HeldStep,
     backed_up,
     launch_instance,
     make_array,
     restored_volumes,
     sets_of,
+    tags_of,
 )
 
 
@@ -222,3 +224,67 @@ def test_an_enable_that_fails_on_ec2s_side_falls_back_at_the_next_look_not_at_th
     assert (disable.time - failed_at).total_seconds() <= fsr.MAX_WAIT_SECONDS
     # AND the pairs it enabled are off
     assert set(fsr_states(snapshot_ids).values()) <= {"disabling", "disabled"}
+
+
+# ---------------------------------------------------------------------- volume creation credits
+
+
+def test_a_member_created_without_a_credit_is_prewarmed_and_the_output_says_which(
+    emu: Emulation,
+) -> None:
+    # GIVEN member 0's snapshot has FSR on already (not the run's)
+    zone, _, target = array_of(emu, 3)
+    (set_id,) = sets_of("db1")
+    by_index = {int(tags_of(s)["raidsnap:member-index"]): s for s in sets_of("db1")[set_id]}
+    first = str(by_index[0]["SnapshotId"])
+    ec2 = boto3.client("ec2")
+    ec2.enable_fast_snapshot_restores(AvailabilityZones=[zone], SourceSnapshotIds=[first])
+    emu.double.clock.advance(3 * 3600)
+    # WHEN it is restored with FSR, and someone spends member 0's credits just before the
+    # restore creates its volumes
+    held = HeldStep(emu, "restore_create_volumes")
+    arn = emu.start(
+        "restore", {"array": "db1", "targetInstanceId": target, "initialization": "fsr"}
+    )
+    held.wait()
+    spent = []
+    for _ in range(11):  # a 32 GiB snapshot's bucket holds at most 10
+        spent.append(ec2.create_volume(AvailabilityZone=zone, SnapshotId=first)["VolumeId"])
+    emu.double.clock.advance(emu.double.volume_seconds + 1)
+    views = ec2.describe_volumes(VolumeIds=spent)["Volumes"]
+    assert not all(v["FastRestored"] for v in views)  # the bucket is empty
+    held.release()
+    run = emu.wait(arn)
+    # THEN members 1 and 2 are fast restored (their fresh buckets got a credit first), member
+    # 0 is not and only it is prewarmed, and the output says which member used what
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["initialization"] == "fsr"
+    ids = run.output["volumeIds"]
+    assert run.output["fastRestored"] == [False, True, True]
+    restored = {v["VolumeId"]: v for v in restored_volumes(run.arn)}
+    assert [restored[i]["FastRestored"] for i in ids] == [False, True, True]
+    assert run.output["memberInitialization"] == ["prewarm", "fsr", "fsr"]
+    prewarms = [
+        c.params["Parameters"]
+        for c in calls(emu, "SendCommand")
+        if c.applied and str(c.params["DocumentName"]).endswith("-prewarm")
+    ]
+    assert [p["VolumeIds"] for p in prewarms] == [[ids[0]]]
+    assert any("members [0]" in n and "prewarmed" in n for n in run.output["notes"])
+
+
+def test_fresh_pairs_are_waited_for_until_each_has_a_volume_creation_credit(
+    emu: Emulation,
+) -> None:
+    # The bucket of a newly enabled pair starts empty: a restore that created its volumes as
+    # soon as FSR was enabled would get none of them fast restored
+    _, _, target = array_of(emu, 3)
+    run = fsr_restore(emu, target)
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["fastRestored"] == [True, True, True]
+    assert run.output["memberInitialization"] == ["fsr", "fsr", "fsr"]
+    assert not [
+        c
+        for c in calls(emu, "SendCommand")
+        if c.applied and str(c.params["DocumentName"]).endswith("-prewarm")
+    ]
