@@ -1,5 +1,5 @@
 # The two commands of the README, and a few conveniences around them.
-.PHONY: demo test setup synth bench clean
+.PHONY: demo test setup synth bench sim clean
 
 demo: ## a backup, the loss of a member and a restore, on the local AWS emulation
 	@scripts/demo.sh
@@ -15,6 +15,9 @@ synth:
 
 bench: ## state transitions per run on the emulation, and prewarm throughput in the VM
 	@scripts/setup.sh && .venv/bin/python bench/transitions.py && bench/prewarm.sh
+
+sim: ## thirty simulated days of backups with faults, retention and the sweeper; prints its figures
+	@scripts/setup.sh && .venv/bin/python -m pytest test/sim -q -s -p no:cacheprovider
 
 clean:
 	rm -rf cdk.out cdk.out.example .cache/test-results
