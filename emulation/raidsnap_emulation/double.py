@@ -210,6 +210,11 @@ class _FsrPair:
     enabled: datetime
     disabling: datetime | None = None
     disabled: datetime | None = None
+    # The enable failed on EC2's side: disabling/disabled with this reason, not the user's.
+    failure_reason: str | None = None
+    # Volume creation credits: the balance as of credits_at (None: the bucket has not started).
+    credits: float = 0.0
+    credits_at: datetime | None = None
 
 
 @dataclass
@@ -261,6 +266,14 @@ class _LifecycleAction:
 
 
 _FSR_ORDER = {"enabling": 0, "optimizing": 1, "enabled": 2}
+# Most SourceSnapshotIds one Enable/DisableFastSnapshotRestores call takes (see _fsr_targets).
+FSR_MAX_SNAPSHOT_IDS = 10
+# Service Quotas' EBS quota "Fast snapshot restore" (ebs / L-631ECBD3, default 5 per Region).
+FSR_QUOTA_SERVICE_CODE = "ebs"
+FSR_QUOTA_CODE = "L-631ECBD3"
+FSR_QUOTA_ERROR = "ResourceLimitExceeded"
+# StateTransitionReason of a pair whose enable failed (see fail_fsr_async).
+FSR_FAILED_REASON = "Server.InternalError"
 
 
 def _iso(when: datetime) -> str:
@@ -352,6 +365,9 @@ class AwsDouble:
         self.fsr_enabling_seconds: float = 60.0
         self.fsr_optimizing_seconds_per_gib: float = 3600.0 / 1024.0
         self.fsr_disabling_seconds: float = 30.0
+        # Snapshots that may have FSR on at once in the Region (any AZ): the account's applied
+        # value of the quota, which GetServiceQuota reports. See _enable_fsr.
+        self.fsr_region_limit: int = 5
         self.invocation_visible_after_seconds: float = 0.0
 
         # IAM: the emulation authorizes each call a known principal makes, in this one place.
@@ -383,6 +399,8 @@ class AwsDouble:
         # Snapshot -> the image (AMI) whose block device mapping uses it.
         self._image_snapshots: dict[str, str] = {}
         self._fsr_stuck: str | None = None
+        # Snapshot -> seconds after enabling at which its enable fails (fail_fsr_async).
+        self._fsr_failing: dict[str, float] = {}
         self._zones: dict[str, str] | None = None
 
         self._volume_statuses: dict[str, _VolumeStatus] = {}
@@ -419,6 +437,7 @@ class AwsDouble:
             ("ec2", "DescribeVolumeStatus"): self._describe_volume_status,
             ("autoscaling", "RecordLifecycleActionHeartbeat"): self._lifecycle_heartbeat,
             ("autoscaling", "CompleteLifecycleAction"): self._complete_lifecycle_action,
+            ("service-quotas", "GetServiceQuota"): self._get_service_quota,
         }
 
     # ------------------------------------------------------------------ installation
@@ -563,6 +582,29 @@ class AwsDouble:
             action = self._lifecycle_actions[token]
             self._expire(action, self.clock.now())
             return action.result, list(action.heartbeats)
+
+    def fail_fsr_async(self, snapshot_id: str, after_seconds: float = 30.0) -> None:
+        """The enable of this snapshot's FSR (in any AZ; pairs enabling now and those enabled
+        from now on) fails on EC2's side ``after_seconds`` after it was accepted: the pair goes
+        ``disabling``, then ``disabled``, with a StateTransitionReason that is not the user's.
+
+        EC2 documents the failure ("disabling: A request was made to disable fast snapshot
+        restore, or a request to enable fast snapshot restore failed", EBS User Guide, "Check
+        the fast snapshot restore state") but lists only the two Client.UserInitiated reasons
+        (API reference, DescribeFastSnapshotRestoreSuccessItem); the double reports
+        FSR_FAILED_REASON, EC2's form of a server-side reason, which nothing relies on."""
+        with self._lock:
+            self._fsr_failing[snapshot_id] = after_seconds
+            now = self.clock.now()
+            for pair in self._fsr.values():
+                pending = self._fsr_state(pair, now) in ("enabling", "optimizing")
+                if pair.snapshot_id == snapshot_id and pending and pair.disabling is None:
+                    self._fail_pair(pair, after_seconds)
+
+    def _fail_pair(self, pair: _FsrPair, after_seconds: float) -> None:
+        pair.disabling = pair.enabling + timedelta(seconds=after_seconds)
+        pair.disabled = pair.disabling + timedelta(seconds=self.fsr_disabling_seconds)
+        pair.failure_reason = FSR_FAILED_REASON
 
     def set_agent(self, instance_id: str, online: bool = True, version: str | None = None) -> None:
         """The instance's SSM agent: online or not, and the version it reports (the current
@@ -1046,8 +1088,10 @@ class AwsDouble:
         self._snapshots.pop(snapshot_id, None)
         now = self.clock.now()
         for pair in self._fsr.values():
-            if pair.snapshot_id == snapshot_id and pair.disabled is None:
-                pair.disabling = pair.disabling or now
+            if pair.snapshot_id == snapshot_id and (pair.disabled is None or pair.disabled > now):
+                if pair.disabling is None or pair.disabling > now:  # a failure still to come
+                    pair.disabling = now
+                    pair.failure_reason = None
                 pair.disabled = now
         return {}
 
@@ -1194,7 +1238,9 @@ class AwsDouble:
             if snapshot.get("Encrypted") and not kms_key_id:
                 kms_key_id = snapshot.get("KmsKeyId")
             pair = self._fsr.get((snapshot_id, str(zone)))
-            fast_restored = pair is not None and self._fsr_state(pair, now) == "enabled"
+            fast_restored = pair is not None and self._fsr_take_credit(
+                pair, now, int(snapshot["VolumeSize"])
+            )
 
         answer = self._moto("ec2", "CreateVolume", request)
         vol = _Volume(
@@ -1355,6 +1401,27 @@ class AwsDouble:
             state = self._fsr_stuck
         return state
 
+    def _fsr_take_credit(self, pair: _FsrPair, now: datetime, size_gib: int) -> bool:
+        """Spend one volume creation credit of the pair, if it has one: a volume is fast
+        restored only then. One bucket per (snapshot, AZ) pair; it starts empty once the pair
+        is enabled, fills at MIN(10, 1024 / snapshot GiB) credits an hour and holds at most
+        MAX(1, MIN(10, 1024 / snapshot GiB)) (EBS User Guide, "Amazon EBS fast snapshot restore
+        volume creation credits"; the guide does not say whether the filling starts at enabling
+        or at enabled: the double starts at enabled, the later, so a restore that waits long
+        enough here waits long enough in AWS)."""
+        if self._fsr_state(pair, now) != "enabled":
+            return False
+        per_hour = min(10.0, 1024.0 / max(1, size_gib))
+        cap = max(1.0, per_hour)
+        since = pair.credits_at or pair.enabled
+        balance = min(cap, pair.credits + per_hour * (now - since).total_seconds() / 3600)
+        pair.credits_at = now
+        if balance >= 1.0:
+            pair.credits = balance - 1.0
+            return True
+        pair.credits = balance
+        return False
+
     def _fsr_item(self, pair: _FsrPair, now: datetime) -> Answer:
         state = self._fsr_state(pair, now)
         item: Answer = {
@@ -1362,14 +1429,16 @@ class AwsDouble:
             "AvailabilityZone": pair.zone,
             "AvailabilityZoneId": self._zones_by_name().get(pair.zone, ""),
             "State": state,
-            "StateTransitionReason": "Client.UserInitiated"
+            "StateTransitionReason": pair.failure_reason
+            if pair.failure_reason and state in ("disabling", "disabled")
+            else "Client.UserInitiated"
             if state in ("enabling", "disabling")
             else "Client.UserInitiated - Lifecycle state transition",
             "OwnerId": pair.owner_id,
             "EnablingTime": pair.enabling,
         }
         reached = {"enabling": 0, "optimizing": 1, "enabled": 2, "disabling": 3, "disabled": 4}
-        if pair.disabling is not None:
+        if pair.disabling is not None and now >= pair.disabling:
             for key, when in (("OptimizingTime", pair.optimizing), ("EnabledTime", pair.enabled)):
                 if when <= pair.disabling:
                     item[key] = when
@@ -1386,6 +1455,19 @@ class AwsDouble:
     def _fsr_targets(
         self, params: Params
     ) -> tuple[list[tuple[str, str, dict[str, Any] | None]], list[Answer]]:
+        """The (snapshot, zone) pairs a FSR call names, and per-pair refusals.
+
+        A call naming more than FSR_MAX_SNAPSHOT_IDS snapshots is refused as a whole with
+        ``InvalidRequest`` (nothing changes): EC2 answered exactly that to an Enable of more than
+        ten (pingcap/tidb issue #48505, "Number of values of parameter SourceSnapshotIds must be
+        less than or equal to 10"). The API reference states no maximum for either call; Disable
+        takes the same SourceSnapshotIds list and is held to the same bound."""
+        if len(params["SourceSnapshotIds"]) > FSR_MAX_SNAPSHOT_IDS:
+            raise AwsError(
+                "InvalidRequest",
+                "Number of values of parameter SourceSnapshotIds must be less than or equal to "
+                f"{FSR_MAX_SNAPSHOT_IDS}.",
+            )
         zones = self._zones_by_name()
         by_id = {zone_id: name for name, zone_id in zones.items()}
         requested = list(params.get("AvailabilityZones", [])) + [
@@ -1428,14 +1510,48 @@ class AwsDouble:
                 )
         return targets, failures
 
+    def _fsr_active_snapshots(self, now: datetime) -> set[str]:
+        """Snapshots with FSR on (enabling, optimizing or enabled) in any AZ of the Region."""
+        return {
+            pair.snapshot_id
+            for pair in self._fsr.values()
+            if self._fsr_state(pair, now) in _FSR_ORDER
+        }
+
     def _enable_fsr(self, params: Params) -> Answer:
+        """Enable each pair; a pair that would take the Region past ``fsr_region_limit``
+        snapshots with FSR on is refused as an Unsuccessful entry, the others still enable.
+
+        The quota counts snapshots, not pairs: "You can enable up to 5 snapshots for fast
+        snapshot restore per Region" (EBS User Guide, fast snapshot restore, Considerations;
+        adjustable: Service Quotas, EBS "Fast snapshot restore", L-631ECBD3). A snapshot already
+        on in another AZ takes no further place. The error code EC2 puts in the entry is not
+        documented and no recorded answer was found: the double uses ResourceLimitExceeded, the
+        code the EC2 API reference's common client errors give for exceeding a resource limit,
+        and the restore does not depend on it (any refusal makes it fall back)."""
         now = self.clock.now()
         targets, failures = self._fsr_targets(params)
         successful = []
+        active = self._fsr_active_snapshots(now)
+        refused: dict[str, list[Answer]] = {}
         for snapshot_id, zone, snapshot in targets:
             assert snapshot is not None
             pair = self._fsr.get((snapshot_id, zone))
-            if pair is None or self._fsr_state(pair, now) in ("disabling", "disabled"):
+            off = pair is None or self._fsr_state(pair, now) in ("disabling", "disabled")
+            if off and snapshot_id not in active and len(active) >= self.fsr_region_limit:
+                refused.setdefault(snapshot_id, []).append(
+                    {
+                        "AvailabilityZone": zone,
+                        "Error": {
+                            "Code": FSR_QUOTA_ERROR,
+                            "Message": "You can enable fast snapshot restore for at most "
+                            f"{self.fsr_region_limit} snapshots in this Region.",
+                        },
+                    }
+                )
+                continue
+            active.add(snapshot_id)
+            if off:
                 optimizing = now + timedelta(seconds=self.fsr_enabling_seconds)
                 optimise_for = self.fsr_optimizing_seconds_per_gib * int(
                     snapshot.get("VolumeSize", 0)
@@ -1450,7 +1566,14 @@ class AwsDouble:
                 )
                 self._fsr[(snapshot_id, zone)] = pair
                 self._fsr_history.append(pair)
+                if snapshot_id in self._fsr_failing:
+                    self._fail_pair(pair, self._fsr_failing[snapshot_id])
+            assert pair is not None
             successful.append(self._fsr_item(pair, now))
+        failures += [
+            {"SnapshotId": sid, "FastSnapshotRestoreStateErrors": errors}
+            for sid, errors in refused.items()
+        ]
         return {"Successful": successful, "Unsuccessful": failures}
 
     def _disable_fsr(self, params: Params) -> Answer:
@@ -1472,6 +1595,7 @@ class AwsDouble:
             if self._fsr_state(pair, now) not in ("disabling", "disabled"):
                 pair.disabling = now
                 pair.disabled = now + timedelta(seconds=self.fsr_disabling_seconds)
+                pair.failure_reason = None  # the user's disable came before any failure
             successful.append(self._fsr_item(pair, now))
         return {"Successful": successful, "Unsuccessful": failures}
 
@@ -1503,6 +1627,33 @@ class AwsDouble:
         this project does not install): every stack is one that does not exist, answered as
         CloudFormation answers it."""
         raise AwsError("ValidationError", f"Stack with id {params['StackName']} does not exist")
+
+    # ------------------------------------------------------------------ Service Quotas
+
+    def _get_service_quota(self, params: Params) -> Answer:
+        """GetServiceQuota for EBS's "Fast snapshot restore" quota (ebs / L-631ECBD3: the code
+        as ListAWSDefaultServiceQuotas lists it, default 5.0, adjustable), at the value the
+        double enforces; any other quota is moto's (which knows only vpc)."""
+        if (params.get("ServiceCode"), params.get("QuotaCode")) != (
+            FSR_QUOTA_SERVICE_CODE,
+            FSR_QUOTA_CODE,
+        ):
+            return self._moto("service-quotas", "GetServiceQuota", params)
+        account = self._moto("sts", "GetCallerIdentity", {})["Account"]
+        return {
+            "Quota": {
+                "ServiceCode": FSR_QUOTA_SERVICE_CODE,
+                "ServiceName": "Amazon Elastic Block Store (Amazon EBS)",
+                "QuotaArn": f"arn:aws:servicequotas:{self.region}:{account}:"
+                f"{FSR_QUOTA_SERVICE_CODE}/{FSR_QUOTA_CODE}",
+                "QuotaCode": FSR_QUOTA_CODE,
+                "QuotaName": "Fast snapshot restore",
+                "Value": float(self.fsr_region_limit),
+                "Unit": "None",
+                "Adjustable": True,
+                "GlobalQuota": False,
+            }
+        }
 
     # ------------------------------------------------------------------ SSM
 

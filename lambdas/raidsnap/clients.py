@@ -50,6 +50,11 @@ def sns() -> SNSClient:
     return boto3.client("sns", config=_CONFIG)
 
 
+@cache
+def servicequotas() -> Any:  # no mypy_boto3_service_quotas stubs are pinned; tests check calls
+    return boto3.client("service-quotas", config=_CONFIG)
+
+
 def reset() -> None:
     """Forget cached clients (tests switch regions and mocks between cases)."""
     ec2.cache_clear()
@@ -58,3 +63,4 @@ def reset() -> None:
     stepfunctions.cache_clear()
     autoscaling.cache_clear()
     sns.cache_clear()
+    servicequotas.cache_clear()

@@ -393,6 +393,16 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
     ids = [m["snapshotId"] for m in state["members"]]
     arn = state["execution"]["id"]
     if f["status"] == "start":
+        too_many = _fsr_quota_problem(state, ids)
+        if too_many is not None:
+            # Nothing is enabled; pairs only an earlier try of this step enabled (it claimed them
+            # first) are this run's and go off with the fallback.
+            claims = [c for c in lock.fsr_claims(settings.lock_table) if c.execution_arn == arn]
+            mine = sorted(
+                {p.split("@")[0] for c in claims for p in c.pairs if p.endswith(f"@{zone}")}
+            )
+            state["fsr"] = {"status": "fallback", "ours": mine, "before": [], "disabled": False}
+            return _fsr_fallback(state, too_many)
         before, adopted = _fsr_owners(settings.lock_table, arn, ids, zone)
         ours = [i for i in ids if i not in before]
         lock.claim_fsr(
@@ -414,6 +424,9 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
         }
         state["fsr"] = f
         if enabled.problems:
+            # A refusal (another restore took the quota's last places since we looked): what
+            # this run enabled goes off again, what EC2 refused was never on.
+            f["ours"] = [i for i in ours if i not in enabled.refused]
             return _fsr_fallback(state, "EC2 refused to enable FSR: " + "; ".join(enabled.problems))
         f["waitSeconds"] = _fsr_wait(state, {}, f)
         if before:
@@ -438,10 +451,20 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
             seen[sid] = [st, f["waitedSeconds"]]
     f["seen"] = seen
     state["fsr"] = f
-    if all(fsr.usable(st, allow) for st in current.values()):
+    if all(fsr.usable(st, allow) for st in current.values()) and _credit_wait(state, current) <= 0:
         f["status"] = "ready"
         f["states"] = current
         return state
+    # disabling or disabled after the enable: EC2 failed it (or someone turned it off). It never
+    # comes back by itself, so waiting out the limit would only delay the restore.
+    gone = [sid for sid, st in current.items() if st in ("disabling", "disabled")]
+    if gone:
+        detail = ", ".join(
+            f"{sid} {current[sid]} ({pairs[sid].reason or 'no reason'})" for sid in gone
+        )
+        return _fsr_fallback(
+            state, f"FSR stopped after it was enabled, after {f['waitedSeconds']} s: {detail}"
+        )
     limit = int(state["initialization"]["fsrTimeoutSeconds"])
     if f["waitedSeconds"] >= limit:
         summary = ", ".join(
@@ -472,11 +495,30 @@ def _fsr_owners(table: str, arn: str, ids: list[str], zone: str) -> tuple[set[st
     return before, adopted
 
 
+def _credit_wait(state: State, current: dict[str, str]) -> float:
+    """How much longer the pairs this run enabled need, once enabled, before each has a volume
+    creation credit (their buckets start empty), in waited seconds since each was seen enabled;
+    0 when all have one. Pairs enabled before the run may have spent theirs: check_volumes
+    finds out from FastRestored."""
+    f = state["fsr"]
+    ours = set(f.get("ours") or [])
+    waited = int(f.get("waitedSeconds", 0))
+    seen = f.get("seen") or {}
+    left = 0.0
+    for m in state["members"]:
+        sid = m["snapshotId"]
+        if sid in ours and current.get(sid) == "enabled":
+            since = seen.get(sid, [None, waited])[1]
+            left = max(left, fsr.credit_seconds(int(m["sizeGib"])) - (waited - since))
+    return left
+
+
 def _fsr_wait(state: State, current: dict[str, str], f: dict[str, Any]) -> int:
     allow = bool(state["initialization"]["allowOptimizing"])
     waited = int(f.get("waitedSeconds", 0))
     seen = f.get("seen") or {}
-    left = 0.0
+    ours = set(f.get("ours") or [])
+    left = _credit_wait(state, current)
     for m in state["members"]:
         st = current.get(m["snapshotId"])
         if st is not None and fsr.usable(st, allow):
@@ -485,6 +527,8 @@ def _fsr_wait(state: State, current: dict[str, str], f: dict[str, Any]) -> int:
         need = fsr.seconds_left(
             None if st in (None, "absent") else st, int(m["sizeGib"]), waited - since
         )
+        if m["snapshotId"] in ours and not allow:
+            need += fsr.credit_seconds(int(m["sizeGib"]))
         if allow and st in (None, "absent", "enabling"):
             need = max(0.0, fsr.ENABLING_SECONDS - (waited - since))
         # A pair slower than EC2's published pace: look again after a quarter of the wait so far.
@@ -492,13 +536,37 @@ def _fsr_wait(state: State, current: dict[str, str], f: dict[str, Any]) -> int:
     return int(min(fsr.MAX_WAIT_SECONDS, max(fsr.MIN_WAIT_SECONDS, left)))
 
 
+def _fsr_quota_problem(state: State, ids: list[str]) -> str | None:
+    """Why the set cannot have FSR in this Region now, or None when it fits: the quota counts
+    snapshots with FSR on in any AZ, and those of others (not this set's) leave the rest."""
+    limit = fsr.region_limit()
+    if limit.assumed_because is not None:
+        state["notes"].append(
+            f"Service Quotas did not give the Region's FSR quota ({limit.assumed_because}); "
+            f"the default of {limit.snapshots} snapshots was assumed"
+        )
+    wanted = set(ids)
+    others = fsr.active_in_region() - wanted
+    room = max(0, limit.snapshots - len(others))
+    if len(wanted) <= room:
+        return None
+    return (
+        f"FSR was not enabled: the set has {len(wanted)} snapshots, and this Region allows FSR "
+        f"on {limit.snapshots} snapshots at once ({fsr.QUOTA_SERVICE_CODE} quota "
+        f"{fsr.QUOTA_CODE}), {len(others)} of them already taken by other snapshots, so "
+        f"{room} are free"
+    )
+
+
 def _fsr_fallback(state: State, why: str) -> State:
     f = state["fsr"]
-    fsr.disable(list(f.get("ours", [])), state["availabilityZone"])
+    ours = list(f.get("ours", []))
+    fsr.disable(ours, state["availabilityZone"])
     f["disabled"] = True
     f["status"] = "fallback"
     state["initialization"]["used"] = "prewarm"
-    state["notes"].append(f"{why}; FSR disabled again and the members are prewarmed instead")
+    then = "FSR disabled again and the" if ours else "the"
+    state["notes"].append(f"{why}; {then} members are prewarmed instead")
     return state
 
 
@@ -552,6 +620,17 @@ def check_volumes(state: State) -> State:
     if all(vid in views and views[vid].state == "available" for vid in v["ids"]):
         v["status"] = "available"
         v["fastRestored"] = [views[vid].fast_restored for vid in v["ids"]]
+        init = state["initialization"]
+        slow = [vid for vid, fast in zip(v["ids"], v["fastRestored"], strict=True) if not fast]
+        if init["used"] == "fsr" and slow:
+            # No volume creation credit was left for these (someone else's volumes spent it, or
+            # EC2 was slower than its pace): they are read once on the instance instead.
+            init["prewarmVolumeIds"] = slow
+            members = [i for i, vid in enumerate(v["ids"]) if vid in slow]
+            state["notes"].append(
+                f"members {members} were created without an FSR volume creation credit (not "
+                "fast restored); they are prewarmed, the others are fast restored"
+            )
         f = state.get("fsr") or {}
         if f.get("ours") and not f.get("disabled"):
             fsr.disable(list(f["ours"]), state["availabilityZone"])
@@ -598,7 +677,8 @@ def send_command(state: State, step: str, documents: RestoreDocuments) -> dict[s
         }
     elif step == "prewarm":
         document, timeout = documents.prewarm, PREWARM_TIMEOUT_SECONDS
-        params = {"VolumeIds": ids, "Method": "auto"}
+        chosen = state["initialization"].get("prewarmVolumeIds")
+        params = {"VolumeIds": ",".join(chosen) if chosen else ids, "Method": "auto"}
         largest = max(int(m["sizeGib"]) for m in state["members"])
         expected = largest * 1024 / PREWARM_MIB_PER_SECOND
         wait = int(min(300, max(10, expected / 4)))
@@ -801,6 +881,7 @@ def finish(state: State, settings: RestoreSettings) -> State:
         "initialization": init["used"],
         "requestedInitialization": init["requested"],
         "fastRestored": state["volumes"].get("fastRestored", []),
+        "memberInitialization": _member_initialization(state),
         "replacedVolumeIds": (state.get("old") or {}).get("volumeIds", []),
         "prewarm": prewarm_out,
         "warnings": warnings,
@@ -869,6 +950,24 @@ def _progress(stderr: str) -> str:
     pairs = re.findall(r"(\d+)/(\d+)MiB", lines[-1])
     done, total = sum(int(a) for a, _ in pairs), sum(int(b) for _, b in pairs)
     return f"{done} of {total} MiB" if total else ""
+
+
+def _member_initialization(state: State) -> list[str]:
+    """How each member's volume was initialized, in member order: fsr for a volume EC2 fast
+    restored, prewarm for one read on the instance, else the run's initialization."""
+    init = state["initialization"]
+    ids = state["volumes"]["ids"]
+    fast = state["volumes"].get("fastRestored") or [False] * len(ids)
+    prewarmed = set(init.get("prewarmVolumeIds") or [])
+    out = []
+    for vid, fast_restored in zip(ids, fast, strict=True):
+        if vid in prewarmed:
+            out.append("prewarm")
+        elif init["used"] == "fsr" and fast_restored:
+            out.append("fsr")
+        else:
+            out.append(str(init["used"]))
+    return out
 
 
 # ---------------------------------------------------------------------- failure path

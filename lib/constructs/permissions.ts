@@ -98,6 +98,8 @@ function setSnapshotTags(): Record<string, string> {
   return { [`aws:ResourceTag/${ARRAY_TAG}`]: '*', [`aws:ResourceTag/${SET_ID_TAG}`]: '*' };
 }
 
+/** Service Quotas' EBS quota of snapshots with Fast Snapshot Restore on per Region. */
+export const FSR_QUOTA = 'ebs/L-631ECBD3';
 /** Tag keys of the restore's conditions. */
 export const RESTORE_EXECUTION_TAG = 'raidsnap:restore-execution';
 export const REPLACED_BY_TAG = 'raidsnap:replaced-by';
@@ -132,6 +134,17 @@ export class RestorePermissions extends Permissions {
         conditions: { StringEquals: { 'ec2:CreateAction': 'CreateVolume' } },
       }),
     ];
+  }
+
+  /** Read the Region's quota of snapshots with Fast Snapshot Restore on (Service Quotas, EBS
+   * quota L-631ECBD3 "Fast snapshot restore"), and only that quota. */
+  readFsrQuota(): iam.PolicyStatement {
+    return new iam.PolicyStatement({
+      actions: ['servicequotas:GetServiceQuota'],
+      resources: [
+        `arn:${this.scopeStack.partition}:servicequotas:${this.scopeStack.region}:${this.scopeStack.account}:${FSR_QUOTA}`,
+      ],
+    });
   }
 
   /** Enable/Disable FSR only on snapshots that carry the array tag. */

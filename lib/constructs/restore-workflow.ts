@@ -129,6 +129,7 @@ export class RestoreWorkflow extends Construct {
         statements: [
           p.describe('ec2:DescribeFastSnapshotRestores'),
           p.fastSnapshotRestores('ec2:EnableFastSnapshotRestores', 'ec2:DisableFastSnapshotRestores'),
+          p.readFsrQuota(),
           // Its own FSR claim, and the others' (is FSR that is on already someone else's?).
           ...lock.statements('UpdateItem', 'Scan'),
           p.describeExecutions(this.stateMachineName),

@@ -22,7 +22,11 @@ Params = Mapping[str, Any]
 Resource = dict[str, Any]
 
 # IAM's service prefix where it differs from botocore's service name.
-_IAM_PREFIX = {"stepfunctions": "states", "monitoring": "cloudwatch"}
+_IAM_PREFIX = {
+    "stepfunctions": "states",
+    "monitoring": "cloudwatch",
+    "service-quotas": "servicequotas",
+}
 # IAM's action name where it differs from the API operation.
 _IAM_ACTION = {("lambda", "Invoke"): "InvokeFunction"}
 # An Auto Scaling group's generated id is not part of any request: any id stands for it.
@@ -127,6 +131,7 @@ class Builder:
             ("sns", "Publish"): self._topic,
             ("autoscaling", "CompleteLifecycleAction"): self._asg,
             ("autoscaling", "RecordLifecycleActionHeartbeat"): self._asg,
+            ("service-quotas", "GetServiceQuota"): self._quota,
         }
         for op in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan"):
             self._ops[("dynamodb", op)] = self._table
@@ -459,6 +464,11 @@ class Builder:
         name = str(params["TableName"])
         arn = name if name.startswith("arn:") else self._arn(model, "table", TableName=name)
         return [_Target("table", arn, {})]
+
+    def _quota(self, model: sar.ActionModel, params: Params) -> list[_Target]:
+        service, code = str(params["ServiceCode"]), str(params["QuotaCode"])
+        arn = self._arn(model, "quota", ServiceCode=service, QuotaCode=code)
+        return [_Target("quota", arn, {"servicequotas:service": (service,)})]
 
     def _asg(self, model: sar.ActionModel, params: Params) -> list[_Target]:
         group = str(params["AutoScalingGroupName"])

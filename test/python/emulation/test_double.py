@@ -516,6 +516,9 @@ def test_fsr_goes_enabling_optimizing_enabled_then_disabling_disabled(
         AvailabilityZones=["us-east-1a"], SourceSnapshotIds=[snapshot_id]
     )
     assert again["Successful"][0]["State"] == "enabled"
+    # The pair's volume creation credit bucket starts empty once enabled and fills at
+    # MIN(10, 1024 / GiB) = 10 credits an hour for this snapshot: one credit after 6 minutes
+    clock.advance(3600 / 10)
     fast = ec2.create_volume(AvailabilityZone="us-east-1a", SnapshotId=snapshot_id)["VolumeId"]
     slow = ec2.create_volume(AvailabilityZone="us-east-1b", SnapshotId=snapshot_id)["VolumeId"]
     assert (volume(ec2, fast)["FastRestored"], volume(ec2, slow)["FastRestored"]) == (True, False)

@@ -48,7 +48,7 @@ from raidsnap_emulation.world import (
     terminate,
 )
 
-IAM_PREFIX = {"stepfunctions": "states"}
+IAM_PREFIX = {"stepfunctions": "states", "service-quotas": "servicequotas"}
 # Written by the runtime or the platform, not by the function's code.
 PLATFORM = ("logs:", "xray:")
 
