@@ -234,10 +234,12 @@ export function notifyRecoveryTo(recovery: Recovery, topic: sns.ITopic, key: kms
   for (const fn of Object.values(recovery.functions)) {
     fn.addEnvironment('TOPIC_ARN', topic.topicArn);
     fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['sns:Publish'], resources: [topic.topicArn] }));
-    // SNS encrypts the message with the topic's key on the publisher's behalf.
+    // SNS encrypts the message with the topic's key on the publisher's behalf (through SNS
+    // only: the same functions use the key through DynamoDB, under its own condition).
     fn.addToRolePolicy(new iam.PolicyStatement({
       actions: ['kms:GenerateDataKey', 'kms:Decrypt'],
       resources: [key.keyArn],
+      conditions: { StringEquals: { 'kms:ViaService': `sns.${Stack.of(fn).region}.amazonaws.com` } },
     }));
   }
 }
