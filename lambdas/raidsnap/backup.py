@@ -40,10 +40,43 @@ def _parse_time(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
+def _hold_seconds(settings: BackupSettings) -> int:
+    """How long a backup's hold lasts at most if the run dies without letting go: discovery,
+    the freeze and half an hour for the rest of the snapshot step and its retries."""
+    return settings.discovery_timeout_seconds + settings.max_freeze_seconds + 1800
+
+
+def release_hold(state: State) -> None:
+    """Let restores of the array run again (the snapshots are taken, or the run failed)."""
+    table = restore_lock_table()
+    if table and state.get("hold"):
+        lock.release_backup(table, state["array"], str(state["execution"]["arn"]))
+        state["hold"] = False
+
+
 def prepare(event: dict[str, Any], documents: Documents, settings: BackupSettings) -> State:
     """Validate the input, find the instance, and start discovery on it if its agent is up."""
     request = parse_input(BackupInput, event.get("input"))
     execution = event.get("execution") or {}
+    table = restore_lock_table()
+    if not table:
+        return _prepare(request, execution, documents, settings)
+    # Before anything reaches the instance: a restore of this array that is running refuses
+    # the backup (RestoreInProgress), and a restore that starts later sees the hold.
+    arn = str(execution.get("id", ""))
+    lock.hold_for_backup(table, request.array, arn, _hold_seconds(settings))
+    try:
+        state = _prepare(request, execution, documents, settings)
+    except Exception:
+        lock.release_backup(table, request.array, arn)
+        raise
+    state["hold"] = True
+    return state
+
+
+def _prepare(
+    request: BackupInput, execution: dict[str, Any], documents: Documents, settings: BackupSettings
+) -> State:
     instance = arrays.find_instance(request.array)
     started = _parse_time(str(execution.get("startTime") or _iso(_now())))
     state: State = {
@@ -287,6 +320,8 @@ def create_set(state: State) -> State:
 
 def check_snapshots(state: State) -> State:
     """Completed, failed, or still going: and if going, how long to wait before looking again."""
+    # The snapshots are taken (point in time) and the filesystem thawed by now.
+    release_hold(state)
     current = snapshot_sets.get_set(state["array"], state["setId"])
     if current is None:
         raise SnapshotFailedError(f"the snapshots of set {state['setId']} no longer exist")
@@ -428,7 +463,7 @@ def _sets_in_use(sets: list[snapshot_sets.SnapshotSet]) -> set[str]:
 
 
 def explain_failure(state: State, documents: Documents, settings: BackupSettings) -> dict[str, str]:
-    """Thaw if we froze, then name the failure for the run's Fail state."""
+    """Thaw if we froze, let go of the array, then name the failure for the run's Fail state."""
     error = state.get("error") or {}
     name = public_name(str(error.get("Error", "States.Runtime")))
     cause = cause_message(str(error.get("Cause", "")))
@@ -442,4 +477,9 @@ def explain_failure(state: State, documents: Documents, settings: BackupSettings
         except Exception:  # the guard thaws within its bound anyway
             logger.exception("thaw after failure could not be sent")
             cause += " (thaw could not be sent; the freeze guard thaws within its bound)"
+    if state.get("array") and state.get("execution"):
+        try:
+            release_hold(state)
+        except Exception:  # its lease ends the hold anyway
+            logger.exception("the backup's hold on the array could not be released")
     return {"error": name, "cause": cause}

@@ -62,6 +62,10 @@ class RestoreInProgressError(RaidsnapError):
     """Another restore of the same array holds the lock."""
 
 
+class BackupInProgressError(RaidsnapError):
+    """A backup of the same array is taking its snapshots."""
+
+
 class DrillVerificationFailedError(RaidsnapError):
     """A drill restored the set, but what came up on the drill instance is not that array."""
 

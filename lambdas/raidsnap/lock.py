@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from raidsnap import clients
 from raidsnap.aws import error_code
-from raidsnap.errors import RestoreInProgressError
+from raidsnap.errors import BackupInProgressError, RestoreInProgressError
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,91 @@ def sets_held(table: str, array: str) -> set[str]:
     if holder is None or holder.lease_until <= int(time.time()):
         return set()
     return {holder.set_id}
+
+
+# ---------------------------------------------------------------------- backup holds
+#
+# A backup of an array holds it from before discovery until its snapshots are taken and the
+# filesystem thawed, in an item keyed "backup#<array>" next to the restore lock: a restore must
+# not replace members a backup is snapshotting, nor a backup snapshot members a restore is
+# replacing. Each side writes its own item first and then reads the other's (consistent
+# reads), so of a backup and a restore that start together at least one sees the other.
+
+BACKUP_KEY_PREFIX = "backup#"
+
+
+@dataclass(frozen=True)
+class BackupHold:
+    execution_arn: str
+    lease_until: int
+
+
+def _backup_key(array: str) -> dict[str, Any]:
+    return {"array": {"S": BACKUP_KEY_PREFIX + array}}
+
+
+def hold_for_backup(table: str, array: str, execution_arn: str, lease_seconds: int) -> None:
+    """Hold the array for a backup; raise RestoreInProgress (holding nothing) when a running
+    restore holds its lock."""
+    now = int(time.time())
+    clients.dynamodb().put_item(
+        TableName=table,
+        Item={
+            **_backup_key(array),
+            "executionArn": {"S": execution_arn},
+            "leaseUntil": {"N": str(now + lease_seconds)},
+            "expiresAt": {"N": str(now + 2 * lease_seconds)},
+        },
+    )
+    holder = current(table, array)
+    if holder is not None and holder.lease_until > now and running(holder.execution_arn):
+        release_backup(table, array, execution_arn)
+        raise RestoreInProgressError(
+            f"a restore of {array} is running ({holder.execution_arn}, set {holder.set_id}): "
+            "this backup took no set and sent nothing to the instance, as the restore may be "
+            "replacing the members. The next scheduled backup runs as usual; start one by hand "
+            "once the restore has ended if this one is needed"
+        )
+
+
+def release_backup(table: str, array: str, execution_arn: str) -> bool:
+    """Drop the backup's hold if this execution holds it; True when it did."""
+    try:
+        clients.dynamodb().delete_item(
+            TableName=table,
+            Key=_backup_key(array),
+            ConditionExpression="executionArn = :me",
+            ExpressionAttributeValues={":me": {"S": execution_arn}},
+        )
+    except ClientError as err:
+        if error_code(err) == "ConditionalCheckFailedException":
+            return False
+        raise
+    return True
+
+
+def refuse_while_backup_holds(table: str, array: str) -> None:
+    """Raise BackupInProgress when a backup holds the array (its lease has not run out)."""
+    item = (
+        clients.dynamodb()
+        .get_item(TableName=table, Key=_backup_key(array), ConsistentRead=True)
+        .get("Item")
+    )
+    if not item:
+        return
+    hold = BackupHold(
+        execution_arn=item["executionArn"]["S"],
+        lease_until=int(item.get("leaseUntil", {}).get("N", "0")),
+    )
+    now = int(time.time())
+    if hold.lease_until <= now:
+        return
+    raise BackupInProgressError(
+        f"a backup of {array} is taking its snapshots ({hold.execution_arn}); a restore now "
+        "could replace the members under it. Nothing was changed: start this restore again "
+        f"once that backup has taken its snapshots (its hold ends at the latest in "
+        f"{hold.lease_until - now} s)"
+    )
 
 
 # ---------------------------------------------------------------------- FSR ownership

@@ -118,8 +118,11 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
         settings.lock_lease_seconds,
     )
     # Checked under the lock, so that a restore already running answers RestoreInProgress
-    # first; a refusal here gives the lock back and changes nothing else.
+    # first; a refusal here (BackupInProgress among them) gives the lock back and changes
+    # nothing else.
     try:
+        # After the lock is written: a backup writes its hold before it looks at the lock.
+        lock.refuse_while_backup_holds(settings.lock_table, request.array)
         if request.mode == "attach":
             _refuse_copies_attached(request.array, target)
     except RaidsnapError:

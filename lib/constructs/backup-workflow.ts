@@ -1,4 +1,4 @@
-import { Duration } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
@@ -6,7 +6,9 @@ import { Construct } from 'constructs';
 import { ArrayConfig, ArrayDefaults } from '../config';
 import { Documents } from './documents';
 import { FunctionFactory, FunctionSpec } from './functions';
-import { Permissions } from './permissions';
+import { Permissions, RestorePermissions } from './permissions';
+import { acknowledge } from '../nag';
+import { nagArn } from './recovery';
 import { lockTableStatements } from './restore-workflow';
 import { SnapshotSets } from './snapshot-sets';
 import { Workflow } from './workflow';
@@ -40,7 +42,15 @@ export class BackupWorkflow extends Construct {
       RETENTION_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.map((a) => [a.name, a.retention]))),
       ...(props.restoreLock ? { RESTORE_LOCK_TABLE: props.restoreLock.tableName } : {}),
     };
-    const readLock = props.restoreLock ? lockTableStatements(props.restoreLock, ['GetItem']) : [];
+    const lockStatements = (actions: string[]) => props.restoreLock ? lockTableStatements(props.restoreLock, actions) : [];
+    const readLock = lockStatements(['GetItem']);
+    // A backup holds its array until its snapshots are taken (an item of its own in the restore
+    // lock table); whether the restore holding the lock still runs is asked of Step Functions.
+    const restoreName = `${Stack.of(this).stackName}-restore`;
+    const holdArray = props.restoreLock
+      ? [...lockStatements(['GetItem', 'PutItem', 'DeleteItem']), new RestorePermissions(this).describeExecutions(restoreName)]
+      : [];
+    const releaseHold = lockStatements(['DeleteItem']);
     const specs: FunctionSpec[] = [
       {
         id: 'BackupPrepare', module: 'backup_prepare',
@@ -48,6 +58,7 @@ export class BackupWorkflow extends Construct {
         statements: [
           p.describe('ec2:DescribeInstances', 'ssm:DescribeInstanceInformation'),
           ...p.sendCommand(docs.arns('discover')),
+          ...holdArray,
         ],
       },
       {
@@ -83,7 +94,7 @@ export class BackupWorkflow extends Construct {
       {
         id: 'BackupCheck', module: 'backup_check',
         description: 'follow the progress of a snapshot set',
-        statements: [p.describe('ec2:DescribeSnapshots'), ...props.sets.statements('GetItem')],
+        statements: [p.describe('ec2:DescribeSnapshots'), ...props.sets.statements('GetItem'), ...releaseHold],
       },
       {
         id: 'BackupRetention', module: 'backup_retention',
@@ -98,11 +109,17 @@ export class BackupWorkflow extends Construct {
       {
         id: 'BackupFailed', module: 'backup_failed',
         description: 'thaw after a failed backup and name the error',
-        statements: p.sendCommand(docs.arns('thaw')),
+        statements: [...p.sendCommand(docs.arns('thaw')), ...releaseHold],
       },
     ];
     this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment })));
     const f = this.functions;
+    const preparePolicy = f.BackupPrepare.role?.node.tryFindChild('DefaultPolicy');
+    if (props.restoreLock && preparePolicy) {
+      acknowledge(preparePolicy,
+        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${restoreName}:*`)}]`,
+        'ask whether the restore holding the lock still runs: its execution is known only at run time');
+    }
     this.stateMachine = new Workflow(this, 'Workflow', {
       definitionFile: 'backup.asl.json',
       comment: 'raidsnap backup: a crash-consistent snapshot set of an array, then retention',

@@ -108,6 +108,26 @@ def _scenario_backup_freeze_hangs(emu: Emulation) -> None:
     assert (run.status, run.error) == ("FAILED", "CommandFailed")
 
 
+def _scenario_backup_and_restore_exclude_each_other(emu: Emulation) -> None:
+    # A backup while a restore holds the lock gives its own hold back and ends; a restore while
+    # a backup holds the array is refused under its lock.
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    held = HeldStep(emu, "restore_check_volumes")
+    restore = emu.start("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    held.wait()
+    assert emu.run("backup", {"array": "db1"}).error == "RestoreInProgress"
+    held.release()
+    assert emu.wait(restore).status == "SUCCEEDED"
+    snapshot = HeldStep(emu, "backup_snapshot")
+    backup = emu.start("backup", {"array": "db1"})
+    snapshot.wait()
+    refused = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    assert refused.error == "BackupInProgress", refused.cause
+    snapshot.release()
+    assert emu.wait(backup).status == "SUCCEEDED"
+
+
 def _scenario_set_age_report(emu: Emulation) -> None:
     fx = make_array(emu.hosts, "db1", 2)
     make_old_set(emu.hosts, fx, "db1-old")
@@ -377,6 +397,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_restore_prewarm_onto_new_instance,
     _scenario_restore_fails_and_cleans_up,
     _scenario_set_age_report,
+    _scenario_backup_and_restore_exclude_each_other,
     _scenario_backup_freeze_hangs,
     _scenario_backup_happy,
     _scenario_backup_fsfreeze,
