@@ -15,6 +15,8 @@ from conftest import ArraySet, record
 
 pytestmark = pytest.mark.vm
 
+TOKEN = "7e1ea5e0000000000000000000000001"  # noqa: S105 - a freeze token
+
 
 def test_release_refuses_each_blocker_and_changes_nothing(
     raid0_set: ArraySet, tmp_path: Path, rng: random.Random
@@ -54,10 +56,10 @@ mkdir -p /srv/bound && mount --bind /data/db /srv/bound
 umount /srv/bound
 
 # A backup's freeze, still held (its guard thaws it after 60 s at the latest).
-{cmds.ssm("freeze", "freeze", MountPoint="/data", MaxFreezeSeconds="60", FreezeToken="7e1ea5e0000000000000000000000001")}
+{cmds.ssm("freeze", "freeze", MountPoint="/data", MaxFreezeSeconds="60", FreezeToken=TOKEN)}
 {cmds.ssm("frozen", "release", **rel)}
 {state} >/work/state.frozen
-{cmds.ssm("thaw", "thaw", MountPoint="/data", FreezeToken="7e1ea5e0000000000000000000000001")}
+{cmds.ssm("thaw", "thaw", MountPoint="/data", FreezeToken=TOKEN)}
 
 # Nothing left in the way: the release goes through, without a lazy unmount.
 {cmds.ssm("free", "release", **rel)}
