@@ -1,4 +1,4 @@
-"""Adversarial checks of the restore failure path: the cleanup must never detach or delete the
+"""Checks of the restore failure path: the cleanup must never detach or delete the
 volumes of an array the instance shows assembled and mounted, whatever detail the instance
 could not report about it."""
 
