@@ -445,8 +445,10 @@ def _scenario_launch_recovery_keeps_its_hook_alive(emu: Emulation) -> None:
 # Run on the stack synthesized with the example config (alarms and its rules exist only there).
 EXAMPLE_SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_alarms_notify,
-    _scenario_recovery_rules_deliver,
     _scenario_launch_recovery_keeps_its_hook_alive,
+    # Last: the recoveries its rules start are not waited for, and would still run during a
+    # later scenario (whose process environment they would change as they finish).
+    _scenario_recovery_rules_deliver,
 ]
 
 # Conditioned grants no scenario can need, each with the reason.
