@@ -27,7 +27,7 @@ def a_set(n: int, *, degraded: bool = False, members: int = 2) -> SnapshotSet:
             encrypted=False,
             kms_key_id=None,
             state_message="",
-            tags={},
+            tags={"raidsnap:array": "db1", "raidsnap:set-id": set_id},
         )
         for i in slots
     ]
