@@ -41,6 +41,7 @@ from raidsnap_emulation.world import (
     instance_state_event,
     launch_event,
     launch_instance,
+    lock_table,
     make_array,
     make_old_set,
     sets_of,
@@ -138,9 +139,8 @@ def _scenario_recovery_from_alarm(emu: Emulation) -> None:
     fx = make_array(emu.hosts, "db1", 2)
     backed_up(emu.hosts, emu.run, fx)
     # A lock left by a restore that no longer runs: the trigger looks its holder up first.
-    table = next(iter(emu.template.of_type("AWS::DynamoDB::Table")))
     boto3.client("dynamodb").put_item(
-        TableName=emu.template.physical_id(table),
+        TableName=lock_table(),
         Item={
             "array": {"S": "db1"},
             "executionArn": {
