@@ -51,6 +51,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "cdk.out" / "raidsnap.template.json"
 EXAMPLE_CONFIG = REPO_ROOT / "config" / "example.yaml"
 
+# Environment keys every function has with the same value: never taken away while another
+# invocation may be running.
+SHARED_ENV_PREFIXES = ("POWERTOOLS_",)
+
 # What the functions see on top of their template environment: a region, fake keys, and
 # Powertools quiet enough for a person to follow the workflow.
 RUNTIME_ENV = {
@@ -183,10 +187,12 @@ class LambdaRouter:
                 error = "Unhandled"
             finally:
                 for key, value in saved.items():
-                    if value is None:
-                        os.environ.pop(key, None)
-                    else:
+                    if value is not None:
                         os.environ[key] = value
+                    elif not key.startswith(SHARED_ENV_PREFIXES) and key not in RUNTIME_ENV:
+                        # Keys every function has alike (Powertools' settings, the runtime's)
+                        # stay set: another invocation running in parallel reads them.
+                        os.environ.pop(key, None)
             self.invocations.append(record)
         answer: dict[str, Any] = {
             "StatusCode": 200,
