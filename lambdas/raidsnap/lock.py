@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -52,13 +53,18 @@ def running(execution_arn: str) -> bool:
 def status(execution_arn: str) -> str:
     """RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED (or PENDING_REDRIVE); GONE when Step
     Functions no longer knows the execution (its history is kept 90 days)."""
+    return describe(execution_arn)[0]
+
+
+def describe(execution_arn: str) -> tuple[str, datetime | None]:
+    """The execution's status (as ``status`` gives it) and its start date (None when GONE)."""
     try:
-        found = clients.stepfunctions().describe_execution(executionArn=execution_arn)["status"]
+        found = clients.stepfunctions().describe_execution(executionArn=execution_arn)
     except ClientError as err:
         if error_code(err) in ("ExecutionDoesNotExist", "InvalidArn"):
-            return "GONE"
+            return "GONE", None
         raise
-    return str(found)
+    return str(found["status"]), found.get("startDate")
 
 
 def acquire(

@@ -84,13 +84,7 @@ class _Statuses:
 
     def _look(self, execution_arn: str) -> tuple[str, datetime | None]:
         if execution_arn not in self._known:
-            try:
-                found = clients.stepfunctions().describe_execution(executionArn=execution_arn)
-                self._known[execution_arn] = (str(found["status"]), found.get("startDate"))
-            except ClientError as err:
-                if error_code(err) not in ("ExecutionDoesNotExist", "InvalidArn"):
-                    raise
-                self._known[execution_arn] = ("GONE", None)
+            self._known[execution_arn] = lock.describe(execution_arn)
         return self._known[execution_arn]
 
     def __call__(self, execution_arn: str) -> str:
