@@ -19,7 +19,7 @@ import traceback
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -35,6 +35,7 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service impor
 )
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
 from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+from moto.stepfunctions.parser.utils import TMP_THREADS
 
 from raidsnap import aws as raidsnap_aws
 from raidsnap import clients
@@ -281,8 +282,41 @@ class Emulation:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stack.close()
-        self._reset_raidsnap_clients()
+        try:
+            self._settle()
+        finally:
+            self._stack.close()
+            self._reset_raidsnap_clients()
+
+    def _settle(self, timeout: float = 60.0) -> None:
+        """Stop what this emulation left running and wait for the executor's threads to end,
+        while its world is still in place: an execution that outlived its test would otherwise
+        go on invoking functions in the next test's world and changing the process environment
+        under it."""
+        backend = stepfunctions_parser_backends[ACCOUNT][REGION]
+        deadline = time.monotonic() + timeout
+        while True:
+            running = [
+                e
+                for machine in backend.state_machines
+                for e in machine.executions
+                if e.status == "RUNNING"
+            ]
+            for execution in running:
+                execution.stop(
+                    stop_date=datetime.now(UTC), error="States.Aborted", cause="emulation ended"
+                )
+            alive = [t for t in TMP_THREADS if t.is_alive() and t is not threading.current_thread()]
+            if not running and not alive:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"{len(running)} executions and {len(alive)} executor threads still running "
+                    f"{timeout} s after the emulation ended"
+                )
+            for thread in alive:
+                thread.join(timeout=0.05)
+        TMP_THREADS[:] = [t for t in TMP_THREADS if t.is_alive()]
 
     @staticmethod
     def _reset_raidsnap_clients() -> None:
@@ -433,8 +467,9 @@ def _environment() -> Iterator[None]:
     try:
         yield
     finally:
-        os.environ.clear()
-        os.environ.update(saved)
+        with _ENVIRONMENT_LOCK:  # never under an invocation that has set its function's keys
+            os.environ.clear()
+            os.environ.update(saved)
 
 
 @contextlib.contextmanager
