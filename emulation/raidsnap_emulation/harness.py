@@ -41,6 +41,7 @@ from raidsnap import aws as raidsnap_aws
 from raidsnap import clients
 from raidsnap_emulation.clock import VirtualClock
 from raidsnap_emulation.double import ACTOR_ATTRIBUTE, AwsDouble, acting_as
+from raidsnap_emulation.environ import thread_environ
 from raidsnap_emulation.events import Services
 from raidsnap_emulation.host import Hosts
 from raidsnap_emulation.iam.authorizer import Authorizer
@@ -51,10 +52,6 @@ __all__ = ["ACCOUNT", "REGION", "Emulation", "Execution", "Template", "synthesiz
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "cdk.out" / "raidsnap.template.json"
 EXAMPLE_CONFIG = REPO_ROOT / "config" / "example.yaml"
-
-# Environment keys every function has with the same value: never taken away while another
-# invocation may be running.
-SHARED_ENV_PREFIXES = ("POWERTOOLS_",)
 
 # What the functions see on top of their template environment: a region, fake keys, and
 # Powertools quiet enough for a person to follow the workflow.
@@ -150,9 +147,9 @@ class LambdaRouter:
         self.functions = functions
         self.clock = clock
         self.invocations: list[Invocation] = []
-        # One invocation at a time, across every emulation of the process: each swaps the
-        # process environment for its own, and an execution an earlier test left running may
-        # still invoke its functions through its own router.
+        # One invocation at a time, across every emulation of the process, as the workflows'
+        # functions share the process (its clients, its moto backends). Each sees its own
+        # function's environment (environ.py), set for its thread only.
         self._lock = _ENVIRONMENT_LOCK
 
     def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -162,12 +159,7 @@ class LambdaRouter:
         event = json.loads(raw.decode() if isinstance(raw, bytes | bytearray) else raw or "{}")
         module = fn.handler.rsplit(".", 2)[-2]
         record = Invocation(function=name, module=module, at=self.clock.now(), event=event)
-        with self._lock:
-            # Only this function's keys are set and put back: clearing the whole environment
-            # races with anything else of the process that reads or writes it meanwhile.
-            saved = {k: os.environ.get(k) for k in {**fn.environment, **RUNTIME_ENV}}
-            os.environ.update(fn.environment)
-            os.environ.update(RUNTIME_ENV)
+        with self._lock, thread_environ().overlay({**fn.environment, **RUNTIME_ENV}):
             try:
                 module_name, attr = fn.handler.rsplit(".", 1)
                 handler = getattr(importlib.import_module(module_name), attr)
@@ -186,14 +178,6 @@ class LambdaRouter:
                     }
                 ).encode()
                 error = "Unhandled"
-            finally:
-                for key, value in saved.items():
-                    if value is not None:
-                        os.environ[key] = value
-                    elif not key.startswith(SHARED_ENV_PREFIXES) and key not in RUNTIME_ENV:
-                        # Keys every function has alike (Powertools' settings, the runtime's)
-                        # stay set: another invocation running in parallel reads them.
-                        os.environ.pop(key, None)
             self.invocations.append(record)
         answer: dict[str, Any] = {
             "StatusCode": 200,
@@ -276,6 +260,7 @@ class Emulation:
         self.hosts = Hosts(self.double, self.document_names, REGION)
         self._create_tables()
         self._create_topics()
+        self._create_alarms()
         self.router = LambdaRouter(self._functions(), self.clock)
         self.double.route("lambda", "Invoke", self.router)
         self._create_state_machines()
@@ -303,11 +288,15 @@ class Emulation:
                 if e.status == "RUNNING"
             ]
             for execution in running:
+                if getattr(getattr(execution, "exec_worker", None), "env", None) is None:
+                    continue  # its worker has not begun yet: stopped at the next pass
                 execution.stop(
                     stop_date=datetime.now(UTC), error="States.Aborted", cause="emulation ended"
                 )
             alive = [t for t in TMP_THREADS if t.is_alive() and t is not threading.current_thread()]
-            if not running and not alive:
+            if not alive:
+                # Every executor thread has ended (an execution whose worker died before it began
+                # stays RUNNING in moto, with nothing left to run it).
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(
@@ -370,6 +359,14 @@ class Emulation:
         sns = boto3.client("sns", region_name=REGION)
         for logical_id in self.template.of_type("AWS::SNS::Topic"):
             sns.create_topic(Name=self.template.get_att(logical_id, "TopicName"))
+
+    def _create_alarms(self) -> None:
+        """The stack's alarms as CloudFormation creates them (named by logical id here): a
+        function that reads or changes one (PutMetricAlarm) finds it as deployed."""
+        cloudwatch = boto3.client("cloudwatch", region_name=REGION)
+        for logical_id, res in self.template.of_type("AWS::CloudWatch::Alarm").items():
+            props = self.template.resolve(res["Properties"])
+            cloudwatch.put_metric_alarm(AlarmName=logical_id, **props)
 
     @property
     def sfn(self) -> Any:
@@ -461,6 +458,7 @@ class Emulation:
 
 @contextlib.contextmanager
 def _environment() -> Iterator[None]:
+    thread_environ()  # functions' variables live in their invocation's thread only
     saved = dict(os.environ)
     os.environ.update(RUNTIME_ENV)
     os.environ["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "false"
