@@ -62,18 +62,38 @@ describe('recovery with the example config', () => {
     }
   });
 
-  test('the termination of an instance with a configured replacement starts the trigger; without one, nothing', () => {
+  test('the termination of an instance with a configured replacement, or of the replacement (where a recovery may have moved the array), starts the trigger; without one, nothing', () => {
     template.hasResourceProperties('AWS::Events::Rule', {
       EventPattern: {
         'source': ['aws.ec2'],
         'detail-type': ['EC2 Instance State-change Notification'],
-        'detail': { 'instance-id': ['i-0123456789abcdef0'], 'state': ['terminated'] },
+        'detail': { 'instance-id': ['i-0123456789abcdef0', 'i-0fedcba9876543210'], 'state': ['terminated'] },
       },
       Targets: [Match.objectLike({ Arn: { 'Fn::GetAtt': [start(), 'Arn'] } })],
     });
     const lost = Object.values(resourcesOf(template, 'AWS::Events::Rule'))
       .filter((r) => r.Properties.EventPattern?.source?.[0] === 'aws.ec2');
     expect(lost).toHaveLength(1);
+  });
+
+  test('the recovery step may read and rewrite the arrays\' attached-EBS alarms, and no other alarm', () => {
+    const alarms = Object.keys(resourcesOf(template, 'AWS::CloudWatch::Alarm'))
+      .filter((id) => id.startsWith('RecoveryAttachedEbs'));
+    expect(alarms).toHaveLength(2);
+    template.hasResourceProperties('AWS::IAM::Policy', {
+      PolicyDocument: {
+        Statement: Match.arrayWith([{
+          Action: ['cloudwatch:DescribeAlarms', 'cloudwatch:PutMetricAlarm'],
+          Effect: 'Allow',
+          Resource: alarms.map((id) => ({ 'Fn::GetAtt': [id, 'Arn'] })),
+        }]),
+      },
+    });
+    const step = Object.entries(resourcesOf(template, 'AWS::Lambda::Function'))
+      .find(([id]) => id.startsWith('RecoveryRecoveryStep'));
+    const env = step?.[1].Properties.Environment.Variables.ALARM_BY_ARRAY;
+    expect(JSON.stringify(env)).toContain(alarms[0]);
+    expect(JSON.stringify(env)).toContain(alarms[1]);
   });
 
   test('a launch lifecycle hook on the configured group holds new instances up to an hour, ABANDON by default', () => {

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import boto3
+
 from raidsnap_emulation.iam.evaluate import Decision, Principal, evaluate
 from raidsnap_emulation.template import ACCOUNT, REGION
 
@@ -206,10 +208,7 @@ class Services:
                             "id": "m1",
                             "metricStat": {
                                 "metric": {
-                                    "dimensions": {
-                                        d["Name"]: d["Value"]
-                                        for d in template.resolve(props.get("Dimensions", []))
-                                    },
+                                    "dimensions": self._dimensions(alarm, props),
                                     "name": props.get("MetricName"),
                                     "namespace": props.get("Namespace"),
                                 },
@@ -223,6 +222,19 @@ class Services:
             },
         }
         return out + self.put_event(event)
+
+    def _dimensions(self, alarm: str, props: dict[str, Any]) -> dict[str, str]:
+        """The alarm's dimensions as it stands (a function may have changed it since the
+        stack was deployed), else as the template made it."""
+        found = boto3.client("cloudwatch", region_name=REGION).describe_alarms(AlarmNames=[alarm])[
+            "MetricAlarms"
+        ]
+        dims = (
+            found[0]["Dimensions"]
+            if found
+            else self.emu.template.resolve(props.get("Dimensions", []))
+        )
+        return {str(d["Name"]): str(d["Value"]) for d in dims}
 
     # -- rules
 

@@ -392,6 +392,42 @@ def configure_recovery(emu: Any, array: str, **settings: str) -> None:
     current = json.loads(fn.environment.get("RECOVERY_BY_ARRAY") or "{}")
     current[array] = {"mode": "replace", **settings}
     fn.environment["RECOVERY_BY_ARRAY"] = json.dumps(current)
+    alarm = recovery_alarm(emu, array)
+    if alarm and settings.get("instanceId"):
+        # A stack deployed with this instance configured has its alarm watching it.
+        _point_alarm(alarm, settings["instanceId"])
+
+
+def recovery_alarm(emu: Any, array: str) -> str | None:
+    """The name (logical id) of the array's attached-EBS alarm, where the stack has one."""
+    for logical_id, res in emu.template.of_type("AWS::CloudWatch::Alarm").items():
+        if f"(array {array})" in str(res["Properties"].get("AlarmDescription", "")):
+            return str(logical_id)
+    return None
+
+
+def _point_alarm(alarm: str, instance_id: str) -> None:
+    cloudwatch = boto3.client("cloudwatch")
+    found = cloudwatch.describe_alarms(AlarmNames=[alarm])["MetricAlarms"][0]
+    old = {d["Name"]: d["Value"] for d in found["Dimensions"]}["InstanceId"]
+    cloudwatch.put_metric_alarm(
+        AlarmName=alarm,
+        AlarmDescription=str(found.get("AlarmDescription", "")).replace(old, instance_id),
+        ActionsEnabled=found["ActionsEnabled"],
+        OKActions=found["OKActions"],
+        AlarmActions=found["AlarmActions"],
+        InsufficientDataActions=found["InsufficientDataActions"],
+        MetricName=found["MetricName"],
+        Namespace=found["Namespace"],
+        Statistic=found["Statistic"],
+        Dimensions=[{"Name": "InstanceId", "Value": instance_id}],
+        Period=found["Period"],
+        EvaluationPeriods=found["EvaluationPeriods"],
+        DatapointsToAlarm=found["DatapointsToAlarm"],
+        Threshold=found["Threshold"],
+        ComparisonOperator=found["ComparisonOperator"],
+        TreatMissingData=found["TreatMissingData"],
+    )
 
 
 def create_topics(emu: Any) -> list[str]:

@@ -10,6 +10,7 @@ from botocore.config import Config
 
 if TYPE_CHECKING:
     from mypy_boto3_autoscaling import AutoScalingClient
+    from mypy_boto3_cloudwatch import CloudWatchClient
     from mypy_boto3_ec2 import EC2Client
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_ssm import SSMClient
@@ -46,6 +47,11 @@ def autoscaling() -> AutoScalingClient:
 
 
 @cache
+def cloudwatch() -> CloudWatchClient:
+    return boto3.client("cloudwatch", config=_CONFIG)
+
+
+@cache
 def sns() -> SNSClient:
     return boto3.client("sns", config=_CONFIG)
 
@@ -63,4 +69,5 @@ def reset() -> None:
     stepfunctions.cache_clear()
     autoscaling.cache_clear()
     sns.cache_clear()
+    cloudwatch.cache_clear()
     servicequotas.cache_clear()

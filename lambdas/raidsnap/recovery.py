@@ -24,7 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import arrays, assessment, clients, lock, tags
+from raidsnap import arrays, assessment, clients, lock, protection, tags
 from raidsnap.aws import error_code
 from raidsnap.environment import RecoverySettings
 from raidsnap.errors import InstanceNotReadyError, public_name
@@ -71,6 +71,16 @@ class Trigger:
         return f"{self.kind}-{array}-{digest}"
 
 
+@dataclass(frozen=True)
+class Skip:
+    """An event about an array's instance that must start no recovery, and why (the operators
+    are told: a recovery that does not start is news)."""
+
+    kind: str
+    array: str
+    reason: str
+
+
 def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
     """Start one recovery for the event, or say why not (to the operators as well: a recovery
     that does not start is news). Never raises for an event that is simply not ours:
@@ -78,6 +88,18 @@ def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
     trigger = classify(event, settings)
     if trigger is None:
         return {"started": False, "reason": "not a recovery event for a raidsnap array"}
+    if isinstance(trigger, Skip):
+        logger.warning(
+            "no recovery started", extra={"array": trigger.array, "reason": trigger.reason}
+        )
+        facts = assessment.latest_set(trigger.array, _event_time(event))
+        notify(
+            f"raidsnap: no recovery of {trigger.array} started",
+            f"A {trigger.kind} event ({event.get('detail-type')}, {event.get('time')}) started "
+            f"no recovery: {trigger.reason}. "
+            + (facts.sentence(trigger.array) + "." if facts else "It has no complete set."),
+        )
+        return {"started": False, "array": trigger.array, "reason": trigger.reason}
     name = trigger.execution_name
     machine = settings.state_machine_arn
     # One recovery of an array at a time: a flapping alarm (ALARM, OK, ALARM) must not start
@@ -239,7 +261,7 @@ def is_drill(execution_arn: str) -> bool:
 # ---------------------------------------------------------------------- events
 
 
-def classify(event: dict[str, Any], settings: RecoverySettings) -> Trigger | None:
+def classify(event: dict[str, Any], settings: RecoverySettings) -> Trigger | Skip | None:
     kind = (event.get("source"), event.get("detail-type"))
     detail = event.get("detail") or {}
     if kind == ALARM:
@@ -260,13 +282,25 @@ def _restore_input(array: str, config: dict[str, str], **fields: Any) -> dict[st
 
 
 def _array_of_instance(instance_id: str, settings: RecoverySettings) -> tuple[str, dict[str, str]]:
-    """The array whose configured instance this is, else the array the instance is tagged with
-    (an array without recovery config still recovers in place)."""
+    """The array whose configured instance (or replacement) this is, else the array the instance
+    is tagged with: after a move the alarm watches an instance the config may not name (an
+    array without recovery config still recovers in place)."""
     for array, config in settings.by_array.items():
-        if config.get("instanceId") == instance_id:
+        if instance_id in (config.get("instanceId"), config.get("replacementInstanceId")):
             return array, config
     tagged = instance_facts(instance_id)[1].get(tags.ARRAY, "")
     return tagged, settings.by_array.get(tagged, {})
+
+
+def _holder(array: str, config: dict[str, str], besides: str) -> str | None:
+    """The other configured instance of the array (instance or replacement) if it carries the
+    array's tag: the array was moved there."""
+    for candidate in (config.get("instanceId"), config.get("replacementInstanceId")):
+        if candidate and candidate != besides:
+            state, found = instance_facts(candidate)
+            if state not in ("terminated", "unknown") and found.get(tags.ARRAY) == array:
+                return candidate
+    return None
 
 
 def instance_facts(instance_id: str) -> tuple[str, dict[str, str]]:
@@ -284,7 +318,7 @@ def instance_facts(instance_id: str) -> tuple[str, dict[str, str]]:
 
 def _from_alarm(
     event: dict[str, Any], detail: dict[str, Any], settings: RecoverySettings
-) -> Trigger | None:
+) -> Trigger | Skip | None:
     state = detail.get("state") or {}
     if state.get("value") != "ALARM":
         return None
@@ -299,10 +333,24 @@ def _from_alarm(
     if not array:
         logger.warning("alarm for an instance of no array", extra={"instance": instance_id})
         return None
+    if instance_facts(instance_id)[1].get(tags.ARRAY) != array:
+        moved_to = _holder(array, config, instance_id)
+        if moved_to:
+            return Skip(
+                "alarm",
+                array,
+                f"the attached EBS alarm of {instance_id} fired, but {array} is no longer on it: "
+                f"a recovery moved it to {moved_to}",
+            )
     alarm_arn = (event.get("resources") or [detail.get("alarmName", "")])[0]
     key = f"{alarm_arn}|{state.get('timestamp') or event.get('time')}"
     replacement = config.get("replacementInstanceId")
-    if config.get("mode") == "attach" and replacement:
+    if (
+        config.get("mode") == "attach"
+        and replacement
+        and instance_id == config.get("instanceId")
+        and replacement != instance_id
+    ):
         # The failed instance still runs and still carries the array's tag; the array moves to
         # the replacement, so the recovery takes the tag off it first (and puts it back if the
         # restore fails).
@@ -311,6 +359,8 @@ def _from_alarm(
         return Trigger(
             "alarm", array, key, restore, notes=[note], retire=instance_id, alarmed=instance_id
         )
+    # In replace mode, and wherever the array lives once a recovery has moved it (the
+    # configured replacement holds it already): the array is replaced where it is.
     restore = _restore_input(array, config, mode="replace", targetInstanceId=instance_id)
     note = f"attached EBS of {instance_id} failed; replacing the array in place"
     return Trigger("alarm", array, key, restore, notes=[note], alarmed=instance_id)
@@ -318,15 +368,40 @@ def _from_alarm(
 
 def _from_state_change(
     event: dict[str, Any], detail: dict[str, Any], settings: RecoverySettings
-) -> Trigger | None:
+) -> Trigger | Skip | None:
     instance_id = str(detail.get("instance-id", ""))
     state = str(detail.get("state", ""))
     if state not in LOST_STATES:
         return None
     for array, config in settings.by_array.items():
-        if config.get("instanceId") != instance_id:
+        configured, replacement = config.get("instanceId"), config.get("replacementInstanceId")
+        if instance_id not in (configured, replacement):
             continue
-        replacement = config.get("replacementInstanceId")
+        # A terminated instance stays visible, tags included, for a while after it ends.
+        holds = instance_facts(instance_id)[1].get(tags.ARRAY) == array
+        if instance_id != configured:  # the replacement
+            if holds:
+                return Skip(
+                    "lost",
+                    array,
+                    f"{instance_id}, where a recovery had moved {array}, is {state}, and no "
+                    "other instance is configured to restore onto: start a restore onto a new "
+                    "instance by hand and configure it as the array's instance",
+                )
+            return Skip(
+                "lost",
+                array,
+                f"{instance_id}, the configured replacement of {array}, is {state}: {array} "
+                f"has no replacement now; configure a new replacementInstanceId",
+            )
+        moved_to = None if holds else _holder(array, config, instance_id)
+        if moved_to:
+            return Skip(
+                "lost",
+                array,
+                f"{instance_id} is {state}, but {array} is no longer on it: a recovery moved "
+                f"it to {moved_to}, which holds it; nothing to restore",
+            )
         if not replacement:
             logger.warning("instance lost, no replacement configured", extra={"array": array})
             return None
@@ -609,6 +684,10 @@ def finish(state: dict[str, Any], outcome: str, table: str) -> dict[str, Any]:
             )
             + f"; writes made after that time to {array} are not in it"
         )
+        target = str(restored.get("targetInstanceId") or given["restore"].get("targetInstanceId"))
+        guard = protection.follow(array, target)
+        message += ". Protection: " + guard.sentence()
+        notify(f"raidsnap: {array} recovered onto {target}", message)
         out: dict[str, Any] = {
             "output": {
                 "array": array,
@@ -622,6 +701,7 @@ def finish(state: dict[str, Any], outcome: str, table: str) -> dict[str, Any]:
                 "restoreExecutionArn": restore.get("executionArn"),
                 "restore": restored,
                 "lifecycleAction": None,
+                "protection": guard.as_dict(),
             }
         }
     else:

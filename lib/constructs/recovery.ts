@@ -194,12 +194,15 @@ export class Recovery extends Construct {
         targets: [target],
       }));
       if (r.replacementInstanceId) {
+        // Both instances: once a recovery has moved the array to the replacement, the
+        // replacement's end is what matters (the trigger asks the raidsnap:array tag which of
+        // them holds the array, and says why it starts nothing for the other).
         this.rules.push(new events.Rule(this, `OnInstanceLost-${array.name}`, {
-          description: `raidsnap: restore ${array.name} onto ${r.replacementInstanceId} when ${r.instanceId} is terminated`,
+          description: `raidsnap: restore ${array.name} onto ${r.replacementInstanceId} when ${r.instanceId} is terminated; report the end of either`,
           eventPattern: {
             source: ['aws.ec2'],
             detailType: ['EC2 Instance State-change Notification'],
-            detail: { 'instance-id': [r.instanceId], 'state': ['terminated'] },
+            detail: { 'instance-id': [r.instanceId, r.replacementInstanceId], 'state': ['terminated'] },
           },
           targets: [target],
         }));
@@ -223,6 +226,18 @@ export class Recovery extends Construct {
           targets: [target],
         }));
       }
+    }
+
+    // After a recovery moves an array, its alarm is pointed at the array's new instance
+    // (lambdas/raidsnap/protection.py): read and rewrite exactly these alarms.
+    const alarms = Object.entries(this.alarms);
+    if (alarms.length) {
+      step.addEnvironment('ALARM_BY_ARRAY', Stack.of(this).toJsonString(
+        Object.fromEntries(alarms.map(([name, alarm]) => [name, alarm.alarmName]))));
+      step.addToRolePolicy(new iam.PolicyStatement({
+        actions: ['cloudwatch:DescribeAlarms', 'cloudwatch:PutMetricAlarm'],
+        resources: alarms.map(([, alarm]) => alarm.alarmArn),
+      }));
     }
   }
 }

@@ -132,6 +132,8 @@ class Builder:
             ("autoscaling", "CompleteLifecycleAction"): self._asg,
             ("autoscaling", "RecordLifecycleActionHeartbeat"): self._asg,
             ("service-quotas", "GetServiceQuota"): self._quota,
+            ("cloudwatch", "DescribeAlarms"): self._alarms,
+            ("cloudwatch", "PutMetricAlarm"): self._alarms,
         }
         for op in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan"):
             self._ops[("dynamodb", op)] = self._table
@@ -469,6 +471,25 @@ class Builder:
         service, code = str(params["ServiceCode"]), str(params["QuotaCode"])
         arn = self._arn(model, "quota", ServiceCode=service, QuotaCode=code)
         return [_Target("quota", arn, {"servicequotas:service": (service,)})]
+
+    def _alarms(self, model: sar.ActionModel, params: Params) -> list[_Target]:
+        """The alarms a call names. DescribeAlarms without AlarmNames lists every alarm: it is
+        authorized against "*" then, which only an unscoped grant matches. PutMetricAlarm
+        carries its actions (cloudwatch:AlarmActions) and the tags it would create."""
+        names = [str(params["AlarmName"])] if "AlarmName" in params else params.get("AlarmNames")
+        if not names:
+            return [_Target("alarm", "*", {})]
+        keys: dict[str, tuple[str, ...]] = {}
+        actions = [
+            str(a)
+            for k in ("AlarmActions", "OKActions", "InsufficientDataActions")
+            for a in params.get(k) or []
+        ]
+        if "AlarmName" in params and actions:
+            keys["cloudwatch:AlarmActions"] = tuple(actions)
+        if "AlarmName" in params and params.get("Tags"):
+            keys.update(_request_tags({t["Key"]: t["Value"] for t in params["Tags"]}))
+        return [_Target("alarm", self._arn(model, "alarm", AlarmName=str(n)), keys) for n in names]
 
     def _asg(self, model: sar.ActionModel, params: Params) -> list[_Target]:
         group = str(params["AutoScalingGroupName"])
