@@ -688,10 +688,6 @@ class AwsDouble:
                 if self._fsr_state(pair, now) in ("enabling", "optimizing", "enabled")
             )
 
-    def snapshot_state(self, snapshot_id: str) -> str:
-        with self._lock:
-            return self._snapshot_state(self._snapshots[snapshot_id], self.clock.now())[0]
-
     # ------------------------------------------------------------------ dispatch
 
     def _dispatch(self, client: BaseClient, operation: str, params: Params) -> Answer:

@@ -88,10 +88,6 @@ class SnapshotSet:
         return datetime.min.replace(tzinfo=UTC)
 
     @property
-    def indexes(self) -> list[int | None]:
-        return sorted((m.index for m in self.members), key=lambda i: -1 if i is None else i)
-
-    @property
     def complete(self) -> bool:
         """Recorded and taken, not degraded, and every recorded snapshot (one per slot 0..N-1)
         exists and is completed."""
