@@ -1,4 +1,4 @@
-import { CfnElement, IResolvable, Stack, Validations } from 'aws-cdk-lib';
+import { CfnElement, IResolvable, Stack, Token, Validations } from 'aws-cdk-lib';
 import { IConstruct } from 'constructs';
 
 /** Acknowledge one cdk-nag finding on one resource, with the reason a reviewer reads.
@@ -16,6 +16,14 @@ export function arnRef(resource: IConstruct): string {
   const stack = Stack.of(resource);
   const logicalId = stack.resolve(stack.getLogicalId(cfn) as unknown as IResolvable) as string;
   return `<${logicalId}.Arn>`;
+}
+
+/** An ARN of this stack's account and region as cdk-nag prints it in a finding id. */
+export function nagArn(scope: IConstruct, service: string, resource: string): string {
+  const stack = Stack.of(scope);
+  const region = Token.isUnresolved(stack.region) ? '<AWS::Region>' : stack.region;
+  const account = Token.isUnresolved(stack.account) ? '<AWS::AccountId>' : stack.account;
+  return `arn:<AWS::Partition>:${service}:${region}:${account}:${resource}`;
 }
 
 export const REASONS = {

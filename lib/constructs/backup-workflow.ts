@@ -8,7 +8,7 @@ import { Documents } from './documents';
 import { FunctionFactory, FunctionSpec } from './functions';
 import { Permissions, RestorePermissions } from './permissions';
 import { acknowledge } from '../nag';
-import { nagArn } from './recovery';
+import { nagArn } from '../nag';
 import { lockTableStatements } from './restore-workflow';
 import { SnapshotSets } from './snapshot-sets';
 import { Workflow } from './workflow';

@@ -16,6 +16,7 @@ import { acknowledge, arnRef, REASONS } from '../nag';
 import { stackKey } from './encryption';
 import { FunctionFactory } from './functions';
 import { Permissions } from './permissions';
+import { DRILL_RESTORE_PREFIX } from './recovery';
 import { SnapshotSets } from './snapshot-sets';
 
 export const SET_AGE_METRIC = 'NewestCompleteSetAgeMinutes';
@@ -84,7 +85,7 @@ export class Monitoring extends Construct {
             stateMachineArn: [props.workflows.restore.stateMachineArn],
             status: ['SUCCEEDED'],
             // A drill's restore is not a recovery: the drill reports its own outcome.
-            name: [{ 'anything-but': { prefix: 'drill-' } }],
+            name: [{ 'anything-but': { prefix: DRILL_RESTORE_PREFIX } }],
           },
         },
         targets: [new eventTargets.SnsTopic(this.topic, {

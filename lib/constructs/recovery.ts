@@ -1,4 +1,4 @@
-import { Duration, Stack, Token } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import * as autoscaling from 'aws-cdk-lib/aws-autoscaling';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -10,7 +10,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { ArrayConfig, RecoveryConfig } from '../config';
-import { acknowledge } from '../nag';
+import { acknowledge, nagArn } from '../nag';
 import { Documents } from './documents';
 import { FunctionFactory } from './functions';
 import { RestorePermissions } from './permissions';
@@ -271,12 +271,4 @@ export function acknowledgeNestedRestore(machine: sfn.StateMachine, restoreName:
   acknowledge(policy,
     `AwsSolutions-IAM5[Resource::${nagArn(machine, 'states', `execution:${restoreName}:${names}`)}]`,
     'follow and stop only the nested restore executions this workflow starts (names are chosen per run)');
-}
-
-/** An ARN of this stack's account and region as cdk-nag prints it in a finding id. */
-export function nagArn(scope: Construct, service: string, resource: string): string {
-  const stack = Stack.of(scope);
-  const region = Token.isUnresolved(stack.region) ? '<AWS::Region>' : stack.region;
-  const account = Token.isUnresolved(stack.account) ? '<AWS::AccountId>' : stack.account;
-  return `arn:<AWS::Partition>:${service}:${region}:${account}:${resource}`;
 }
