@@ -104,6 +104,7 @@ def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
     machine = settings.state_machine_arn
     # One recovery of an array at a time: a flapping alarm (ALARM, OK, ALARM) must not start
     # one replace per transition. The claim is this execution's until it ends.
+    repeat = _claimed_by(settings.lock_table, trigger.array) == name
     other = claim(settings.lock_table, trigger.array, name, machine)
     if other is not None:
         reason = (
@@ -150,15 +151,31 @@ def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
         "alarmedInstanceId": trigger.alarmed,
         "notes": trigger.notes,
     }
+    asked_at = datetime.now(UTC)
     try:
-        arn = clients.stepfunctions().start_execution(
+        answer = clients.stepfunctions().start_execution(
             stateMachineArn=machine, name=name, input=json.dumps(payload, sort_keys=True)
-        )["executionArn"]
+        )
     except ClientError as err:
         if error_code(err) != "ExecutionAlreadyExists":
             raise
         logger.info("recovery for this event already started", extra={"execution_name": name})
         return {"started": False, "array": trigger.array, "name": name, "reason": "duplicate"}
+    arn = answer["executionArn"]
+    # The same name and input as a running execution: StartExecution succeeds and answers with
+    # that execution, started before this call (StartExecution, Step Functions API Reference).
+    started_at = answer["startDate"]
+    if started_at.tzinfo is None:
+        started_at = started_at.replace(tzinfo=UTC)
+    if repeat and started_at < asked_at:
+        logger.info("recovery for this event is running", extra={"execution": arn})
+        return {
+            "started": False,
+            "array": trigger.array,
+            "name": name,
+            "executionArn": arn,
+            "reason": "duplicate",
+        }
     logger.info("recovery started", extra={"array": trigger.array, "execution": arn})
     return {"started": True, "array": trigger.array, "name": name, "executionArn": arn}
 
@@ -229,6 +246,17 @@ def claim(table: str, array: str, name: str, machine_arn: str) -> str | None:
             return "another recovery that started at the same moment"
         raise
     return None
+
+
+def _claimed_by(table: str, array: str) -> str:
+    """The execution name holding the array's recovery claim ("" when none does)."""
+    held = (
+        clients.dynamodb()
+        .get_item(TableName=table, Key={"array": {"S": array + CLAIM_SUFFIX}}, ConsistentRead=True)
+        .get("Item")
+        or {}
+    )
+    return str(held.get("executionName", {}).get("S", ""))
 
 
 def unclaim(table: str, array: str, name: str) -> None:

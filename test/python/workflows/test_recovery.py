@@ -369,3 +369,22 @@ def test_an_array_whose_name_has_a_dot_is_recovered(emu: Emulation) -> None:
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     assert run.output["restore"]["setId"] == set_id
     assert emu.hosts.state(standby).arrays["/dev/md0"].members == run.output["restore"]["volumeIds"]
+
+
+def test_a_second_delivery_while_the_recovery_runs_is_answered_as_a_duplicate(
+    emu: Emulation, db1: tuple[ArrayFixture, str]
+) -> None:
+    """StartExecution with the name and input of a running execution succeeds and returns that
+    execution (StartExecution, Step Functions API Reference): the second delivery of an event
+    must not report a second recovery started."""
+    fx, _ = db1
+    emu.double.impair_volume(fx.member_ids[1])
+    event = alarm_event(fx.instance_id)
+    held = HeldStep(emu, "recovery_step")
+    first = emu.invoke("recovery_start", event).result
+    held.wait()
+    again = emu.invoke("recovery_start", event).result  # while the first runs
+    held.release()
+    assert emu.wait(first["executionArn"]).status == "SUCCEEDED"
+    assert (again["started"], again["reason"]) == (False, "duplicate"), again
+    assert again["executionArn"] == first["executionArn"]
