@@ -1,0 +1,93 @@
+"""Attacks on what follows an array after a recovery moved it (failing tests: each one shows a
+guarantee of README "Automated recovery and drills" that does not hold yet).
+
+Runs on the stack synthesized with the example config, where db1 has an alarm and a replacement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Execution, synthesize
+from raidsnap_emulation.world import (
+    backed_up,
+    configure_recovery,
+    create_topics,
+    launch_instance,
+    make_array,
+    recovery_alarm,
+    tags_of,
+)
+
+
+@pytest.fixture(scope="module")
+def example() -> Path:
+    return synthesize(config=EXAMPLE_CONFIG)
+
+
+@pytest.fixture
+def emu(example: Path) -> Iterator[Emulation]:
+    with Emulation(example) as emulation:
+        create_topics(emulation)
+        yield emulation
+
+
+def _instance_tags(instance_id: str) -> dict[str, str]:
+    found = boto3.client("ec2").describe_instances(InstanceIds=[instance_id])["Reservations"]
+    return tags_of(found[0]["Instances"][0])
+
+
+def _start_from_alarm(emu: Emulation, alarm: str) -> str:
+    """The alarm goes to ALARM; EventBridge delivers its event; returns the recovery started."""
+    assert emu.router is not None
+    before = len(emu.router.invocations)
+    deliveries = emu.services.alarm(alarm)
+    assert any(d.delivered for d in deliveries), deliveries
+    started = [
+        i.result
+        for i in emu.router.invocations[before:]
+        if i.module == "recovery_start" and i.result and i.result.get("started")
+    ]
+    assert len(started) == 1, [i.result for i in emu.router.invocations[before:]]
+    return str(started[0]["executionArn"])
+
+
+def _attach_mode_db1(emu: Emulation) -> tuple[Any, str, str]:
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    standby = launch_instance("db1-standby", fx.availability_zone, tag_array=False)
+    configure_recovery(
+        emu, "db1", instanceId=fx.instance_id, mode="attach", replacementInstanceId=standby
+    )
+    alarm = recovery_alarm(emu, "db1")
+    assert alarm is not None
+    return fx, standby, alarm
+
+
+def _moved(emu: Emulation) -> tuple[Any, str, str, Execution]:
+    fx, standby, alarm = _attach_mode_db1(emu)
+    emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
+    run = emu.wait(_start_from_alarm(emu, alarm))
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["restore"]["targetInstanceId"] == standby
+    return fx, standby, alarm, run
+
+
+def test_after_a_move_an_alarm_with_no_impaired_member_replaces_nothing(emu: Emulation) -> None:
+    """The attached-EBS alarm covers the boot and scratch volumes too. After a move, before the
+    next backup, the newest set's members are still attached to the instance the array left:
+    that must not count as evidence against the healthy array on its new instance."""
+    _, standby, alarm, _ = _moved(emu)
+    emu.clock.advance(3600)
+    live = list(emu.hosts.state(standby).arrays["/dev/md0"].members)
+    # WHEN the alarm of the new instance fires with every member of its array healthy
+    run = emu.wait(_start_from_alarm(emu, alarm))
+    # THEN nothing is replaced: the array the user writes to stays mounted on its volumes
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["action"] == "none", run.output.get("evidence") or run.output
+    assert emu.hosts.state(standby).arrays["/dev/md0"].members == live
