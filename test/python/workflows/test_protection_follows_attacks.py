@@ -13,6 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
+from raidsnap_emulation.double import AwsError
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Execution, synthesize
 from raidsnap_emulation.world import (
     backed_up,
@@ -91,3 +92,29 @@ def test_after_a_move_an_alarm_with_no_impaired_member_replaces_nothing(emu: Emu
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     assert run.output["action"] == "none", run.output.get("evidence") or run.output
     assert emu.hosts.state(standby).arrays["/dev/md0"].members == live
+
+
+def test_a_failure_after_the_array_moved_does_not_give_its_tag_back(emu: Emulation) -> None:
+    """The restore succeeded and the array is mounted on the replacement; the last step's
+    notification fails (an SNS error that is not throttling). The tag must stay with the
+    array: two running instances tagged with it stop every backup of it."""
+    fx, standby, alarm = _attach_mode_db1(emu)
+
+    def publish(params: dict[str, Any]) -> dict[str, Any]:
+        if "recovered onto" in str(params.get("Subject")):
+            raise AwsError("KMSThrottling", "the topic's key is throttled")  # not retried
+        return {"MessageId": "m-1", "ResponseMetadata": {"HTTPStatusCode": 200}}
+
+    emu.double.route("sns", "Publish", publish)
+    emu.double.impair_volume(fx.member_ids[1])
+    run = emu.wait(_start_from_alarm(emu, alarm))
+    assert "/dev/md0" in emu.hosts.state(standby).arrays  # restored and mounted there
+    assert _instance_tags(standby).get("raidsnap:array") == "db1"
+    # the failed instance must not hold the array's tag again
+    assert _instance_tags(fx.instance_id).get("raidsnap:array") != "db1", (
+        f"{run.status} {run.error}: {run.cause}"
+    )
+    # and backups of the array go on, from where it lives now
+    emu.clock.advance(3600)
+    backup = emu.run("backup", {"array": "db1"})
+    assert backup.status == "SUCCEEDED", f"{backup.error}: {backup.cause}"
