@@ -16,6 +16,7 @@ import pytest
 from raidsnap_emulation.double import AwsError
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Execution, synthesize
 from raidsnap_emulation.world import (
+    HeldStep,
     backed_up,
     configure_recovery,
     create_topics,
@@ -118,3 +119,28 @@ def test_a_failure_after_the_array_moved_does_not_give_its_tag_back(emu: Emulati
     emu.clock.advance(3600)
     backup = emu.run("backup", {"array": "db1"})
     assert backup.status == "SUCCEEDED", f"{backup.error}: {backup.cause}"
+
+
+def test_a_restore_stopped_after_assembly_does_not_tag_both_instances(emu: Emulation) -> None:
+    """The restore assembled and mounted the array on the replacement (the user's from then
+    on), and is stopped before its last step (an operator stops a long prewarm). The recovery
+    fails; it must not tag the failed instance again while the replacement carries the tag."""
+    fx, standby, alarm = _attach_mode_db1(emu)
+    emu.double.impair_volume(fx.member_ids[1])
+    held = HeldStep(emu, "restore_finish")
+    arn = _start_from_alarm(emu, alarm)
+    held.wait()
+    sfn = boto3.client("stepfunctions")
+    restore = next(
+        e["executionArn"]
+        for e in sfn.list_executions(stateMachineArn=emu.state_machines["restore"])["executions"]
+        if e["status"] == "RUNNING"
+    )
+    assert "/dev/md0" in emu.hosts.state(standby).arrays  # assembled and mounted
+    sfn.stop_execution(executionArn=restore, cause="operator stopped the prewarm")
+    held.release()
+    run = emu.wait(arn)
+    tagged = [
+        i for i in (fx.instance_id, standby) if _instance_tags(i).get("raidsnap:array") == "db1"
+    ]
+    assert tagged == [standby], f"{run.status} {run.error}: {run.cause}"
