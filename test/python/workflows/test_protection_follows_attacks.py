@@ -144,3 +144,20 @@ def test_a_restore_stopped_after_assembly_does_not_tag_both_instances(emu: Emula
         i for i in (fx.instance_id, standby) if _instance_tags(i).get("raidsnap:array") == "db1"
     ]
     assert tagged == [standby], f"{run.status} {run.error}: {run.cause}"
+
+
+def test_an_alarm_that_could_not_follow_names_the_instance_it_still_watches(
+    emu: Emulation,
+) -> None:
+    """PutMetricAlarm is denied (a service control policy, say) after DescribeAlarms read the
+    alarm: the output and the notification must say which instance the alarm still watches,
+    not "its instance" (the array's instance is the replacement now)."""
+    fx, _, alarm = _attach_mode_db1(emu)
+    emu.double.fail("cloudwatch", "PutMetricAlarm", times=20, code="AccessDenied")
+    emu.double.impair_volume(fx.member_ids[1])
+    run = emu.wait(_start_from_alarm(emu, alarm))
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    protection = run.output["protection"]
+    assert protection["problem"] and "AccessDenied" in protection["problem"]
+    assert protection["previousInstanceId"] == fx.instance_id, protection
+    assert f"still watches {fx.instance_id}" in run.output["message"], run.output["message"]
