@@ -20,10 +20,12 @@ from raidsnap_emulation.world import (
     backed_up,
     configure_recovery,
     create_topics,
+    launch_event,
     launch_instance,
     make_array,
     recovery_alarm,
     tags_of,
+    terminate,
 )
 
 
@@ -161,3 +163,33 @@ def test_an_alarm_that_could_not_follow_names_the_instance_it_still_watches(
     assert protection["problem"] and "AccessDenied" in protection["problem"]
     assert protection["previousInstanceId"] == fx.instance_id, protection
     assert f"still watches {fx.instance_id}" in run.output["message"], run.output["message"]
+
+
+def test_a_launch_whose_continue_fails_once_is_not_abandoned_with_the_array_mounted(
+    emu: Emulation,
+) -> None:
+    """The array is restored and mounted on the instance launched into its group; completing
+    the lifecycle action with CONTINUE fails once (ResourceContention, HTTP 500). The recovery
+    must not answer ABANDON: the group would terminate the instance that holds the array, and
+    the alarm would stay on the instance the array left."""
+    fx = make_array(emu.hosts, "analytics", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    configure_recovery(emu, "analytics", instanceId=fx.instance_id, autoScalingGroup="analytics")
+    completed: list[str] = []
+
+    def complete(params: dict[str, Any]) -> dict[str, Any]:
+        completed.append(str(params["LifecycleActionResult"]))
+        if len(completed) == 1:
+            raise AwsError("ResourceContention", "a pending update to the group", 500)
+        return {"ResponseMetadata": {"HTTPStatusCode": 200}}
+
+    emu.double.route("autoscaling", "CompleteLifecycleAction", complete)
+    terminate(fx.instance_id)
+    new = launch_instance("analytics-asg", fx.availability_zone, tag_array=False)
+    started = emu.invoke(
+        "recovery_start", launch_event("analytics", new, hook="raidsnap-analytics")
+    )
+    assert started.error_type is None and started.result["started"], started.result
+    run = emu.wait(started.result["executionArn"])
+    assert "/dev/md0" in emu.hosts.state(new).arrays  # restored and mounted on the new instance
+    assert "ABANDON" not in completed, f"{completed}: {run.status} {run.error}: {run.cause}"
