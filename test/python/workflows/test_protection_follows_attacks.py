@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 import pytest
 
-from raidsnap_emulation.double import AwsError
+from raidsnap_emulation.double import AwsError, CommandOutcome
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Execution, synthesize
 from raidsnap_emulation.world import (
     HeldStep,
@@ -193,3 +193,32 @@ def test_a_launch_whose_continue_fails_once_is_not_abandoned_with_the_array_moun
     run = emu.wait(started.result["executionArn"])
     assert "/dev/md0" in emu.hosts.state(new).arrays  # restored and mounted on the new instance
     assert "ABANDON" not in completed, f"{completed}: {run.status} {run.error}: {run.cause}"
+
+
+def test_a_retried_target_step_still_gives_the_tag_back_when_the_restore_fails(
+    emu: Emulation,
+) -> None:
+    """The target step takes the array's tag off the failed instance; EC2 applied DeleteTags but
+    the answer was throttling, so the step is retried. The restore then fails (the array cannot
+    be assembled on the replacement). The array is still on the failed instance only: it must
+    carry the tag again, or no instance carries it and every backup of the array stops."""
+    fx, standby, alarm = _attach_mode_db1(emu)
+    emu.double.fail("ec2", "DeleteTags", code="RequestLimitExceeded", after_success=True)
+    emu.hosts.fail_next(
+        "assemble",
+        CommandOutcome(
+            status="Failed",
+            stdout='{"ok": false, "error": "AssembleFailed", "message": "not enough to start"}',
+            stderr="mdadm: /dev/md0 assembled from 1 drive - not enough to start the array.",
+            exit_code=1,
+            duration_seconds=3,
+        ),
+    )
+    emu.double.impair_volume(fx.member_ids[1])
+    run = emu.wait(_start_from_alarm(emu, alarm))
+    assert run.status == "FAILED", run.output
+    assert "/dev/md0" not in emu.hosts.state(standby).arrays
+    tagged = [
+        i for i in (fx.instance_id, standby) if _instance_tags(i).get("raidsnap:array") == "db1"
+    ]
+    assert tagged == [fx.instance_id], f"{run.error}: {run.cause}"
