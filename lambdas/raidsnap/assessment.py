@@ -18,7 +18,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import arrays, clients, commands, snapshot_sets, tags
+from raidsnap import arrays, clients, commands, snapshot_sets, tags, volumes
 from raidsnap.aws import error_code
 
 # md array states of a working array, as /sys/block/mdX/md/array_state reports them.
@@ -123,11 +123,20 @@ def start(array: str, instance_id: str, discover_document: str) -> dict[str, Any
     restored = {
         v for v, t in attached_tags.items() if own_set.match(str(t.get(tags.RESTORED_FROM, "")))
     }
+    # A member attached to another instance belongs to another copy of the array (the one it
+    # left when a recovery moved it here, or a drill's): not a member missing from this one.
+    elsewhere = {
+        vid
+        for vid, view in volumes.describe([v for v in members if v not in attached]).items()
+        if any(i != instance_id and st != "detached" for i, _d, st in view.attachments)
+    }
     evidence = [
         f"member {vid} of set {facts.set_id if facts else '?'} is no longer attached to "
         f"{instance_id}"
         for vid in members
-        if vid not in attached and tags.REPLACED_BY not in old_tags.get(vid, {})
+        if vid not in attached
+        and vid not in elsewhere
+        and tags.REPLACED_BY not in old_tags.get(vid, {})
     ]
     checked = sorted((set(members) & attached) | restored)
     evidence += volume_evidence(checked)

@@ -105,35 +105,39 @@ def follow(array: str, instance_id: str) -> Protection:
     alarm = alarms_by_array().get(array)
     if not alarm or not instance_id:
         return Protection(array, instance_id, None, moved=False)
+    cloudwatch = clients.cloudwatch()
+    previous: str | None = None
     try:
-        return _point(array, alarm, instance_id)
+        found = cloudwatch.describe_alarms(AlarmNames=[alarm], AlarmTypes=["MetricAlarm"])
+        current: dict[str, Any] = dict((found.get("MetricAlarms") or [{}])[0])
+        if not current:
+            logger.warning("the array's alarm is gone", extra={"array": array, "alarm": alarm})
+            return Protection(array, instance_id, None, moved=False)
+        dims = [dict(d) for d in current.get("Dimensions") or []]
+        previous = next((str(d["Value"]) for d in dims if d.get("Name") == "InstanceId"), None)
+        if previous == instance_id:
+            return Protection(array, instance_id, alarm, moved=False, previous=previous)
+        fields = {k: current[k] for k in _CARRIED if current.get(k) is not None}
+        if previous and "AlarmDescription" in fields:
+            fields["AlarmDescription"] = str(fields["AlarmDescription"]).replace(
+                previous, instance_id
+            )
+        others = [d for d in dims if d.get("Name") != "InstanceId"]
+        cloudwatch.put_metric_alarm(
+            AlarmName=alarm,
+            Dimensions=[*others, {"Name": "InstanceId", "Value": instance_id}],  # type: ignore[list-item]
+            **fields,
+        )
     except ClientError as err:
         logger.exception("the alarm could not follow the array", extra={"alarm": alarm})
         return Protection(
-            array, instance_id, alarm, moved=False, previous="its instance", problem=str(err)
+            array,
+            instance_id,
+            alarm,
+            moved=False,
+            previous=previous or "the instance it watched",
+            problem=str(err),
         )
-
-
-def _point(array: str, alarm: str, instance_id: str) -> Protection:
-    cloudwatch = clients.cloudwatch()
-    found = cloudwatch.describe_alarms(AlarmNames=[alarm], AlarmTypes=["MetricAlarm"])
-    current: dict[str, Any] = dict((found.get("MetricAlarms") or [{}])[0])
-    if not current:
-        logger.warning("the array's alarm is gone", extra={"array": array, "alarm": alarm})
-        return Protection(array, instance_id, None, moved=False)
-    dims = [dict(d) for d in current.get("Dimensions") or []]
-    previous = next((str(d["Value"]) for d in dims if d.get("Name") == "InstanceId"), None)
-    if previous == instance_id:
-        return Protection(array, instance_id, alarm, moved=False, previous=previous)
-    fields = {k: current[k] for k in _CARRIED if current.get(k) is not None}
-    if previous and "AlarmDescription" in fields:
-        fields["AlarmDescription"] = str(fields["AlarmDescription"]).replace(previous, instance_id)
-    others = [d for d in dims if d.get("Name") != "InstanceId"]
-    cloudwatch.put_metric_alarm(
-        AlarmName=alarm,
-        Dimensions=[*others, {"Name": "InstanceId", "Value": instance_id}],  # type: ignore[list-item]
-        **fields,
-    )
     logger.info(
         "alarm follows the array",
         extra={"array": array, "alarm": alarm, "from": previous, "to": instance_id},

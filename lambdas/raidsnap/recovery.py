@@ -129,6 +129,10 @@ def start(event: dict[str, Any], settings: RecoverySettings) -> dict[str, Any]:
         )
         trigger.notes.append(f"stopped the drill restore {holder.execution_arn} to recover")
         logger.warning("stopped a drill's restore", extra={"holder": holder.execution_arn})
+    elif holder is not None and running and holder.execution_arn.endswith(f":{name}-restore"):
+        # This very event's recovery is running (its restore holds the lock): a repeat delivery.
+        logger.info("recovery for this event is running", extra={"execution_name": name})
+        return {"started": False, "array": trigger.array, "name": name, "reason": "duplicate"}
     elif holder is not None and running:
         unclaim(settings.lock_table, trigger.array, name)
         reason = f"a restore of {trigger.array} is already running ({holder.execution_arn})"
@@ -681,13 +685,49 @@ def _retire(instance_id: str | None, restore: dict[str, Any]) -> str | None:
     return instance_id
 
 
-def _unretire(state: dict[str, Any]) -> str:
-    retired = (state.get("target") or {}).get("retired")
-    array = str((state.get("input") or {}).get("array", ""))
+def _array_on_target(state: dict[str, Any]) -> str | None:
+    """The restore's target, if the array lives there now: the restore tags its target when it
+    attaches, and its failure path takes the tag off again unless it kept the volumes because
+    the array was assembled and mounted there (an assembled array is the user's)."""
+    given = state.get("input") or {}
+    target = str((given.get("restore") or {}).get("targetInstanceId") or "")
+    array = str(given.get("array", ""))
+    if not target or not array:
+        return None
+    instance_state, found = instance_facts(target)
+    if instance_state in ("terminated", "shutting-down", "unknown"):
+        return None
+    return target if found.get(tags.ARRAY) == array else None
+
+
+def _unretire(state: dict[str, Any], array_on_target: str | None) -> str:
+    """Give the array's tag back to the instance the recovery took it from, unless the array
+    lives on the target after all. The intent comes from the run's input, not from what the
+    target step recorded: a retried step finds the tag already gone and records nothing."""
+    given = state.get("input") or {}
+    retired = (state.get("target") or {}).get("retired") or given.get("retire")
+    array = str(given.get("array", ""))
     if not retired or not array:
+        return ""
+    if array_on_target:
+        return (
+            f" [{array} stays on {array_on_target}, where the restore assembled and mounted it; "
+            f"{retired} keeps no {tags.ARRAY} tag]"
+        )
+    if instance_facts(str(retired))[1].get(tags.ARRAY) == array:
         return ""
     clients.ec2().create_tags(Resources=[retired], Tags=[{"Key": tags.ARRAY, "Value": array}])
     return f" [{retired} is tagged {tags.ARRAY}={array} again: backups follow it as before]"
+
+
+def _notify_recovered(subject: str, message: str) -> str | None:
+    """Tell the operators; a notification that cannot be sent does not undo a recovery."""
+    try:
+        notify(subject, message)
+    except ClientError as err:
+        logger.exception("recovery notification not sent", extra={"subject": subject})
+        return f"not sent: {error_code(err)}"
+    return None
 
 
 def finish(state: dict[str, Any], outcome: str, table: str) -> dict[str, Any]:
@@ -715,7 +755,7 @@ def finish(state: dict[str, Any], outcome: str, table: str) -> dict[str, Any]:
         target = str(restored.get("targetInstanceId") or given["restore"].get("targetInstanceId"))
         guard = protection.follow(array, target)
         message += ". Protection: " + guard.sentence()
-        notify(f"raidsnap: {array} recovered onto {target}", message)
+        unsent = _notify_recovered(f"raidsnap: {array} recovered onto {target}", message)
         out: dict[str, Any] = {
             "output": {
                 "array": array,
@@ -730,14 +770,21 @@ def finish(state: dict[str, Any], outcome: str, table: str) -> dict[str, Any]:
                 "restore": restored,
                 "lifecycleAction": None,
                 "protection": guard.as_dict(),
+                "notification": unsent or "sent",
             }
         }
     else:
         error, cause = child_failure(state.get("error") or restore.get("error") or {})
-        cause += _unretire(state)
+        moving = given.get("restore", {}).get("mode") == "attach"
+        on_target = _array_on_target(state) if moving else None
+        cause += _unretire(state, on_target)
+        if on_target:
+            # The array lives there now, whatever failed after it was mounted: so does its alarm.
+            cause += f" [protection: {protection.follow(array, on_target).sentence()}]"
         if facts:
             cause += f" [{facts.sentence(array)}]"
-        result = "ABANDON"
+        # A launched instance that holds the mounted array goes into service with it.
+        result = "CONTINUE" if on_target else "ABANDON"
         out = {"error": error, "cause": cause, "lifecycleAction": None}
     unclaim(table, array, str((state.get("execution") or {}).get("name") or ""))
     if lifecycle and restore.get("lifecycleAction"):
@@ -755,6 +802,9 @@ def finish(state: dict[str, Any], outcome: str, table: str) -> dict[str, Any]:
             out["cause"] += (
                 f" [lifecycle action of {lifecycle['instanceId']} completed with ABANDON: "
                 "the Auto Scaling group replaces the instance]"
+                if result == "ABANDON"
+                else f" [lifecycle action of {lifecycle['instanceId']} completed with CONTINUE: "
+                "it holds the mounted array]"
             )
     return out
 
