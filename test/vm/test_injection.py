@@ -58,17 +58,26 @@ ARRAY_NAME = "inj"
 # What each script reads: its document's parameters (checked against ssm/documents below).
 PARAMETERS: dict[str, list[str]] = {
     "discover": ["ArrayName"],
-    "freeze": ["MountPoint", "MaxFreezeSeconds"],
-    "thaw": ["MountPoint", "MaxFreezeSeconds"],
+    "freeze": ["MountPoint", "MaxFreezeSeconds", "FreezeToken"],
+    "thaw": ["MountPoint", "MaxFreezeSeconds", "FreezeToken"],
     "assemble": ["VolumeIds", "MdUuid", "MdDevice", "MountPoint", "ReadOnly", "Persist"],
-    "release": ["MdDevice", "MountPoint"],
+    "release": ["MdDevice", "MdUuid", "MountPoint"],
     "prewarm": ["VolumeIds", "Method"],
 }
 
 # Values that are valid for the parameter although hostile-looking: (script, param, string id).
 # thaw accepts MaxFreezeSeconds only to share the freeze parameter set and ignores it; an empty
 # value counts as absent there, and a thaw of a filesystem that is not frozen changes nothing.
+# An empty FreezeToken is freeze's default: the script makes a token and prints it.
 VALID_ANYWAY = {("thaw", "MaxFreezeSeconds", "empty")}
+
+# Strings that are a parameter's documented default, not an attack on it, so no case is made:
+# an empty FreezeToken makes freeze choose its own token (a real freeze), an empty MdUuid is
+# release's hand run that checks no UUID (a real release).
+NOT_HOSTILE = {("freeze", "FreezeToken", "empty"), ("release", "MdUuid", "empty")}
+
+# The token a backup's freeze and thaw share (32 lowercase hex digits).
+TOKEN = "0123456789abcdef0123456789abcdef"  # noqa: S105 - a freeze token, not a secret
 
 # Strings whose cases run a second time by exec, as SSM runs the script (see GUEST).
 REPLAYED = ("empty",)
@@ -347,8 +356,8 @@ def guest_cases(
     only reads; release is the one exception, so no hostile value may pass it)."""
     base: dict[str, dict[str, str]] = {
         "discover": {"ArrayName": ARRAY_NAME},
-        "freeze": {"MountPoint": MOUNT_POINT, "MaxFreezeSeconds": "30"},
-        "thaw": {"MountPoint": MOUNT_POINT, "MaxFreezeSeconds": "30"},
+        "freeze": {"MountPoint": MOUNT_POINT, "MaxFreezeSeconds": "30", "FreezeToken": TOKEN},
+        "thaw": {"MountPoint": MOUNT_POINT, "MaxFreezeSeconds": "30", "FreezeToken": TOKEN},
         "assemble": {
             "VolumeIds": disks_vols,
             "MdUuid": uuid,
@@ -357,7 +366,7 @@ def guest_cases(
             "ReadOnly": "true",
             "Persist": "false",
         },
-        "release": {"MdDevice": MD_DEVICE, "MountPoint": MOUNT_POINT},
+        "release": {"MdDevice": MD_DEVICE, "MdUuid": uuid, "MountPoint": MOUNT_POINT},
         "prewarm": {"VolumeIds": disks_vols, "Method": "dd"},
     }
     assert {s: sorted(p) for s, p in base.items()} == {s: sorted(p) for s, p in PARAMETERS.items()}
@@ -371,6 +380,8 @@ def guest_cases(
     for script, params in PARAMETERS.items():
         for param in params:
             for sid in STRING_IDS:
+                if (script, param, sid) in NOT_HOSTILE:
+                    continue
                 cases.append(
                     (script, param, sid, hostile(base[script][param], len(cases))[sid], "fork")
                 )
@@ -388,8 +399,11 @@ def guest_cases(
         "assemble": ("assemble", base["assemble"]),
         "prewarm": ("prewarm", base["prewarm"]),
         "thaw": ("thaw", base["thaw"]),
-        "freeze": ("freeze", {"MountPoint": "/data", "MaxFreezeSeconds": "30"}),
-        "thaw-after-freeze": ("thaw", {"MountPoint": "/data"}),
+        "freeze": (
+            "freeze",
+            {"MountPoint": "/data", "MaxFreezeSeconds": "30", "FreezeToken": TOKEN},
+        ),
+        "thaw-after-freeze": ("thaw", {"MountPoint": "/data", "FreezeToken": TOKEN}),
         # A device that is not the one at the mount point: it validates, then touches nothing.
         "release": ("release", {"MdDevice": "/dev/md9", "MountPoint": "/data"}),
     }
@@ -479,7 +493,7 @@ def test_hostile_values_are_refused_and_inert(
         f" {len(agent)} accepted by SendCommand and run by the agent, the rest raw;"
         f" {len(cases) - len(first)} replayed by exec; {len(pre)} before assembly"
     )
-    assert len(hostile_cases) == params * len(STRING_IDS)
+    assert len(hostile_cases) == params * len(STRING_IDS) - len(NOT_HOSTILE)
     # SendCommand itself refuses every hostile string but the ones a pattern search admits.
     let_by = [c[:3] for c in agent if not c[2].startswith(SSM_MAY_ACCEPT)]
     assert let_by == [], f"SendCommand would accept {let_by}"
