@@ -1,5 +1,6 @@
-"""Attacks on what follows an array after a recovery moved it (failing tests: each one shows a
-guarantee of README "Automated recovery and drills" that does not hold yet).
+"""Failure paths around a recovery that moves an array: what follows it, what must not be
+undone once it is mounted on its new instance, and what a healthy array there must not suffer
+(README "Automated recovery and drills").
 
 Runs on the stack synthesized with the example config, where db1 has an alarm and a replacement.
 """
