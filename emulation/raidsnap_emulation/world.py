@@ -398,6 +398,40 @@ def configure_recovery(emu: Any, array: str, **settings: str) -> None:
         _point_alarm(alarm, settings["instanceId"])
 
 
+def recovery_started_by_alarm(emu: Any, alarm: str) -> str:
+    """The alarm (logical id) goes to ALARM and EventBridge delivers its event: the ARN of the
+    one recovery that started."""
+    before = len(emu.router.invocations)
+    deliveries = emu.services.alarm(alarm)
+    assert any(d.delivered for d in deliveries), deliveries
+    started = [
+        i.result
+        for i in emu.router.invocations[before:]
+        if i.module == "recovery_start" and i.result and i.result.get("started")
+    ]
+    assert len(started) == 1, [i.result for i in emu.router.invocations[before:]]
+    return str(started[0]["executionArn"])
+
+
+def attach_recovery_onto_standby(emu: Any, array: str) -> tuple[ArrayFixture, str, str]:
+    """A backed-up two-member array whose recovery restores onto a standby in attach mode: the
+    array, the standby, and the name of the array's alarm (watching the array's instance)."""
+    fx = make_array(emu.hosts, array, 2)
+    backed_up(emu.hosts, emu.run, fx)
+    standby = launch_instance(f"{array}-standby", fx.availability_zone, tag_array=False)
+    configure_recovery(
+        emu, array, instanceId=fx.instance_id, mode="attach", replacementInstanceId=standby
+    )
+    alarm = recovery_alarm(emu, array)
+    assert alarm is not None
+    return fx, standby, alarm
+
+
+def instance_tags(instance_id: str) -> dict[str, str]:
+    found = boto3.client("ec2").describe_instances(InstanceIds=[instance_id])["Reservations"]
+    return {t["Key"]: t["Value"] for t in found[0]["Instances"][0].get("Tags", [])}
+
+
 def recovery_alarm(emu: Any, array: str) -> str | None:
     """The name (logical id) of the array's attached-EBS alarm, where the stack has one."""
     for logical_id, res in emu.template.of_type("AWS::CloudWatch::Alarm").items():

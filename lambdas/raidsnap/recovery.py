@@ -233,8 +233,7 @@ def claim(table: str, array: str, name: str, machine_arn: str) -> str | None:
             raise
     else:
         return None
-    held = ddb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item") or {}
-    holder = str(held.get("executionName", {}).get("S", ""))
+    holder = _claimed_by(table, array)
     holder_arn = machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + holder
     if holder and lock.running(holder_arn):
         return holder_arn

@@ -20,13 +20,11 @@ import pytest
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Execution, synthesize
 from raidsnap_emulation.world import (
     ArrayFixture,
-    backed_up,
-    configure_recovery,
+    attach_recovery_onto_standby,
     create_topics,
     instance_state_event,
-    launch_instance,
-    make_array,
-    recovery_alarm,
+    instance_tags,
+    recovery_started_by_alarm,
     terminate,
 )
 
@@ -54,29 +52,11 @@ def _published(emu: Emulation) -> list[dict[str, Any]]:
 
 
 def _recover_from_alarm(emu: Emulation, alarm: str) -> Execution:
-    """The alarm goes to ALARM; EventBridge delivers its event to the recovery trigger."""
-    before = len(emu.router.invocations) if emu.router else 0
-    deliveries = emu.services.alarm(alarm)
-    assert any(d.delivered for d in deliveries), deliveries
-    assert emu.router is not None
-    started = [
-        i.result
-        for i in emu.router.invocations[before:]
-        if i.module == "recovery_start" and i.result and i.result.get("started")
-    ]
-    assert len(started) == 1, [i.result for i in emu.router.invocations[before:]]
-    return emu.wait(started[0]["executionArn"])
+    return emu.wait(recovery_started_by_alarm(emu, alarm))
 
 
 def _moved_to_standby(emu: Emulation) -> tuple[ArrayFixture, str, str, Execution]:
-    fx = make_array(emu.hosts, "db1", 2)
-    backed_up(emu.hosts, emu.run, fx)
-    standby = launch_instance("db1-standby", fx.availability_zone, tag_array=False)
-    configure_recovery(
-        emu, "db1", instanceId=fx.instance_id, mode="attach", replacementInstanceId=standby
-    )
-    alarm = recovery_alarm(emu, "db1")
-    assert alarm is not None
+    fx, standby, alarm = attach_recovery_onto_standby(emu, "db1")
     assert _watched(alarm) == fx.instance_id  # as deployed with this instance configured
     emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
     run = _recover_from_alarm(emu, alarm)
@@ -162,14 +142,7 @@ def test_the_end_of_the_instance_holding_the_array_after_a_move_is_reported(
 def test_an_alarm_that_cannot_follow_leaves_the_recovery_succeeded_and_says_so(
     emu: Emulation,
 ) -> None:
-    fx = make_array(emu.hosts, "db1", 2)
-    backed_up(emu.hosts, emu.run, fx)
-    standby = launch_instance("db1-standby", fx.availability_zone, tag_array=False)
-    configure_recovery(
-        emu, "db1", instanceId=fx.instance_id, mode="attach", replacementInstanceId=standby
-    )
-    alarm = recovery_alarm(emu, "db1")
-    assert alarm is not None
+    fx, standby, alarm = attach_recovery_onto_standby(emu, "db1")
     emu.double.fail("cloudwatch", "PutMetricAlarm", times=20, code="Throttling")
     emu.double.impair_volume(fx.member_ids[1])
     run = _recover_from_alarm(emu, alarm)
@@ -180,8 +153,3 @@ def test_an_alarm_that_cannot_follow_leaves_the_recovery_succeeded_and_says_so(
     protection = run.output["protection"]
     assert protection["alarmMoved"] is False and "Throttling" in protection["problem"]
     assert "point it there by hand" in run.output["message"]
-
-
-def instance_tags(instance_id: str) -> dict[str, str]:
-    found = boto3.client("ec2").describe_instances(InstanceIds=[instance_id])["Reservations"]
-    return {t["Key"]: t["Value"] for t in found[0]["Instances"][0].get("Tags", [])}

@@ -18,14 +18,15 @@ from raidsnap_emulation.double import AwsError, CommandOutcome
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Execution, synthesize
 from raidsnap_emulation.world import (
     HeldStep,
+    attach_recovery_onto_standby,
     backed_up,
     configure_recovery,
     create_topics,
+    instance_tags,
     launch_event,
     launch_instance,
     make_array,
-    recovery_alarm,
-    tags_of,
+    recovery_started_by_alarm,
     terminate,
 )
 
@@ -42,42 +43,10 @@ def emu(example: Path) -> Iterator[Emulation]:
         yield emulation
 
 
-def _instance_tags(instance_id: str) -> dict[str, str]:
-    found = boto3.client("ec2").describe_instances(InstanceIds=[instance_id])["Reservations"]
-    return tags_of(found[0]["Instances"][0])
-
-
-def _start_from_alarm(emu: Emulation, alarm: str) -> str:
-    """The alarm goes to ALARM; EventBridge delivers its event; returns the recovery started."""
-    assert emu.router is not None
-    before = len(emu.router.invocations)
-    deliveries = emu.services.alarm(alarm)
-    assert any(d.delivered for d in deliveries), deliveries
-    started = [
-        i.result
-        for i in emu.router.invocations[before:]
-        if i.module == "recovery_start" and i.result and i.result.get("started")
-    ]
-    assert len(started) == 1, [i.result for i in emu.router.invocations[before:]]
-    return str(started[0]["executionArn"])
-
-
-def _attach_mode_db1(emu: Emulation) -> tuple[Any, str, str]:
-    fx = make_array(emu.hosts, "db1", 2)
-    backed_up(emu.hosts, emu.run, fx)
-    standby = launch_instance("db1-standby", fx.availability_zone, tag_array=False)
-    configure_recovery(
-        emu, "db1", instanceId=fx.instance_id, mode="attach", replacementInstanceId=standby
-    )
-    alarm = recovery_alarm(emu, "db1")
-    assert alarm is not None
-    return fx, standby, alarm
-
-
 def _moved(emu: Emulation) -> tuple[Any, str, str, Execution]:
-    fx, standby, alarm = _attach_mode_db1(emu)
+    fx, standby, alarm = attach_recovery_onto_standby(emu, "db1")
     emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
-    run = emu.wait(_start_from_alarm(emu, alarm))
+    run = emu.wait(recovery_started_by_alarm(emu, alarm))
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     assert run.output["restore"]["targetInstanceId"] == standby
     return fx, standby, alarm, run
@@ -91,7 +60,7 @@ def test_after_a_move_an_alarm_with_no_impaired_member_replaces_nothing(emu: Emu
     emu.clock.advance(3600)
     live = list(emu.hosts.state(standby).arrays["/dev/md0"].members)
     # WHEN the alarm of the new instance fires with every member of its array healthy
-    run = emu.wait(_start_from_alarm(emu, alarm))
+    run = emu.wait(recovery_started_by_alarm(emu, alarm))
     # THEN nothing is replaced: the array the user writes to stays mounted on its volumes
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     assert run.output["action"] == "none", run.output.get("evidence") or run.output
@@ -102,7 +71,7 @@ def test_a_failure_after_the_array_moved_does_not_give_its_tag_back(emu: Emulati
     """The restore succeeded and the array is mounted on the replacement; the last step's
     notification fails (an SNS error that is not throttling). The tag must stay with the
     array: two running instances tagged with it stop every backup of it."""
-    fx, standby, alarm = _attach_mode_db1(emu)
+    fx, standby, alarm = attach_recovery_onto_standby(emu, "db1")
 
     def publish(params: dict[str, Any]) -> dict[str, Any]:
         if "recovered onto" in str(params.get("Subject")):
@@ -111,11 +80,11 @@ def test_a_failure_after_the_array_moved_does_not_give_its_tag_back(emu: Emulati
 
     emu.double.route("sns", "Publish", publish)
     emu.double.impair_volume(fx.member_ids[1])
-    run = emu.wait(_start_from_alarm(emu, alarm))
+    run = emu.wait(recovery_started_by_alarm(emu, alarm))
     assert "/dev/md0" in emu.hosts.state(standby).arrays  # restored and mounted there
-    assert _instance_tags(standby).get("raidsnap:array") == "db1"
+    assert instance_tags(standby).get("raidsnap:array") == "db1"
     # the failed instance must not hold the array's tag again
-    assert _instance_tags(fx.instance_id).get("raidsnap:array") != "db1", (
+    assert instance_tags(fx.instance_id).get("raidsnap:array") != "db1", (
         f"{run.status} {run.error}: {run.cause}"
     )
     # and backups of the array go on, from where it lives now
@@ -128,10 +97,10 @@ def test_a_restore_stopped_after_assembly_does_not_tag_both_instances(emu: Emula
     """The restore assembled and mounted the array on the replacement (the user's from then
     on), and is stopped before its last step (an operator stops a long prewarm). The recovery
     fails; it must not tag the failed instance again while the replacement carries the tag."""
-    fx, standby, alarm = _attach_mode_db1(emu)
+    fx, standby, alarm = attach_recovery_onto_standby(emu, "db1")
     emu.double.impair_volume(fx.member_ids[1])
     held = HeldStep(emu, "restore_finish")
-    arn = _start_from_alarm(emu, alarm)
+    arn = recovery_started_by_alarm(emu, alarm)
     held.wait()
     sfn = boto3.client("stepfunctions")
     restore = next(
@@ -144,7 +113,7 @@ def test_a_restore_stopped_after_assembly_does_not_tag_both_instances(emu: Emula
     held.release()
     run = emu.wait(arn)
     tagged = [
-        i for i in (fx.instance_id, standby) if _instance_tags(i).get("raidsnap:array") == "db1"
+        i for i in (fx.instance_id, standby) if instance_tags(i).get("raidsnap:array") == "db1"
     ]
     assert tagged == [standby], f"{run.status} {run.error}: {run.cause}"
 
@@ -155,10 +124,10 @@ def test_an_alarm_that_could_not_follow_names_the_instance_it_still_watches(
     """PutMetricAlarm is denied (a service control policy, say) after DescribeAlarms read the
     alarm: the output and the notification must say which instance the alarm still watches,
     not "its instance" (the array's instance is the replacement now)."""
-    fx, _, alarm = _attach_mode_db1(emu)
+    fx, _, alarm = attach_recovery_onto_standby(emu, "db1")
     emu.double.fail("cloudwatch", "PutMetricAlarm", times=20, code="AccessDenied")
     emu.double.impair_volume(fx.member_ids[1])
-    run = emu.wait(_start_from_alarm(emu, alarm))
+    run = emu.wait(recovery_started_by_alarm(emu, alarm))
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     protection = run.output["protection"]
     assert protection["problem"] and "AccessDenied" in protection["problem"]
@@ -203,7 +172,7 @@ def test_a_retried_target_step_still_gives_the_tag_back_when_the_restore_fails(
     the answer was throttling, so the step is retried. The restore then fails (the array cannot
     be assembled on the replacement). The array is still on the failed instance only: it must
     carry the tag again, or no instance carries it and every backup of the array stops."""
-    fx, standby, alarm = _attach_mode_db1(emu)
+    fx, standby, alarm = attach_recovery_onto_standby(emu, "db1")
     emu.double.fail("ec2", "DeleteTags", code="RequestLimitExceeded", after_success=True)
     emu.hosts.fail_next(
         "assemble",
@@ -216,10 +185,10 @@ def test_a_retried_target_step_still_gives_the_tag_back_when_the_restore_fails(
         ),
     )
     emu.double.impair_volume(fx.member_ids[1])
-    run = emu.wait(_start_from_alarm(emu, alarm))
+    run = emu.wait(recovery_started_by_alarm(emu, alarm))
     assert run.status == "FAILED", run.output
     assert "/dev/md0" not in emu.hosts.state(standby).arrays
     tagged = [
-        i for i in (fx.instance_id, standby) if _instance_tags(i).get("raidsnap:array") == "db1"
+        i for i in (fx.instance_id, standby) if instance_tags(i).get("raidsnap:array") == "db1"
     ]
     assert tagged == [fx.instance_id], f"{run.error}: {run.cause}"
