@@ -14,8 +14,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import clients, commands, recovery, snapshot_sets, tags, volumes
+from raidsnap import clients, commands, snapshot_sets, tags, volumes
 from raidsnap.aws import error_code
+from raidsnap.aws.instances import instance_facts
 from raidsnap.environment import DrillSettings
 from raidsnap.errors import (
     DrillTeardownFailedError,
@@ -24,6 +25,7 @@ from raidsnap.errors import (
 )
 from raidsnap.models import parse_drill_input
 from raidsnap.observability import logger
+from raidsnap.plan.causes import child_failure
 
 State = dict[str, Any]
 
@@ -45,7 +47,7 @@ def prepare(event: dict[str, Any], settings: DrillSettings) -> State:
     request = parse_drill_input(event.get("input"))
     execution = event.get("execution") or {}
     target = request.targetInstanceId
-    state, target_tags = recovery.instance_facts(target)
+    state, target_tags = instance_facts(target)
     if state == "unknown":
         raise InvalidInputError("targetInstanceId", f"instance {target} does not exist")
     held = target_tags.get(tags.ARRAY)
@@ -263,7 +265,7 @@ def report(state: State, topic: str) -> dict[str, Any]:
     passed = not state.get("error") and not left
     error = cause = ""
     if state.get("error"):
-        error, cause = recovery.child_failure(state["error"])
+        error, cause = child_failure(state["error"])
     if left:
         removal = (
             f"teardown could not remove volumes {left} (tagged {tags.RESTORE_EXECUTION}="

@@ -229,7 +229,7 @@ export class Recovery extends Construct {
     }
 
     // After a recovery moves an array, its alarm is pointed at the array's new instance
-    // (lambdas/raidsnap/protection.py): read and rewrite exactly these alarms.
+    // (lambdas/raidsnap/workflows/recovery/protection.py): read and rewrite exactly these alarms.
     const alarms = Object.entries(this.alarms);
     if (alarms.length) {
       step.addEnvironment('ALARM_BY_ARRAY', Stack.of(this).toJsonString(

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import recovery
 from raidsnap.environment import RecoverySettings
 from raidsnap.handlers._entry import entry
 from raidsnap.observability import logger
+from raidsnap.workflows.recovery.start import start
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
     logger.append_keys(event_id=event.get("id"), detail_type=event.get("detail-type"))
-    return recovery.start(event, RecoverySettings.from_env())
+    return start(event, RecoverySettings.from_env())

@@ -15,14 +15,8 @@ alarm as it stands is written back, with only the instance changed.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from typing import Any
-
-from botocore.exceptions import ClientError
-
-from raidsnap import clients
-from raidsnap.observability import logger
 
 # Fields of DescribeAlarms' MetricAlarm that PutMetricAlarm takes under the same name.
 _CARRIED = (
@@ -91,55 +85,24 @@ class Protection:
         }
 
 
-def alarms_by_array() -> dict[str, str]:
-    """ALARM_BY_ARRAY: each array with recovery configured -> its attached-EBS alarm's name."""
-    raw = os.environ.get("ALARM_BY_ARRAY", "").strip() or "{}"
-    mapping = json.loads(raw)
+def alarms_by_array(raw: str) -> dict[str, str]:
+    """ALARM_BY_ARRAY (JSON): each array with recovery configured -> its alarm's name."""
+    mapping = json.loads(raw.strip() or "{}")
     return {str(k): str(v) for k, v in mapping.items()} if isinstance(mapping, dict) else {}
 
 
-def follow(array: str, instance_id: str) -> Protection:
-    """Point the array's alarm at the instance that now holds the array (if it watches another).
-    Never raises for AWS's answer: the array is restored by now, and a recovery that failed here
-    would give the array's tag back to the instance it left."""
-    alarm = alarms_by_array().get(array)
-    if not alarm or not instance_id:
-        return Protection(array, instance_id, None, moved=False)
-    cloudwatch = clients.cloudwatch()
-    previous: str | None = None
-    try:
-        found = cloudwatch.describe_alarms(AlarmNames=[alarm], AlarmTypes=["MetricAlarm"])
-        current: dict[str, Any] = dict((found.get("MetricAlarms") or [{}])[0])
-        if not current:
-            logger.warning("the array's alarm is gone", extra={"array": array, "alarm": alarm})
-            return Protection(array, instance_id, None, moved=False)
-        dims = [dict(d) for d in current.get("Dimensions") or []]
-        previous = next((str(d["Value"]) for d in dims if d.get("Name") == "InstanceId"), None)
-        if previous == instance_id:
-            return Protection(array, instance_id, alarm, moved=False, previous=previous)
-        fields = {k: current[k] for k in _CARRIED if current.get(k) is not None}
-        if previous and "AlarmDescription" in fields:
-            fields["AlarmDescription"] = str(fields["AlarmDescription"]).replace(
-                previous, instance_id
-            )
-        others = [d for d in dims if d.get("Name") != "InstanceId"]
-        cloudwatch.put_metric_alarm(
-            AlarmName=alarm,
-            Dimensions=[*others, {"Name": "InstanceId", "Value": instance_id}],  # type: ignore[list-item]
-            **fields,
-        )
-    except ClientError as err:
-        logger.exception("the alarm could not follow the array", extra={"alarm": alarm})
-        return Protection(
-            array,
-            instance_id,
-            alarm,
-            moved=False,
-            previous=previous or "the instance it watched",
-            problem=str(err),
-        )
-    logger.info(
-        "alarm follows the array",
-        extra={"array": array, "alarm": alarm, "from": previous, "to": instance_id},
-    )
-    return Protection(array, instance_id, alarm, moved=True, previous=previous)
+def watched(current: dict[str, Any]) -> str | None:
+    """The instance an alarm watches (its InstanceId dimension)."""
+    dims = current.get("Dimensions") or []
+    return next((str(d["Value"]) for d in dims if d.get("Name") == "InstanceId"), None)
+
+
+def repointed(current: dict[str, Any], instance_id: str) -> dict[str, Any]:
+    """PutMetricAlarm's arguments (but AlarmName) that write the alarm back as it stands, with
+    only the watched instance changed (and named so in the description)."""
+    previous = watched(current)
+    fields = {k: current[k] for k in _CARRIED if current.get(k) is not None}
+    if previous and "AlarmDescription" in fields:
+        fields["AlarmDescription"] = str(fields["AlarmDescription"]).replace(previous, instance_id)
+    others = [dict(d) for d in current.get("Dimensions") or [] if d.get("Name") != "InstanceId"]
+    return {**fields, "Dimensions": [*others, {"Name": "InstanceId", "Value": instance_id}]}

@@ -1,0 +1,64 @@
+"""Step Functions executions raidsnap starts, stops and follows (recovery and its restore)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from raidsnap import clients
+from raidsnap.aws import error_code
+
+
+@dataclass(frozen=True)
+class Started:
+    arn: str
+    # When the execution started. StartExecution with the name and input of a running
+    # execution succeeds and answers with that execution, started before the call
+    # (StartExecution, Step Functions API Reference).
+    start_date: datetime
+
+
+def arn_of(machine_arn: str, name: str) -> str:
+    """The ARN an execution ``name`` of the state machine has (or would have)."""
+    return machine_arn.replace(":stateMachine:", ":execution:", 1) + ":" + name
+
+
+def start(machine_arn: str, name: str, payload: dict[str, Any]) -> Started | None:
+    """Start ``name``; None when an execution of that name already exists with another input
+    or has ended (ExecutionAlreadyExists)."""
+    try:
+        answer = clients.stepfunctions().start_execution(
+            stateMachineArn=machine_arn, name=name, input=json.dumps(payload, sort_keys=True)
+        )
+    except ClientError as err:
+        if error_code(err) != "ExecutionAlreadyExists":
+            raise
+        return None
+    started = answer["startDate"]
+    if started.tzinfo is None:
+        started = started.replace(tzinfo=UTC)
+    return Started(answer["executionArn"], started)
+
+
+def stop(arn: str, error: str, cause: str) -> None:
+    clients.stepfunctions().stop_execution(executionArn=arn, error=error, cause=cause)
+
+
+def describe(arn: str) -> dict[str, Any]:
+    return dict(clients.stepfunctions().describe_execution(executionArn=arn))
+
+
+def newest_state(arn: str) -> str | None:
+    """The state the execution entered last (its history's newest StateEntered event)."""
+    events = clients.stepfunctions().get_execution_history(
+        executionArn=arn, reverseOrder=True, maxResults=50
+    )["events"]
+    for event in events:
+        entered = event.get("stateEnteredEventDetails")
+        if entered:
+            return str(entered.get("name"))
+    return None

@@ -1,0 +1,129 @@
+"""Is a member of the array impaired? The evidence an alarm-started recovery needs before it
+replaces an array: its members' EBS status checks (DescribeVolumeStatus), members that are no
+longer attached, and what the instance reports of the array (discover). What counts as evidence
+is plan.evidence's; this module gathers it.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from raidsnap import arrays, commands, snapshot_sets, tags, volumes
+from raidsnap.aws.health import tags_of_existing, volume_statuses
+from raidsnap.plan.evidence import (
+    arrays_of_set,
+    decide,
+    md_evidence,
+    unchecked_members,
+    volume_status_evidence,
+)
+from raidsnap.plan.set_facts import SetFacts
+
+DISCOVER_TIMEOUT_SECONDS = 120
+POLL_SECONDS = 5
+
+
+def latest_set(array: str, reference: datetime) -> SetFacts | None:
+    found = snapshot_sets.latest_complete(array)
+    if found is None:
+        return None
+    return SetFacts.at(found.set_id, found.start_time, reference)
+
+
+def volume_evidence(volume_ids: list[str]) -> list[str]:
+    return volume_status_evidence(volume_statuses(volume_ids))
+
+
+def start(array: str, instance_id: str, discover_document: str) -> dict[str, Any]:
+    """First look: EC2's view of the members; then discovery on the instance, if it answers."""
+    facts = snapshot_sets.latest_complete(array)
+    members = sorted({m.volume_id for m in facts.members}) if facts else []
+    attached = {a.volume_id for a in arrays.describe_instance(instance_id).attachments}
+    restored = _restored_members(array, attached)
+    evidence = [
+        f"member {vid} of set {facts.set_id if facts else '?'} is no longer attached to "
+        f"{instance_id}"
+        for vid in _missing(instance_id, [v for v in members if v not in attached])
+    ]
+    checked = sorted((set(members) & attached) | restored)
+    look: dict[str, Any] = {
+        "instanceId": instance_id,
+        "checked": checked,
+        "evidence": evidence + volume_evidence(checked),
+        "mdUuid": facts.tag_values.get(tags.MD_UUID) if facts else None,
+    }
+    if not arrays.agent_online(instance_id):
+        look["discovery"] = "the SSM agent is not online"
+        return decide(look)
+    look["commandId"] = commands.send(
+        discover_document,
+        instance_id,
+        {"ArrayName": array},
+        comment=f"raidsnap recovery assessment {array}",
+        timeout=DISCOVER_TIMEOUT_SECONDS,
+    )
+    look["status"] = "pending"
+    look["waitSeconds"] = POLL_SECONDS
+    look["budgetSeconds"] = DISCOVER_TIMEOUT_SECONDS + 30
+    return look
+
+
+def _restored_members(array: str, attached: set[str]) -> set[str]:
+    """Attached volumes restored from a set of this array: a restore since the set was taken
+    replaced its members (tagged replaced-by) with these, so they are the members now."""
+    own_set = re.compile(rf"^{re.escape(array)}-\d{{8}}T\d{{6}}Z-")
+    found = tags_of_existing(sorted(attached))
+    return {v for v, t in found.items() if own_set.match(str(t.get(tags.RESTORED_FROM, "")))}
+
+
+def _missing(instance_id: str, not_attached: list[str]) -> list[str]:
+    """Set members not attached here that are missing from the array. One attached to another
+    instance belongs to another copy of the array (the one it left when a recovery moved it
+    here, or a drill's); one a restore replaced is not missing either."""
+    old_tags = tags_of_existing(not_attached)
+    elsewhere = {
+        vid
+        for vid, view in volumes.describe(not_attached).items()
+        if any(i != instance_id and st != "detached" for i, _d, st in view.attachments)
+    }
+    return [
+        vid
+        for vid in not_attached
+        if vid not in elsewhere and tags.REPLACED_BY not in old_tags.get(vid, {})
+    ]
+
+
+def poll(look: dict[str, Any]) -> dict[str, Any]:
+    """Later looks: what discovery reports of the array."""
+    look = dict(look)
+    result = commands.fetch(look["commandId"], look["instanceId"])
+    if result.status == "pending":
+        look["budgetSeconds"] = int(look["budgetSeconds"]) - int(look["waitSeconds"])
+        if look["budgetSeconds"] > 0:
+            return look
+        look["discovery"] = "discovery did not answer in time"
+        return decide(look)
+    report = result.result or {}
+    if result.status == "failed" or not report.get("ok"):
+        look["discovery"] = f"discovery failed ({result.detail})"
+        return decide(look)
+    look["discovery"] = "done"
+    look["evidence"] = list(look["evidence"]) + discovery_evidence(look, report)
+    return decide(look)
+
+
+def discovery_evidence(look: dict[str, Any], report: dict[str, Any]) -> list[str]:
+    md_uuid = look.get("mdUuid")
+    checked = set(look.get("checked") or [])
+    found = arrays_of_set(report, md_uuid, checked)
+    if not found:
+        return [
+            f"no md array of the set's members (md UUID {md_uuid}) is assembled on the instance"
+        ]
+    out = []
+    for md in found:
+        out += md_evidence(md)
+        out += volume_evidence(unchecked_members(md, checked))
+    return out
