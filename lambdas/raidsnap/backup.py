@@ -6,7 +6,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from raidsnap import arrays, clients, commands, lock, retention, snapshot_sets, tags
+from raidsnap import arrays, clients, commands, lock, snapshot_sets, tags
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table, retention_for
 from raidsnap.errors import (
     ArrayDegradedError,
@@ -17,6 +17,7 @@ from raidsnap.errors import (
 )
 from raidsnap.models import BackupInput, parse_input, system_directory
 from raidsnap.observability import logger
+from raidsnap.plan import retention
 
 State = dict[str, Any]
 

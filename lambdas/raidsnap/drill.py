@@ -24,6 +24,9 @@ from raidsnap.errors import (
 )
 from raidsnap.models import parse_drill_input
 from raidsnap.observability import logger
+from raidsnap.plan.causes import child_failure
+from raidsnap.plan.cleanup import attached_to
+from raidsnap.plan.volumes import run_nonce
 
 State = dict[str, Any]
 
@@ -181,11 +184,7 @@ def send_release(state: State, release_document: str) -> dict[str, Any]:
     run = restore_run(arn)
     target = state["targetInstanceId"]
     views = volumes.created_by(arn, run) if run else {}
-    attached = sorted(
-        vid
-        for vid, view in views.items()
-        if any(a[0] == target and a[2] != "detached" for a in view.attachments)
-    )
+    attached = sorted(vid for vid, view in views.items() if attached_to(view, target))
     if not attached:
         return {"status": "skipped", "reason": f"no volume of {arn} is attached to {target}"}
     md_uuid = str(((state.get("restore") or {}).get("output") or {}).get("mdUuid") or "")
@@ -247,7 +246,7 @@ def restore_run(restore_arn: str) -> str:
         if error_code(err) in ("ExecutionDoesNotExist", "InvalidArn"):
             return ""
         raise
-    return volumes.run_nonce(restore_arn, started["startDate"])
+    return run_nonce(restore_arn, started["startDate"])
 
 
 # ---------------------------------------------------------------------- report
@@ -263,7 +262,7 @@ def report(state: State, topic: str) -> dict[str, Any]:
     passed = not state.get("error") and not left
     error = cause = ""
     if state.get("error"):
-        error, cause = recovery.child_failure(state["error"])
+        error, cause = child_failure(state["error"])
     if left:
         removal = (
             f"teardown could not remove volumes {left} (tagged {tags.RESTORE_EXECUTION}="

@@ -27,16 +27,12 @@ from raidsnap.errors import (
     cause_message,
     public_name,
 )
-from raidsnap.models import (
-    IOPS_RANGE,
-    MOUNT_POINT_PATTERN,
-    THROUGHPUT_RANGE,
-    RestoreInput,
-    parse_restore_input,
-    performance_problem,
-    system_directory,
-)
+from raidsnap.models import RestoreInput, parse_restore_input
 from raidsnap.observability import logger
+from raidsnap.plan import cleanup as plan_cleanup
+from raidsnap.plan import devices as plan_devices
+from raidsnap.plan import fsr as plan_fsr
+from raidsnap.plan import volumes as plan_volumes
 
 State = dict[str, Any]
 
@@ -56,8 +52,6 @@ RELEASE_TIMEOUT_SECONDS = 300
 PREWARM_TIMEOUT_SECONDS = 172800
 # A conservative read pace for estimating how long a prewarm takes, to space out the polls.
 PREWARM_MIB_PER_SECOND = 250
-MAX_MEMBERS = 40  # the assemble document's VolumeIds pattern takes at most 40 ids
-VOLUME_TYPES = ("gp3", "gp2", "io1", "io2", "st1", "sc1", "standard")
 
 
 # ---------------------------------------------------------------------- prepare
@@ -73,7 +67,7 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
     started = execution.get("startTime")
     # Without the context object's start time (a hand invocation) the run still gets a nonce
     # of its own; only the clean-up after a stopped run could not find its volumes then.
-    run = volumes.run_nonce(execution_arn, str(started)) if started else uuid.uuid4().hex[:16]
+    run = plan_volumes.run_nonce(execution_arn, str(started)) if started else uuid.uuid4().hex[:16]
     snapshot_set = _resolve_set(request)
     target, tag_target, target_tag = _resolve_target(request)
     if request.mode == "replace" and target_tag != request.array:
@@ -95,15 +89,9 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
             "again. Nothing was changed"
         )
     notes: list[str] = []
-    members = _member_specs(request, snapshot_set, notes)
-    md_uuid = request.mdUuid or snapshot_set.tag_values.get(tags.MD_UUID, "")
-    if not re.fullmatch(r"[0-9a-f]{8}(:[0-9a-f]{8}){3}", md_uuid):
-        raise InvalidInputError(
-            "mdUuid",
-            f"set {snapshot_set.set_id} records no md UUID (it was taken without on-instance "
-            "discovery); give the array's UUID as mdUuid (mdadm --detail or --examine shows it)",
-        )
-    mount_point = _mount_point(request, snapshot_set, notes)
+    members = plan_volumes.member_specs(request, snapshot_set, notes)
+    md_uuid = plan_volumes.md_uuid(request, snapshot_set)
+    mount_point = plan_volumes.mount_point(request, snapshot_set, notes)
     initialization = request.initialization or initialization_for(
         request.array, settings.default_initialization
     )
@@ -143,7 +131,9 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
         "availabilityZone": target.availability_zone,
         "tagTarget": tag_target,
         "mode": request.mode,
-        "mdDevice": _md_device(request, snapshot_set, notes),
+        "mdDevice": plan_devices.md_device(
+            request.mdDevice, snapshot_set.tag_values.get(tags.MD_DEVICE, ""), notes
+        ),
         "mdUuid": md_uuid,
         "mountPoint": mount_point,
         "readOnly": request.readOnly,
@@ -159,40 +149,6 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
         "fsr": {"status": "start" if initialization == "fsr" else "skipped"},
         "notes": notes,
     }
-
-
-def _mount_point(
-    request: RestoreInput, snapshot_set: snapshot_sets.SnapshotSet, notes: list[str]
-) -> str:
-    """The input's mountPoint (already checked), else the set's tag, else /mnt/<array>.
-
-    A tag naming a system directory is refused rather than replaced by the default: whoever may
-    tag snapshots may set it, so it is either a mistake or an attempt to mount a snapshot's
-    contents over the instance's own files, and a restore that quietly mounts elsewhere would
-    hide both and leave an fstab line nobody asked for. The operator decides by passing
-    mountPoint. The tag is checked as it would be read, normalized, so "/etc/" or "//etc" count
-    as /etc. A tag that is not a usable path otherwise (garbled, or relative) is harmless: the
-    default is used, with a note."""
-    if request.mountPoint is not None:
-        return request.mountPoint
-    default = f"/mnt/{request.array}"  # below /mnt: array names start with a letter or digit
-    tagged = snapshot_set.tag_values.get(tags.MOUNT_POINT, "")
-    found = system_directory(tagged) if tagged else None
-    if found is not None:
-        raise InvalidInputError(
-            "mountPoint",
-            f"no mountPoint was given and the {tags.MOUNT_POINT} tag of set "
-            f"{snapshot_set.set_id} holds {tagged!r}, which is or lies under the system "
-            f"directory {found}; a restore never mounts over a system directory. Pass "
-            f"mountPoint explicitly (for example {default!r}). Nothing was changed",
-        )
-    if tagged and re.fullmatch(MOUNT_POINT_PATTERN, tagged):
-        return tagged
-    if tagged:
-        notes.append(f"the set's mount point {tagged!r} is not usable; mounted at {default}")
-    else:
-        notes.append(f"the set records no mount point; mounted at {default}")
-    return default
 
 
 def _refuse_copies_attached(array: str, target: arrays.ArrayInstance) -> None:
@@ -217,21 +173,6 @@ def _refuse_copies_attached(array: str, target: arrays.ArrayInstance) -> None:
             "be mixed. Restore onto another instance, or use mode replace (it releases the "
             "array there and detaches its members, keeping them). Nothing was changed",
         )
-
-
-def _md_device(
-    request: RestoreInput, snapshot_set: snapshot_sets.SnapshotSet, notes: list[str]
-) -> str:
-    """The input's mdDevice, else the device the array was when the set was taken (replace
-    mode releases that device: /dev/md0 may be another array), else /dev/md0."""
-    if request.mdDevice is not None:
-        return request.mdDevice
-    recorded = snapshot_set.tag_values.get(tags.MD_DEVICE, "")
-    if re.fullmatch(r"/dev/md[0-9]{1,3}", recorded):
-        return recorded
-    if recorded:
-        notes.append(f"the set's md device {recorded!r} is not usable; /dev/md0 used")
-    return "/dev/md0"
 
 
 def _resolve_set(request: RestoreInput) -> snapshot_sets.SnapshotSet:
@@ -328,63 +269,6 @@ def _resolve_target(request: RestoreInput) -> tuple[arrays.ArrayInstance, bool, 
     return arrays.describe_instance(instance_id), tag_target, target_tag
 
 
-def _member_specs(
-    request: RestoreInput, snapshot_set: snapshot_sets.SnapshotSet, notes: list[str]
-) -> list[dict[str, Any]]:
-    if len(snapshot_set.members) > MAX_MEMBERS:
-        raise IncompleteSnapshotSetError(
-            f"set {snapshot_set.set_id} has {len(snapshot_set.members)} members; "
-            f"raidsnap assembles at most {MAX_MEMBERS}"
-        )
-    out = []
-    for m in snapshot_set.by_index():
-        recorded_type = m.tags.get(tags.VOLUME_TYPE)
-        volume_type = request.volumeType or recorded_type or "gp3"
-        if volume_type not in VOLUME_TYPES:
-            notes.append(f"member {m.index}: recorded volume type {volume_type!r} unknown; gp3")
-            volume_type = "gp3"
-        same_type = recorded_type == volume_type
-        iops: int | None = request.iops
-        if iops is None and same_type and volume_type in IOPS_RANGE:
-            iops = _int_tag(m.tags.get(tags.IOPS))
-        throughput: int | None = request.throughput
-        if throughput is None and same_type and volume_type in THROUGHPUT_RANGE:
-            throughput = _int_tag(m.tags.get(tags.THROUGHPUT))
-        if request.iops is not None:
-            if volume_type not in IOPS_RANGE:
-                raise InvalidInputError(
-                    "iops", f"the volumes are {volume_type}, which takes no iops; give volumeType"
-                )
-            low, high = IOPS_RANGE[volume_type]
-            if not low <= request.iops <= high:
-                raise InvalidInputError(
-                    "iops", f"{request.iops} is outside {low}..{high} for {volume_type}"
-                )
-        if request.throughput is not None and volume_type != "gp3":
-            raise InvalidInputError(
-                "throughput", f"the volumes are {volume_type}; only gp3 takes throughput"
-            )
-        if volume_type in ("io1", "io2") and iops is None:
-            iops = IOPS_RANGE["gp3"][0]
-            notes.append(f"member {m.index}: no IOPS recorded for {volume_type}; {iops} used")
-        problem = performance_problem(volume_type, m.size_gib, iops, throughput)
-        if problem is not None:
-            field, reason = problem
-            raise InvalidInputError(field, f"member {m.index}: {reason}")
-        spec = volumes.VolumeSpec(m.index or 0, m.snapshot_id, volume_type, iops, throughput)
-        own_tags = {
-            k: v
-            for k, v in m.tags.items()
-            if not k.startswith((tags.PREFIX, "aws:")) and k != "Name"
-        }
-        out.append(spec.as_dict() | {"sizeGib": m.size_gib, "tags": own_tags})
-    return out
-
-
-def _int_tag(raw: str | None) -> int | None:
-    return int(raw) if raw and raw.isdigit() else None
-
-
 # ---------------------------------------------------------------------- fast snapshot restore
 
 
@@ -401,21 +285,19 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
             # Nothing is enabled; pairs only an earlier try of this step enabled (it claimed them
             # first) are this run's and go off with the fallback.
             claims = [c for c in lock.fsr_claims(settings.lock_table) if c.execution_arn == arn]
-            mine = sorted(
-                {p.split("@")[0] for c in claims for p in c.pairs if p.endswith(f"@{zone}")}
-            )
+            mine = plan_fsr.in_zone((p for c in claims for p in c.pairs), zone)
             state["fsr"] = {"status": "fallback", "ours": mine, "before": [], "disabled": False}
             return _fsr_fallback(state, too_many)
         before, adopted = _fsr_owners(settings.lock_table, arn, ids, zone)
         ours = [i for i in ids if i not in before]
         lock.claim_fsr(
-            settings.lock_table, state["array"], arn, [fsr.pair_key(i, zone) for i in ours]
+            settings.lock_table, state["array"], arn, [plan_fsr.pair_key(i, zone) for i in ours]
         )
         enabled = fsr.enable(ours, zone)
         lock.record_fsr_enabled(
             settings.lock_table,
             arn,
-            {fsr.pair_key(sid, zone): when for sid, when in enabled.enabling_times.items()},
+            {plan_fsr.pair_key(sid, zone): when for sid, when in enabled.enabling_times.items()},
         )
         f = {
             "status": "pending",
@@ -431,7 +313,9 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
             # this run enabled goes off again, what EC2 refused was never on.
             f["ours"] = [i for i in ours if i not in enabled.refused]
             return _fsr_fallback(state, "EC2 refused to enable FSR: " + "; ".join(enabled.problems))
-        f["waitSeconds"] = _fsr_wait(state, {}, f)
+        f["waitSeconds"] = plan_fsr.next_wait(
+            state["members"], f, {}, bool(state["initialization"]["allowOptimizing"])
+        )
         if before:
             state["notes"].append(
                 f"FSR was already enabled in {zone} for {len(before)} snapshots; "
@@ -447,96 +331,28 @@ def fsr_step(state: State, settings: RestoreSettings) -> State:
     f["waitedSeconds"] = int(f["waitedSeconds"]) + int(f["waitSeconds"])
     pairs = fsr.states(ids, zone)
     allow = bool(state["initialization"]["allowOptimizing"])
-    current = {i: (pairs[i].state if i in pairs else "absent") for i in ids}
-    seen = dict(f.get("seen") or {})
-    for sid, st in current.items():
-        if seen.get(sid, [None])[0] != st:
-            seen[sid] = [st, f["waitedSeconds"]]
-    f["seen"] = seen
+    current = plan_fsr.current_states(ids, pairs)
+    plan_fsr.observe(f, current)
     state["fsr"] = f
-    if all(fsr.usable(st, allow) for st in current.values()) and _credit_wait(state, current) <= 0:
+    limit = int(state["initialization"]["fsrTimeoutSeconds"])
+    verdict = plan_fsr.judge(
+        state["members"], f, current, pairs, allow_optimizing=allow, limit_seconds=limit
+    )
+    if verdict.status == "ready":
         f["status"] = "ready"
         f["states"] = current
         return state
-    # disabling or disabled after the enable: EC2 failed it (or someone turned it off). It never
-    # comes back by itself, so waiting out the limit would only delay the restore.
-    gone = [sid for sid, st in current.items() if st in ("disabling", "disabled")]
-    if gone:
-        detail = ", ".join(
-            f"{sid} {current[sid]} ({pairs[sid].reason or 'no reason'})" for sid in gone
-        )
-        return _fsr_fallback(
-            state, f"FSR stopped after it was enabled, after {f['waitedSeconds']} s: {detail}"
-        )
-    limit = int(state["initialization"]["fsrTimeoutSeconds"])
-    if f["waitedSeconds"] >= limit:
-        summary = ", ".join(
-            f"{sid} {st}" for sid, st in current.items() if not fsr.usable(st, allow)
-        )
-        return _fsr_fallback(state, f"FSR was not usable after {limit} s ({summary})")
-    f["waitSeconds"] = min(_fsr_wait(state, current, f), max(1, limit - f["waitedSeconds"]))
+    if verdict.status == "fallback":
+        return _fsr_fallback(state, verdict.why)
+    f["waitSeconds"] = verdict.wait_seconds
     return state
 
 
 def _fsr_owners(table: str, arn: str, ids: list[str], zone: str) -> tuple[set[str], set[str]]:
-    """Of the snapshots whose FSR is on in the zone already: those someone else keeps on (an
-    operator, another tool, a restore still running), which this run leaves alone; and those
-    that restores which have ended left on, which this run takes as its own and disables with
-    its own. Pairs this run claimed itself (a retried step) are simply its own."""
-    claims = lock.fsr_claims(table)
-    before: set[str] = set()
-    adopted: set[str] = set()
-    for sid in sorted(fsr.already_active(ids, zone)):
-        pair = fsr.pair_key(sid, zone)
-        owners = {c.execution_arn for c in claims if pair in c.pairs}
-        if arn in owners:
-            continue
-        if owners and not any(lock.running(o) for o in sorted(owners)):
-            adopted.add(sid)
-        else:
-            before.add(sid)
-    return before, adopted
-
-
-def _credit_wait(state: State, current: dict[str, str]) -> float:
-    """How much longer the pairs this run enabled need, once enabled, before each has a volume
-    creation credit (their buckets start empty), in waited seconds since each was seen enabled;
-    0 when all have one. Pairs enabled before the run may have spent theirs: check_volumes
-    finds out from FastRestored."""
-    f = state["fsr"]
-    ours = set(f.get("ours") or [])
-    waited = int(f.get("waitedSeconds", 0))
-    seen = f.get("seen") or {}
-    left = 0.0
-    for m in state["members"]:
-        sid = m["snapshotId"]
-        if sid in ours and current.get(sid) == "enabled":
-            since = seen.get(sid, [None, waited])[1]
-            left = max(left, fsr.credit_seconds(int(m["sizeGib"])) - (waited - since))
-    return left
-
-
-def _fsr_wait(state: State, current: dict[str, str], f: dict[str, Any]) -> int:
-    allow = bool(state["initialization"]["allowOptimizing"])
-    waited = int(f.get("waitedSeconds", 0))
-    seen = f.get("seen") or {}
-    ours = set(f.get("ours") or [])
-    left = _credit_wait(state, current)
-    for m in state["members"]:
-        st = current.get(m["snapshotId"])
-        if st is not None and fsr.usable(st, allow):
-            continue
-        since = seen.get(m["snapshotId"], [None, waited])[1]
-        need = fsr.seconds_left(
-            None if st in (None, "absent") else st, int(m["sizeGib"]), waited - since
-        )
-        if m["snapshotId"] in ours and not allow:
-            need += fsr.credit_seconds(int(m["sizeGib"]))
-        if allow and st in (None, "absent", "enabling"):
-            need = max(0.0, fsr.ENABLING_SECONDS - (waited - since))
-        # A pair slower than EC2's published pace: look again after a quarter of the wait so far.
-        left = max(left, need if need > 0 else waited / 4)
-    return int(min(fsr.MAX_WAIT_SECONDS, max(fsr.MIN_WAIT_SECONDS, left)))
+    """Snapshots whose FSR is on in the zone already, split into those someone else keeps on
+    and those ended runs left on (raidsnap.plan.fsr.owners)."""
+    claims = {c.execution_arn: c.pairs for c in lock.fsr_claims(table)}
+    return plan_fsr.owners(fsr.already_active(ids, zone), claims, arn, zone, lock.running)
 
 
 def _fsr_quota_problem(state: State, ids: list[str]) -> str | None:
@@ -548,17 +364,7 @@ def _fsr_quota_problem(state: State, ids: list[str]) -> str | None:
             f"Service Quotas did not give the Region's FSR quota ({limit.assumed_because}); "
             f"the default of {limit.snapshots} snapshots was assumed"
         )
-    wanted = set(ids)
-    others = fsr.active_in_region() - wanted
-    room = max(0, limit.snapshots - len(others))
-    if len(wanted) <= room:
-        return None
-    return (
-        f"FSR was not enabled: the set has {len(wanted)} snapshots, and this Region allows FSR "
-        f"on {limit.snapshots} snapshots at once ({fsr.QUOTA_SERVICE_CODE} quota "
-        f"{fsr.QUOTA_CODE}), {len(others)} of them already taken by other snapshots, so "
-        f"{room} are free"
-    )
+    return plan_fsr.quota_problem(ids, limit, fsr.active_in_region())
 
 
 def _fsr_fallback(state: State, why: str) -> State:
@@ -583,7 +389,7 @@ def create_volumes(state: State) -> State:
     rate = init.get("rate") if init["used"] == "rate" else None
     ids = []
     for raw in state["members"]:
-        spec = volumes.VolumeSpec.from_dict(raw)
+        spec = plan_volumes.VolumeSpec.from_dict(raw)
         ids.append(
             volumes.create(
                 spec,
@@ -757,9 +563,9 @@ def detach_old(state: State) -> State:
         }
         return state
     views = volumes.describe(old["volumeIds"])
-    still = [vid for vid, view in views.items() if any(a[0] == target for a in view.attachments)]
+    still = [vid for vid, view in views.items() if view.on(target) is not None]
     for vid in still:
-        if not any(a[2] == "detaching" for a in views[vid].attachments):
+        if not any(a.state == "detaching" for a in views[vid].attachments):
             volumes.detach(vid, target)
     if not still:
         old["status"] = "detached"
@@ -786,10 +592,9 @@ def attach_volumes(state: State) -> State:
     a = dict(state.get("attach") or {})
     views = volumes.describe(ids)
 
-    def on_target(vid: str) -> tuple[str, str, str] | None:
+    def on_target(vid: str) -> plan_volumes.Attachment | None:
         view = views.get(vid)
-        found = [x for x in view.attachments if x[0] == target] if view else []
-        return found[0] if found else None
+        return view.on(target) if view else None
 
     if state.get("tagTarget") and not a.get("targetTagged"):
         # The new instance becomes the array's: the role attaches only to instances tagged with
@@ -807,8 +612,8 @@ def attach_volumes(state: State) -> State:
     if not a.get("devices"):
         instance = arrays.describe_instance(target)
         need = [vid for vid in ids if on_target(vid) is None]
-        names = volumes.free_device_names([x.device for x in instance.attachments], len(need))
-        devices = {vid: (on_target(vid) or ("", "", ""))[1] for vid in ids if vid not in need}
+        names = plan_devices.free_device_names([x.device for x in instance.attachments], len(need))
+        devices = {vid: _device_of(on_target(vid)) for vid in ids if vid not in need}
         devices |= dict(zip(need, names, strict=True))
         for vid in need:
             volumes.attach(vid, target, devices[vid])
@@ -825,7 +630,7 @@ def attach_volumes(state: State) -> State:
         if found is None:
             volumes.attach(vid, target, device)  # the first request was lost
             pending.append(vid)
-        elif found[2] != "attached":
+        elif found.state != "attached":
             pending.append(vid)
     if not pending:
         a["status"] = "attached"
@@ -837,6 +642,10 @@ def attach_volumes(state: State) -> State:
             )
     state["attach"] = a
     return state
+
+
+def _device_of(attachment: plan_volumes.Attachment | None) -> str:
+    return attachment.device if attachment is not None else ""
 
 
 # ---------------------------------------------------------------------- finish
@@ -1000,7 +809,7 @@ def cleanup(state: State, settings: RestoreSettings, documents: RestoreDocuments
         ours = set((state.get("fsr") or {}).get("ours") or [])
         claim = lock.fsr_claim(settings.lock_table, arn)
         if claim is not None:
-            ours |= {p.split("@")[0] for p in claim.pairs if p.endswith(f"@{zone}")}
+            ours |= set(plan_fsr.in_zone(claim.pairs, zone))
         if ours:
             fsr.disable(sorted(ours), zone)
             c["fsrDisabled"] = sorted(ours)
@@ -1017,9 +826,9 @@ def cleanup(state: State, settings: RestoreSettings, documents: RestoreDocuments
     on_target = sorted(
         vid
         for vid, view in views.items()
-        if volumes.owned_by(view, arn, run)
+        if plan_volumes.owned_by(view, arn, run)
         and view.state not in ("deleting", "deleted")
-        and any(a[0] == target and a[2] != "detached" for a in view.attachments)
+        and plan_cleanup.attached_to(view, target)
     )
     confirm = dict(c.get("confirm") or {})
     if on_target and confirm.get("status") not in ("free", "kept"):
