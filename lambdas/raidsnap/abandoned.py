@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from raidsnap import fsr, lock, tags, volumes
+from raidsnap import tags
+from raidsnap.aws import fsr, lock, volumes
 from raidsnap.environment import RestoreSettings
 from raidsnap.errors import RaidsnapError
 from raidsnap.observability import logger

@@ -18,8 +18,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import arrays, clients, commands, snapshot_sets, tags, volumes
-from raidsnap.aws import error_code
+from raidsnap import clients, snapshot_sets, tags
+from raidsnap.aws import commands, error_code, volumes
+from raidsnap.aws import instances as arrays
 
 # md array states of a working array, as /sys/block/mdX/md/array_state reports them.
 HEALTHY_STATES = ("clean", "active", "active-idle", "read-auto", "readonly", "write-pending")

@@ -6,11 +6,11 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from raidsnap import arrays, clients, commands, lock, snapshot_sets, tags
+from raidsnap import clients, snapshot_sets, tags
+from raidsnap.aws import commands, instances, lock
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table, retention_for
 from raidsnap.errors import (
     ArrayDegradedError,
-    CommandFailedError,
     SnapshotFailedError,
     cause_message,
     public_name,
@@ -78,7 +78,7 @@ def prepare(event: dict[str, Any], documents: Documents, settings: BackupSetting
 def _prepare(
     request: BackupInput, execution: dict[str, Any], documents: Documents, settings: BackupSettings
 ) -> State:
-    instance = arrays.find_instance(request.array)
+    instance = instances.find_instance(request.array)
     started = _parse_time(str(execution.get("startTime") or _iso(_now())))
     state: State = {
         "array": request.array,
@@ -91,7 +91,7 @@ def _prepare(
         "availabilityZone": instance.availability_zone,
         "notes": [],
     }
-    agent = arrays.agent(instance.instance_id)
+    agent = instances.agent(instance.instance_id)
     if not agent.online:
         state["discovery"] = {"status": "skipped", "reason": "SSM agent is not online"}
         return state
@@ -119,9 +119,9 @@ def _prepare(
 
 def collect_members(state: State) -> State:
     """Members from the discover report, or from volume tags where discovery cannot tell."""
-    instance = arrays.describe_instance(state["instanceId"])
+    instance = instances.describe_instance(state["instanceId"])
     discovery = state["discovery"]
-    layout: arrays.Layout | None = None
+    layout: instances.Layout | None = None
     note = str(discovery.get("reason", ""))
     if discovery["status"] == "pending":
         result = commands.fetch(discovery["commandId"], state["instanceId"])
@@ -139,11 +139,11 @@ def collect_members(state: State) -> State:
         elif result.result is None:
             note = "discovery printed no report"
         else:
-            layout = arrays.members_from_discovery(state["array"], instance, result.result)
+            layout = instances.members_from_discovery(state["array"], instance, result.result)
             if layout is None:
                 note = "discovery found no md array"
     if layout is None:
-        layout = arrays.members_from_tags(state["array"], instance, note or "no discovery")
+        layout = instances.members_from_tags(state["array"], instance, note or "no discovery")
         logger.warning("members from volume tags", extra={"reason": layout.note})
     state["discovery"] = {"status": "done", "source": layout.source, "note": layout.note}
     state["members"] = [
@@ -173,7 +173,7 @@ def collect_members(state: State) -> State:
         state["consistency"] = "crash"
         state["notes"].append(
             f"fsfreeze was asked for but the SSM agent of {state['instanceId']} is version "
-            f"{state['agentTooOld']}, older than {arrays.ENV_VAR_MIN_AGENT_VERSION}: the freeze "
+            f"{state['agentTooOld']}, older than {instances.ENV_VAR_MIN_AGENT_VERSION}: the freeze "
             "document cannot run there, so the set is crash-consistent; update the agent"
         )
     elif state["consistency"] == "fsfreeze" and not mount_point:
@@ -250,33 +250,11 @@ def _start_command(
     }
 
 
-def poll_command(command: dict[str, Any]) -> dict[str, Any]:
-    """One look at a running command; failures raise CommandFailedError unless tolerated."""
-    result = commands.fetch(command["commandId"], command["instanceId"])
-    status = result.status
-    budget = int(command["budgetSeconds"]) - int(command["waitSeconds"])
-    if status == "pending" and budget <= 0:
-        commands.cancel(command["commandId"], command["instanceId"])
-        status = "failed"
-    updated = dict(command, status=status, budgetSeconds=budget)
-    if status == "success":
-        updated["result"] = result.result
-    if status == "failed":
-        tail = result.stderr_tail()
-        if command.get("failOnError", True):
-            raise CommandFailedError(
-                f"{command['document']} failed on {command['instanceId']} "
-                f"({result.detail}, exit {result.exit_code}): {tail}"
-            )
-        updated["stderrTail"] = tail
-    return updated
-
-
 def create_set(state: State) -> State:
-    instance = arrays.describe_instance(state["instanceId"])
-    layout = arrays.Layout(
+    instance = instances.describe_instance(state["instanceId"])
+    layout = instances.Layout(
         members=tuple(
-            arrays.Member(index=m["index"], volume_id=m["volumeId"], device=m.get("device"))
+            instances.Member(index=m["index"], volume_id=m["volumeId"], device=m.get("device"))
             for m in state["members"]
         ),
         source=state["discovery"]["source"],

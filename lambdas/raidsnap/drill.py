@@ -14,8 +14,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import clients, commands, recovery, snapshot_sets, tags, volumes
-from raidsnap.aws import error_code
+from raidsnap import clients, snapshot_sets, tags
+from raidsnap.aws import commands, error_code, instances, volumes
 from raidsnap.environment import DrillSettings
 from raidsnap.errors import (
     DrillTeardownFailedError,
@@ -48,7 +48,7 @@ def prepare(event: dict[str, Any], settings: DrillSettings) -> State:
     request = parse_drill_input(event.get("input"))
     execution = event.get("execution") or {}
     target = request.targetInstanceId
-    state, target_tags = recovery.instance_facts(target)
+    state, target_tags = instances.instance_facts(target)
     if state == "unknown":
         raise InvalidInputError("targetInstanceId", f"instance {target} does not exist")
     held = target_tags.get(tags.ARRAY)

@@ -24,8 +24,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import arrays, assessment, clients, lock, protection, tags
-from raidsnap.aws import error_code
+from raidsnap import assessment, clients, protection, tags
+from raidsnap.aws import error_code, lock
+from raidsnap.aws import instances as arrays
 from raidsnap.environment import RecoverySettings
 from raidsnap.errors import InstanceNotReadyError, public_name
 from raidsnap.observability import logger

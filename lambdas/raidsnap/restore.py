@@ -13,8 +13,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import arrays, clients, commands, fsr, lock, snapshot_sets, tags, volumes
-from raidsnap.aws import error_code
+from raidsnap import clients, snapshot_sets, tags
+from raidsnap.aws import commands, error_code, fsr, instances, lock, volumes
 from raidsnap.environment import RestoreDocuments, RestoreSettings, initialization_for
 from raidsnap.errors import (
     ArrayNotFoundError,
@@ -76,7 +76,7 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
             f"replace releases the array on the instance that holds it, but {target.instance_id} "
             f"is not tagged {tags.ARRAY}={request.array}; use mode attach",
         )
-    agent = arrays.agent(target.instance_id)
+    agent = instances.agent(target.instance_id)
     if not agent.online:
         raise InstanceNotReadyError(
             f"the SSM agent of {target.instance_id} is not online, so the array cannot be "
@@ -151,7 +151,7 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
     }
 
 
-def _refuse_copies_attached(array: str, target: arrays.ArrayInstance) -> None:
+def _refuse_copies_attached(array: str, target: instances.ArrayInstance) -> None:
     """Attach mode needs a target without any copy of the array: mdadm refuses a second array
     with an md UUID that is already active, and with old members still attached, mdadm
     --assemble --scan or udev at the next boot may build the array from old and new members
@@ -162,7 +162,7 @@ def _refuse_copies_attached(array: str, target: arrays.ArrayInstance) -> None:
     if not attached:
         return
     sources = {m.volume_id for s in snapshot_sets.list_sets(array) for m in s.members}
-    tagged = {v for v, t in arrays.volume_tags(attached).items() if t.get(tags.ARRAY) == array}
+    tagged = {v for v, t in instances.volume_tags(attached).items() if t.get(tags.ARRAY) == array}
     copies = sorted((sources | tagged) & set(attached))
     if copies:
         raise InvalidInputError(
@@ -225,11 +225,11 @@ def _why_incomplete(s: snapshot_sets.SnapshotSet) -> str:
     )
 
 
-def _resolve_target(request: RestoreInput) -> tuple[arrays.ArrayInstance, bool, str | None]:
+def _resolve_target(request: RestoreInput) -> tuple[instances.ArrayInstance, bool, str | None]:
     """The target instance, whether the restore must tag it with the array, and its tag."""
     if request.targetInstanceId is None:
         try:
-            instance = arrays.find_instance(request.array)
+            instance = instances.find_instance(request.array)
         except ArrayNotFoundError as err:
             raise ArrayNotFoundError(
                 f"{err}. To restore onto another instance, give targetInstanceId"
@@ -254,7 +254,7 @@ def _resolve_target(request: RestoreInput) -> tuple[arrays.ArrayInstance, bool, 
     tag_target = False
     if target_tag is None:
         try:
-            holder: arrays.ArrayInstance | None = arrays.find_instance(request.array)
+            holder: instances.ArrayInstance | None = instances.find_instance(request.array)
         except ArrayNotFoundError:
             holder = None
         if holder is not None and holder.instance_id != instance_id:
@@ -266,7 +266,7 @@ def _resolve_target(request: RestoreInput) -> tuple[arrays.ArrayInstance, bool, 
             )
         # The array's instance is gone: the target becomes the array's instance.
         tag_target = True
-    return arrays.describe_instance(instance_id), tag_target, target_tag
+    return instances.describe_instance(instance_id), tag_target, target_tag
 
 
 # ---------------------------------------------------------------------- fast snapshot restore
@@ -529,7 +529,7 @@ def detach_old(state: State) -> State:
     target = state["targetInstanceId"]
     old = dict(state.get("old") or {})
     if not old:
-        instance = arrays.describe_instance(target)
+        instance = instances.describe_instance(target)
         attached = {a.volume_id for a in instance.attachments} - {instance.boot_volume_id}
         ours = set(state["volumes"]["ids"])
         reported = ((state.get("release") or {}).get("result") or {}).get("members") or []
@@ -610,7 +610,7 @@ def attach_volumes(state: State) -> State:
         }
         return state
     if not a.get("devices"):
-        instance = arrays.describe_instance(target)
+        instance = instances.describe_instance(target)
         need = [vid for vid in ids if on_target(vid) is None]
         names = plan_devices.free_device_names([x.device for x in instance.attachments], len(need))
         devices = {vid: _device_of(on_target(vid)) for vid in ids if vid not in need}

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from raidsnap import aws, clients, manifests, tags
-from raidsnap.arrays import ArrayInstance, Layout
 from raidsnap.aws import NOT_YET_VISIBLE_WAITS, THROTTLE_CODES, error_code, once_visible
+from raidsnap.aws.instances import ArrayInstance, Layout
 from raidsnap.errors import SnapshotFailedError
 from raidsnap.manifests import Manifest
 

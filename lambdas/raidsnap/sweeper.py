@@ -31,8 +31,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import clients, fsr, lock, tags, volumes
-from raidsnap.aws import error_code
+from raidsnap import clients, tags
+from raidsnap.aws import error_code, fsr, lock, volumes
 from raidsnap.observability import logger
 from raidsnap.plan import fsr as plan_fsr
 from raidsnap.plan.cleanup import disposition

@@ -1,4 +1,5 @@
-"""Finding an array: its instance, its member volumes, and what the instance says about it."""
+"""Instances: finding an array's instance, its member volumes, its SSM agent, and what the
+instance says about the array."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from raidsnap import clients, tags
+from raidsnap.aws import error_code
 from raidsnap.errors import ArrayNotFoundError
 
 
@@ -306,3 +310,16 @@ def _slot(value: Any) -> int | None:
     if isinstance(value, str) and value.isdigit():
         return int(value)
     return None
+
+
+def instance_facts(instance_id: str) -> tuple[str, dict[str, str]]:
+    """(state, tags) of an instance; ("unknown", {}) when EC2 does not know it."""
+    try:
+        found = clients.ec2().describe_instances(InstanceIds=[instance_id])["Reservations"]
+    except ClientError as err:
+        if error_code(err).startswith("InvalidInstanceID"):
+            return "unknown", {}
+        raise
+    raw = found[0]["Instances"][0] if found and found[0]["Instances"] else {}
+    state = str(raw.get("State", {}).get("Name", "unknown"))
+    return state, tags.as_dict(raw.get("Tags"))  # type: ignore[arg-type]
