@@ -108,6 +108,16 @@ def created_by(execution_arn: str, run: str) -> dict[str, VolumeView]:
     return {v["VolumeId"]: view(v) for page in pages for v in page["Volumes"]}
 
 
+def tagged_with(key: str) -> list[VolumeView]:
+    """Every volume that carries the tag ``key``, whatever its value."""
+    pages = (
+        clients.ec2()
+        .get_paginator("describe_volumes")
+        .paginate(Filters=[{"Name": "tag-key", "Values": [key]}])
+    )
+    return [view(raw) for page in pages for raw in page["Volumes"]]
+
+
 def attach(volume_id: str, instance_id: str, device: str) -> None:
     clients.ec2().attach_volume(VolumeId=volume_id, InstanceId=instance_id, Device=device)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import drill
 from raidsnap.environment import topic_arn
 from raidsnap.handlers._entry import entry
 from raidsnap.observability import metrics
+from raidsnap.workflows import drill
 
 
 @entry

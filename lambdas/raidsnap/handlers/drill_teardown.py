@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import drill
 from raidsnap.environment import drill_documents
 from raidsnap.handlers._entry import entry
+from raidsnap.workflows import drill
 
 
 @entry

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import restore
 from raidsnap.environment import RestoreDocuments, RestoreSettings
 from raidsnap.handlers._entry import entry
 from raidsnap.observability import metrics
+from raidsnap.workflows import restore
 
 
 @entry

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import restore
 from raidsnap.environment import RestoreSettings
 from raidsnap.handlers._entry import entry
 from raidsnap.observability import logger
+from raidsnap.workflows import restore
 
 
 @entry

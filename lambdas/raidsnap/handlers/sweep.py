@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import sweeper
 from raidsnap.environment import SweeperSettings
 from raidsnap.handlers._entry import entry
 from raidsnap.observability import metrics
+from raidsnap.workflows import sweeper
 
 
 @entry

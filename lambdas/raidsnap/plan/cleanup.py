@@ -5,7 +5,8 @@ the sweeper all ask this one question; each decides for itself what to do with t
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from raidsnap.plan.volumes import VolumeView
 
@@ -34,3 +35,42 @@ def disposition(view: VolumeView) -> Disposition:
 def attached_to(view: VolumeView, instance_id: str) -> bool:
     """Whether the volume is attached to ``instance_id``, or on its way on or off it."""
     return any(a.instance_id == instance_id and a.state != "detached" for a in view.attachments)
+
+
+def arrays_holding(
+    arrays: Sequence[Mapping[str, Any]], ours: Sequence[str], md_uuid: str
+) -> tuple[str | None, list[str]]:
+    """What discover on the target says about this run's attached volumes (``ours``): why they
+    must stay attached (an array of them is mounted, or is another array, or has members the
+    instance could not name that may be them), else the md devices of this set's arrays that
+    hold them, to release one by one before they are detached. ``arrays``: discover's "arrays"."""
+    holding = [
+        md for md in arrays if {str(m.get("volumeId")) for m in md.get("members") or []} & set(ours)
+    ]
+    mounted = [md for md in holding if md.get("mountPoint")]
+    if mounted:
+        md = mounted[0]
+        members = [m.get("volumeId") for m in md.get("members") or []]
+        return (
+            f"{md.get('device')} is assembled and mounted at {md.get('mountPoint')} from "
+            f"{members}: an assembled, mounted array is the user's"
+        ), []
+    # An array with members discover could not name may hold this run's volumes all the
+    # same: if it is this set's array or mounted, nothing is proven free.
+    unnamed = [
+        md
+        for md in arrays
+        if any(not m.get("volumeId") for m in md.get("members") or [])
+        and (md.get("uuid") == md_uuid or md.get("mountPoint"))
+    ]
+    if unnamed:
+        md = unnamed[0]
+        return (
+            f"{md.get('device')} (array {md.get('uuid')}"
+            f"{', mounted at ' + str(md.get('mountPoint')) if md.get('mountPoint') else ''})"
+            " has members the instance could not name, which may be this run's volumes"
+        ), []
+    foreign = [md for md in holding if md.get("uuid") != md_uuid]
+    if foreign:
+        return f"{foreign[0].get('device')} (array {foreign[0].get('uuid')}) holds them", []
+    return None, [str(md["device"]) for md in holding]

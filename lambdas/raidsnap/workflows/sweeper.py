@@ -31,8 +31,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import clients, tags
-from raidsnap.aws import error_code, fsr, lock, volumes
+from raidsnap import tags
+from raidsnap.aws import error_code, executions, fsr, lock, volumes
 from raidsnap.observability import logger
 from raidsnap.plan import fsr as plan_fsr
 from raidsnap.plan.cleanup import disposition
@@ -144,16 +144,9 @@ def _sweep_fsr(table: str, status: _Statuses, result: Sweep) -> None:
 
 
 def _sweep_volumes(prefix: str, status: _Statuses, result: Sweep) -> None:
-    pages = (
-        clients.ec2()
-        .get_paginator("describe_volumes")
-        .paginate(Filters=[{"Name": "tag-key", "Values": [tags.RESTORE_EXECUTION]}])
-    )
     by_run: dict[str, list[VolumeView]] = defaultdict(list)
-    for page in pages:
-        for raw in page["Volumes"]:
-            view = volumes.view(raw)
-            by_run[view.tags.get(tags.RESTORE_EXECUTION, "")].append(view)
+    for view in volumes.tagged_with(tags.RESTORE_EXECUTION):
+        by_run[view.tags.get(tags.RESTORE_EXECUTION, "")].append(view)
     for arn, views in sorted(by_run.items()):
         if not arn.startswith(prefix):
             continue  # not a restore of this stack: not ours
@@ -191,15 +184,5 @@ def _sweep_volumes(prefix: str, status: _Statuses, result: Sweep) -> None:
 
 
 def reached_assemble(execution_arn: str) -> bool:
-    """Whether the run entered its Assemble state (its full history, newest first)."""
-    pages = (
-        clients.stepfunctions()
-        .get_paginator("get_execution_history")
-        .paginate(executionArn=execution_arn, reverseOrder=True)
-    )
-    for page in pages:
-        for event in page["events"]:
-            entered = event.get("stateEnteredEventDetails")
-            if entered and entered.get("name") == ASSEMBLE_STATE:
-                return True
-    return False
+    """Whether the run entered its Assemble state."""
+    return executions.entered(execution_arn, ASSEMBLE_STATE)

@@ -12,10 +12,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from raidsnap import clients, snapshot_sets, tags
-from raidsnap.aws import commands, error_code, instances, volumes
+from raidsnap import snapshot_sets, tags
+from raidsnap.aws import commands, instances, lock, notifications, snapshots, volumes
 from raidsnap.environment import DrillSettings
 from raidsnap.errors import (
     DrillTeardownFailedError,
@@ -194,25 +192,15 @@ def send_release(state: State, release_document: str) -> dict[str, Any]:
         {
             "MdDevice": state["mdDevice"],
             "MountPoint": state["mountPoint"],
-            "MdUuid": md_uuid or _md_uuid_of(attached[0]),
+            # The snapshot's record, so that release refuses whatever other array the drill's
+            # md device might hold.
+            "MdUuid": md_uuid or snapshots.md_uuid_of_volume(attached[0]),
         },
         comment=f"raidsnap drill teardown {state['array']}",
         timeout=RELEASE_TIMEOUT_SECONDS,
     )
     # A release that fails still lets teardown detach (and after a while force) the volumes.
     return _command(state, command_id, release_document, RELEASE_TIMEOUT_SECONDS, False)
-
-
-def _md_uuid_of(volume_id: str) -> str:
-    """The md UUID recorded on the snapshot a restored volume was made from ("" if none), so
-    that release refuses whatever other array the drill's md device might hold."""
-    ec2 = clients.ec2()
-    (volume,) = ec2.describe_volumes(VolumeIds=[volume_id])["Volumes"]
-    snapshot_id = volume.get("SnapshotId")
-    if not snapshot_id:
-        return ""
-    found = ec2.describe_snapshots(SnapshotIds=[snapshot_id])["Snapshots"]
-    return tags.as_dict(found[0].get("Tags") if found else None).get(tags.MD_UUID, "")  # type: ignore[arg-type]
 
 
 def remove_volumes(state: State) -> dict[str, Any]:
@@ -240,13 +228,8 @@ def restore_run(restore_arn: str) -> str:
     """The run nonce of the drill's restore (its ARN and start time, as the restore derived it),
     or "" when that restore never started. Drill names, and with them their restores' names,
     may come again after 90 days: the ARN alone could name an earlier run."""
-    try:
-        started = clients.stepfunctions().describe_execution(executionArn=restore_arn)
-    except ClientError as err:
-        if error_code(err) in ("ExecutionDoesNotExist", "InvalidArn"):
-            return ""
-        raise
-    return run_nonce(restore_arn, started["startDate"])
+    started = lock.describe(restore_arn)[1]
+    return run_nonce(restore_arn, started) if started is not None else ""
 
 
 # ---------------------------------------------------------------------- report
@@ -292,7 +275,7 @@ def report(state: State, topic: str) -> dict[str, Any]:
             + (f" and left {left}" if left else ", nothing is left behind")
             + f". The array itself was not touched. Run: {state.get('execution', {}).get('id')}"
         )
-    clients.sns().publish(TopicArn=topic, Subject=subject[:100], Message=message)
+    notifications.publish(topic, subject, message)
     logger.info("drill reported", extra={"array": array, "passed": passed})
     result: dict[str, Any] = {"passed": passed, "array": array, "message": message}
     if passed:
