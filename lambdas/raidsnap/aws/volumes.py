@@ -118,6 +118,27 @@ def tagged_with(key: str) -> list[VolumeView]:
     return [view(raw) for page in pages for raw in page["Volumes"]]
 
 
+def raw(volume_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """DescribeVolumes as EC2 answers it, by volume id (what a new set records of each)."""
+    found = clients.ec2().describe_volumes(VolumeIds=volume_ids)["Volumes"]
+    return {v["VolumeId"]: dict(v) for v in found}
+
+
+def sources_being_restored(tag_key: str) -> set[str]:
+    """The snapshots that volumes carrying ``tag_key`` are being created from right now."""
+    pages = (
+        clients.ec2()
+        .get_paginator("describe_volumes")
+        .paginate(
+            Filters=[
+                {"Name": "status", "Values": ["creating"]},
+                {"Name": "tag-key", "Values": [tag_key]},
+            ]
+        )
+    )
+    return {str(v["SnapshotId"]) for page in pages for v in page["Volumes"] if v.get("SnapshotId")}
+
+
 def attach(volume_id: str, instance_id: str, device: str) -> None:
     clients.ec2().attach_volume(VolumeId=volume_id, InstanceId=instance_id, Device=device)
 

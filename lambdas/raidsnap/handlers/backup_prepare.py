@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import backup
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.handlers._entry import entry
 from raidsnap.observability import logger
+from raidsnap.workflows import backup
 
 
 @entry

@@ -7,9 +7,9 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from raidsnap import backup
 from raidsnap.handlers._entry import entry
 from raidsnap.observability import metrics
+from raidsnap.workflows import backup
 
 
 @entry
