@@ -224,6 +224,15 @@ def members_from_discovery(
         vid for vid, vt in volume_tags(sorted(attached)).items() if vt.get(tags.ARRAY) == array
     }
 
+    return _layout_of(_choose(array, instance, arrays, tagged), instance, attached)
+
+
+def _choose(
+    array: str, instance: ArrayInstance, arrays: list[dict[str, Any]], tagged: set[str]
+) -> dict[str, Any]:
+    """The md array of the report that is ``array``: the one its member tags name, else the
+    one named so, else the only one."""
+
     def volume_ids(md: dict[str, Any]) -> set[str]:
         return {m.get("volumeId") for m in md["members"] if m.get("volumeId")}
 
@@ -242,6 +251,11 @@ def members_from_discovery(
             f"{instance.instance_id} has several md arrays ({devices}) and none is clearly "
             f"{array}: tag its member volumes {tags.ARRAY}={array}"
         )
+    return chosen
+
+
+def _layout_of(chosen: dict[str, Any], instance: ArrayInstance, attached: set[str]) -> Layout:
+    """The chosen md array's members by slot, refused when they cannot be snapshotted."""
     # A member is a device in a slot (mdadm's RaidDevice number). Spares and members md marked
     # faulty hold none: they are not members, and their data is not the array's.
     all_devices = list(chosen["members"])
@@ -280,6 +294,19 @@ def members_from_discovery(
     slots = {m.index for m in members}
     missing_slots = tuple(s for s in range(raid_devices) if s not in slots)
     degraded = bool(missing_slots) or bool(_slot(chosen.get("degraded")))
+    return Layout(
+        members=members,
+        source="discovery",
+        md=_md_facts(chosen),
+        raid_devices=raid_devices,
+        missing_slots=missing_slots,
+        degraded=degraded,
+        without_slot=without_slot,
+    )
+
+
+def _md_facts(chosen: dict[str, Any]) -> dict[str, Any]:
+    """What a set records of the md array and its filesystem (the facts discovery gave)."""
     fs = chosen.get("filesystem") or {}
     md = {
         "device": chosen.get("device"),
@@ -290,15 +317,7 @@ def members_from_discovery(
         "fsType": fs.get("type"),
         "mountPoint": chosen.get("mountPoint"),
     }
-    return Layout(
-        members=members,
-        source="discovery",
-        md={k: v for k, v in md.items() if v},
-        raid_devices=raid_devices,
-        missing_slots=missing_slots,
-        degraded=degraded,
-        without_slot=without_slot,
-    )
+    return {k: v for k, v in md.items() if v}
 
 
 def _slot(value: Any) -> int | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from raidsnap import snapshot_sets, tags
-from raidsnap.aws import lock, volumes
+from raidsnap.aws import lock, snapshots, volumes
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table
 from raidsnap.errors import ArrayDegradedError, cause_message, public_name
 from raidsnap.observability import logger
@@ -32,13 +32,13 @@ def apply_retention(state: State) -> State:
     now = current.start_time if current else max((s.start_time for s in sets), default=times.now())
     decided = retention.plan(sets, int(state["retention"]), protected, now)
     deleted: list[str] = []
-    refused: list[snapshot_sets.Refusal] = []
+    refused: list[snapshots.Refusal] = []
     for s in decided.delete:
         logger.info(
             "retention deletes set",
             extra={"set_id": s.set_id, "reason": decided.reasons[s.set_id]},
         )
-        gone, kept = snapshot_sets.delete_set(s)
+        gone, kept = snapshots.delete_set(s)
         deleted += gone
         refused += kept
     unrecorded = found.unrecorded_ids
@@ -77,7 +77,7 @@ def apply_retention(state: State) -> State:
     return state
 
 
-def _notes(state: State, refused: list[snapshot_sets.Refusal]) -> list[str]:
+def _notes(state: State, refused: list[snapshots.Refusal]) -> list[str]:
     notes = list(state["notes"])
     if state["discovery"]["note"]:
         notes.append(state["discovery"]["note"])

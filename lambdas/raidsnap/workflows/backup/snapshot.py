@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from raidsnap import snapshot_sets
-from raidsnap.aws import commands, instances, volumes
+from raidsnap.aws import commands, instances, snapshots, volumes
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import SnapshotFailedError
 from raidsnap.workflows.backup import times
@@ -99,7 +99,7 @@ def create_set(state: State) -> State:
         if state["consistency"] == "fsfreeze" and freeze.get("frozenUntil")
         else None
     )
-    taken = snapshot_sets.create_set(
+    taken = snapshots.create_set(
         array=state["array"],
         set_id=state["setId"],
         execution_arn=state["execution"]["arn"],

@@ -25,6 +25,17 @@ CLEANUP_MAX_LOOKS = 120
 DISCOVER_TIMEOUT_SECONDS = 120
 
 
+def _progress(state: State) -> dict[str, Any]:
+    """The cleanup so far, one look further; the failure it names is set on the first look."""
+    c = dict(state.get("cleanup") or {})
+    error = state.get("error") or {}
+    c.setdefault("error", public_name(str(error.get("Error", "States.Runtime"))))
+    c.setdefault("cause", cause_message(str(error.get("Cause", ""))))
+    c.setdefault("looks", 0)
+    c["looks"] += 1
+    return c
+
+
 def _disable_run_fsr(state: State, table: str, c: dict[str, Any], arn: str, zone: str) -> None:
     """FSR this run enabled and has not disabled yet: from the state, and from the lock item,
     which has the pairs even when the step that enabled them lost EC2's answer."""
@@ -55,15 +66,10 @@ def cleanup(state: State, settings: RestoreSettings, documents: RestoreDocuments
     attached to the target is detached only once the instance has confirmed that no md device
     and no mount uses it (discover, then release of an unmounted array of this run's volumes);
     where it cannot confirm that, the volume is left attached and the cause says so."""
-    c = dict(state.get("cleanup") or {})
-    error = state.get("error") or {}
+    c = _progress(state)
     arn = str((state.get("execution") or {}).get("id", ""))
     zone = state.get("availabilityZone")
     array = state.get("array")
-    c.setdefault("error", public_name(str(error.get("Error", "States.Runtime"))))
-    c.setdefault("cause", cause_message(str(error.get("Cause", ""))))
-    c.setdefault("looks", 0)
-    c["looks"] += 1
 
     if array and zone and not c.get("fsrDone") and not (state.get("fsr") or {}).get("disabled"):
         _disable_run_fsr(state, settings.lock_table, c, arn, str(zone))
