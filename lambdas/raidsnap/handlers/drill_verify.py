@@ -11,9 +11,4 @@ from raidsnap.workflows import drill
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    step = str(event["step"])
-    if step == "discover":
-        return drill.send_discover(event["state"], drill_documents()[0])
-    if step == "check":
-        return drill.verify(event["state"])
-    raise ValueError(f"unknown drill verify step {step!r}")
+    return drill.verify_step(event, drill_documents()[0])

@@ -21,7 +21,7 @@ from raidsnap.errors import (
     InvalidInputError,
 )
 from raidsnap.models import parse_drill_input
-from raidsnap.observability import logger
+from raidsnap.observability import count, for_array, logger
 from raidsnap.plan.causes import child_failure
 from raidsnap.plan.cleanup import attached_to
 from raidsnap.plan.volumes import run_nonce
@@ -49,6 +49,7 @@ def prepare(event: dict[str, Any], settings: DrillSettings) -> State:
     state, target_tags = instances.instance_facts(target)
     if state == "unknown":
         raise InvalidInputError("targetInstanceId", f"instance {target} does not exist")
+    logger.append_keys(array=request.array, target=target)
     held = target_tags.get(tags.ARRAY)
     if held == request.array:
         raise InvalidInputError(
@@ -91,6 +92,26 @@ def prepare(event: dict[str, Any], settings: DrillSettings) -> State:
 
 
 # ---------------------------------------------------------------------- verify
+
+
+def verify_step(event: dict[str, Any], discover_document: str) -> dict[str, Any]:
+    """The Verify task: send discover, or check what it found."""
+    step = str(event["step"])
+    if step == "discover":
+        return send_discover(event["state"], discover_document)
+    if step == "check":
+        return verify(event["state"])
+    raise ValueError(f"unknown drill verify step {step!r}")
+
+
+def teardown_step(event: dict[str, Any], release_document: str) -> dict[str, Any]:
+    """The Teardown task: release the copy, or remove the drill's volumes."""
+    step = str(event["step"])
+    if step == "release":
+        return send_release(event["state"], release_document)
+    if step == "volumes":
+        return remove_volumes(event["state"])
+    raise ValueError(f"unknown drill teardown step {step!r}")
 
 
 def send_discover(state: State, discover_document: str) -> dict[str, Any]:
@@ -277,6 +298,8 @@ def report(state: State, topic: str) -> dict[str, Any]:
         )
     notifications.publish(topic, subject, message)
     logger.info("drill reported", extra={"array": array, "passed": passed})
+    for_array(array)
+    count("DrillSucceeded" if passed else "DrillFailed")
     result: dict[str, Any] = {"passed": passed, "array": array, "message": message}
     if passed:
         result["output"] = {

@@ -33,7 +33,7 @@ from botocore.exceptions import ClientError
 
 from raidsnap import tags
 from raidsnap.aws import error_code, executions, fsr, lock, volumes
-from raidsnap.observability import logger
+from raidsnap.observability import count, logger
 from raidsnap.plan import fsr as plan_fsr
 from raidsnap.plan.cleanup import disposition
 from raidsnap.plan.volumes import VolumeView, run_nonce
@@ -106,6 +106,12 @@ def sweep(lock_table: str, restore_executions: str) -> Sweep:
     _sweep_volumes(restore_executions, status, result)
     if result.found or result.attached:
         logger.warning("the sweeper found what ended restores left", extra=result.as_dict())
+    # One number the alarm watches (anything found means a run did not clean up after itself),
+    # and what it was made of.
+    count("LeftoversFound", result.found)
+    count("LeftoverFsrDisabled", len(result.fsr_disabled))
+    count("LeftoverVolumesDeleted", len(result.deleted))
+    count("LeftoverVolumesAttached", len(result.attached))
     return result
 
 

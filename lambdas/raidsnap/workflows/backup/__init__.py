@@ -1,6 +1,11 @@
 """The backup workflow's steps, as plain functions of the workflow state."""
 
-from raidsnap.workflows.backup.finish import apply_retention, explain_failure, fail_if_degraded
+from raidsnap.workflows.backup.finish import (
+    apply_retention,
+    explain_failure,
+    fail_if_degraded,
+    finish,
+)
 from raidsnap.workflows.backup.prepare import collect_members, prepare
 from raidsnap.workflows.backup.snapshot import check_snapshots, create_set, send_freeze, send_thaw
 
@@ -11,6 +16,7 @@ __all__ = [
     "create_set",
     "explain_failure",
     "fail_if_degraded",
+    "finish",
     "prepare",
     "send_freeze",
     "send_thaw",

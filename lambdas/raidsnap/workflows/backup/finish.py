@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
 from raidsnap import snapshot_sets, tags
 from raidsnap.aws import lock, snapshots, volumes
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table
 from raidsnap.errors import ArrayDegradedError, cause_message, public_name
-from raidsnap.observability import logger
+from raidsnap.observability import count, for_array, logger
 from raidsnap.plan import retention
 from raidsnap.workflows.backup import times
 from raidsnap.workflows.backup.prepare import release_hold
@@ -19,6 +21,23 @@ State = dict[str, Any]
 
 # The output names at most this many unrecorded snapshots (the count says how many there are).
 UNRECORDED_LISTED = 50
+
+
+def finish(state: State) -> State:
+    """Retention and the output, with their metrics; then a degraded array's run fails with
+    ArrayDegraded."""
+    state = apply_retention(state)
+    retention = state["output"]["retention"]
+    for_array(state["array"])
+    count("SnapshotsDeleted", retention["deletedSnapshots"])
+    # Without the array dimension: one alarm watches every array (the output names the array).
+    with single_metric(
+        name="SnapshotsNotDeleted", unit=MetricUnit.Count, value=len(retention["notDeleted"])
+    ):
+        pass
+    count("DegradedSetsTaken" if state.get("degraded") else "BackupSucceeded")
+    fail_if_degraded(state)
+    return state
 
 
 def apply_retention(state: State) -> State:
@@ -140,4 +159,7 @@ def explain_failure(state: State, documents: Documents, settings: BackupSettings
             release_hold(state)
         except Exception:  # its lease ends the hold anyway
             logger.exception("the backup's hold on the array could not be released")
+    if state.get("array"):
+        for_array(str(state["array"]))
+    count("BackupFailed")
     return {"error": name, "cause": cause}

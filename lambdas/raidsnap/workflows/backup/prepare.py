@@ -67,6 +67,7 @@ def _prepare(
         "availabilityZone": instance.availability_zone,
         "notes": [],
     }
+    logger.append_keys(array=request.array, set_id=state["setId"])
     agent = instances.agent(instance.instance_id)
     if not agent.online:
         state["discovery"] = {"status": "skipped", "reason": "SSM agent is not online"}

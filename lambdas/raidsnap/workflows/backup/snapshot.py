@@ -11,6 +11,7 @@ from raidsnap import snapshot_sets
 from raidsnap.aws import commands, instances, snapshots, volumes
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import SnapshotFailedError
+from raidsnap.observability import count, for_array
 from raidsnap.workflows.backup import times
 from raidsnap.workflows.backup.prepare import release_hold
 
@@ -122,6 +123,8 @@ def create_set(state: State) -> State:
         "polls": 0,
         "waitedSeconds": 0,
     }
+    for_array(state["array"])
+    count("SnapshotSetsStarted")
     return state
 
 

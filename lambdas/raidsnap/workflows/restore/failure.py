@@ -10,7 +10,7 @@ from raidsnap import tags
 from raidsnap.aws import commands, error_code, fsr, lock, tagging, volumes
 from raidsnap.environment import RestoreDocuments, RestoreSettings
 from raidsnap.errors import cause_message, public_name
-from raidsnap.observability import logger
+from raidsnap.observability import count, for_array, logger
 from raidsnap.plan import cleanup as plan_cleanup
 from raidsnap.plan import fsr as plan_fsr
 from raidsnap.plan import volumes as plan_volumes
@@ -113,6 +113,9 @@ def cleanup(state: State, settings: RestoreSettings, documents: RestoreDocuments
     logger.info(
         "restore cleaned up", extra={"deleted": c["deleted"], "left": pending, "kept": c["kept"]}
     )
+    if array:
+        for_array(str(array))
+    count("RestoreFailed")
     return c
 
 

@@ -11,6 +11,7 @@ from raidsnap import tags
 from raidsnap.aws import commands, error_code, lock
 from raidsnap.environment import RestoreSettings
 from raidsnap.errors import cause_message, public_name
+from raidsnap.observability import count, for_array
 
 State = dict[str, Any]
 
@@ -20,6 +21,8 @@ def finish(state: State, settings: RestoreSettings) -> State:
     prewarm that failed, could not start or could not be followed is a warning, never a
     failure of the run."""
     lock.release(settings.lock_table, state["array"], state["execution"]["id"])
+    for_array(state["array"])
+    count("RestoreSucceeded")
     notes = list(state["notes"])
     warnings: list[str] = []
     if state.get("tagTarget"):

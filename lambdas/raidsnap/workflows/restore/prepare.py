@@ -19,6 +19,7 @@ from raidsnap.errors import (
     SnapshotSetNotFoundError,
 )
 from raidsnap.models import RestoreInput, parse_restore_input
+from raidsnap.observability import logger
 from raidsnap.plan import devices as plan_devices
 from raidsnap.plan import volumes as plan_volumes
 
@@ -44,6 +45,7 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
             f"replace releases the array on the instance that holds it, but {target.instance_id} "
             f"is not tagged {tags.ARRAY}={request.array}; use mode attach",
         )
+    logger.append_keys(array=request.array, set_id=snapshot_set.set_id)
     _refuse_unready_agent(target.instance_id)
     notes: list[str] = []
     members = plan_volumes.member_specs(request, snapshot_set, notes)

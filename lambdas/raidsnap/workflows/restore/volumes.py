@@ -8,6 +8,7 @@ from typing import Any
 from raidsnap import tags
 from raidsnap.aws import fsr, instances, tagging, volumes
 from raidsnap.errors import VolumeFailedError
+from raidsnap.observability import count, for_array
 from raidsnap.plan import devices as plan_devices
 from raidsnap.plan import volumes as plan_volumes
 
@@ -41,6 +42,8 @@ def create_volumes(state: State) -> State:
                 extra_tags=raw.get("tags") or {},
             )
         )
+    for_array(state["array"])
+    count("VolumesCreated", len(ids))
     state["volumes"] = {
         "status": "creating",
         "ids": ids,
