@@ -208,6 +208,11 @@ def drill_documents() -> tuple[str, str]:
     return _require("DISCOVER_DOCUMENT"), _require("RELEASE_DOCUMENT")
 
 
+def configured_arrays() -> list[str]:
+    """The arrays the stack's configuration names (CONFIGURED_ARRAYS, comma-separated)."""
+    return [a for a in os.environ.get("CONFIGURED_ARRAYS", "").split(",") if a]
+
+
 def topic_arn() -> str:
     return _require("TOPIC_ARN")
 

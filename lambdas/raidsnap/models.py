@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import posixpath
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
 from pydantic_core import PydanticCustomError
@@ -45,6 +45,7 @@ def parse_input(model: type[M], data: Any) -> M:
 # (older pages still say 16,000 and 1,000); io1 100-64,000 IOPS; io2 100-256,000 IOPS. Limits
 # that depend on the size (IOPS per GiB) are left to EC2, whose refusal fails the run.
 VolumeType = Literal["gp3", "gp2", "io1", "io2", "st1", "sc1", "standard"]
+VOLUME_TYPES: tuple[str, ...] = get_args(VolumeType)
 IOPS_RANGE: dict[str, tuple[int, int]] = {
     "gp3": (3000, 80000),
     "io1": (100, 64000),
@@ -59,6 +60,14 @@ IOPS_PER_GIB = {"gp3": 500, "io1": 50, "io2": 1000}
 GP3_BASELINE_IOPS = 3000
 GP3_BASELINE_THROUGHPUT = 125
 GP3_MIB_PER_IOPS = 0.25
+
+
+def iops_out_of_range(volume_type: str, iops: int) -> str | None:
+    """Why EC2 refuses ``iops`` for every volume of this type (gp3, io1 and io2 only)."""
+    low, high = IOPS_RANGE[volume_type]
+    if low <= iops <= high:
+        return None
+    return f"{iops} is outside {low}..{high} for {volume_type}"
 
 
 def performance_problem(
@@ -148,7 +157,9 @@ MountPoint = Annotated[
 SetId = Annotated[str, StringConstraints(pattern=r"^(latest|[A-Za-z0-9][A-Za-z0-9_.:-]{0,127})$")]
 InstanceId = Annotated[str, StringConstraints(pattern=r"^i-[0-9a-f]{8,17}$")]
 MdDevice = Annotated[str, StringConstraints(pattern=r"^/dev/md[0-9]{1,3}$")]
-MdUuid = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{8}(:[0-9a-f]{8}){3}$")]
+# mdadm's UUID as --detail and --examine print it: four groups of eight hex digits.
+MD_UUID_PATTERN = r"^[0-9a-f]{8}(:[0-9a-f]{8}){3}$"
+MdUuid = Annotated[str, StringConstraints(pattern=MD_UUID_PATTERN)]
 Initialization = Literal["fsr", "rate", "prewarm", "none"]
 
 
@@ -182,11 +193,9 @@ class RestoreInput(BaseModel):
                 raise InvalidInputError(
                     "iops", f"only gp3, io1 and io2 volumes take iops, not {self.volumeType}"
                 )
-            low, high = IOPS_RANGE.get(self.volumeType or "io2", IOPS_RANGE["io2"])
-            if not low <= self.iops <= high:
-                raise InvalidInputError(
-                    "iops", f"{self.iops} is outside {low}..{high} for {self.volumeType or 'io2'}"
-                )
+            out_of_range = iops_out_of_range(self.volumeType or "io2", self.iops)
+            if out_of_range is not None:
+                raise InvalidInputError("iops", out_of_range)
         if self.throughput is not None:
             if self.volumeType is not None and self.volumeType != "gp3":
                 raise InvalidInputError(

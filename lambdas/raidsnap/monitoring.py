@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+from raidsnap.observability import logger
 from raidsnap.snapshot_sets import SnapshotSet, list_all_sets
+
+# An array with no complete set at all is reported as this old, so its RPO alarm fires.
+NEVER_MINUTES = 10 * 365 * 24 * 60
 
 
 @dataclass(frozen=True)
@@ -28,3 +35,25 @@ def ages(now: datetime, expected: list[str]) -> list[ArrayAge]:
         age = (now - newest.start_time).total_seconds() / 60 if newest else None
         out.append(ArrayAge(array, newest, age, len(sets)))
     return out
+
+
+def publish(now: datetime, expected: list[str]) -> dict[str, Any]:
+    """Publish each array's age as the metric NewestCompleteSetAgeMinutes; what was published."""
+    report = {}
+    for age in ages(now, expected):
+        minutes = NEVER_MINUTES if age.age_minutes is None else round(age.age_minutes, 1)
+        # One EMF document per array: each carries its own Array dimension.
+        with single_metric(
+            name="NewestCompleteSetAgeMinutes",
+            unit=MetricUnit.Count,
+            value=minutes,
+        ) as metric:
+            metric.add_dimension(name="Array", value=age.array)
+        report[age.array] = {
+            "newestCompleteSet": age.newest_complete.set_id if age.newest_complete else None,
+            "ageMinutes": minutes,
+            "sets": age.sets,
+        }
+        if age.newest_complete is None:
+            logger.warning("array has no complete snapshot set", extra={"array": age.array})
+    return {"arrays": report}

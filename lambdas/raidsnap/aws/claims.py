@@ -10,8 +10,8 @@ import time
 
 from botocore.exceptions import ClientError
 
-from raidsnap import clients, lock
-from raidsnap.aws import error_code
+from raidsnap import clients
+from raidsnap.aws import error_code, lock
 from raidsnap.aws.executions import arn_of
 
 CLAIM_SUFFIX = "#recovery"

@@ -6,8 +6,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import arrays, clients
-from raidsnap.aws import error_code
+from raidsnap import clients
+from raidsnap.aws import error_code, instances
 
 
 def volume_statuses(volume_ids: list[str]) -> list[dict[str, Any]]:
@@ -21,14 +21,14 @@ def volume_statuses(volume_ids: list[str]) -> list[dict[str, Any]]:
 def tags_of_existing(volume_ids: list[str]) -> dict[str, dict[str, str]]:
     """Tags of these volumes; a deleted one has none (it is missing, not replaced)."""
     try:
-        return arrays.volume_tags(volume_ids)
+        return instances.volume_tags(volume_ids)
     except ClientError as err:
         if error_code(err) != "InvalidVolume.NotFound":
             raise
     out: dict[str, dict[str, str]] = {}
     for vid in volume_ids:
         try:
-            out.update(arrays.volume_tags([vid]))
+            out.update(instances.volume_tags([vid]))
         except ClientError as err:
             if error_code(err) != "InvalidVolume.NotFound":
                 raise

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import backup
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.handlers._entry import entry
-from raidsnap.observability import metrics
+from raidsnap.workflows import backup
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, str]:
-    failure = backup.explain_failure(event, Documents.from_env(), BackupSettings.from_env())
-    if event.get("array"):
-        metrics.add_dimension(name="Array", value=str(event["array"]))
-    metrics.add_metric(name="BackupFailed", unit="Count", value=1)
-    return failure
+    return backup.explain_failure(event, Documents.from_env(), BackupSettings.from_env())

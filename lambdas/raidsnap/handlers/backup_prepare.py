@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import backup
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.handlers._entry import entry
-from raidsnap.observability import logger
+from raidsnap.workflows import backup
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    state = backup.prepare(event, Documents.from_env(), BackupSettings.from_env())
-    logger.append_keys(array=state["array"], set_id=state["setId"])
-    return state
+    return backup.prepare(event, Documents.from_env(), BackupSettings.from_env())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import backup
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.handlers._entry import entry
+from raidsnap.workflows import backup
 
 
 @entry

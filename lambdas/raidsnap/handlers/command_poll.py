@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import backup
+from raidsnap.aws import commands
 from raidsnap.handlers._entry import entry
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return backup.poll_command(event["command"])
+    return commands.poll(event["command"])

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import drill
 from raidsnap.environment import DrillSettings
 from raidsnap.handlers._entry import entry
-from raidsnap.observability import logger
+from raidsnap.workflows import drill
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    state = drill.prepare(event, DrillSettings.from_env())
-    logger.append_keys(array=state["array"], target=state["targetInstanceId"])
-    return state
+    return drill.prepare(event, DrillSettings.from_env())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import abandoned
 from raidsnap.environment import RestoreSettings
 from raidsnap.handlers._entry import entry
+from raidsnap.workflows import abandoned
 
 
 @entry

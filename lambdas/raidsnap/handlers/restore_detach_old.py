@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import restore
 from raidsnap.handlers._entry import entry
+from raidsnap.workflows import restore
 
 
 @entry

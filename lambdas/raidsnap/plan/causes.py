@@ -1,4 +1,4 @@
-"""Failure causes: the named error and cause a failed step or nested restore reports."""
+"""Failure causes: which named error, and which sentence, a failed step or nested run reports."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from raidsnap.commands import CommandResult
+from raidsnap.aws.commands import CommandResult
 
 
 def result(stdout: str, stderr: str) -> CommandResult:

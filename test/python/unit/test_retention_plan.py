@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from raidsnap.manifests import Manifest
-from raidsnap.retention import plan
+from raidsnap.plan.retention import plan
 from raidsnap.snapshot_sets import SetMember, SnapshotSet
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

@@ -8,7 +8,7 @@ from typing import Any
 
 import boto3
 
-from raidsnap import fsr
+from raidsnap.plan import fsr
 from raidsnap_emulation.double import FSR_MAX_SNAPSHOT_IDS, CommandOutcome
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import (

@@ -10,7 +10,8 @@ import re
 from datetime import datetime
 from typing import Any
 
-from raidsnap import arrays, commands, snapshot_sets, tags, volumes
+from raidsnap import snapshot_sets, tags
+from raidsnap.aws import commands, instances, volumes
 from raidsnap.aws.health import tags_of_existing, volume_statuses
 from raidsnap.plan.evidence import (
     arrays_of_set,
@@ -40,7 +41,7 @@ def start(array: str, instance_id: str, discover_document: str) -> dict[str, Any
     """First look: EC2's view of the members; then discovery on the instance, if it answers."""
     facts = snapshot_sets.latest_complete(array)
     members = sorted({m.volume_id for m in facts.members}) if facts else []
-    attached = {a.volume_id for a in arrays.describe_instance(instance_id).attachments}
+    attached = {a.volume_id for a in instances.describe_instance(instance_id).attachments}
     restored = _restored_members(array, attached)
     evidence = [
         f"member {vid} of set {facts.set_id if facts else '?'} is no longer attached to "
@@ -54,7 +55,7 @@ def start(array: str, instance_id: str, discover_document: str) -> dict[str, Any
         "evidence": evidence + volume_evidence(checked),
         "mdUuid": facts.tag_values.get(tags.MD_UUID) if facts else None,
     }
-    if not arrays.agent_online(instance_id):
+    if not instances.agent_online(instance_id):
         look["discovery"] = "the SSM agent is not online"
         return decide(look)
     look["commandId"] = commands.send(

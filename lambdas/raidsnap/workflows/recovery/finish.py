@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 from raidsnap import tags
 from raidsnap.aws import claims, error_code, lifecycle
 from raidsnap.aws.instances import instance_facts, tag_array
-from raidsnap.aws.notify import notify
+from raidsnap.aws.notifications import notify
 from raidsnap.observability import logger
 from raidsnap.plan.causes import child_failure
 from raidsnap.plan.set_facts import SetFacts, age_text

@@ -10,9 +10,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from raidsnap import lock
-from raidsnap.aws import claims, executions
-from raidsnap.aws.notify import notify
+from raidsnap.aws import claims, executions, lock
+from raidsnap.aws.notifications import notify
 from raidsnap.environment import RecoverySettings
 from raidsnap.observability import logger
 from raidsnap.workflows.recovery.assessment import latest_set

@@ -9,13 +9,13 @@ import os
 from datetime import datetime
 from typing import Any
 
-from raidsnap import arrays, tags
-from raidsnap.aws import claims, executions, lifecycle
+from raidsnap import tags
+from raidsnap.aws import claims, executions, instances, lifecycle
 from raidsnap.aws.instances import instance_facts, untag_array
-from raidsnap.aws.notify import notify
+from raidsnap.aws.notifications import notify
 from raidsnap.environment import RecoveryStepSettings
 from raidsnap.errors import InstanceNotReadyError, public_name
-from raidsnap.observability import logger, metrics
+from raidsnap.observability import count, for_array, logger
 from raidsnap.workflows.recovery import assessment
 from raidsnap.workflows.recovery.events import event_time
 from raidsnap.workflows.recovery.finish import finish
@@ -47,9 +47,8 @@ def run(step: str, state: dict[str, Any], settings: RecoveryStepSettings) -> dic
         raise ValueError(f"unknown recovery step {step!r}")
     array = (state.get("input") or {}).get("array")
     if array:
-        metrics.add_dimension(name="Array", value=str(array))
-    name = "RecoverySucceeded" if step == "succeeded" else "RecoveryFailed"
-    metrics.add_metric(name=name, unit="Count", value=1)
+        for_array(str(array))
+    count("RecoverySucceeded" if step == "succeeded" else "RecoveryFailed")
     return finish(state, step, settings.lock_table)
 
 
@@ -188,7 +187,7 @@ def check_target(state: dict[str, Any]) -> dict[str, Any]:
     if not instance_id:
         return dict(target, status="ready")  # the restore resolves the array's instance
     instance_state = instance_facts(instance_id)[0]
-    agent = arrays.agent(instance_id) if instance_state == "running" else None
+    agent = instances.agent(instance_id) if instance_state == "running" else None
     if agent is not None and agent.online and agent.too_old:
         # Waiting does not make an agent newer: refuse now, before any tag is moved.
         raise InstanceNotReadyError(

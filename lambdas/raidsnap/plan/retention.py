@@ -1,12 +1,14 @@
-"""Which sets of an array to keep, and deleting the rest."""
+"""Which sets of an array to keep, and which to delete."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from raidsnap.snapshot_sets import SnapshotSet
+if TYPE_CHECKING:
+    from raidsnap.snapshot_sets import SnapshotSet
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,16 @@ after the array was assembled and mounted, and taking it away could destroy data
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from typing import Any
 
-from raidsnap import fsr, lock, tags, volumes
+from raidsnap import tags
+from raidsnap.aws import fsr, lock, volumes
 from raidsnap.environment import RestoreSettings
 from raidsnap.errors import RaidsnapError
 from raidsnap.observability import logger
+from raidsnap.plan.cleanup import disposition
+from raidsnap.plan.fsr import by_zone
+from raidsnap.plan.volumes import owned_by, run_nonce
 
 ENDED_WITHOUT_CATCH = ("ABORTED", "TIMED_OUT")
 
@@ -40,14 +43,8 @@ def _disable_own_fsr(table: str, arn: str) -> list[str]:
     if mine is None:
         return []
     others = {p for c in claims if c.execution_arn != arn for p in c.pairs}
-    by_zone: dict[str, list[str]] = defaultdict(list)
-    for pair in mine.pairs:
-        if pair in others:
-            continue
-        snapshot_id, _, zone = pair.partition("@")
-        by_zone[zone].append(snapshot_id)
     disabled: list[str] = []
-    for zone, snapshot_ids in sorted(by_zone.items()):
+    for zone, snapshot_ids in sorted(by_zone(p for p in mine.pairs if p not in others).items()):
         fsr.disable(sorted(snapshot_ids), zone)
         disabled += sorted(snapshot_ids)
     return disabled
@@ -61,7 +58,7 @@ def clean_up(event: dict[str, Any], settings: RestoreSettings) -> dict[str, Any]
     if not arn or status not in ENDED_WITHOUT_CATCH:
         return {"executionArn": arn, "status": status, "cleaned": False}
     # This run's volumes only: a later execution may have the same name, hence the same ARN.
-    run = volumes.run_nonce(arn, int(detail["startDate"])) if detail.get("startDate") else ""
+    run = run_nonce(arn, int(detail["startDate"])) if detail.get("startDate") else ""
     views = volumes.created_by(arn, run) if run else {}
     names = {v.tags.get(tags.ARRAY) for v in views.values()} | {_array_of(detail)}
     fsr_disabled = _disable_own_fsr(settings.lock_table, arn)
@@ -74,14 +71,14 @@ def clean_up(event: dict[str, Any], settings: RestoreSettings) -> dict[str, Any]
             released.append(array)
     deleted, attached, pending = [], [], []
     for vid, view in sorted(views.items()):
-        if not volumes.owned_by(view, arn, run) or view.state in ("deleting", "deleted"):
+        if not owned_by(view, arn, run):
             continue
-        states = {a[2] for a in view.attachments}
-        if states & {"attaching", "attached", "busy"}:
+        found = disposition(view)
+        if found == "attached":
             attached.append(vid)
-        elif "detaching" in states or view.state == "creating":
+        elif found in ("detaching", "creating"):
             pending.append(vid)
-        else:
+        elif found == "deletable":
             volumes.delete(vid)
             deleted.append(vid)
     result = {

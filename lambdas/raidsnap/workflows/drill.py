@@ -12,11 +12,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from raidsnap import clients, commands, snapshot_sets, tags, volumes
-from raidsnap.aws import error_code
-from raidsnap.aws.instances import instance_facts
+from raidsnap import snapshot_sets, tags
+from raidsnap.aws import commands, instances, lock, notifications, snapshots, volumes
 from raidsnap.environment import DrillSettings
 from raidsnap.errors import (
     DrillTeardownFailedError,
@@ -24,8 +21,10 @@ from raidsnap.errors import (
     InvalidInputError,
 )
 from raidsnap.models import parse_drill_input
-from raidsnap.observability import logger
+from raidsnap.observability import count, for_array, logger
 from raidsnap.plan.causes import child_failure
+from raidsnap.plan.cleanup import attached_to
+from raidsnap.plan.volumes import run_nonce
 
 State = dict[str, Any]
 
@@ -47,9 +46,10 @@ def prepare(event: dict[str, Any], settings: DrillSettings) -> State:
     request = parse_drill_input(event.get("input"))
     execution = event.get("execution") or {}
     target = request.targetInstanceId
-    state, target_tags = instance_facts(target)
+    state, target_tags = instances.instance_facts(target)
     if state == "unknown":
         raise InvalidInputError("targetInstanceId", f"instance {target} does not exist")
+    logger.append_keys(array=request.array, target=target)
     held = target_tags.get(tags.ARRAY)
     if held == request.array:
         raise InvalidInputError(
@@ -92,6 +92,26 @@ def prepare(event: dict[str, Any], settings: DrillSettings) -> State:
 
 
 # ---------------------------------------------------------------------- verify
+
+
+def verify_step(event: dict[str, Any], discover_document: str) -> dict[str, Any]:
+    """The Verify task: send discover, or check what it found."""
+    step = str(event["step"])
+    if step == "discover":
+        return send_discover(event["state"], discover_document)
+    if step == "check":
+        return verify(event["state"])
+    raise ValueError(f"unknown drill verify step {step!r}")
+
+
+def teardown_step(event: dict[str, Any], release_document: str) -> dict[str, Any]:
+    """The Teardown task: release the copy, or remove the drill's volumes."""
+    step = str(event["step"])
+    if step == "release":
+        return send_release(event["state"], release_document)
+    if step == "volumes":
+        return remove_volumes(event["state"])
+    raise ValueError(f"unknown drill teardown step {step!r}")
 
 
 def send_discover(state: State, discover_document: str) -> dict[str, Any]:
@@ -183,11 +203,7 @@ def send_release(state: State, release_document: str) -> dict[str, Any]:
     run = restore_run(arn)
     target = state["targetInstanceId"]
     views = volumes.created_by(arn, run) if run else {}
-    attached = sorted(
-        vid
-        for vid, view in views.items()
-        if any(a[0] == target and a[2] != "detached" for a in view.attachments)
-    )
+    attached = sorted(vid for vid, view in views.items() if attached_to(view, target))
     if not attached:
         return {"status": "skipped", "reason": f"no volume of {arn} is attached to {target}"}
     md_uuid = str(((state.get("restore") or {}).get("output") or {}).get("mdUuid") or "")
@@ -197,25 +213,15 @@ def send_release(state: State, release_document: str) -> dict[str, Any]:
         {
             "MdDevice": state["mdDevice"],
             "MountPoint": state["mountPoint"],
-            "MdUuid": md_uuid or _md_uuid_of(attached[0]),
+            # The snapshot's record, so that release refuses whatever other array the drill's
+            # md device might hold.
+            "MdUuid": md_uuid or snapshots.md_uuid_of_volume(attached[0]),
         },
         comment=f"raidsnap drill teardown {state['array']}",
         timeout=RELEASE_TIMEOUT_SECONDS,
     )
     # A release that fails still lets teardown detach (and after a while force) the volumes.
     return _command(state, command_id, release_document, RELEASE_TIMEOUT_SECONDS, False)
-
-
-def _md_uuid_of(volume_id: str) -> str:
-    """The md UUID recorded on the snapshot a restored volume was made from ("" if none), so
-    that release refuses whatever other array the drill's md device might hold."""
-    ec2 = clients.ec2()
-    (volume,) = ec2.describe_volumes(VolumeIds=[volume_id])["Volumes"]
-    snapshot_id = volume.get("SnapshotId")
-    if not snapshot_id:
-        return ""
-    found = ec2.describe_snapshots(SnapshotIds=[snapshot_id])["Snapshots"]
-    return tags.as_dict(found[0].get("Tags") if found else None).get(tags.MD_UUID, "")  # type: ignore[arg-type]
 
 
 def remove_volumes(state: State) -> dict[str, Any]:
@@ -243,13 +249,8 @@ def restore_run(restore_arn: str) -> str:
     """The run nonce of the drill's restore (its ARN and start time, as the restore derived it),
     or "" when that restore never started. Drill names, and with them their restores' names,
     may come again after 90 days: the ARN alone could name an earlier run."""
-    try:
-        started = clients.stepfunctions().describe_execution(executionArn=restore_arn)
-    except ClientError as err:
-        if error_code(err) in ("ExecutionDoesNotExist", "InvalidArn"):
-            return ""
-        raise
-    return volumes.run_nonce(restore_arn, started["startDate"])
+    started = lock.describe(restore_arn)[1]
+    return run_nonce(restore_arn, started) if started is not None else ""
 
 
 # ---------------------------------------------------------------------- report
@@ -295,8 +296,10 @@ def report(state: State, topic: str) -> dict[str, Any]:
             + (f" and left {left}" if left else ", nothing is left behind")
             + f". The array itself was not touched. Run: {state.get('execution', {}).get('id')}"
         )
-    clients.sns().publish(TopicArn=topic, Subject=subject[:100], Message=message)
+    notifications.publish(topic, subject, message)
     logger.info("drill reported", extra={"array": array, "passed": passed})
+    for_array(array)
+    count("DrillSucceeded" if passed else "DrillFailed")
     result: dict[str, Any] = {"passed": passed, "array": array, "message": message}
     if passed:
         result["output"] = {

@@ -2,83 +2,18 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from raidsnap import clients, tags
 from raidsnap.aws import error_code
+from raidsnap.plan.cleanup import disposition
+from raidsnap.plan.volumes import Attachment, VolumeSpec, VolumeView, client_token, owned_by
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2.type_defs import TagSpecificationTypeDef
-
-
-@dataclass(frozen=True)
-class VolumeSpec:
-    """One member's volume as it will be created."""
-
-    index: int
-    snapshot_id: str
-    volume_type: str
-    iops: int | None
-    throughput: int | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "snapshotId": self.snapshot_id,
-            "volumeType": self.volume_type,
-            "iops": self.iops,
-            "throughput": self.throughput,
-        }
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> VolumeSpec:
-        return cls(
-            index=int(raw["index"]),
-            snapshot_id=str(raw["snapshotId"]),
-            volume_type=str(raw["volumeType"]),
-            iops=None if raw.get("iops") is None else int(raw["iops"]),
-            throughput=None if raw.get("throughput") is None else int(raw["throughput"]),
-        )
-
-
-@dataclass(frozen=True)
-class VolumeView:
-    volume_id: str
-    state: str
-    attachments: tuple[tuple[str, str, str], ...]  # (instance id, device, state)
-    fast_restored: bool
-    tags: Mapping[str, str]
-
-
-def run_nonce(execution_arn: str, start: str | int | datetime) -> str:
-    """The nonce of one run of an execution: its ARN and its start time (to the millisecond,
-    as Step Functions reports it everywhere: the context object's StartTime, DescribeExecution's
-    startDate, the status change event's startDate in epoch ms). Execution names are unique for
-    90 days only, so the ARN alone may name an earlier run whose volumes are a live array; the
-    start time tells the runs apart, and anyone holding the ARN and start time finds the same
-    nonce without it being stored anywhere."""
-    if isinstance(start, datetime):
-        when = start
-    elif isinstance(start, int):
-        when = datetime.fromtimestamp(start / 1000, UTC)
-    else:
-        when = datetime.fromisoformat(start.replace("Z", "+00:00"))
-    millis = int(when.timestamp() * 1000)
-    return hashlib.sha256(f"{execution_arn}@{millis}".encode()).hexdigest()[:16]
-
-
-def client_token(execution_arn: str, run: str, index: int) -> str:
-    """Same run and member, same token: a retried CreateVolume returns the first volume, and a
-    later execution of the same name (another run) never gets an earlier run's volume back.
-    EC2 allows 64 characters; a hash keeps long execution ARNs within that."""
-    digest = hashlib.sha256(f"{execution_arn}#{run}#{index}".encode()).hexdigest()
-    return f"raidsnap-{digest[:48]}"
 
 
 def create(
@@ -130,7 +65,9 @@ def view(raw: Mapping[str, Any]) -> VolumeView:
         volume_id=raw["VolumeId"],
         state=str(raw.get("State", "")),
         attachments=tuple(
-            (str(a.get("InstanceId", "")), str(a.get("Device", "")), str(a.get("State", "")))
+            Attachment(
+                str(a.get("InstanceId", "")), str(a.get("Device", "")), str(a.get("State", ""))
+            )
             for a in raw.get("Attachments", [])
         ),
         fast_restored=bool(raw.get("FastRestored", False)),
@@ -171,37 +108,35 @@ def created_by(execution_arn: str, run: str) -> dict[str, VolumeView]:
     return {v["VolumeId"]: view(v) for page in pages for v in page["Volumes"]}
 
 
-def owned_by(view: VolumeView, execution_arn: str, run: str) -> bool:
-    """Did this run create the volume? Both tags must say so."""
-    return bool(run) and (
-        view.tags.get(tags.RESTORE_EXECUTION) == execution_arn
-        and view.tags.get(tags.RESTORE_RUN) == run
+def tagged_with(key: str) -> list[VolumeView]:
+    """Every volume that carries the tag ``key``, whatever its value."""
+    pages = (
+        clients.ec2()
+        .get_paginator("describe_volumes")
+        .paginate(Filters=[{"Name": "tag-key", "Values": [key]}])
     )
+    return [view(raw) for page in pages for raw in page["Volumes"]]
 
 
-# Device names for EBS data volumes on Linux: /dev/sd[f-z] first, as EC2 recommends, then the
-# two-letter names /dev/xvd[b-c][a-z] it also lists as available on HVM instances.
-DEVICE_NAMES = tuple(f"/dev/sd{c}" for c in "fghijklmnopqrstuvwxyz") + tuple(
-    f"/dev/xvd{a}{b}" for a in "bc" for b in "abcdefghijklmnopqrstuvwxyz"
-)
+def raw(volume_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """DescribeVolumes as EC2 answers it, by volume id (what a new set records of each)."""
+    found = clients.ec2().describe_volumes(VolumeIds=volume_ids)["Volumes"]
+    return {v["VolumeId"]: dict(v) for v in found}
 
 
-def _suffix(device: str) -> str:
-    name = device.rsplit("/", 1)[-1]
-    for prefix in ("xvd", "sd", "hd"):
-        if name.startswith(prefix):
-            return name[len(prefix) :]
-    return name
-
-
-def free_device_names(in_use: Iterable[str], count: int) -> list[str]:
-    """``count`` names no attachment uses. /dev/sdf and /dev/xvdf are one device to Xen
-    instances, so a name is taken when either spelling is."""
-    taken = {_suffix(d) for d in in_use}
-    free = [d for d in DEVICE_NAMES if _suffix(d) not in taken]
-    if len(free) < count:
-        raise ValueError(f"only {len(free)} free device names, {count} needed")
-    return free[:count]
+def sources_being_restored(tag_key: str) -> set[str]:
+    """The snapshots that volumes carrying ``tag_key`` are being created from right now."""
+    pages = (
+        clients.ec2()
+        .get_paginator("describe_volumes")
+        .paginate(
+            Filters=[
+                {"Name": "status", "Values": ["creating"]},
+                {"Name": "tag-key", "Values": [tag_key]},
+            ]
+        )
+    )
+    return {str(v["SnapshotId"]) for page in pages for v in page["Volumes"] if v.get("SnapshotId")}
 
 
 def attach(volume_id: str, instance_id: str, device: str) -> None:
@@ -246,20 +181,18 @@ def remove_created(
     for vid, view in sorted(views.items()):
         if not owned_by(view, execution_arn, run) or vid in kept:
             continue  # never touch a volume this run did not create, or one it must keep
-        if view.state in ("deleting", "deleted"):
-            continue
-        live = [x for x in view.attachments if x[2] in ("attaching", "attached", "busy")]
-        if live or any(x[2] == "detaching" for x in view.attachments):
+        found = disposition(view)
+        if found in ("attached", "detaching"):
             asks = int(asks_by_volume.get(vid, 0))
             force = asks >= force_after
-            if live or force:
-                for instance_id, _device, _state in view.attachments:
-                    detach(vid, instance_id, force=force)
+            if found == "attached" or force:
+                for attachment in view.attachments:
+                    detach(vid, attachment.instance_id, force=force)
             asks_by_volume[vid] = asks + 1
             pending.append(vid)
-        elif view.state == "creating":
+        elif found == "creating":
             pending.append(vid)
-        else:
+        elif found == "deletable":
             delete(vid)
             deleted.append(vid)
     return pending

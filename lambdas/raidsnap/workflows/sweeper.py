@@ -31,16 +31,18 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import clients, fsr, lock, tags, volumes
-from raidsnap.aws import error_code
-from raidsnap.observability import logger
+from raidsnap import tags
+from raidsnap.aws import error_code, executions, fsr, lock, volumes
+from raidsnap.observability import count, logger
+from raidsnap.plan import fsr as plan_fsr
+from raidsnap.plan.cleanup import disposition
+from raidsnap.plan.volumes import VolumeView, run_nonce
 
 # The restore state whose entry sends the assemble command: from there on the run's volumes may
 # be the user's array (statemachines/restore.asl.json).
 ASSEMBLE_STATE = "Assemble"
 
 ENDED_BADLY = ("FAILED", "TIMED_OUT", "ABORTED")
-LIVE_ATTACHMENT = ("attaching", "attached", "busy")
 
 
 @dataclass
@@ -93,7 +95,7 @@ class _Statuses:
     def nonce(self, execution_arn: str) -> str | None:
         """The raidsnap:restore-run of the run Step Functions knows by this ARN."""
         started = self._look(execution_arn)[1]
-        return volumes.run_nonce(execution_arn, started) if started is not None else None
+        return run_nonce(execution_arn, started) if started is not None else None
 
 
 def sweep(lock_table: str, restore_executions: str) -> Sweep:
@@ -104,6 +106,12 @@ def sweep(lock_table: str, restore_executions: str) -> Sweep:
     _sweep_volumes(restore_executions, status, result)
     if result.found or result.attached:
         logger.warning("the sweeper found what ended restores left", extra=result.as_dict())
+    # One number the alarm watches (anything found means a run did not clean up after itself),
+    # and what it was made of.
+    count("LeftoversFound", result.found)
+    count("LeftoverFsrDisabled", len(result.fsr_disabled))
+    count("LeftoverVolumesDeleted", len(result.deleted))
+    count("LeftoverVolumesAttached", len(result.attached))
     return result
 
 
@@ -119,41 +127,32 @@ def _sweep_fsr(table: str, status: _Statuses, result: Sweep) -> None:
     for claim in claims:
         if status(claim.execution_arn) == "RUNNING":
             continue
-        by_zone: dict[str, list[str]] = defaultdict(list)
-        for pair in claim.pairs:
-            if pair not in live:
-                snapshot_id, _, zone = pair.partition("@")
-                by_zone[zone].append(snapshot_id)
-        for zone, snapshot_ids in sorted(by_zone.items()):
+        ended = plan_fsr.by_zone(p for p in claim.pairs if p not in live)
+        for zone, snapshot_ids in sorted(ended.items()):
             seen = fsr.states(snapshot_ids, zone)
             off = sorted(
                 sid
                 for sid, pair in seen.items()
-                if fsr.active(pair.state)
-                and _same_time(claim.enabled_at.get(fsr.pair_key(sid, zone)), pair.enabling_time)
+                if plan_fsr.active(pair.state)
+                and _same_time(
+                    claim.enabled_at.get(plan_fsr.pair_key(sid, zone)), pair.enabling_time
+                )
             )
             for sid in off:
                 try:
                     fsr.disable([sid], zone)
                 except ClientError as err:
-                    result.refused.append(f"{fsr.pair_key(sid, zone)}: {error_code(err)}")
+                    result.refused.append(f"{plan_fsr.pair_key(sid, zone)}: {error_code(err)}")
                     continue
-                result.fsr_disabled.append(fsr.pair_key(sid, zone))
+                result.fsr_disabled.append(plan_fsr.pair_key(sid, zone))
         lock.drop_fsr_claim(table, claim.execution_arn)
         result.claims_dropped.append(claim.execution_arn)
 
 
 def _sweep_volumes(prefix: str, status: _Statuses, result: Sweep) -> None:
-    pages = (
-        clients.ec2()
-        .get_paginator("describe_volumes")
-        .paginate(Filters=[{"Name": "tag-key", "Values": [tags.RESTORE_EXECUTION]}])
-    )
-    by_run: dict[str, list[volumes.VolumeView]] = defaultdict(list)
-    for page in pages:
-        for raw in page["Volumes"]:
-            view = volumes.view(raw)
-            by_run[view.tags.get(tags.RESTORE_EXECUTION, "")].append(view)
+    by_run: dict[str, list[VolumeView]] = defaultdict(list)
+    for view in volumes.tagged_with(tags.RESTORE_EXECUTION):
+        by_run[view.tags.get(tags.RESTORE_EXECUTION, "")].append(view)
     for arn, views in sorted(by_run.items()):
         if not arn.startswith(prefix):
             continue  # not a restore of this stack: not ours
@@ -166,7 +165,8 @@ def _sweep_volumes(prefix: str, status: _Statuses, result: Sweep) -> None:
         assembled = reached_assemble(arn)
         run = status.nonce(arn)
         for view in views:
-            if view.state in ("deleting", "deleted"):
+            found = disposition(view)
+            if found == "gone":
                 continue
             if run is None or view.tags.get(tags.RESTORE_RUN) != run:
                 # An earlier run of the same name (names are reused after 90 days), or a volume
@@ -176,10 +176,9 @@ def _sweep_volumes(prefix: str, status: _Statuses, result: Sweep) -> None:
             if assembled or tags.REPLACED_BY in view.tags:
                 result.users.append(view.volume_id)
                 continue
-            attachment_states = {a[2] for a in view.attachments}
-            if attachment_states & set(LIVE_ATTACHMENT):
+            if found == "attached":
                 result.attached.append(view.volume_id)
-            elif attachment_states or view.state == "creating":
+            elif found in ("detaching", "creating"):
                 result.pending.append(view.volume_id)
             else:
                 try:
@@ -191,15 +190,5 @@ def _sweep_volumes(prefix: str, status: _Statuses, result: Sweep) -> None:
 
 
 def reached_assemble(execution_arn: str) -> bool:
-    """Whether the run entered its Assemble state (its full history, newest first)."""
-    pages = (
-        clients.stepfunctions()
-        .get_paginator("get_execution_history")
-        .paginate(executionArn=execution_arn, reverseOrder=True)
-    )
-    for page in pages:
-        for event in page["events"]:
-            entered = event.get("stateEnteredEventDetails")
-            if entered and entered.get("name") == ASSEMBLE_STATE:
-                return True
-    return False
+    """Whether the run entered its Assemble state."""
+    return executions.entered(execution_arn, ASSEMBLE_STATE)

@@ -1,4 +1,5 @@
-"""Running raidsnap's SSM Command documents and reading what they printed."""
+"""Running raidsnap's SSM Command documents, following them, and reading what they printed.
+Every workflow's command loop (send, then poll until done) goes through here."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from botocore.exceptions import ClientError
 
 from raidsnap import clients
 from raidsnap.aws import error_code
+from raidsnap.errors import CommandFailedError
 
 Status = Literal["pending", "success", "failed"]
 
@@ -115,3 +117,25 @@ def last_json_line(stdout: str) -> dict[str, Any] | None:
             return None
         return value if isinstance(value, dict) else None
     return None
+
+
+def poll(command: dict[str, Any]) -> dict[str, Any]:
+    """One look at a running command; failures raise CommandFailedError unless tolerated."""
+    result = fetch(command["commandId"], command["instanceId"])
+    status = result.status
+    budget = int(command["budgetSeconds"]) - int(command["waitSeconds"])
+    if status == "pending" and budget <= 0:
+        cancel(command["commandId"], command["instanceId"])
+        status = "failed"
+    updated = dict(command, status=status, budgetSeconds=budget)
+    if status == "success":
+        updated["result"] = result.result
+    if status == "failed":
+        tail = result.stderr_tail()
+        if command.get("failOnError", True):
+            raise CommandFailedError(
+                f"{command['document']} failed on {command['instanceId']} "
+                f"({result.detail}, exit {result.exit_code}): {tail}"
+            )
+        updated["stderrTail"] = tail
+    return updated

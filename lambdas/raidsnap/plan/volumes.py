@@ -1,0 +1,216 @@
+"""A restore's volumes as they will be created: one spec per member, from the input and what
+the set recorded, checked against what EC2 accepts before anything is created."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from raidsnap import tags
+from raidsnap.errors import IncompleteSnapshotSetError, InvalidInputError
+from raidsnap.models import (
+    IOPS_RANGE,
+    MD_UUID_PATTERN,
+    MOUNT_POINT_PATTERN,
+    THROUGHPUT_RANGE,
+    VOLUME_TYPES,
+    RestoreInput,
+    iops_out_of_range,
+    performance_problem,
+    system_directory,
+)
+
+if TYPE_CHECKING:
+    from raidsnap.snapshot_sets import SetMember, SnapshotSet
+
+MAX_MEMBERS = 40  # the assemble document's VolumeIds pattern takes at most 40 ids
+DEFAULT_VOLUME_TYPE = "gp3"
+
+
+@dataclass(frozen=True)
+class VolumeSpec:
+    """One member's volume as it will be created."""
+
+    index: int
+    snapshot_id: str
+    volume_type: str
+    iops: int | None
+    throughput: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "snapshotId": self.snapshot_id,
+            "volumeType": self.volume_type,
+            "iops": self.iops,
+            "throughput": self.throughput,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> VolumeSpec:
+        return cls(
+            index=int(raw["index"]),
+            snapshot_id=str(raw["snapshotId"]),
+            volume_type=str(raw["volumeType"]),
+            iops=None if raw.get("iops") is None else int(raw["iops"]),
+            throughput=None if raw.get("throughput") is None else int(raw["throughput"]),
+        )
+
+
+class Attachment(NamedTuple):
+    """One attachment of a volume, as DescribeVolumes shows it."""
+
+    instance_id: str
+    device: str
+    state: str
+
+
+@dataclass(frozen=True)
+class VolumeView:
+    volume_id: str
+    state: str
+    attachments: tuple[Attachment, ...]
+    fast_restored: bool
+    tags: Mapping[str, str]
+
+    def on(self, instance_id: str) -> Attachment | None:
+        """Its attachment to ``instance_id``, in whatever state, if it has one."""
+        return next((a for a in self.attachments if a.instance_id == instance_id), None)
+
+
+def run_nonce(execution_arn: str, start: str | int | datetime) -> str:
+    """The nonce of one run of an execution: its ARN and its start time (to the millisecond,
+    as Step Functions reports it everywhere: the context object's StartTime, DescribeExecution's
+    startDate, the status change event's startDate in epoch ms). Execution names are unique for
+    90 days only, so the ARN alone may name an earlier run whose volumes are a live array; the
+    start time tells the runs apart, and anyone holding the ARN and start time finds the same
+    nonce without it being stored anywhere."""
+    if isinstance(start, datetime):
+        when = start
+    elif isinstance(start, int):
+        when = datetime.fromtimestamp(start / 1000, UTC)
+    else:
+        when = datetime.fromisoformat(start.replace("Z", "+00:00"))
+    millis = int(when.timestamp() * 1000)
+    return hashlib.sha256(f"{execution_arn}@{millis}".encode()).hexdigest()[:16]
+
+
+def client_token(execution_arn: str, run: str, index: int) -> str:
+    """Same run and member, same token: a retried CreateVolume returns the first volume, and a
+    later execution of the same name (another run) never gets an earlier run's volume back.
+    EC2 allows 64 characters; a hash keeps long execution ARNs within that."""
+    digest = hashlib.sha256(f"{execution_arn}#{run}#{index}".encode()).hexdigest()
+    return f"raidsnap-{digest[:48]}"
+
+
+def owned_by(view: VolumeView, execution_arn: str, run: str) -> bool:
+    """Did this run create the volume? Both tags must say so."""
+    return bool(run) and (
+        view.tags.get(tags.RESTORE_EXECUTION) == execution_arn
+        and view.tags.get(tags.RESTORE_RUN) == run
+    )
+
+
+def member_specs(
+    request: RestoreInput, snapshot_set: SnapshotSet, notes: list[str]
+) -> list[dict[str, Any]]:
+    """Each member's volume: the input's type and performance, else what the member's snapshot
+    recorded, else gp3; refused (InvalidInputError) where EC2 would refuse it."""
+    if len(snapshot_set.members) > MAX_MEMBERS:
+        raise IncompleteSnapshotSetError(
+            f"set {snapshot_set.set_id} has {len(snapshot_set.members)} members; "
+            f"raidsnap assembles at most {MAX_MEMBERS}"
+        )
+    return [_member_spec(request, m, notes) for m in snapshot_set.by_index()]
+
+
+def _member_spec(request: RestoreInput, m: SetMember, notes: list[str]) -> dict[str, Any]:
+    recorded_type = m.tags.get(tags.VOLUME_TYPE)
+    volume_type = request.volumeType or recorded_type or DEFAULT_VOLUME_TYPE
+    if volume_type not in VOLUME_TYPES:
+        notes.append(f"member {m.index}: recorded volume type {volume_type!r} unknown; gp3")
+        volume_type = DEFAULT_VOLUME_TYPE
+    same_type = recorded_type == volume_type
+    iops: int | None = request.iops
+    if iops is None and same_type and volume_type in IOPS_RANGE:
+        iops = _int_tag(m.tags.get(tags.IOPS))
+    throughput: int | None = request.throughput
+    if throughput is None and same_type and volume_type in THROUGHPUT_RANGE:
+        throughput = _int_tag(m.tags.get(tags.THROUGHPUT))
+    if request.iops is not None:
+        if volume_type not in IOPS_RANGE:
+            raise InvalidInputError(
+                "iops", f"the volumes are {volume_type}, which takes no iops; give volumeType"
+            )
+        out_of_range = iops_out_of_range(volume_type, request.iops)
+        if out_of_range is not None:
+            raise InvalidInputError("iops", out_of_range)
+    if request.throughput is not None and volume_type != "gp3":
+        raise InvalidInputError(
+            "throughput", f"the volumes are {volume_type}; only gp3 takes throughput"
+        )
+    if volume_type in ("io1", "io2") and iops is None:
+        iops = IOPS_RANGE["gp3"][0]
+        notes.append(f"member {m.index}: no IOPS recorded for {volume_type}; {iops} used")
+    problem = performance_problem(volume_type, m.size_gib, iops, throughput)
+    if problem is not None:
+        field, reason = problem
+        raise InvalidInputError(field, f"member {m.index}: {reason}")
+    spec = VolumeSpec(m.index or 0, m.snapshot_id, volume_type, iops, throughput)
+    own_tags = {
+        k: v for k, v in m.tags.items() if not k.startswith((tags.PREFIX, "aws:")) and k != "Name"
+    }
+    return spec.as_dict() | {"sizeGib": m.size_gib, "tags": own_tags}
+
+
+def _int_tag(raw: str | None) -> int | None:
+    return int(raw) if raw and raw.isdigit() else None
+
+
+def md_uuid(request: RestoreInput, snapshot_set: SnapshotSet) -> str:
+    """The input's mdUuid, else the one the set recorded; a set without one cannot be
+    assembled by UUID, so the operator must give it."""
+    found = request.mdUuid or snapshot_set.tag_values.get(tags.MD_UUID, "")
+    if not re.fullmatch(MD_UUID_PATTERN, found):
+        raise InvalidInputError(
+            "mdUuid",
+            f"set {snapshot_set.set_id} records no md UUID (it was taken without on-instance "
+            "discovery); give the array's UUID as mdUuid (mdadm --detail or --examine shows it)",
+        )
+    return found
+
+
+def mount_point(request: RestoreInput, snapshot_set: SnapshotSet, notes: list[str]) -> str:
+    """The input's mountPoint (already checked), else the set's tag, else /mnt/<array>.
+
+    A tag naming a system directory is refused rather than replaced by the default: whoever may
+    tag snapshots may set it, so it is either a mistake or an attempt to mount a snapshot's
+    contents over the instance's own files, and a restore that quietly mounts elsewhere would
+    hide both and leave an fstab line nobody asked for. The operator decides by passing
+    mountPoint. The tag is checked as it would be read, normalized, so "/etc/" or "//etc" count
+    as /etc. A tag that is not a usable path otherwise (garbled, or relative) is harmless: the
+    default is used, with a note."""
+    if request.mountPoint is not None:
+        return request.mountPoint
+    default = f"/mnt/{request.array}"  # below /mnt: array names start with a letter or digit
+    tagged = snapshot_set.tag_values.get(tags.MOUNT_POINT, "")
+    found = system_directory(tagged) if tagged else None
+    if found is not None:
+        raise InvalidInputError(
+            "mountPoint",
+            f"no mountPoint was given and the {tags.MOUNT_POINT} tag of set "
+            f"{snapshot_set.set_id} holds {tagged!r}, which is or lies under the system "
+            f"directory {found}; a restore never mounts over a system directory. Pass "
+            f"mountPoint explicitly (for example {default!r}). Nothing was changed",
+        )
+    if tagged and re.fullmatch(MOUNT_POINT_PATTERN, tagged):
+        return tagged
+    if tagged:
+        notes.append(f"the set's mount point {tagged!r} is not usable; mounted at {default}")
+    else:
+        notes.append(f"the set records no mount point; mounted at {default}")
+    return default

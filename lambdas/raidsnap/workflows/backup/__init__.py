@@ -1,0 +1,23 @@
+"""The backup workflow's steps, as plain functions of the workflow state."""
+
+from raidsnap.workflows.backup.finish import (
+    apply_retention,
+    explain_failure,
+    fail_if_degraded,
+    finish,
+)
+from raidsnap.workflows.backup.prepare import collect_members, prepare
+from raidsnap.workflows.backup.snapshot import check_snapshots, create_set, send_freeze, send_thaw
+
+__all__ = [
+    "apply_retention",
+    "check_snapshots",
+    "collect_members",
+    "create_set",
+    "explain_failure",
+    "fail_if_degraded",
+    "finish",
+    "prepare",
+    "send_freeze",
+    "send_thaw",
+]

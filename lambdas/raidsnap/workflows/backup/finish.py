@@ -1,0 +1,165 @@
+"""Backup, last steps: retention and the output; a degraded array's run then fails; the failure
+path thaws and lets go of the array."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+from raidsnap import snapshot_sets, tags
+from raidsnap.aws import lock, snapshots, volumes
+from raidsnap.environment import BackupSettings, Documents, restore_lock_table
+from raidsnap.errors import ArrayDegradedError, cause_message, public_name
+from raidsnap.observability import count, for_array, logger
+from raidsnap.plan import retention
+from raidsnap.workflows.backup import times
+from raidsnap.workflows.backup.prepare import release_hold
+from raidsnap.workflows.backup.snapshot import send_thaw
+
+State = dict[str, Any]
+
+# The output names at most this many unrecorded snapshots (the count says how many there are).
+UNRECORDED_LISTED = 50
+
+
+def finish(state: State) -> State:
+    """Retention and the output, with their metrics; then a degraded array's run fails with
+    ArrayDegraded."""
+    state = apply_retention(state)
+    retention = state["output"]["retention"]
+    for_array(state["array"])
+    count("SnapshotsDeleted", retention["deletedSnapshots"])
+    # Without the array dimension: one alarm watches every array (the output names the array).
+    with single_metric(
+        name="SnapshotsNotDeleted", unit=MetricUnit.Count, value=len(retention["notDeleted"])
+    ):
+        pass
+    count("DegradedSetsTaken" if state.get("degraded") else "BackupSucceeded")
+    fail_if_degraded(state)
+    return state
+
+
+def apply_retention(state: State) -> State:
+    """Keep the newest complete sets, delete the recorded snapshots of older ones, and leave
+    every snapshot no set recorded alone (reported, never deleted)."""
+    array = state["array"]
+    found = snapshot_sets.listing(array)
+    sets = found.sets
+    protected = _sets_in_use(sets)
+    current = next((s for s in sets if s.set_id == state["setId"]), None)
+    now = current.start_time if current else max((s.start_time for s in sets), default=times.now())
+    decided = retention.plan(sets, int(state["retention"]), protected, now)
+    deleted: list[str] = []
+    refused: list[snapshots.Refusal] = []
+    for s in decided.delete:
+        logger.info(
+            "retention deletes set",
+            extra={"set_id": s.set_id, "reason": decided.reasons[s.set_id]},
+        )
+        gone, kept = snapshots.delete_set(s)
+        deleted += gone
+        refused += kept
+    unrecorded = found.unrecorded_ids
+    if unrecorded:
+        logger.warning(
+            "snapshots tagged with the array that no set of raidsnap recorded were left alone",
+            extra={"array": array, "snapshots": unrecorded[:UNRECORDED_LISTED]},
+        )
+    for r in refused:
+        logger.warning(
+            "retention could not delete a snapshot",
+            extra={"snapshot": r.snapshot_id, "code": r.code, "reason": r.message},
+        )
+    notes = _notes(state, refused)
+    state["output"] = {
+        "array": array,
+        "setId": state["setId"],
+        "instanceId": state["instanceId"],
+        "consistency": state["consistency"],
+        "snapshotIds": [m.snapshot_id for m in (current.by_index() if current else [])],
+        "memberVolumeIds": [m["volumeId"] for m in state["members"]],
+        "discovery": state["discovery"]["source"],
+        "notes": notes,
+        "retention": {
+            "keep": int(state["retention"]),
+            "keptSets": [s.set_id for s in decided.keep],
+            "deletedSets": [s.set_id for s in decided.delete],
+            "deletedSnapshots": len(deleted),
+            "notDeleted": [
+                {"snapshotId": r.snapshot_id, "code": r.code, "message": r.message} for r in refused
+            ],
+            "unrecordedSnapshots": unrecorded[:UNRECORDED_LISTED],
+            "unrecordedCount": len(unrecorded),
+        },
+    }
+    return state
+
+
+def _notes(state: State, refused: list[snapshots.Refusal]) -> list[str]:
+    notes = list(state["notes"])
+    if state["discovery"]["note"]:
+        notes.append(state["discovery"]["note"])
+    if refused:
+        notes.append(
+            f"retention could not delete {len(refused)} snapshots: "
+            + "; ".join(f"{r.snapshot_id} ({r.code}: {r.message})" for r in refused[:5])
+            + ". They stay until whatever holds them lets go (deregister the AMI, unlock the "
+            "snapshot, or delete it from AWS Backup); the next backups try again"
+        )
+    return notes
+
+
+def fail_if_degraded(state: State) -> None:
+    """A degraded array's backup ends in ArrayDegraded once its set is taken and retention has
+    run, so that the run, and the operator, see it."""
+    degraded = state.get("degraded")
+    if not degraded:
+        return
+    missing = degraded.get("missingSlots") or []
+    where = f"slots {missing} of {state.get('memberCount')} have" if missing else "md says it has"
+    raise ArrayDegradedError(
+        f"array {state['array']} on {state['instanceId']} is degraded: {where} no working member"
+        + (f" ({', '.join(degraded['withoutSlot'])} hold no slot)" if degraded.get("withoutSlot")
+           else "")
+        + f". Set {state['setId']} was taken of the working members and marked degraded; it is "
+        "never restored as latest, and retention does not count it. Replace or re-add the "
+        "failed member and let md resync; the next backup after that is complete again"
+    )  # fmt: skip
+
+
+def _sets_in_use(sets: list[snapshot_sets.SnapshotSet]) -> set[str]:
+    """Sets a restore is creating volumes from right now, or holds in the restore lock."""
+    if not sets:
+        return set()
+    table = restore_lock_table()
+    held = lock.sets_held(table, sets[0].array) if table else set()
+    owner = {m.snapshot_id: s.set_id for s in sets for m in s.members}
+    restoring = volumes.sources_being_restored(tags.RESTORE_EXECUTION)
+    return held | {owner[sid] for sid in restoring if sid in owner}
+
+
+def explain_failure(state: State, documents: Documents, settings: BackupSettings) -> dict[str, str]:
+    """Thaw if we froze, let go of the array, then name the failure for the run's Fail state."""
+    error = state.get("error") or {}
+    name = public_name(str(error.get("Error", "States.Runtime")))
+    cause = cause_message(str(error.get("Cause", "")))
+    freeze = state.get("freeze") or {}
+    thaw = state.get("thaw") or {}
+    # A freeze that failed or was cancelled may still have frozen the filesystem: thaw is
+    # harmless on a thawed one, so thaw whenever a freeze was attempted.
+    if freeze and thaw.get("status") != "success":
+        try:
+            send_thaw(state, documents, settings)
+        except Exception:  # the guard thaws within its bound anyway
+            logger.exception("thaw after failure could not be sent")
+            cause += " (thaw could not be sent; the freeze guard thaws within its bound)"
+    if state.get("array") and state.get("execution"):
+        try:
+            release_hold(state)
+        except Exception:  # its lease ends the hold anyway
+            logger.exception("the backup's hold on the array could not be released")
+    if state.get("array"):
+        for_array(str(state["array"]))
+    count("BackupFailed")
+    return {"error": name, "cause": cause}

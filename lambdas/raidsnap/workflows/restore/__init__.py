@@ -1,0 +1,29 @@
+"""The restore workflow's steps, as plain functions of the workflow state.
+
+Every step works on all members at once (one Lambda invocation, one Describe per look), so a
+restore of 16 members makes as many state transitions as one of 2.
+"""
+
+from raidsnap.workflows.restore.commands import send_command
+from raidsnap.workflows.restore.failure import cleanup
+from raidsnap.workflows.restore.finish import finish
+from raidsnap.workflows.restore.fsr import fsr_step
+from raidsnap.workflows.restore.prepare import prepare
+from raidsnap.workflows.restore.volumes import (
+    attach_volumes,
+    check_volumes,
+    create_volumes,
+    detach_old,
+)
+
+__all__ = [
+    "attach_volumes",
+    "check_volumes",
+    "cleanup",
+    "create_volumes",
+    "detach_old",
+    "finish",
+    "fsr_step",
+    "prepare",
+    "send_command",
+]

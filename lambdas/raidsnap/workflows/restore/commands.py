@@ -1,0 +1,74 @@
+"""Restore: start the release, assemble or prewarm document on the target (CommandPoll
+follows it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap.aws import commands
+from raidsnap.environment import RestoreDocuments
+
+State = dict[str, Any]
+
+COMMAND_POLL_SECONDS = 2
+ASSEMBLE_TIMEOUT_SECONDS = 600
+RELEASE_TIMEOUT_SECONDS = 300
+PREWARM_TIMEOUT_SECONDS = 172800
+# A conservative read pace for estimating how long a prewarm takes, to space out the polls.
+PREWARM_MIB_PER_SECOND = 250
+
+
+def send_command(state: State, step: str, documents: RestoreDocuments) -> dict[str, Any]:
+    """Start the release, assemble or prewarm document on the target."""
+    ids = ",".join(state.get("volumes", {}).get("ids", []))
+    wait = COMMAND_POLL_SECONDS
+    fail_on_error = True
+    if step == "release":
+        document, timeout = documents.release, RELEASE_TIMEOUT_SECONDS
+        # With the md UUID: release refuses, changing nothing, whatever other array the
+        # device holds.
+        params = {
+            "MdDevice": state["mdDevice"],
+            "MountPoint": state["mountPoint"],
+            "MdUuid": state["mdUuid"],
+        }
+    elif step == "assemble":
+        document, timeout = documents.assemble, ASSEMBLE_TIMEOUT_SECONDS
+        params = {
+            "VolumeIds": ids,
+            "MdUuid": state["mdUuid"],
+            "MdDevice": state["mdDevice"],
+            "MountPoint": state["mountPoint"],
+            "ReadOnly": "true" if state["readOnly"] else "false",
+            # A read-only copy (a drill, a look at older data) is temporary: recording it in
+            # mdadm.conf and fstab would bring it back at boot and outlive its teardown.
+            "Persist": "false" if state["readOnly"] else "true",
+        }
+    elif step == "prewarm":
+        document, timeout = documents.prewarm, PREWARM_TIMEOUT_SECONDS
+        chosen = state["initialization"].get("prewarmVolumeIds")
+        params = {"VolumeIds": ",".join(chosen) if chosen else ids, "Method": "auto"}
+        largest = max(int(m["sizeGib"]) for m in state["members"])
+        expected = largest * 1024 / PREWARM_MIB_PER_SECOND
+        wait = int(min(300, max(10, expected / 4)))
+        # A prewarm that fails leaves a usable array whose first reads are slow: say so, but
+        # do not throw away a restored array for it.
+        fail_on_error = False
+    else:
+        raise ValueError(f"unknown command step {step!r}")
+    command_id = commands.send(
+        document,
+        state["targetInstanceId"],
+        params,
+        comment=f"raidsnap restore {state['setId']}",
+        timeout=timeout,
+    )
+    return {
+        "commandId": command_id,
+        "instanceId": state["targetInstanceId"],
+        "document": document,
+        "status": "pending",
+        "waitSeconds": wait,
+        "budgetSeconds": timeout,
+        "failOnError": fail_on_error,
+    }

@@ -1,0 +1,263 @@
+"""Restore, first step: validate the input, resolve set, target and AZ, check the agent, take
+the lock. Nothing in EC2 or SSM changes here: every refusal happens before the first change."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC
+from typing import Any
+
+from raidsnap import snapshot_sets, tags
+from raidsnap.aws import instances, lock
+from raidsnap.environment import RestoreSettings, initialization_for
+from raidsnap.errors import (
+    ArrayNotFoundError,
+    IncompleteSnapshotSetError,
+    InstanceNotReadyError,
+    InvalidInputError,
+    RaidsnapError,
+    SnapshotSetNotFoundError,
+)
+from raidsnap.models import RestoreInput, parse_restore_input
+from raidsnap.observability import logger
+from raidsnap.plan import devices as plan_devices
+from raidsnap.plan import volumes as plan_volumes
+
+State = dict[str, Any]
+
+
+def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
+    """Validate the input, resolve set, target and AZ, check the agent, take the lock.
+
+    Nothing in EC2 or SSM changes here: every refusal happens before the first change."""
+    request = parse_restore_input(event.get("input"))
+    execution = event.get("execution") or {}
+    execution_arn = str(execution.get("id", ""))
+    started = execution.get("startTime")
+    # Without the context object's start time (a hand invocation) the run still gets a nonce
+    # of its own; only the clean-up after a stopped run could not find its volumes then.
+    run = plan_volumes.run_nonce(execution_arn, str(started)) if started else uuid.uuid4().hex[:16]
+    snapshot_set = _resolve_set(request)
+    target, tag_target, target_tag = _resolve_target(request)
+    if request.mode == "replace" and target_tag != request.array:
+        raise InvalidInputError(
+            "mode",
+            f"replace releases the array on the instance that holds it, but {target.instance_id} "
+            f"is not tagged {tags.ARRAY}={request.array}; use mode attach",
+        )
+    logger.append_keys(array=request.array, set_id=snapshot_set.set_id)
+    _refuse_unready_agent(target.instance_id)
+    notes: list[str] = []
+    members = plan_volumes.member_specs(request, snapshot_set, notes)
+    md_uuid = plan_volumes.md_uuid(request, snapshot_set)
+    mount_point = plan_volumes.mount_point(request, snapshot_set, notes)
+    initialization = _initialization(request, settings)
+    _take_lock(
+        request,
+        settings,
+        execution_arn=execution_arn,
+        set_id=snapshot_set.set_id,
+        target=target,
+        notes=notes,
+    )
+    return {
+        "array": request.array,
+        "setId": snapshot_set.set_id,
+        "execution": {"id": execution_arn, "startTime": execution.get("startTime")},
+        "run": run,
+        "setTakenAt": snapshot_set.start_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "targetInstanceId": target.instance_id,
+        "availabilityZone": target.availability_zone,
+        "tagTarget": tag_target,
+        "mode": request.mode,
+        "mdDevice": plan_devices.md_device(
+            request.mdDevice, snapshot_set.tag_values.get(tags.MD_DEVICE, ""), notes
+        ),
+        "mdUuid": md_uuid,
+        "mountPoint": mount_point,
+        "readOnly": request.readOnly,
+        "initialization": initialization,
+        "members": members,
+        "sourceVolumeIds": [m.volume_id for m in snapshot_set.by_index()],
+        "fsr": {"status": "start" if initialization["used"] == "fsr" else "skipped"},
+        "notes": notes,
+    }
+
+
+def _initialization(request: RestoreInput, settings: RestoreSettings) -> dict[str, Any]:
+    """How the volumes are initialized: the input's choice, else the array's or the stack's."""
+    initialization = request.initialization or initialization_for(
+        request.array, settings.default_initialization
+    )
+    rate = request.initializationRate
+    if initialization == "rate" and rate is None:
+        rate = settings.default_initialization_rate
+    return {
+        "requested": initialization,
+        "used": initialization,
+        "rate": rate if initialization == "rate" else None,
+        "allowOptimizing": request.allowOptimizing,
+        "fsrTimeoutSeconds": request.fsrTimeoutSeconds or settings.fsr_timeout_seconds,
+    }
+
+
+def _refuse_unready_agent(instance_id: str) -> None:
+    agent = instances.agent(instance_id)
+    if not agent.online:
+        raise InstanceNotReadyError(
+            f"the SSM agent of {instance_id} is not online, so the array cannot be "
+            "assembled there; start the instance or fix its agent (and its instance profile), "
+            "then restore again. Nothing was changed"
+        )
+    if agent.too_old:
+        raise InstanceNotReadyError(
+            f"{agent.too_old_reason()}, so the array cannot be assembled there; then restore "
+            "again. Nothing was changed"
+        )
+
+
+def _take_lock(
+    request: RestoreInput,
+    settings: RestoreSettings,
+    *,
+    execution_arn: str,
+    set_id: str,
+    target: instances.ArrayInstance,
+    notes: list[str],
+) -> None:
+    taken_over = lock.acquire(
+        settings.lock_table,
+        request.array,
+        execution_arn,
+        set_id,
+        settings.lock_lease_seconds,
+    )
+    # Checked under the lock, so that a restore already running answers RestoreInProgress
+    # first; a refusal here (BackupInProgress among them) gives the lock back and changes
+    # nothing else.
+    try:
+        # After the lock is written: a backup writes its hold before it looks at the lock.
+        lock.refuse_while_backup_holds(settings.lock_table, request.array)
+        if request.mode == "attach":
+            _refuse_copies_attached(request.array, target)
+    except RaidsnapError:
+        lock.release(settings.lock_table, request.array, execution_arn)
+        raise
+    if taken_over is not None:
+        notes.append(
+            f"took over the restore lock of {request.array} from {taken_over.execution_arn}, "
+            "which is no longer running (or whose lease ran out)"
+        )
+
+
+def _refuse_copies_attached(array: str, target: instances.ArrayInstance) -> None:
+    """Attach mode needs a target without any copy of the array: mdadm refuses a second array
+    with an md UUID that is already active, and with old members still attached, mdadm
+    --assemble --scan or udev at the next boot may build the array from old and new members
+    (RAID 0 event counts cannot tell them apart). Volumes a set was taken from, or that carry
+    the array's tag (every restored volume does), count as copies; the assemble document
+    checks the superblocks themselves on the instance as well."""
+    attached = sorted({a.volume_id for a in target.attachments} - {target.boot_volume_id or ""})
+    if not attached:
+        return
+    sources = {m.volume_id for s in snapshot_sets.list_sets(array) for m in s.members}
+    tagged = {v for v, t in instances.volume_tags(attached).items() if t.get(tags.ARRAY) == array}
+    copies = sorted((sources | tagged) & set(attached))
+    if copies:
+        raise InvalidInputError(
+            "mode",
+            f"attach needs a target without a copy of {array}, but {copies} of {array} are "
+            f"attached to {target.instance_id}: mdadm cannot assemble a second array with the "
+            "same md UUID next to the live one, and at the next boot old and new members could "
+            "be mixed. Restore onto another instance, or use mode replace (it releases the "
+            "array there and detaches its members, keeping them). Nothing was changed",
+        )
+
+
+def _resolve_set(request: RestoreInput) -> snapshot_sets.SnapshotSet:
+    if request.setId == "latest":
+        found = snapshot_sets.latest_complete(request.array)
+        if found is None:
+            others = snapshot_sets.list_sets(request.array)
+            detail = f"; its {len(others)} sets are all incomplete or failed" if others else ""
+            raise SnapshotSetNotFoundError(
+                f"array {request.array} has no complete snapshot set to restore{detail}"
+            )
+        return found
+    found = snapshot_sets.get_set(request.array, request.setId)
+    if found is None or found.array != request.array:
+        where = f" (its snapshots are tagged with array {found.array})" if found else ""
+        raise SnapshotSetNotFoundError(
+            f"no snapshot set {request.setId} of array {request.array}{where}; "
+            'give an existing set id or "latest"'
+        )
+    if not found.complete:
+        raise IncompleteSnapshotSetError(_why_incomplete(found))
+    return found
+
+
+def _why_incomplete(s: snapshot_sets.SnapshotSet) -> str:
+    problems = []
+    m = s.manifest
+    if m is None:
+        problems.append(
+            "raidsnap never recorded it: its snapshots carry raidsnap's tags, but no backup of "
+            "raidsnap took them (another tool copied the tags, or someone set them)"
+        )
+    else:
+        if m.degraded:
+            problems.append(
+                f"the array was degraded when it was taken (slots {list(m.missing_slots)} "
+                "had no working member)"
+            )
+        if m.status != "taken":
+            problems.append("its backup never finished recording it")
+        if s.missing:
+            problems.append(f"members {s.missing} of {m.member_count} have no snapshot")
+        for x in s.members:
+            if x.state != "completed":
+                problems.append(f"snapshot {x.snapshot_id} (member {x.index}) is {x.state}")
+    return (
+        f"set {s.set_id} of {s.array} is incomplete and is never restored: "
+        + "; ".join(problems or ["it is not complete"])
+        + '. Restore another set, or "latest"'
+    )
+
+
+def _resolve_target(request: RestoreInput) -> tuple[instances.ArrayInstance, bool, str | None]:
+    """The target instance, whether the restore must tag it with the array, and its tag."""
+    if request.targetInstanceId is None:
+        try:
+            instance = instances.find_instance(request.array)
+        except ArrayNotFoundError as err:
+            raise ArrayNotFoundError(
+                f"{err}. To restore onto another instance, give targetInstanceId"
+            ) from None
+        return instance, False, request.array
+    instance_id = request.targetInstanceId
+    state, target_tags = instances.instance_facts(instance_id)
+    if state == "unknown":
+        raise InvalidInputError(
+            "targetInstanceId", f"instance {instance_id} does not exist in this region"
+        )
+    if state != "running":
+        raise InstanceNotReadyError(
+            f"target {instance_id} is {state}, not running; start it and restore again"
+        )
+    target_tag = target_tags.get(tags.ARRAY)
+    tag_target = False
+    if target_tag is None:
+        try:
+            holder: instances.ArrayInstance | None = instances.find_instance(request.array)
+        except ArrayNotFoundError:
+            holder = None
+        if holder is not None and holder.instance_id != instance_id:
+            raise InvalidInputError(
+                "targetInstanceId",
+                f"{instance_id} is not tagged {tags.ARRAY} and {holder.instance_id} still holds "
+                f"{request.array}; to restore a copy there, tag {instance_id} "
+                f"{tags.ARRAY}=<a name for the copy> first",
+            )
+        # The array's instance is gone: the target becomes the array's instance.
+        tag_target = True
+    return instances.describe_instance(instance_id), tag_target, target_tag

@@ -1,0 +1,220 @@
+"""Restore: create the members' volumes, wait for them, detach the old members (replace mode)
+and attach the new ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap import tags
+from raidsnap.aws import fsr, instances, tagging, volumes
+from raidsnap.errors import VolumeFailedError
+from raidsnap.observability import count, for_array
+from raidsnap.plan import devices as plan_devices
+from raidsnap.plan import volumes as plan_volumes
+
+State = dict[str, Any]
+
+VOLUME_POLL_SECONDS = 5
+VOLUME_BUDGET_SECONDS = 1800
+ATTACH_POLL_SECONDS = 3
+ATTACH_BUDGET_SECONDS = 600
+DETACH_POLL_SECONDS = 5
+DETACH_BUDGET_SECONDS = 600
+
+
+def create_volumes(state: State) -> State:
+    """Create every member's volume, in the target's AZ, each with a token derived from the
+    execution so that a retried step creates nothing twice."""
+    init = state["initialization"]
+    rate = init.get("rate") if init["used"] == "rate" else None
+    ids = []
+    for raw in state["members"]:
+        spec = plan_volumes.VolumeSpec.from_dict(raw)
+        ids.append(
+            volumes.create(
+                spec,
+                zone=state["availabilityZone"],
+                execution_arn=state["execution"]["id"],
+                run=state["run"],
+                array=state["array"],
+                set_id=state["setId"],
+                initialization_rate=rate,
+                extra_tags=raw.get("tags") or {},
+            )
+        )
+    for_array(state["array"])
+    count("VolumesCreated", len(ids))
+    state["volumes"] = {
+        "status": "creating",
+        "ids": ids,
+        "waitSeconds": VOLUME_POLL_SECONDS,
+        "budgetSeconds": VOLUME_BUDGET_SECONDS,
+    }
+    return state
+
+
+def check_volumes(state: State) -> State:
+    """One DescribeVolumes for all members: any in error fails the run; all available ends the
+    wait, and then FSR this run enabled is disabled at once (the volumes are made)."""
+    v = dict(state["volumes"])
+    views = volumes.describe(v["ids"])
+    failed = [
+        f"member {i} {vid} (from {state['members'][i]['snapshotId']})"
+        for i, vid in enumerate(v["ids"])
+        if vid in views and views[vid].state == "error"
+    ]
+    if failed:
+        raise VolumeFailedError(
+            f"volumes ended in error: {', '.join(failed)}. EC2 could not create them from the "
+            "snapshots; the run removes what it created. Try again, or another set"
+        )
+    if all(vid in views and views[vid].state == "available" for vid in v["ids"]):
+        v["status"] = "available"
+        v["fastRestored"] = [views[vid].fast_restored for vid in v["ids"]]
+        init = state["initialization"]
+        slow = [vid for vid, fast in zip(v["ids"], v["fastRestored"], strict=True) if not fast]
+        if init["used"] == "fsr" and slow:
+            # No volume creation credit was left for these (someone else's volumes spent it, or
+            # EC2 was slower than its pace): they are read once on the instance instead.
+            init["prewarmVolumeIds"] = slow
+            members = [i for i, vid in enumerate(v["ids"]) if vid in slow]
+            state["notes"].append(
+                f"members {members} were created without an FSR volume creation credit (not "
+                "fast restored); they are prewarmed, the others are fast restored"
+            )
+        f = state.get("fsr") or {}
+        if f.get("ours") and not f.get("disabled"):
+            fsr.disable(list(f["ours"]), state["availabilityZone"])
+            state["fsr"] = dict(f, disabled=True)
+    else:
+        v["budgetSeconds"] = int(v["budgetSeconds"]) - int(v["waitSeconds"])
+        if v["budgetSeconds"] <= 0:
+            slow = [vid for vid in v["ids"] if views.get(vid) and views[vid].state == "creating"]
+            raise VolumeFailedError(
+                f"volumes {slow} were still creating after {VOLUME_BUDGET_SECONDS} s"
+            )
+    state["volumes"] = v
+    return state
+
+
+def detach_old(state: State) -> State:
+    """Replace mode, after the release document: tag the old members raidsnap:replaced-by, then
+    (next call) detach them, kept and never deleted; later calls look until they are detached.
+
+    The old members are exactly the volumes the release document verified on the instance:
+    members of the md device it released, whose md UUID it checked, and other attached disks
+    whose superblock carries that UUID. A raidsnap tag on a volume, or a volume id recorded
+    with an old set, proves nothing about what the volume is now; never the boot volume, never
+    a volume this run created."""
+    target = state["targetInstanceId"]
+    old = dict(state.get("old") or {})
+    if not old:
+        instance = instances.describe_instance(target)
+        attached = {a.volume_id for a in instance.attachments} - {instance.boot_volume_id}
+        ours = set(state["volumes"]["ids"])
+        reported = ((state.get("release") or {}).get("result") or {}).get("members") or []
+        candidates = {str(r.get("volumeId") or "") for r in reported if isinstance(r, dict)}
+        unverified = [
+            str(r.get("device")) for r in reported if isinstance(r, dict) and not r.get("volumeId")
+        ]
+        if unverified:
+            state["notes"].append(
+                f"release reported members {unverified} without an EBS volume id (no NVMe "
+                "serial); they were not detached"
+            )
+        old_ids = sorted((candidates & attached) - ours - {""})
+        if old_ids:
+            # Only tag now: the role may detach only volumes tagged replaced-by, and IAM may
+            # not see a tag in the same second it was written. The next look detaches them.
+            tagging.add(old_ids, tags.REPLACED_BY, state["execution"]["id"])
+        else:
+            state["notes"].append(
+                f"the release document verified no old member of md array {state['mdUuid']} "
+                f"attached to {target}; nothing was detached"
+            )
+        state["old"] = {
+            "status": "detaching" if old_ids else "detached",
+            "volumeIds": old_ids,
+            "waitSeconds": DETACH_POLL_SECONDS,
+            "budgetSeconds": DETACH_BUDGET_SECONDS,
+        }
+        return state
+    views = volumes.describe(old["volumeIds"])
+    still = [vid for vid, view in views.items() if view.on(target) is not None]
+    for vid in still:
+        if not any(a.state == "detaching" for a in views[vid].attachments):
+            volumes.detach(vid, target)
+    if not still:
+        old["status"] = "detached"
+    else:
+        old["budgetSeconds"] = int(old["budgetSeconds"]) - int(old["waitSeconds"])
+        if old["budgetSeconds"] <= 0:
+            raise VolumeFailedError(
+                f"old members {still} did not detach from {target} within "
+                f"{DETACH_BUDGET_SECONDS} s; check the instance, then restore again"
+            )
+    state["old"] = old
+    return state
+
+
+def attach_volumes(state: State) -> State:
+    """First call: tag a new target with the array, if it must be. Then: attach every new volume,
+    in member order, to free device names. Later calls: one DescribeVolumes until all are
+    attached."""
+    target = state["targetInstanceId"]
+    ids: list[str] = state["volumes"]["ids"]
+    a = dict(state.get("attach") or {})
+    views = volumes.describe(ids)
+
+    def on_target(vid: str) -> plan_volumes.Attachment | None:
+        view = views.get(vid)
+        return view.on(target) if view else None
+
+    if state.get("tagTarget") and not a.get("targetTagged"):
+        # The new instance becomes the array's: the role attaches only to instances tagged with
+        # an array, and IAM may not see a tag in the same second, so attach on the next look.
+        tagging.add([target], tags.ARRAY, state["array"])
+        state["attach"] = {
+            "status": "attaching",
+            "targetTagged": True,
+            "waitSeconds": ATTACH_POLL_SECONDS,
+            "budgetSeconds": ATTACH_BUDGET_SECONDS,
+        }
+        return state
+    if not a.get("devices"):
+        instance = instances.describe_instance(target)
+        need = [vid for vid in ids if on_target(vid) is None]
+        names = plan_devices.free_device_names([x.device for x in instance.attachments], len(need))
+        devices = {vid: _device_of(on_target(vid)) for vid in ids if vid not in need}
+        devices |= dict(zip(need, names, strict=True))
+        for vid in need:
+            volumes.attach(vid, target, devices[vid])
+        state["attach"] = a | {
+            "status": "attaching",
+            "devices": [devices[vid] for vid in ids],
+            "waitSeconds": ATTACH_POLL_SECONDS,
+            "budgetSeconds": ATTACH_BUDGET_SECONDS,
+        }
+        return state
+    pending = []
+    for vid, device in zip(ids, a["devices"], strict=True):
+        found = on_target(vid)
+        if found is None:
+            volumes.attach(vid, target, device)  # the first request was lost
+            pending.append(vid)
+        elif found.state != "attached":
+            pending.append(vid)
+    if not pending:
+        a["status"] = "attached"
+    else:
+        a["budgetSeconds"] = int(a["budgetSeconds"]) - int(a["waitSeconds"])
+        if a["budgetSeconds"] <= 0:
+            raise VolumeFailedError(
+                f"volumes {pending} did not attach to {target} within {ATTACH_BUDGET_SECONDS} s"
+            )
+    state["attach"] = a
+    return state
+
+
+def _device_of(attachment: plan_volumes.Attachment | None) -> str:
+    return attachment.device if attachment is not None else ""

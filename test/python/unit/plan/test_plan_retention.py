@@ -1,0 +1,97 @@
+"""plan.retention: every reason a set is kept or deleted."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from raidsnap.manifests import Manifest
+from raidsnap.plan.retention import plan
+from raidsnap.snapshot_sets import SetMember, SnapshotSet
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def a_set(
+    n: int, *, status: str = "taken", state: str = "completed", recorded: bool = True
+) -> SnapshotSet:
+    started = T0 + timedelta(hours=n)
+    set_id = f"db1-{n:03d}"
+    member = SetMember(
+        snapshot_id=f"snap-{n:03d}",
+        volume_id="vol-0",
+        index=0,
+        state=state,
+        progress=100,
+        start_time=started,
+        size_gib=8,
+        encrypted=False,
+        kms_key_id=None,
+        state_message="",
+        tags={"raidsnap:array": "db1", "raidsnap:set-id": set_id},
+    )
+    manifest = Manifest(
+        array="db1",
+        set_id=set_id,
+        execution_arn=f"arn:exec:{n}",
+        status=status,  # type: ignore[arg-type]
+        member_count=1,
+        volumes={0: "vol-0"},
+        snapshots={0: member.snapshot_id},
+        started=started,
+    )
+    return SnapshotSet(set_id, "db1", 1, (member,), manifest if recorded else None)
+
+
+def reasons(sets: list[SnapshotSet], keep: int, protected: tuple[str, ...] = ()) -> dict[str, str]:
+    result = plan(sets, keep, protected, now=T0 + timedelta(hours=30))
+    kept = {s.set_id for s in result.keep}
+    deleted = {s.set_id for s in result.delete}
+    assert kept | deleted == set(result.reasons)
+    assert not kept & deleted
+    return {k: ("keep: " if k in kept else "delete: ") + v for k, v in result.reasons.items()}
+
+
+def test_every_reason() -> None:
+    sets = [
+        a_set(0, state="error"),  # incomplete, older than every kept set
+        a_set(1),  # complete, older than the newest one
+        a_set(2),  # protected by a running restore
+        a_set(3, state="error"),  # incomplete, older than the newest such set
+        a_set(4, state="pending"),  # incomplete but still pending
+        a_set(5, state="error"),  # incomplete, newer than the oldest kept complete set
+        a_set(6),  # within retention
+        a_set(7, state="error"),
+        a_set(8, status="taking"),  # its backup is still recording it
+        a_set(9, recorded=False),  # never recorded: not planned at all
+    ]
+    got = reasons(sets, keep=0, protected=("db1-002",))
+    assert got == {
+        "db1-000": "delete: incomplete and older than every kept set",
+        "db1-001": "delete: older than the newest 1 complete sets",
+        "db1-002": "keep: in use by a running restore",
+        "db1-004": "keep: incomplete and still pending",
+        "db1-003": "delete: incomplete and older than every kept set",
+        "db1-005": "delete: incomplete and older than every kept set",
+        "db1-006": "keep: within retention",
+        "db1-007": "delete: incomplete, and older than the newest 1 such sets",
+        "db1-008": "keep: incomplete and still pending",
+    }
+
+
+def test_incomplete_sets_newer_than_the_kept_ones_are_kept_up_to_the_count() -> None:
+    sets = [a_set(0), a_set(1, state="error"), a_set(2, state="error"), a_set(3, state="error")]
+    assert reasons(sets, keep=2) == {
+        "db1-000": "keep: within retention",
+        "db1-001": "delete: incomplete, and older than the newest 2 such sets",
+        "db1-002": "keep: incomplete, but newer than the oldest kept set",
+        "db1-003": "keep: incomplete, but newer than the oldest kept set",
+    }
+
+
+def test_without_a_complete_set_only_the_newest_incomplete_ones_stay() -> None:
+    sets = [a_set(0, state="error"), a_set(1, state="error")]
+    assert reasons(sets, keep=1) == {
+        "db1-000": "delete: incomplete, and older than the newest 1 such sets",
+        "db1-001": "keep: incomplete, but newer than the oldest kept set",
+    }
+    assert plan([], 3, (), T0).keep == ()
