@@ -62,8 +62,3 @@ def unchecked_members(md: dict[str, Any], checked: set[str]) -> list[str]:
     """Members of a reported array whose EC2 status was not looked at yet."""
     found = {str(m.get("volumeId")) for m in md.get("members") or [] if m.get("volumeId")}
     return sorted(found - checked)
-
-
-def decide(look: dict[str, Any]) -> dict[str, Any]:
-    """Act on any evidence; without evidence, replace nothing."""
-    return dict(look, status="act" if look["evidence"] else "none")

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Any
 
 from raidsnap import snapshot_sets, tags
 from raidsnap.aws import commands, instances, volumes
 from raidsnap.aws.health import tags_of_existing, volume_statuses
 from raidsnap.plan.evidence import (
     arrays_of_set,
-    decide,
     md_evidence,
     unchecked_members,
     volume_status_evidence,
 )
 from raidsnap.plan.set_facts import SetFacts
+from raidsnap.workflows.recovery.contracts import Look
 
 DISCOVER_TIMEOUT_SECONDS = 120
 POLL_SECONDS = 5
@@ -37,7 +36,7 @@ def volume_evidence(volume_ids: list[str]) -> list[str]:
     return volume_status_evidence(volume_statuses(volume_ids))
 
 
-def start(array: str, instance_id: str, discover_document: str) -> dict[str, Any]:
+def start(array: str, instance_id: str, discover_document: str) -> Look:
     """First look: EC2's view of the members; then discovery on the instance, if it answers."""
     facts = snapshot_sets.latest_complete(array)
     members = sorted({m.volume_id for m in facts.members}) if facts else []
@@ -49,26 +48,28 @@ def start(array: str, instance_id: str, discover_document: str) -> dict[str, Any
         for vid in _missing(instance_id, [v for v in members if v not in attached])
     ]
     checked = sorted((set(members) & attached) | restored)
-    look: dict[str, Any] = {
-        "instanceId": instance_id,
-        "checked": checked,
-        "evidence": evidence + volume_evidence(checked),
-        "mdUuid": facts.tag_values.get(tags.MD_UUID) if facts else None,
-    }
+    look = Look(
+        instanceId=instance_id,
+        checked=checked,
+        evidence=evidence + volume_evidence(checked),
+        mdUuid=facts.tag_values.get(tags.MD_UUID) if facts else None,
+    )
     if not instances.agent_online(instance_id):
-        look["discovery"] = "the SSM agent is not online"
-        return decide(look)
-    look["commandId"] = commands.send(
+        return look.decided(discovery="the SSM agent is not online")
+    command_id = commands.send(
         discover_document,
         instance_id,
         {"ArrayName": array},
         comment=f"raidsnap recovery assessment {array}",
         timeout=DISCOVER_TIMEOUT_SECONDS,
     )
-    look["status"] = "pending"
-    look["waitSeconds"] = POLL_SECONDS
-    look["budgetSeconds"] = DISCOVER_TIMEOUT_SECONDS + 30
-    return look
+    pending = {
+        "commandId": command_id,
+        "status": "pending",
+        "waitSeconds": POLL_SECONDS,
+        "budgetSeconds": DISCOVER_TIMEOUT_SECONDS + 30,
+    }
+    return look.model_copy(update=pending)
 
 
 def _restored_members(array: str, attached: set[str]) -> set[str]:
@@ -96,35 +97,28 @@ def _missing(instance_id: str, not_attached: list[str]) -> list[str]:
     ]
 
 
-def poll(look: dict[str, Any]) -> dict[str, Any]:
+def poll(look: Look) -> Look:
     """Later looks: what discovery reports of the array."""
-    look = dict(look)
-    result = commands.fetch(look["commandId"], look["instanceId"])
+    result = commands.fetch(str(look.commandId), str(look.instanceId))
     if result.status == "pending":
-        look["budgetSeconds"] = int(look["budgetSeconds"]) - int(look["waitSeconds"])
-        if look["budgetSeconds"] > 0:
-            return look
-        look["discovery"] = "discovery did not answer in time"
-        return decide(look)
+        budget = int(look.budgetSeconds or 0) - int(look.waitSeconds or 0)
+        if budget > 0:
+            return look.model_copy(update={"budgetSeconds": budget})
+        return look.decided(budgetSeconds=budget, discovery="discovery did not answer in time")
     report = result.result or {}
     if result.status == "failed" or not report.get("ok"):
-        look["discovery"] = f"discovery failed ({result.detail})"
-        return decide(look)
-    look["discovery"] = "done"
-    look["evidence"] = list(look["evidence"]) + discovery_evidence(look, report)
-    return decide(look)
+        return look.decided(discovery=f"discovery failed ({result.detail})")
+    found = arrays_of_set(report, look.mdUuid, set(look.checked or []))
+    return look.decided(discovery="done", evidence=look.evidence + _discovered(look, found))
 
 
-def discovery_evidence(look: dict[str, Any], report: dict[str, Any]) -> list[str]:
-    md_uuid = look.get("mdUuid")
-    checked = set(look.get("checked") or [])
-    found = arrays_of_set(report, md_uuid, checked)
+def _discovered(look: Look, found: list[dict[str, object]]) -> list[str]:
     if not found:
         return [
-            f"no md array of the set's members (md UUID {md_uuid}) is assembled on the instance"
+            f"no md array of the set's members (md UUID {look.mdUuid}) is assembled on the instance"
         ]
     out = []
     for md in found:
         out += md_evidence(md)
-        out += volume_evidence(unchecked_members(md, checked))
+        out += volume_evidence(unchecked_members(md, set(look.checked or [])))
     return out

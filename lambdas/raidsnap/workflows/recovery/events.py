@@ -23,6 +23,7 @@ from raidsnap import tags
 from raidsnap.aws.instances import instance_facts
 from raidsnap.environment import RecoverySettings
 from raidsnap.observability import logger
+from raidsnap.workflows.recovery.contracts import TriggerKind
 
 ALARM = ("aws.cloudwatch", "CloudWatch Alarm State Change")
 STATE_CHANGE = ("aws.ec2", "EC2 Instance State-change Notification")
@@ -40,7 +41,7 @@ _NAME_SAFE = re.compile(r"[^A-Za-z0-9_-]")
 class Trigger:
     """What an event asks for: which array, restored how, and which execution name."""
 
-    kind: str
+    kind: TriggerKind
     array: str
     key: str
     restore: dict[str, Any]
@@ -65,7 +66,7 @@ class Skip:
     """An event about an array's instance that must start no recovery, and why (the operators
     are told: a recovery that does not start is news)."""
 
-    kind: str
+    kind: TriggerKind
     array: str
     reason: str
 

@@ -4,8 +4,6 @@ and what its age means for the user's data."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from botocore.exceptions import ClientError
 
 from raidsnap import tags
@@ -16,119 +14,125 @@ from raidsnap.observability import logger
 from raidsnap.plan.causes import child_failure
 from raidsnap.plan.set_facts import SetFacts, age_text
 from raidsnap.workflows.recovery import assessment
+from raidsnap.workflows.recovery.contracts import (
+    Failure,
+    Finished,
+    RecoveryState,
+    Report,
+    RestoreRun,
+    SetRef,
+)
 from raidsnap.workflows.recovery.events import event_time
 from raidsnap.workflows.recovery.protection import follow
 
 
-def finish(state: dict[str, Any], outcome: str, table: str) -> dict[str, Any]:
+def finish(state: RecoveryState, outcome: str, table: str) -> Finished | Failure:
     """Complete the lifecycle action (if any, and not completed yet) with CONTINUE or ABANDON,
     give the array's recovery claim back, and shape the run's output, or its named error and
     cause. Both name the set restored, its age, and that writes after it are not in it."""
-    given = state.get("input") or {}
-    array = str(given.get("array"))
-    event = given.get("event") or {}
-    facts = assessment.latest_set(array, event_time(event.get("time")))
+    array = state.input.array
+    facts = assessment.latest_set(array, event_time(state.input.event.time))
+    out: Finished | Failure
     if outcome == "succeeded":
         out, result = _succeeded(state, facts), "CONTINUE"
     else:
         out, result = _failed(state, facts)
-    claims.unclaim(table, array, str((state.get("execution") or {}).get("name") or ""))
-    _complete_lifecycle(state, out, result, outcome == "succeeded")
-    return out
+    claims.unclaim(table, array, state.execution.name)
+    return _complete_lifecycle(state, out, result)
 
 
-def _succeeded(state: dict[str, Any], facts: SetFacts | None) -> dict[str, Any]:
-    given = state.get("input") or {}
-    array = str(given.get("array"))
-    restore = state.get("restore") or {}
-    restored = restore.get("output") or {}
+def _succeeded(state: RecoveryState, facts: SetFacts | None) -> Finished:
+    given = state.input
+    array = given.array
+    restore = state.restore or RestoreRun(executionArn="", status="succeeded")
+    restored = restore.output or {}
     taken = restored.get("setTakenAt")
     same_set = facts is not None and facts.set_id == restored.get("setId")
     message = (
         f"{array} was restored from set {restored.get('setId')}, taken {taken}"
         + (
-            f" ({age_text(facts.age_minutes)} before the {given.get('trigger')})"
+            f" ({age_text(facts.age_minutes)} before the {given.trigger})"
             if facts and same_set
             else ""
         )
         + f"; writes made after that time to {array} are not in it"
     )
-    target = str(restored.get("targetInstanceId") or given["restore"].get("targetInstanceId"))
+    target = str(restored.get("targetInstanceId") or given.restore.targetInstanceId)
     guard = follow(array, target)
     message += ". Protection: " + guard.sentence()
     unsent = _notify_recovered(f"raidsnap: {array} recovered onto {target}", message)
-    return {
-        "output": {
-            "array": array,
-            "trigger": given.get("trigger"),
-            "action": "restored",
-            "evidence": (state.get("assessment") or {}).get("evidence") or [],
-            "set": facts.as_dict()
-            if facts and same_set
-            else {"setId": restored.get("setId"), "takenAt": taken, "ageMinutes": None},
-            "message": message,
-            "restoreExecutionArn": restore.get("executionArn"),
-            "restore": restored,
-            "lifecycleAction": None,
-            "protection": guard.as_dict(),
-            "notification": unsent or "sent",
-        }
-    }
+    told = (
+        facts.as_dict()
+        if facts and same_set
+        else {"setId": restored.get("setId"), "takenAt": taken, "ageMinutes": None}
+    )
+    report = Report(
+        array=array,
+        trigger=given.trigger,
+        action="restored",
+        evidence=state.assessment.evidence if state.assessment else [],
+        set=SetRef.model_validate(told),
+        message=message,
+        restoreExecutionArn=restore.executionArn if state.restore else None,
+        restore=restored,
+        lifecycleAction=None,
+        protection=guard.as_dict(),
+        notification=unsent or "sent",
+    )
+    return Finished(output=report)
 
 
-def _failed(state: dict[str, Any], facts: SetFacts | None) -> tuple[dict[str, Any], str]:
+def _failed(state: RecoveryState, facts: SetFacts | None) -> tuple[Failure, str]:
     """The named error and cause, the array's tag given back where the array is not on the
     target, and the lifecycle result: a launched instance that holds the mounted array goes into
     service with it."""
-    given = state.get("input") or {}
-    array = str(given.get("array"))
-    restore = state.get("restore") or {}
-    error, cause = child_failure(state.get("error") or restore.get("error") or {})
-    moving = given.get("restore", {}).get("mode") == "attach"
-    on_target = _array_on_target(state) if moving else None
+    array = state.input.array
+    error = state.error or (state.restore.error if state.restore else None)
+    name, cause = child_failure(error.dump() if error else {})
+    on_target = _array_on_target(state) if state.input.restore.mode == "attach" else None
     cause += _unretire(state, on_target)
     if on_target:
         # The array lives there now, whatever failed after it was mounted: so does its alarm.
         cause += f" [protection: {follow(array, on_target).sentence()}]"
     if facts:
         cause += f" [{facts.sentence(array)}]"
-    out = {"error": error, "cause": cause, "lifecycleAction": None}
-    return out, "CONTINUE" if on_target else "ABANDON"
-
-
-def _complete_lifecycle(
-    state: dict[str, Any], out: dict[str, Any], result: str, succeeded: bool
-) -> None:
-    """Complete a launch's lifecycle action unless following the restore completed it once the
-    array was assembled, and say which result it got."""
-    action = (state.get("input") or {}).get("lifecycle")
-    if not action:
-        return
-    restore = state.get("restore") or {}
-    target = out["output"] if succeeded else out
-    if restore.get("lifecycleAction"):
-        target["lifecycleAction"] = str(restore["lifecycleAction"])
-        return
-    lifecycle.complete(action, result)
-    target["lifecycleAction"] = result
-    if succeeded:
-        return
-    out["cause"] += (
-        f" [lifecycle action of {action['instanceId']} completed with ABANDON: "
-        "the Auto Scaling group replaces the instance]"
-        if result == "ABANDON"
-        else f" [lifecycle action of {action['instanceId']} completed with CONTINUE: "
-        "it holds the mounted array]"
+    return Failure(error=name, cause=cause, lifecycleAction=None), (
+        "CONTINUE" if on_target else "ABANDON"
     )
 
 
-def _array_on_target(state: dict[str, Any]) -> str | None:
+def _complete_lifecycle(
+    state: RecoveryState, out: Finished | Failure, result: str
+) -> Finished | Failure:
+    """Complete a launch's lifecycle action unless following the restore completed it once the
+    array was assembled, and say which result it got."""
+    action = state.input.lifecycle
+    if action is None:
+        return out
+    done = state.restore.lifecycleAction if state.restore else None
+    if not done:
+        lifecycle.complete(action.as_dict(), result)
+    said = str(done or result)
+    if isinstance(out, Finished):
+        return Finished(output=out.output.model_copy(update={"lifecycleAction": said}))
+    if done:
+        return out.model_copy(update={"lifecycleAction": said})
+    gone = (
+        f" [lifecycle action of {action.instanceId} completed with ABANDON: "
+        "the Auto Scaling group replaces the instance]"
+        if result == "ABANDON"
+        else f" [lifecycle action of {action.instanceId} completed with CONTINUE: "
+        "it holds the mounted array]"
+    )
+    return out.model_copy(update={"lifecycleAction": said, "cause": out.cause + gone})
+
+
+def _array_on_target(state: RecoveryState) -> str | None:
     """The restore's target, if the array lives there now: the restore tags its target when it
     attaches, and its failure path takes the tag off again unless it kept the volumes because
     the array was assembled and mounted there (an assembled array is the user's)."""
-    given = state.get("input") or {}
-    target = str((given.get("restore") or {}).get("targetInstanceId") or "")
-    array = str(given.get("array", ""))
+    target = state.input.restore.targetInstanceId or ""
+    array = state.input.array
     if not target or not array:
         return None
     instance_state, found = instance_facts(target)
@@ -137,13 +141,12 @@ def _array_on_target(state: dict[str, Any]) -> str | None:
     return target if found.get(tags.ARRAY) == array else None
 
 
-def _unretire(state: dict[str, Any], array_on_target: str | None) -> str:
+def _unretire(state: RecoveryState, array_on_target: str | None) -> str:
     """Give the array's tag back to the instance the recovery took it from, unless the array
     lives on the target after all. The intent comes from the run's input, not from what the
     target step recorded: a retried step finds the tag already gone and records nothing."""
-    given = state.get("input") or {}
-    retired = (state.get("target") or {}).get("retired") or given.get("retire")
-    array = str(given.get("array", ""))
+    retired = (state.target.retired if state.target else None) or state.input.retire
+    array = state.input.array
     if not retired or not array:
         return ""
     if array_on_target:
@@ -151,9 +154,9 @@ def _unretire(state: dict[str, Any], array_on_target: str | None) -> str:
             f" [{array} stays on {array_on_target}, where the restore assembled and mounted it; "
             f"{retired} keeps no {tags.ARRAY} tag]"
         )
-    if instance_facts(str(retired))[1].get(tags.ARRAY) == array:
+    if instance_facts(retired)[1].get(tags.ARRAY) == array:
         return ""
-    tag_array(str(retired), array)
+    tag_array(retired, array)
     return f" [{retired} is tagged {tags.ARRAY}={array} again: backups follow it as before]"
 
 

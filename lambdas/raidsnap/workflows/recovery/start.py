@@ -15,6 +15,7 @@ from raidsnap.aws.notifications import notify
 from raidsnap.environment import RecoverySettings
 from raidsnap.observability import logger
 from raidsnap.workflows.recovery.assessment import latest_set
+from raidsnap.workflows.recovery.contracts import EventRef, Lifecycle, RecoveryInput, RestoreRequest
 from raidsnap.workflows.recovery.events import Skip, Trigger, classify, event_time
 
 
@@ -113,22 +114,24 @@ def _launch(
 
 
 def _payload(trigger: Trigger, event: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "array": trigger.array,
-        "trigger": trigger.kind,
-        "event": {
-            "id": event.get("id"),
-            "source": event.get("source"),
-            "detailType": event.get("detail-type"),
-            "time": event.get("time"),
-            "resources": event.get("resources") or [],
-        },
-        "restore": trigger.restore,
-        "lifecycle": trigger.lifecycle,
-        "retire": trigger.retire,
-        "alarmedInstanceId": trigger.alarmed,
-        "notes": trigger.notes,
-    }
+    """The recovery's execution input (contracts.RecoveryInput)."""
+    run = RecoveryInput(
+        array=trigger.array,
+        trigger=trigger.kind,
+        event=EventRef(
+            id=event.get("id"),
+            source=event.get("source"),
+            detailType=event.get("detail-type"),
+            time=event.get("time"),
+            resources=event.get("resources") or [],
+        ),
+        restore=RestoreRequest.model_validate(trigger.restore),
+        lifecycle=Lifecycle.model_validate(trigger.lifecycle) if trigger.lifecycle else None,
+        retire=trigger.retire,
+        alarmedInstanceId=trigger.alarmed,
+        notes=trigger.notes,
+    )
+    return run.dump()
 
 
 def _skipped(trigger: Trigger, event: dict[str, Any], reason: str) -> None:

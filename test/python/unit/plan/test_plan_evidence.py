@@ -8,7 +8,6 @@ import pytest
 
 from raidsnap.plan.evidence import (
     arrays_of_set,
-    decide,
     md_evidence,
     unchecked_members,
     volume_status_evidence,
@@ -87,11 +86,3 @@ def test_members_not_checked_yet_are_the_reported_ones_ec2_was_not_asked_about()
     array["members"].append({"device": "/dev/nvme9n1"})  # a member discover could not name
     assert unchecked_members(array, {"vol-2"}) == ["vol-1", "vol-3"]
 
-
-def test_decide_acts_on_any_evidence_and_keeps_the_look() -> None:
-    assert decide({"evidence": ["x"], "checked": ["vol-1"]}) == {
-        "evidence": ["x"],
-        "checked": ["vol-1"],
-        "status": "act",
-    }
-    assert decide({"evidence": []})["status"] == "none"

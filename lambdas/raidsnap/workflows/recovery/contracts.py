@@ -1,0 +1,172 @@
+"""What each recovery step reads and writes: the recovery state machine's data, typed.
+
+The state machine (statemachines/recovery.asl.json) keeps one object: ``input`` (what the
+trigger started the run with), ``execution``, and one key per step's result (``assessment``,
+``target``, ``restore``; ``error`` when a step failed). Every Lambda step gets that whole object
+as ``state`` and its result goes to its own key. Results are written with the fields that were
+set, so the JSON the Choice states and the operators read stays exactly as it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+# What started a recovery: the array instance's attached-EBS alarm, its loss, or a launch into
+# the array's Auto Scaling group.
+TriggerKind = Literal["alarm", "lost", "launch"]
+
+
+class Contract(BaseModel):
+    # A step reads only what it needs of the run's object; the state machine adds keys (the
+    # Catch's error, the final report) that no step has to know.
+    model_config = ConfigDict(extra="ignore")
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON the state machine stores: only the fields this result set."""
+        return self.model_dump(exclude_unset=True, mode="json")
+
+
+class Lifecycle(Contract):
+    """The launch lifecycle action a recovery holds open (EventBridge's Auto Scaling event)."""
+
+    autoScalingGroupName: str
+    lifecycleHookName: str
+    lifecycleActionToken: str
+    instanceId: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {k: str(v) for k, v in self.model_dump().items()}
+
+
+class RestoreRequest(Contract):
+    """The restore execution's input (DESIGN.md, restore input); kept whole for StartExecution."""
+
+    model_config = ConfigDict(extra="allow")
+
+    array: str
+    setId: str = "latest"
+    mode: Literal["replace", "attach"] | None = None
+    targetInstanceId: str | None = None
+    initialization: str | None = None
+
+
+class EventRef(Contract):
+    id: str | None = None
+    source: str | None = None
+    detailType: str | None = None
+    time: str | None = None
+    resources: list[str] = Field(default_factory=list)
+
+
+class RecoveryInput(Contract):
+    """The execution input the trigger writes (workflows/recovery/start.py)."""
+
+    array: str
+    trigger: TriggerKind
+    event: EventRef = Field(default_factory=EventRef)
+    restore: RestoreRequest
+    lifecycle: Lifecycle | None = None
+    retire: str | None = None
+    alarmedInstanceId: str | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+class ExecutionRef(Contract):
+    id: str = ""
+    name: str = ""
+    startTime: str = ""
+
+
+class Look(Contract):
+    """Assess's result: evidence that a member is impaired, gathered over one or more looks."""
+
+    status: Literal["pending", "act", "none"] | None = None
+    evidence: list[str] = Field(default_factory=list)
+    instanceId: str | None = None
+    checked: list[str] | None = None
+    mdUuid: str | None = None
+    discovery: str | None = None
+    commandId: str | None = None
+    waitSeconds: int | None = None
+    budgetSeconds: int | None = None
+
+    def decided(self, **update: object) -> Look:
+        """The look done: act on any evidence; without evidence, replace nothing."""
+        done = self.model_copy(update=update)
+        return done.model_copy(update={"status": "act" if done.evidence else "none"})
+
+
+class TargetWait(Contract):
+    """CheckTarget's result: is the restore's target up with its SSM agent online?"""
+
+    status: Literal["ready", "waiting"] | None = None
+    budgetSeconds: int
+    waitSeconds: int
+    instanceId: str | None = None
+    retired: str | None = None
+
+
+class StepError(Contract):
+    Error: str = "States.Runtime"
+    Cause: str = ""
+
+
+class RestoreRun(Contract):
+    """StartRestore's and FollowRestore's result: the nested restore and where it stands."""
+
+    executionArn: str
+    status: Literal["running", "succeeded", "failed"]
+    waitSeconds: int | None = None
+    lifecycleAction: str | None = None
+    heartbeats: int = 0
+    output: dict[str, JsonValue] | None = None
+    error: StepError | None = None
+
+
+class RecoveryState(Contract):
+    """The run's object as every step receives it."""
+
+    input: RecoveryInput
+    execution: ExecutionRef = Field(default_factory=ExecutionRef)
+    assessment: Look | None = None
+    target: TargetWait | None = None
+    restore: RestoreRun | None = None
+    error: StepError | None = None
+
+
+class SetRef(Contract):
+    setId: str | None = None
+    takenAt: str | None = None
+    ageMinutes: float | None = None
+
+
+class Report(Contract):
+    """The run's output: what the recovery did, from which set, and what that means."""
+
+    array: str
+    trigger: str
+    action: Literal["restored", "none"]
+    message: str
+    set: SetRef | None = None
+    evidence: list[str] | None = None
+    checked: list[str] | None = None
+    discovery: str | None = None
+    restoreExecutionArn: str | None = None
+    restore: dict[str, JsonValue] | None = None
+    lifecycleAction: str | None = None
+    protection: dict[str, JsonValue] | None = None
+    notification: str | None = None
+
+
+class Finished(Contract):
+    output: Report
+
+
+class Failure(Contract):
+    """The Failure step's result: the Fail state's named error and cause."""
+
+    error: str
+    cause: str
+    lifecycleAction: str | None = None
