@@ -49,8 +49,19 @@ def stop(arn: str, error: str, cause: str) -> None:
     clients.stepfunctions().stop_execution(executionArn=arn, error=error, cause=cause)
 
 
-def describe(arn: str) -> dict[str, Any]:
-    return dict(clients.stepfunctions().describe_execution(executionArn=arn))
+@dataclass(frozen=True)
+class Described:
+    """DescribeExecution's answer, as far as raidsnap reads it."""
+
+    status: str
+    error: str | None
+    cause: str | None
+    output: str | None
+
+
+def describe(arn: str) -> Described:
+    found = clients.stepfunctions().describe_execution(executionArn=arn)
+    return Described(found["status"], found.get("error"), found.get("cause"), found.get("output"))
 
 
 def newest_state(arn: str) -> str | None:

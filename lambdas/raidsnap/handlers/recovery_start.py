@@ -7,11 +7,10 @@ from typing import Any
 
 from raidsnap.environment import RecoverySettings
 from raidsnap.handlers._entry import entry
-from raidsnap.observability import logger
+from raidsnap.workflows.recovery.contracts import BusEvent
 from raidsnap.workflows.recovery.start import start
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    logger.append_keys(event_id=event.get("id"), detail_type=event.get("detail-type"))
-    return start(event, RecoverySettings.from_env())
+    return start(BusEvent.model_validate(event), RecoverySettings.from_env()).dump()

@@ -1,5 +1,4 @@
-"""Recovery workflow steps: look for evidence that a member is impaired, wait for the target,
-start and follow the restore, and at the end name the outcome."""
+"""Recovery workflow steps (workflows/recovery/steps.py): the run's object in, a step's result out."""
 
 from __future__ import annotations
 
@@ -7,9 +6,11 @@ from typing import Any
 
 from raidsnap.environment import RecoveryStepSettings
 from raidsnap.handlers._entry import entry
+from raidsnap.workflows.recovery.contracts import RecoveryState
 from raidsnap.workflows.recovery.steps import run
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return run(str(event["step"]), event["state"], RecoveryStepSettings.from_env())
+    state = RecoveryState.model_validate(event["state"])
+    return run(str(event["step"]), state, RecoveryStepSettings.from_env()).dump()

@@ -170,3 +170,83 @@ class Failure(Contract):
     error: str
     cause: str
     lifecycleAction: str | None = None
+
+
+# ---------------------------------------------------------------------- EventBridge events
+# The three events that start a recovery, as EventBridge delivers them (Amazon EventBridge
+# User Guide, event structure; CloudWatch "Alarm events and EventBridge"; EC2 "EC2 Instance
+# State-change Notification"; Amazon EC2 Auto Scaling "EC2 Instance-launch Lifecycle Action").
+# Only the fields a recovery reads; every one optional, since an event that is not ours must be
+# ignored, not refused.
+
+
+class BusEvent(Contract):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    id: str | None = None
+    source: str | None = None
+    detail_type: str | None = Field(default=None, alias="detail-type")
+    time: str | None = None
+    resources: list[str] | None = None
+    detail: dict[str, JsonValue] | None = None
+
+
+class Metric(Contract):
+    dimensions: dict[str, str] | None = None
+
+
+class MetricStat(Contract):
+    metric: Metric | None = None
+
+
+class AlarmMetric(Contract):
+    metricStat: MetricStat | None = None
+
+
+class AlarmConfiguration(Contract):
+    metrics: list[AlarmMetric] | None = None
+
+
+class AlarmState(Contract):
+    value: str | None = None
+    timestamp: str | None = None
+
+
+class AlarmDetail(Contract):
+    alarmName: str | None = None
+    state: AlarmState | None = None
+    configuration: AlarmConfiguration | None = None
+
+    def instance_id(self) -> str:
+        """The InstanceId dimension of the alarm's metric ("" when it has none)."""
+        for metric in (self.configuration.metrics if self.configuration else None) or []:
+            stat = metric.metricStat
+            dims = (stat.metric.dimensions if stat and stat.metric else None) or {}
+            if dims.get("InstanceId"):
+                return dims["InstanceId"]
+        return ""
+
+
+class InstanceStateDetail(Contract):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    instance_id: str = Field(default="", alias="instance-id")
+    state: str = ""
+
+
+class LaunchDetail(Contract):
+    AutoScalingGroupName: str = ""
+    EC2InstanceId: str = ""
+    LifecycleActionToken: str = ""
+    LifecycleHookName: str = ""
+    LifecycleTransition: str = "autoscaling:EC2_INSTANCE_LAUNCHING"
+
+
+class StartAnswer(Contract):
+    """What the trigger answers EventBridge (and the logs): started, or why not."""
+
+    started: bool
+    reason: str | None = None
+    array: str | None = None
+    name: str | None = None
+    executionArn: str | None = None

@@ -17,13 +17,24 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Literal
+
+from pydantic import ValidationError
 
 from raidsnap import tags
 from raidsnap.aws.instances import instance_facts
 from raidsnap.environment import RecoverySettings
 from raidsnap.observability import logger
-from raidsnap.workflows.recovery.contracts import TriggerKind
+from raidsnap.workflows.recovery.contracts import (
+    AlarmDetail,
+    AlarmState,
+    BusEvent,
+    InstanceStateDetail,
+    LaunchDetail,
+    Lifecycle,
+    RestoreRequest,
+    TriggerKind,
+)
 
 ALARM = ("aws.cloudwatch", "CloudWatch Alarm State Change")
 STATE_CHANGE = ("aws.ec2", "EC2 Instance State-change Notification")
@@ -44,8 +55,8 @@ class Trigger:
     kind: TriggerKind
     array: str
     key: str
-    restore: dict[str, Any]
-    lifecycle: dict[str, str] | None = None
+    restore: RestoreRequest
+    lifecycle: Lifecycle | None = None
     notes: list[str] = field(default_factory=list)
     # An instance that is still running but gives up the array (attach mode onto a replacement).
     retire: str | None = None
@@ -71,24 +82,33 @@ class Skip:
     reason: str
 
 
-def classify(event: dict[str, Any], settings: RecoverySettings) -> Trigger | Skip | None:
-    kind = (event.get("source"), event.get("detail-type"))
-    detail = event.get("detail") or {}
-    if kind == ALARM:
-        return _from_alarm(event, detail, settings)
-    if kind == STATE_CHANGE:
-        return _from_state_change(event, detail, settings)
-    if kind == LAUNCH:
-        return _from_launch(detail, settings)
+def classify(event: BusEvent, settings: RecoverySettings) -> Trigger | Skip | None:
+    kind = (event.source, event.detail_type)
+    detail = event.detail or {}
+    try:
+        if kind == ALARM:
+            return _from_alarm(event, AlarmDetail.model_validate(detail), settings)
+        if kind == STATE_CHANGE:
+            return _from_state_change(event, InstanceStateDetail.model_validate(detail), settings)
+        if kind == LAUNCH:
+            return _from_launch(LaunchDetail.model_validate(detail), settings)
+    except ValidationError as err:
+        # Not an event of the shape AWS documents: not ours to act on (EventBridge would only
+        # deliver it again if this raised).
+        logger.warning("ignored malformed event", extra={"problem": str(err)})
+        return None
     logger.warning("ignored event", extra={"source": kind[0], "detailType": kind[1]})
     return None
 
 
-def _restore_input(array: str, config: dict[str, str], **fields: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"array": array, "setId": "latest", **fields}
+def _restore_input(
+    array: str, config: dict[str, str], mode: Literal["replace", "attach"], target: str
+) -> RestoreRequest:
+    """The restore's input: the array's latest set onto ``target`` in ``mode`` (DESIGN.md)."""
+    request = RestoreRequest(array=array, setId="latest", mode=mode, targetInstanceId=target)
     if config.get("initialization"):
-        out["initialization"] = config["initialization"]
-    return out
+        request = request.model_copy(update={"initialization": config["initialization"]})
+    return request
 
 
 def _array_of_instance(instance_id: str, settings: RecoverySettings) -> tuple[str, dict[str, str]]:
@@ -114,17 +134,14 @@ def _holder(array: str, config: dict[str, str], besides: str) -> str | None:
 
 
 def _from_alarm(
-    event: dict[str, Any], detail: dict[str, Any], settings: RecoverySettings
+    event: BusEvent, detail: AlarmDetail, settings: RecoverySettings
 ) -> Trigger | Skip | None:
-    state = detail.get("state") or {}
-    if state.get("value") != "ALARM":
+    state = detail.state or AlarmState()
+    if state.value != "ALARM":
         return None
-    instance_id = ""
-    for metric in (detail.get("configuration") or {}).get("metrics") or []:
-        dims = ((metric.get("metricStat") or {}).get("metric") or {}).get("dimensions") or {}
-        instance_id = instance_id or str(dims.get("InstanceId", ""))
+    instance_id = detail.instance_id()
     if not instance_id:
-        logger.warning("alarm without an InstanceId dimension", extra={"alarm": detail})
+        logger.warning("alarm without an InstanceId dimension", extra={"alarm": detail.dump()})
         return None
     array, config = _array_of_instance(instance_id, settings)
     if not array:
@@ -139,8 +156,8 @@ def _from_alarm(
                 f"the attached EBS alarm of {instance_id} fired, but {array} is no longer on it: "
                 f"a recovery moved it to {moved_to}",
             )
-    alarm_arn = (event.get("resources") or [detail.get("alarmName", "")])[0]
-    key = f"{alarm_arn}|{state.get('timestamp') or event.get('time')}"
+    alarm_arn = (event.resources or [detail.alarmName or ""])[0]
+    key = f"{alarm_arn}|{state.timestamp or event.time}"
     replacement = config.get("replacementInstanceId")
     if (
         config.get("mode") == "attach"
@@ -151,23 +168,23 @@ def _from_alarm(
         # The failed instance still runs and still carries the array's tag; the array moves to
         # the replacement, so the recovery takes the tag off it first (and puts it back if the
         # restore fails).
-        restore = _restore_input(array, config, mode="attach", targetInstanceId=replacement)
+        restore = _restore_input(array, config, "attach", replacement)
         note = f"attached EBS of {instance_id} failed; restoring onto {replacement}"
         return Trigger(
             "alarm", array, key, restore, notes=[note], retire=instance_id, alarmed=instance_id
         )
     # In replace mode, and wherever the array lives once a recovery has moved it (the
     # configured replacement holds it already): the array is replaced where it is.
-    restore = _restore_input(array, config, mode="replace", targetInstanceId=instance_id)
+    restore = _restore_input(array, config, "replace", instance_id)
     note = f"attached EBS of {instance_id} failed; replacing the array in place"
     return Trigger("alarm", array, key, restore, notes=[note], alarmed=instance_id)
 
 
 def _from_state_change(
-    event: dict[str, Any], detail: dict[str, Any], settings: RecoverySettings
+    event: BusEvent, detail: InstanceStateDetail, settings: RecoverySettings
 ) -> Trigger | Skip | None:
-    instance_id = str(detail.get("instance-id", ""))
-    state = str(detail.get("state", ""))
+    instance_id = detail.instance_id
+    state = detail.state
     if state not in LOST_STATES:
         return None
     for array, config in settings.by_array.items():
@@ -202,31 +219,29 @@ def _from_state_change(
         if not replacement:
             logger.warning("instance lost, no replacement configured", extra={"array": array})
             return None
-        key = f"{instance_id}|{state}|{event.get('time')}"
-        restore = _restore_input(array, config, mode="attach", targetInstanceId=replacement)
+        key = f"{instance_id}|{state}|{event.time}"
+        restore = _restore_input(array, config, "attach", replacement)
         note = f"{instance_id} is {state}; restoring onto the replacement {replacement}"
         return Trigger("lost", array, key, restore, notes=[note])
     return None
 
 
-def _from_launch(detail: dict[str, Any], settings: RecoverySettings) -> Trigger | None:
-    group = str(detail.get("AutoScalingGroupName", ""))
-    instance_id = str(detail.get("EC2InstanceId", ""))
-    token = str(detail.get("LifecycleActionToken", ""))
-    if detail.get("LifecycleTransition", "autoscaling:EC2_INSTANCE_LAUNCHING") != (
-        "autoscaling:EC2_INSTANCE_LAUNCHING"
-    ):
+def _from_launch(detail: LaunchDetail, settings: RecoverySettings) -> Trigger | None:
+    group = detail.AutoScalingGroupName
+    instance_id = detail.EC2InstanceId
+    token = detail.LifecycleActionToken
+    if detail.LifecycleTransition != "autoscaling:EC2_INSTANCE_LAUNCHING":
         return None
     for array, config in settings.by_array.items():
         if config.get("autoScalingGroup") != group or not (instance_id and token):
             continue
-        restore = _restore_input(array, config, mode="attach", targetInstanceId=instance_id)
-        lifecycle = {
-            "autoScalingGroupName": group,
-            "lifecycleHookName": str(detail.get("LifecycleHookName", "")),
-            "lifecycleActionToken": token,
-            "instanceId": instance_id,
-        }
+        restore = _restore_input(array, config, "attach", instance_id)
+        lifecycle = Lifecycle(
+            autoScalingGroupName=group,
+            lifecycleHookName=detail.LifecycleHookName,
+            lifecycleActionToken=token,
+            instanceId=instance_id,
+        )
         note = f"{instance_id} launched into {group}; restoring onto it"
         return Trigger("launch", array, token, restore, lifecycle, [note])
     return None

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 from datetime import datetime
-from typing import Any
 
 from raidsnap import tags
 from raidsnap.aws import claims, executions, instances, lifecycle
@@ -42,14 +41,9 @@ ASSEMBLED_STATES = frozenset(
 FOLLOW_POLL_SECONDS = 300
 
 
-def run(step: str, raw: dict[str, Any], settings: RecoveryStepSettings) -> dict[str, Any]:
+def run(step: str, state: RecoveryState, settings: RecoveryStepSettings) -> Contract:
     """The recovery state machine's one Lambda step, by name: the run's object in, the step's
     result (for its own key) out."""
-    state = RecoveryState.model_validate(raw)
-    return _step(step, state, settings).dump()
-
-
-def _step(step: str, state: RecoveryState, settings: RecoveryStepSettings) -> Contract:
     if step == "assess":
         return assess(state, settings.discover_document)
     if step == "target":
@@ -159,7 +153,7 @@ def follow_restore(state: RecoveryState) -> RestoreRun:
         raise ValueError("follow: the run has no restore to follow")
     r = state.restore
     desc = executions.describe(r.executionArn)
-    status = desc["status"]
+    status = desc.status
     action = state.input.lifecycle
     if action is not None and r.lifecycleAction is None:
         if status == "SUCCEEDED" or (
@@ -173,20 +167,20 @@ def follow_restore(state: RecoveryState) -> RestoreRun:
     if status == "RUNNING":
         return r.model_copy(update={"status": "running", "waitSeconds": _follow_wait(state)})
     if status == "SUCCEEDED":
-        output = json.loads(desc.get("output") or "{}")
+        output = json.loads(desc.output or "{}")
         return r.model_copy(update={"status": "succeeded", "output": output})
     return r.model_copy(update={"status": "failed", "error": _restore_error(r, desc)})
 
 
-def _restore_error(r: RestoreRun, desc: dict[str, Any]) -> StepError:
-    cause = str(desc.get("cause") or "")
-    if desc["status"] in ("ABORTED", "TIMED_OUT") and not desc.get("error"):
-        word = "stopped" if desc["status"] == "ABORTED" else "timed out"
-        error = "RestoreAborted" if desc["status"] == "ABORTED" else "RestoreTimedOut"
+def _restore_error(r: RestoreRun, desc: executions.Described) -> StepError:
+    cause = desc.cause or ""
+    if desc.status in ("ABORTED", "TIMED_OUT") and not desc.error:
+        word = "stopped" if desc.status == "ABORTED" else "timed out"
+        error = "RestoreAborted" if desc.status == "ABORTED" else "RestoreTimedOut"
         return StepError(
             Error=error, Cause=f"the restore {r.executionArn} was {word} before it finished"
         )
-    error = public_name(str(desc.get("error") or "RestoreFailed"))
+    error = public_name(desc.error or "RestoreFailed")
     return StepError(Error=error, Cause=cause + f" (restore {r.executionArn})")
 
 
