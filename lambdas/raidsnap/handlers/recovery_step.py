@@ -1,4 +1,4 @@
-"""Recovery workflow steps (workflows/recovery/steps.py): the run's object in, a step's result out."""
+"""Recovery workflow steps (workflows/recovery/steps.py): the run's object in, a result out."""
 
 from __future__ import annotations
 
