@@ -20,7 +20,7 @@ from raidsnap.errors import (
     DrillVerificationFailedError,
     InvalidInputError,
 )
-from raidsnap.models import parse_drill_input
+from raidsnap.models import Poll, parse_drill_input
 from raidsnap.observability import count, for_array, logger
 from raidsnap.plan.causes import child_failure
 from raidsnap.plan.cleanup import attached_to
@@ -133,8 +133,7 @@ def _command(
         "instanceId": state["targetInstanceId"],
         "document": document,
         "status": "pending",
-        "waitSeconds": COMMAND_POLL_SECONDS,
-        "budgetSeconds": timeout,
+        **Poll(COMMAND_POLL_SECONDS, timeout).as_dict(),
         "failOnError": fail_on_error,
     }
 

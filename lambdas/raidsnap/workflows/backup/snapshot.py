@@ -11,6 +11,7 @@ from raidsnap import snapshot_sets
 from raidsnap.aws import commands, instances, snapshots, volumes
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import SnapshotFailedError
+from raidsnap.models import Poll
 from raidsnap.observability import count, for_array
 from raidsnap.workflows.backup import times
 from raidsnap.workflows.backup.prepare import release_hold
@@ -74,8 +75,7 @@ def _start_command(
         "document": document,
         "status": "pending",
         "requestedAt": times.iso(requested),
-        "waitSeconds": COMMAND_POLL_SECONDS,
-        "budgetSeconds": timeout,
+        **Poll(COMMAND_POLL_SECONDS, timeout).as_dict(),
         "failOnError": fail_on_error,
     }
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from raidsnap.aws import commands
 from raidsnap.environment import RestoreDocuments
+from raidsnap.models import Poll
 
 State = dict[str, Any]
 
@@ -68,7 +69,6 @@ def send_command(state: State, step: str, documents: RestoreDocuments) -> dict[s
         "instanceId": state["targetInstanceId"],
         "document": document,
         "status": "pending",
-        "waitSeconds": wait,
-        "budgetSeconds": timeout,
+        **Poll(wait, timeout).as_dict(),
         "failOnError": fail_on_error,
     }

@@ -8,6 +8,7 @@ from typing import Any
 from raidsnap import tags
 from raidsnap.aws import fsr, instances, tagging, volumes
 from raidsnap.errors import VolumeFailedError
+from raidsnap.models import Poll
 from raidsnap.observability import count, for_array
 from raidsnap.plan import devices as plan_devices
 from raidsnap.plan import volumes as plan_volumes
@@ -47,9 +48,7 @@ def create_volumes(state: State) -> State:
     state["volumes"] = {
         "status": "creating",
         "ids": ids,
-        "waitSeconds": VOLUME_POLL_SECONDS,
-        "budgetSeconds": VOLUME_BUDGET_SECONDS,
-    }
+    } | Poll(VOLUME_POLL_SECONDS, VOLUME_BUDGET_SECONDS).as_dict()
     return state
 
 
@@ -87,8 +86,9 @@ def check_volumes(state: State) -> State:
             fsr.disable(list(f["ours"]), state["availabilityZone"])
             state["fsr"] = dict(f, disabled=True)
     else:
-        v["budgetSeconds"] = int(v["budgetSeconds"]) - int(v["waitSeconds"])
-        if v["budgetSeconds"] <= 0:
+        poll = Poll.of(v).waited()
+        v |= poll.as_dict()
+        if poll.spent:
             slow = [vid for vid in v["ids"] if views.get(vid) and views[vid].state == "creating"]
             raise VolumeFailedError(
                 f"volumes {slow} were still creating after {VOLUME_BUDGET_SECONDS} s"
@@ -135,9 +135,7 @@ def detach_old(state: State) -> State:
         state["old"] = {
             "status": "detaching" if old_ids else "detached",
             "volumeIds": old_ids,
-            "waitSeconds": DETACH_POLL_SECONDS,
-            "budgetSeconds": DETACH_BUDGET_SECONDS,
-        }
+        } | Poll(DETACH_POLL_SECONDS, DETACH_BUDGET_SECONDS).as_dict()
         return state
     views = volumes.describe(old["volumeIds"])
     still = [vid for vid, view in views.items() if view.on(target) is not None]
@@ -147,8 +145,9 @@ def detach_old(state: State) -> State:
     if not still:
         old["status"] = "detached"
     else:
-        old["budgetSeconds"] = int(old["budgetSeconds"]) - int(old["waitSeconds"])
-        if old["budgetSeconds"] <= 0:
+        poll = Poll.of(old).waited()
+        old |= poll.as_dict()
+        if poll.spent:
             raise VolumeFailedError(
                 f"old members {still} did not detach from {target} within "
                 f"{DETACH_BUDGET_SECONDS} s; check the instance, then restore again"
@@ -177,9 +176,7 @@ def attach_volumes(state: State) -> State:
         state["attach"] = {
             "status": "attaching",
             "targetTagged": True,
-            "waitSeconds": ATTACH_POLL_SECONDS,
-            "budgetSeconds": ATTACH_BUDGET_SECONDS,
-        }
+        } | Poll(ATTACH_POLL_SECONDS, ATTACH_BUDGET_SECONDS).as_dict()
         return state
     if not a.get("devices"):
         instance = instances.describe_instance(target)
@@ -189,12 +186,14 @@ def attach_volumes(state: State) -> State:
         devices |= dict(zip(need, names, strict=True))
         for vid in need:
             volumes.attach(vid, target, devices[vid])
-        state["attach"] = a | {
-            "status": "attaching",
-            "devices": [devices[vid] for vid in ids],
-            "waitSeconds": ATTACH_POLL_SECONDS,
-            "budgetSeconds": ATTACH_BUDGET_SECONDS,
-        }
+        state["attach"] = (
+            a
+            | {
+                "status": "attaching",
+                "devices": [devices[vid] for vid in ids],
+            }
+            | Poll(ATTACH_POLL_SECONDS, ATTACH_BUDGET_SECONDS).as_dict()
+        )
         return state
     pending = []
     for vid, device in zip(ids, a["devices"], strict=True):
@@ -207,8 +206,9 @@ def attach_volumes(state: State) -> State:
     if not pending:
         a["status"] = "attached"
     else:
-        a["budgetSeconds"] = int(a["budgetSeconds"]) - int(a["waitSeconds"])
-        if a["budgetSeconds"] <= 0:
+        poll = Poll.of(a).waited()
+        a |= poll.as_dict()
+        if poll.spent:
             raise VolumeFailedError(
                 f"volumes {pending} did not attach to {target} within {ATTACH_BUDGET_SECONDS} s"
             )
