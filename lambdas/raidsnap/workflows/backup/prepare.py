@@ -104,8 +104,6 @@ def collect_members(state: State) -> State:
         if waiting:
             return state
     if layout is None:
-        note = "discovery found no md array"
-    if layout is None:
         layout = instances.members_from_tags(state["array"], instance, note or "no discovery")
         logger.warning("members from volume tags", extra={"reason": layout.note})
     state["discovery"] = {"status": "done", "source": layout.source, "note": layout.note}
