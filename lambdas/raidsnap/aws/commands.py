@@ -120,6 +120,20 @@ def last_json_line(stdout: str) -> dict[str, Any] | None:
     return None
 
 
+def record(
+    command_id: str, instance_id: str, document: str, poll: Poll, *, fail_on_error: bool
+) -> dict[str, Any]:
+    """What a workflow keeps of a command it started: what poll reads on every look."""
+    return {
+        "commandId": command_id,
+        "instanceId": instance_id,
+        "document": document,
+        "status": "pending",
+        **poll.as_dict(),
+        "failOnError": fail_on_error,
+    }
+
+
 def poll(command: dict[str, Any]) -> dict[str, Any]:
     """One look at a running command; failures raise CommandFailedError unless tolerated."""
     result = fetch(command["commandId"], command["instanceId"])

@@ -69,15 +69,11 @@ def _start_command(
     command_id, requested = commands.send_timed(
         document, state["instanceId"], params, comment=f"raidsnap {state['setId']}", timeout=timeout
     )
-    return {
-        "commandId": command_id,
-        "instanceId": state["instanceId"],
-        "document": document,
-        "status": "pending",
-        "requestedAt": times.iso(requested),
-        **Poll(COMMAND_POLL_SECONDS, timeout).as_dict(),
-        "failOnError": fail_on_error,
-    }
+    poll = Poll(COMMAND_POLL_SECONDS, timeout)
+    started = commands.record(
+        command_id, state["instanceId"], document, poll, fail_on_error=fail_on_error
+    )
+    return started | {"requestedAt": times.iso(requested)}
 
 
 def create_set(state: State) -> State:

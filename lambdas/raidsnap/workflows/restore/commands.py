@@ -64,11 +64,6 @@ def send_command(state: State, step: str, documents: RestoreDocuments) -> dict[s
         comment=f"raidsnap restore {state['setId']}",
         timeout=timeout,
     )
-    return {
-        "commandId": command_id,
-        "instanceId": state["targetInstanceId"],
-        "document": document,
-        "status": "pending",
-        **Poll(wait, timeout).as_dict(),
-        "failOnError": fail_on_error,
-    }
+    poll = Poll(wait, timeout)
+    target = state["targetInstanceId"]
+    return commands.record(command_id, target, document, poll, fail_on_error=fail_on_error)

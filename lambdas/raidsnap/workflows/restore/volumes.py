@@ -85,16 +85,20 @@ def check_volumes(state: State) -> State:
         if f.get("ours") and not f.get("disabled"):
             fsr.disable(list(f["ours"]), state["availabilityZone"])
             state["fsr"] = dict(f, disabled=True)
-    else:
-        poll = Poll.of(v).waited()
-        v |= poll.as_dict()
-        if poll.spent:
-            slow = [vid for vid in v["ids"] if views.get(vid) and views[vid].state == "creating"]
-            raise VolumeFailedError(
-                f"volumes {slow} were still creating after {VOLUME_BUDGET_SECONDS} s"
-            )
+    elif _waited_out(v):
+        slow = [vid for vid in v["ids"] if views.get(vid) and views[vid].state == "creating"]
+        raise VolumeFailedError(
+            f"volumes {slow} were still creating after {VOLUME_BUDGET_SECONDS} s"
+        )
     state["volumes"] = v
     return state
+
+
+def _waited_out(progress: dict[str, Any]) -> bool:
+    """One more wait comes off the loop's budget; whether the budget is spent."""
+    poll = Poll.of(progress).waited()
+    progress |= poll.as_dict()
+    return poll.spent
 
 
 def detach_old(state: State) -> State:
@@ -144,14 +148,11 @@ def detach_old(state: State) -> State:
             volumes.detach(vid, target)
     if not still:
         old["status"] = "detached"
-    else:
-        poll = Poll.of(old).waited()
-        old |= poll.as_dict()
-        if poll.spent:
-            raise VolumeFailedError(
-                f"old members {still} did not detach from {target} within "
-                f"{DETACH_BUDGET_SECONDS} s; check the instance, then restore again"
-            )
+    elif _waited_out(old):
+        raise VolumeFailedError(
+            f"old members {still} did not detach from {target} within "
+            f"{DETACH_BUDGET_SECONDS} s; check the instance, then restore again"
+        )
     state["old"] = old
     return state
 
@@ -205,13 +206,10 @@ def attach_volumes(state: State) -> State:
             pending.append(vid)
     if not pending:
         a["status"] = "attached"
-    else:
-        poll = Poll.of(a).waited()
-        a |= poll.as_dict()
-        if poll.spent:
-            raise VolumeFailedError(
-                f"volumes {pending} did not attach to {target} within {ATTACH_BUDGET_SECONDS} s"
-            )
+    elif _waited_out(a):
+        raise VolumeFailedError(
+            f"volumes {pending} did not attach to {target} within {ATTACH_BUDGET_SECONDS} s"
+        )
     state["attach"] = a
     return state
 
