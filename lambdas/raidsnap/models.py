@@ -3,12 +3,40 @@
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
 from pydantic_core import PydanticCustomError
 
 from raidsnap.errors import InvalidInputError
+
+
+@dataclass(frozen=True)
+class Poll:
+    """How a loop of the workflow waits: the seconds until its next look (the Wait state reads
+    waitSeconds) and what is left of its budget. Both count the time the workflow has waited,
+    never the wall clock, so a retried or redriven step does not shorten them."""
+
+    wait_seconds: int
+    budget_seconds: int
+
+    @classmethod
+    def of(cls, state: Mapping[str, Any]) -> Poll:
+        return cls(int(state["waitSeconds"]), int(state["budgetSeconds"]))
+
+    def waited(self) -> Poll:
+        """After one wait: the budget is that much smaller."""
+        return replace(self, budget_seconds=self.budget_seconds - self.wait_seconds)
+
+    @property
+    def spent(self) -> bool:
+        return self.budget_seconds <= 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"waitSeconds": self.wait_seconds, "budgetSeconds": self.budget_seconds}
+
 
 ArrayName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
 Consistency = Literal["crash", "fsfreeze"]

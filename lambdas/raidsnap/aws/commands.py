@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 from raidsnap import clients
 from raidsnap.aws import error_code
 from raidsnap.errors import CommandFailedError
+from raidsnap.models import Poll
 
 Status = Literal["pending", "success", "failed"]
 
@@ -119,15 +120,29 @@ def last_json_line(stdout: str) -> dict[str, Any] | None:
     return None
 
 
+def record(
+    command_id: str, instance_id: str, document: str, poll: Poll, *, fail_on_error: bool
+) -> dict[str, Any]:
+    """What a workflow keeps of a command it started: what poll reads on every look."""
+    return {
+        "commandId": command_id,
+        "instanceId": instance_id,
+        "document": document,
+        "status": "pending",
+        **poll.as_dict(),
+        "failOnError": fail_on_error,
+    }
+
+
 def poll(command: dict[str, Any]) -> dict[str, Any]:
     """One look at a running command; failures raise CommandFailedError unless tolerated."""
     result = fetch(command["commandId"], command["instanceId"])
     status = result.status
-    budget = int(command["budgetSeconds"]) - int(command["waitSeconds"])
-    if status == "pending" and budget <= 0:
+    poll = Poll.of(command).waited()
+    if status == "pending" and poll.spent:
         cancel(command["commandId"], command["instanceId"])
         status = "failed"
-    updated = dict(command, status=status, budgetSeconds=budget)
+    updated = dict(command, status=status) | poll.as_dict()
     if status == "success":
         updated["result"] = result.result
     if status == "failed":

@@ -138,10 +138,6 @@ class Agent:
         minimum = _version_key(ENV_VAR_MIN_AGENT_VERSION)
         return key is None or minimum is None or key < minimum
 
-    @property
-    def ready(self) -> bool:
-        return self.online and not self.too_old
-
     def too_old_reason(self) -> str:
         return (
             f"the SSM agent of {self.instance_id} is version {self.version or 'unknown'}, older "

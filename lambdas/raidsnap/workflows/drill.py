@@ -10,6 +10,7 @@ and teardown deletes only volumes tagged with the drill's own restore execution.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from raidsnap import snapshot_sets, tags
@@ -20,7 +21,7 @@ from raidsnap.errors import (
     DrillVerificationFailedError,
     InvalidInputError,
 )
-from raidsnap.models import parse_drill_input
+from raidsnap.models import Poll, parse_drill_input
 from raidsnap.observability import count, for_array, logger
 from raidsnap.plan.causes import child_failure
 from raidsnap.plan.cleanup import attached_to
@@ -96,22 +97,24 @@ def prepare(event: dict[str, Any], settings: DrillSettings) -> State:
 
 def verify_step(event: dict[str, Any], discover_document: str) -> dict[str, Any]:
     """The Verify task: send discover, or check what it found."""
-    step = str(event["step"])
-    if step == "discover":
-        return send_discover(event["state"], discover_document)
-    if step == "check":
-        return verify(event["state"])
-    raise ValueError(f"unknown drill verify step {step!r}")
+    steps = {"discover": lambda state: send_discover(state, discover_document), "check": verify}
+    return _one_of(event, "verify", steps)
 
 
 def teardown_step(event: dict[str, Any], release_document: str) -> dict[str, Any]:
     """The Teardown task: release the copy, or remove the drill's volumes."""
+    steps = {"release": lambda state: send_release(state, release_document)}
+    return _one_of(event, "teardown", steps | {"volumes": remove_volumes})
+
+
+def _one_of(
+    event: dict[str, Any], task: str, steps: Mapping[str, Callable[[State], dict[str, Any]]]
+) -> dict[str, Any]:
+    """Run the step the task's input names (``step``) on its ``state``."""
     step = str(event["step"])
-    if step == "release":
-        return send_release(event["state"], release_document)
-    if step == "volumes":
-        return remove_volumes(event["state"])
-    raise ValueError(f"unknown drill teardown step {step!r}")
+    if step not in steps:
+        raise ValueError(f"unknown drill {task} step {step!r}")
+    return steps[step](event["state"])
 
 
 def send_discover(state: State, discover_document: str) -> dict[str, Any]:
@@ -128,15 +131,9 @@ def send_discover(state: State, discover_document: str) -> dict[str, Any]:
 def _command(
     state: State, command_id: str, document: str, timeout: int, fail_on_error: bool
 ) -> dict[str, Any]:
-    return {
-        "commandId": command_id,
-        "instanceId": state["targetInstanceId"],
-        "document": document,
-        "status": "pending",
-        "waitSeconds": COMMAND_POLL_SECONDS,
-        "budgetSeconds": timeout,
-        "failOnError": fail_on_error,
-    }
+    poll = Poll(COMMAND_POLL_SECONDS, timeout)
+    target = state["targetInstanceId"]
+    return commands.record(command_id, target, document, poll, fail_on_error=fail_on_error)
 
 
 def verify(state: State) -> dict[str, Any]:

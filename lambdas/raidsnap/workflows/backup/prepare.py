@@ -8,7 +8,7 @@ from typing import Any
 from raidsnap import snapshot_sets
 from raidsnap.aws import commands, instances, lock
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table, retention_for
-from raidsnap.models import BackupInput, parse_input, system_directory
+from raidsnap.models import BackupInput, Poll, parse_input, system_directory
 from raidsnap.observability import logger
 from raidsnap.workflows.backup import times
 
@@ -88,8 +88,7 @@ def _prepare(
     state["discovery"] = {
         "status": "pending",
         "commandId": command_id,
-        "budgetSeconds": settings.discovery_timeout_seconds,
-        "waitSeconds": DISCOVERY_POLL_SECONDS,
+        **Poll(DISCOVERY_POLL_SECONDS, settings.discovery_timeout_seconds).as_dict(),
     }
     return state
 
@@ -104,8 +103,6 @@ def collect_members(state: State) -> State:
         waiting, layout, note = _look_at_discovery(state, discovery, instance)
         if waiting:
             return state
-    if layout is None:
-        note = "discovery found no md array"
     if layout is None:
         layout = instances.members_from_tags(state["array"], instance, note or "no discovery")
         logger.warning("members from volume tags", extra={"reason": layout.note})
@@ -164,9 +161,9 @@ def _look_at_discovery(
     if result.status == "pending":
         # Budgets count the time the workflow has waited, not the wall clock, so a retried
         # or redriven step does not shorten them.
-        budget = int(discovery["budgetSeconds"]) - int(discovery["waitSeconds"])
-        if budget > 0:
-            state["discovery"] = dict(discovery, budgetSeconds=budget)
+        poll = Poll.of(discovery).waited()
+        if not poll.spent:
+            state["discovery"] = dict(discovery) | poll.as_dict()
             return True, None, ""
         commands.cancel(discovery["commandId"], state["instanceId"])
         return False, None, "discovery did not finish in time"

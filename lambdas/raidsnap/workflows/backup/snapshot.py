@@ -11,6 +11,7 @@ from raidsnap import snapshot_sets
 from raidsnap.aws import commands, instances, snapshots, volumes
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import SnapshotFailedError
+from raidsnap.models import Poll
 from raidsnap.observability import count, for_array
 from raidsnap.workflows.backup import times
 from raidsnap.workflows.backup.prepare import release_hold
@@ -68,16 +69,11 @@ def _start_command(
     command_id, requested = commands.send_timed(
         document, state["instanceId"], params, comment=f"raidsnap {state['setId']}", timeout=timeout
     )
-    return {
-        "commandId": command_id,
-        "instanceId": state["instanceId"],
-        "document": document,
-        "status": "pending",
-        "requestedAt": times.iso(requested),
-        "waitSeconds": COMMAND_POLL_SECONDS,
-        "budgetSeconds": timeout,
-        "failOnError": fail_on_error,
-    }
+    poll = Poll(COMMAND_POLL_SECONDS, timeout)
+    started = commands.record(
+        command_id, state["instanceId"], document, poll, fail_on_error=fail_on_error
+    )
+    return started | {"requestedAt": times.iso(requested)}
 
 
 def create_set(state: State) -> State:

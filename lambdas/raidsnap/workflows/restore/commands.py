@@ -7,6 +7,7 @@ from typing import Any
 
 from raidsnap.aws import commands
 from raidsnap.environment import RestoreDocuments
+from raidsnap.models import Poll
 
 State = dict[str, Any]
 
@@ -63,12 +64,6 @@ def send_command(state: State, step: str, documents: RestoreDocuments) -> dict[s
         comment=f"raidsnap restore {state['setId']}",
         timeout=timeout,
     )
-    return {
-        "commandId": command_id,
-        "instanceId": state["targetInstanceId"],
-        "document": document,
-        "status": "pending",
-        "waitSeconds": wait,
-        "budgetSeconds": timeout,
-        "failOnError": fail_on_error,
-    }
+    poll = Poll(wait, timeout)
+    target = state["targetInstanceId"]
+    return commands.record(command_id, target, document, poll, fail_on_error=fail_on_error)

@@ -10,6 +10,7 @@ from raidsnap import tags
 from raidsnap.aws import commands, error_code, fsr, lock, tagging, volumes
 from raidsnap.environment import RestoreDocuments, RestoreSettings
 from raidsnap.errors import cause_message, public_name
+from raidsnap.models import Poll
 from raidsnap.observability import count, for_array, logger
 from raidsnap.plan import cleanup as plan_cleanup
 from raidsnap.plan import fsr as plan_fsr
@@ -136,10 +137,10 @@ def _confirm_free(
         return _send(state, confirm, "discover", documents.discover, params)
     looked = commands.fetch(confirm["commandId"], target)
     if looked.status == "pending":
-        budget = int(confirm["budgetSeconds"]) - CLEANUP_POLL_SECONDS
-        if budget <= 0:
+        poll = Poll(CLEANUP_POLL_SECONDS, int(confirm["budgetSeconds"])).waited()
+        if poll.spent:
             return kept(f"{confirm['phase']} did not finish on {target}")
-        return dict(confirm, budgetSeconds=budget)
+        return dict(confirm, budgetSeconds=poll.budget_seconds)
     answer = looked.result or {}
     if looked.status == "failed":
         what = answer.get("error") or looked.detail

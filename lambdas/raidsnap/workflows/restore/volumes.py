@@ -8,6 +8,7 @@ from typing import Any
 from raidsnap import tags
 from raidsnap.aws import fsr, instances, tagging, volumes
 from raidsnap.errors import VolumeFailedError
+from raidsnap.models import Poll
 from raidsnap.observability import count, for_array
 from raidsnap.plan import devices as plan_devices
 from raidsnap.plan import volumes as plan_volumes
@@ -47,9 +48,7 @@ def create_volumes(state: State) -> State:
     state["volumes"] = {
         "status": "creating",
         "ids": ids,
-        "waitSeconds": VOLUME_POLL_SECONDS,
-        "budgetSeconds": VOLUME_BUDGET_SECONDS,
-    }
+    } | Poll(VOLUME_POLL_SECONDS, VOLUME_BUDGET_SECONDS).as_dict()
     return state
 
 
@@ -86,15 +85,20 @@ def check_volumes(state: State) -> State:
         if f.get("ours") and not f.get("disabled"):
             fsr.disable(list(f["ours"]), state["availabilityZone"])
             state["fsr"] = dict(f, disabled=True)
-    else:
-        v["budgetSeconds"] = int(v["budgetSeconds"]) - int(v["waitSeconds"])
-        if v["budgetSeconds"] <= 0:
-            slow = [vid for vid in v["ids"] if views.get(vid) and views[vid].state == "creating"]
-            raise VolumeFailedError(
-                f"volumes {slow} were still creating after {VOLUME_BUDGET_SECONDS} s"
-            )
+    elif _waited_out(v):
+        slow = [vid for vid in v["ids"] if views.get(vid) and views[vid].state == "creating"]
+        raise VolumeFailedError(
+            f"volumes {slow} were still creating after {VOLUME_BUDGET_SECONDS} s"
+        )
     state["volumes"] = v
     return state
+
+
+def _waited_out(progress: dict[str, Any]) -> bool:
+    """One more wait comes off the loop's budget; whether the budget is spent."""
+    poll = Poll.of(progress).waited()
+    progress |= poll.as_dict()
+    return poll.spent
 
 
 def detach_old(state: State) -> State:
@@ -135,9 +139,7 @@ def detach_old(state: State) -> State:
         state["old"] = {
             "status": "detaching" if old_ids else "detached",
             "volumeIds": old_ids,
-            "waitSeconds": DETACH_POLL_SECONDS,
-            "budgetSeconds": DETACH_BUDGET_SECONDS,
-        }
+        } | Poll(DETACH_POLL_SECONDS, DETACH_BUDGET_SECONDS).as_dict()
         return state
     views = volumes.describe(old["volumeIds"])
     still = [vid for vid, view in views.items() if view.on(target) is not None]
@@ -146,13 +148,11 @@ def detach_old(state: State) -> State:
             volumes.detach(vid, target)
     if not still:
         old["status"] = "detached"
-    else:
-        old["budgetSeconds"] = int(old["budgetSeconds"]) - int(old["waitSeconds"])
-        if old["budgetSeconds"] <= 0:
-            raise VolumeFailedError(
-                f"old members {still} did not detach from {target} within "
-                f"{DETACH_BUDGET_SECONDS} s; check the instance, then restore again"
-            )
+    elif _waited_out(old):
+        raise VolumeFailedError(
+            f"old members {still} did not detach from {target} within "
+            f"{DETACH_BUDGET_SECONDS} s; check the instance, then restore again"
+        )
     state["old"] = old
     return state
 
@@ -177,9 +177,7 @@ def attach_volumes(state: State) -> State:
         state["attach"] = {
             "status": "attaching",
             "targetTagged": True,
-            "waitSeconds": ATTACH_POLL_SECONDS,
-            "budgetSeconds": ATTACH_BUDGET_SECONDS,
-        }
+        } | Poll(ATTACH_POLL_SECONDS, ATTACH_BUDGET_SECONDS).as_dict()
         return state
     if not a.get("devices"):
         instance = instances.describe_instance(target)
@@ -189,12 +187,14 @@ def attach_volumes(state: State) -> State:
         devices |= dict(zip(need, names, strict=True))
         for vid in need:
             volumes.attach(vid, target, devices[vid])
-        state["attach"] = a | {
-            "status": "attaching",
-            "devices": [devices[vid] for vid in ids],
-            "waitSeconds": ATTACH_POLL_SECONDS,
-            "budgetSeconds": ATTACH_BUDGET_SECONDS,
-        }
+        state["attach"] = (
+            a
+            | {
+                "status": "attaching",
+                "devices": [devices[vid] for vid in ids],
+            }
+            | Poll(ATTACH_POLL_SECONDS, ATTACH_BUDGET_SECONDS).as_dict()
+        )
         return state
     pending = []
     for vid, device in zip(ids, a["devices"], strict=True):
@@ -206,12 +206,10 @@ def attach_volumes(state: State) -> State:
             pending.append(vid)
     if not pending:
         a["status"] = "attached"
-    else:
-        a["budgetSeconds"] = int(a["budgetSeconds"]) - int(a["waitSeconds"])
-        if a["budgetSeconds"] <= 0:
-            raise VolumeFailedError(
-                f"volumes {pending} did not attach to {target} within {ATTACH_BUDGET_SECONDS} s"
-            )
+    elif _waited_out(a):
+        raise VolumeFailedError(
+            f"volumes {pending} did not attach to {target} within {ATTACH_BUDGET_SECONDS} s"
+        )
     state["attach"] = a
     return state
 
