@@ -12,6 +12,7 @@ from datetime import datetime
 from raidsnap import snapshot_sets, tags
 from raidsnap.aws import commands, instances, volumes
 from raidsnap.aws.health import tags_of_existing, volume_statuses
+from raidsnap.models import Poll
 from raidsnap.plan.evidence import (
     arrays_of_set,
     md_evidence,
@@ -63,13 +64,8 @@ def start(array: str, instance_id: str, discover_document: str) -> Look:
         comment=f"raidsnap recovery assessment {array}",
         timeout=DISCOVER_TIMEOUT_SECONDS,
     )
-    pending = {
-        "commandId": command_id,
-        "status": "pending",
-        "waitSeconds": POLL_SECONDS,
-        "budgetSeconds": DISCOVER_TIMEOUT_SECONDS + 30,
-    }
-    return look.model_copy(update=pending)
+    poll = Poll(POLL_SECONDS, DISCOVER_TIMEOUT_SECONDS + 30)
+    return look.model_copy(update={"commandId": command_id, "status": "pending", **poll.as_dict()})
 
 
 def _restored_members(array: str, attached: set[str]) -> set[str]:
@@ -101,10 +97,12 @@ def poll(look: Look) -> Look:
     """Later looks: what discovery reports of the array."""
     result = commands.fetch(str(look.commandId), str(look.instanceId))
     if result.status == "pending":
-        budget = int(look.budgetSeconds or 0) - int(look.waitSeconds or 0)
-        if budget > 0:
-            return look.model_copy(update={"budgetSeconds": budget})
-        return look.decided(budgetSeconds=budget, discovery="discovery did not answer in time")
+        left = Poll(int(look.waitSeconds or 0), int(look.budgetSeconds or 0)).waited()
+        if not left.spent:
+            return look.model_copy(update={"budgetSeconds": left.budget_seconds})
+        return look.decided(
+            budgetSeconds=left.budget_seconds, discovery="discovery did not answer in time"
+        )
     report = result.result or {}
     if result.status == "failed" or not report.get("ok"):
         return look.decided(discovery=f"discovery failed ({result.detail})")

@@ -14,6 +14,7 @@ from raidsnap.aws.instances import instance_facts, untag_array
 from raidsnap.aws.notifications import notify
 from raidsnap.environment import RecoveryStepSettings
 from raidsnap.errors import InstanceNotReadyError, public_name
+from raidsnap.models import Poll
 from raidsnap.observability import count, for_array, logger
 from raidsnap.workflows.recovery import assessment
 from raidsnap.workflows.recovery.contracts import (
@@ -188,10 +189,11 @@ def check_target(state: RecoveryState) -> TargetWait:
     """Is the restore's target running with its SSM agent online? A launching instance needs a
     few minutes; the restore itself would refuse an instance whose agent is not online yet."""
     if state.target is None:
-        target = TargetWait(budgetSeconds=TARGET_BUDGET_SECONDS, waitSeconds=TARGET_POLL_SECONDS)
+        poll = Poll(TARGET_POLL_SECONDS, TARGET_BUDGET_SECONDS)
+        target = TargetWait(budgetSeconds=poll.budget_seconds, waitSeconds=poll.wait_seconds)
     else:
-        budget = state.target.budgetSeconds - state.target.waitSeconds
-        target = state.target.model_copy(update={"budgetSeconds": budget})
+        poll = Poll(state.target.waitSeconds, state.target.budgetSeconds).waited()
+        target = state.target.model_copy(update={"budgetSeconds": poll.budget_seconds})
     instance_id = state.input.restore.targetInstanceId or ""
     if not instance_id:
         return target.model_copy(update={"status": "ready"})  # the restore resolves it
@@ -211,7 +213,7 @@ def check_target(state: RecoveryState) -> TargetWait:
         raise InstanceNotReadyError(
             f"recovery target {instance_id} is {instance_state}; nothing was restored"
         )
-    if target.budgetSeconds <= 0:
+    if poll.spent:
         raise InstanceNotReadyError(
             f"the SSM agent of recovery target {instance_id} did not come online within "
             f"{TARGET_BUDGET_SECONDS} s ({instance_state}); nothing was restored. Check the "
