@@ -1,5 +1,4 @@
-"""EventBridge target: an alarm, a lost instance or a launch into an array's Auto Scaling group
-becomes one recovery run (a duplicate event starts nothing new)."""
+"""EventBridge target: an event about a failing array becomes one recovery run."""
 
 from __future__ import annotations
 
