@@ -136,6 +136,13 @@ class RecoveryState(Contract):
     error: StepError | None = None
 
 
+class StepCall(Contract):
+    """What the state machine sends the recovery step function: which step, and the run."""
+
+    step: Literal["assess", "target", "restore", "follow", "none", "succeeded", "failed"]
+    state: RecoveryState
+
+
 class SetRef(Contract):
     setId: str | None = None
     takenAt: str | None = None

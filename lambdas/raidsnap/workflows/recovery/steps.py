@@ -25,6 +25,7 @@ from raidsnap.workflows.recovery.contracts import (
     Report,
     RestoreRun,
     SetRef,
+    StepCall,
     StepError,
     TargetWait,
 )
@@ -42,24 +43,23 @@ ASSEMBLED_STATES = frozenset(
 FOLLOW_POLL_SECONDS = 300
 
 
-def run(step: str, state: RecoveryState, settings: RecoveryStepSettings) -> Contract:
+def run(call: StepCall, settings: RecoveryStepSettings) -> Contract:
     """The recovery state machine's one Lambda step, by name: the run's object in, the step's
     result (for its own key) out."""
-    if step == "assess":
+    state = call.state
+    if call.step == "assess":
         return assess(state, settings.discover_document)
-    if step == "target":
+    if call.step == "target":
         return check_target(state)
-    if step == "restore":
+    if call.step == "restore":
         return start_restore(state, settings.restore_state_machine_arn)
-    if step == "follow":
+    if call.step == "follow":
         return follow_restore(state)
-    if step == "none":
+    if call.step == "none":
         return no_action(state, settings.lock_table)
-    if step not in ("succeeded", "failed"):
-        raise ValueError(f"unknown recovery step {step!r}")
     for_array(state.input.array)
-    count("RecoverySucceeded" if step == "succeeded" else "RecoveryFailed")
-    return finish(state, step, settings.lock_table)
+    count("RecoverySucceeded" if call.step == "succeeded" else "RecoveryFailed")
+    return finish(state, call.step, settings.lock_table)
 
 
 def assess(state: RecoveryState, discover_document: str) -> Look:
