@@ -178,6 +178,12 @@ describe('the definition loader', () => {
       .toThrow(/t\.asl\.json: Task A has no Catch and the file no DefaultCatch/);
   });
 
+  test('a Parallel or Map is refused: its Tasks would deploy without the standard Retry and Catch', () => {
+    const parallel = { Type: 'Parallel', Branches: [{ StartAt: 'B', States: { B: { Type: 'Task', Resource: '${FnArn}', End: true } } }], Next: 'Done' };
+    expect(() => expandDefinition('t.asl.json', file({ A: parallel, ...done }, { DefaultCatch: { Next: 'Oops' } }), ['FnArn']))
+      .toThrow(/t\.asl\.json: A: the loader completes top-level Tasks only/);
+  });
+
   test('a DefaultCatch to a state that does not exist is refused', () => {
     expect(() => expandDefinition('t.asl.json', file({ A: task('${FnArn}'), ...done }, { DefaultCatch: { Next: 'Nowhere' } }), ['FnArn']))
       .toThrow(/DefaultCatch\.Next names no state/);

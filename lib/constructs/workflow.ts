@@ -34,7 +34,8 @@ type Retrier = { ErrorEquals: string[] } & Json;
  * developer guide advises ("Handle transient Lambda service exceptions",
  * https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html; the
  * concurrency limit is `Lambda.TooManyRequestsException`, same page). `ThrottledError` is
- * raidsnap's own: a function raises it when EC2 or SSM throttled it (DESIGN.md, error names). */
+ * raidsnap's own: a function raises it when EC2 or SSM throttled it beyond the SDK's retries
+ * (lambdas/raidsnap/errors.py). */
 export const LAMBDA_RETRY: readonly Retrier[] = [
   {
     ErrorEquals: ['Lambda.ServiceException', 'Lambda.AWSLambdaException', 'Lambda.SdkClientException', 'Lambda.TooManyRequestsException'],
@@ -44,8 +45,9 @@ export const LAMBDA_RETRY: readonly Retrier[] = [
 ];
 
 /** What a `states:startExecution.sync` Task may fail with before the child runs, and retries.
- * - `StepFunctions.ExecutionLimitExceeded`: the account's open-execution quota (1,000,000 per
- *   Region) is reached; the guide's "Start workflow executions from a task state" page
+ * - `StepFunctions.ExecutionLimitExceeded`: the account's open-execution quota is reached
+ *   (1,000,000 per Region, https://docs.aws.amazon.com/step-functions/latest/dg/limits.html); the
+ *   guide's "Start workflow executions from a task state" page
  *   (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-nested-workflows.html) names
  *   this error for the Task and says to retry it. The SDK-integration naming rule (ServiceName.
  *   ErrorName, always with the `Exception` suffix: "Learning to use AWS service SDK
@@ -60,8 +62,9 @@ export const LAMBDA_RETRY: readonly Retrier[] = [
  * `StateMachineDeleting`, `StateMachineDoesNotExist` (StartExecution's other errors, API
  * reference) will not pass on a second try, and `States.TaskFailed` / `States.Timeout` /
  * `States.ALL` would run the child again after it ran: a second restore. A retry after the child
- * did start is safe: a Standard execution's StartExecution with the same name and input is
- * idempotent (API reference, StartExecution). */
+ * did start starts nothing: StartExecution with a running execution's name and input answers with
+ * that execution, and with a closed one's fails ExecutionAlreadyExists, which goes to the Catch
+ * (https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html). */
 export const START_EXECUTION_RETRY: readonly Retrier[] = [
   {
     ErrorEquals: ['StepFunctions.AWSStepFunctionsException', 'StepFunctions.SdkClientException'],
@@ -99,6 +102,9 @@ export function expandDefinition(file: string, text: string, lambdaPlaceholders:
   const lambdas = new Set(lambdaPlaceholders.map((name) => '${' + name + '}'));
   const states: Record<string, Json> = {};
   for (const [name, state] of Object.entries(doc.States)) {
+    if (state.Branches !== undefined || state.ItemProcessor !== undefined || state.Iterator !== undefined) {
+      fail(`${name}: the loader completes top-level Tasks only; a Parallel or Map would deploy its Tasks as written`);
+    }
     if (state.Type !== 'Task') {
       states[name] = state;
       continue;
