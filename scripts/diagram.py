@@ -48,9 +48,12 @@ def mermaid(definition: dict[str, Any]) -> str:
         if "Default" in state:
             lines.append(f"  {name} -->|otherwise| {state['Default']}")
     # Every Task catches into the failure path: one node says so instead of an edge per Task.
+    # A Task without its own Catch gets the file's DefaultCatch when deployed
+    # (lib/constructs/workflow.ts).
+    default = [definition["DefaultCatch"]] if "DefaultCatch" in definition else []
     catchers: dict[str, list[str]] = {}
     for name, state in definition["States"].items():
-        for catch in state.get("Catch", []):
+        for catch in state.get("Catch", default if state["Type"] == "Task" else []):
             catchers.setdefault(catch["Next"], []).append(name)
     for target, sources in catchers.items():
         if len(sources) > 2:

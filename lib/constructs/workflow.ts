@@ -27,6 +27,106 @@ export function placeholdersOf(definition: string): string[] {
   return [...new Set([...definition.matchAll(PLACEHOLDER)].map((m) => m[1]))].sort();
 }
 
+type Json = Record<string, unknown>;
+type Retrier = { ErrorEquals: string[] } & Json;
+
+/** Lambda's transient service errors as a Task reports them, retried as the Step Functions
+ * developer guide advises ("Handle transient Lambda service exceptions",
+ * https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html; the
+ * concurrency limit is `Lambda.TooManyRequestsException`, same page). `ThrottledError` is
+ * raidsnap's own: a function raises it when EC2 or SSM throttled it beyond the SDK's retries
+ * (lambdas/raidsnap/errors.py). */
+export const LAMBDA_RETRY: readonly Retrier[] = [
+  {
+    ErrorEquals: ['Lambda.ServiceException', 'Lambda.AWSLambdaException', 'Lambda.SdkClientException', 'Lambda.TooManyRequestsException'],
+    IntervalSeconds: 2, MaxAttempts: 6, BackoffRate: 2, JitterStrategy: 'FULL',
+  },
+  { ErrorEquals: ['ThrottledError'], IntervalSeconds: 5, MaxAttempts: 8, BackoffRate: 2, MaxDelaySeconds: 120, JitterStrategy: 'FULL' },
+];
+
+/** What a `states:startExecution.sync` Task may fail with before the child runs, and retries.
+ * - `StepFunctions.ExecutionLimitExceeded`: the account's open-execution quota is reached
+ *   (1,000,000 per Region, https://docs.aws.amazon.com/step-functions/latest/dg/limits.html); the
+ *   guide's "Start workflow executions from a task state" page
+ *   (https://docs.aws.amazon.com/step-functions/latest/dg/concepts-nested-workflows.html) names
+ *   this error for the Task and says to retry it. The SDK-integration naming rule (ServiceName.
+ *   ErrorName, always with the `Exception` suffix: "Learning to use AWS service SDK
+ *   integrations", https://docs.aws.amazon.com/step-functions/latest/dg/supported-services-awssdk.html)
+ *   gives `StepFunctions.ExecutionLimitExceededException`; both spellings are retried, neither
+ *   can mean anything else.
+ * - `StepFunctions.AWSStepFunctionsException` / `StepFunctions.SdkClientException`: the service
+ *   answered with an error the API has no name for (StartExecution's throttling,
+ *   `ThrottlingException`, and 5xx) or could not be reached: the same two kinds the guide lists
+ *   as transient for Lambda (`Lambda.AWSLambdaException`, `Lambda.SdkClientException`).
+ * Not retried: `ExecutionAlreadyExists`, `InvalidArn`, `InvalidExecutionInput`, `InvalidName`,
+ * `StateMachineDeleting`, `StateMachineDoesNotExist` (StartExecution's other errors, API
+ * reference) will not pass on a second try, and `States.TaskFailed` / `States.Timeout` /
+ * `States.ALL` would run the child again after it ran: a second restore. A retry after the child
+ * did start starts nothing: StartExecution with a running execution's name and input answers with
+ * that execution, and with a closed one's fails ExecutionAlreadyExists, which goes to the Catch
+ * (https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html). */
+export const START_EXECUTION_RETRY: readonly Retrier[] = [
+  {
+    ErrorEquals: ['StepFunctions.AWSStepFunctionsException', 'StepFunctions.SdkClientException'],
+    IntervalSeconds: 2, MaxAttempts: 6, BackoffRate: 2, JitterStrategy: 'FULL',
+  },
+  {
+    ErrorEquals: ['StepFunctions.ExecutionLimitExceeded', 'StepFunctions.ExecutionLimitExceededException'],
+    IntervalSeconds: 30, MaxAttempts: 8, BackoffRate: 2, MaxDelaySeconds: 300, JitterStrategy: 'FULL',
+  },
+];
+
+const START_EXECUTION_SYNC = /^arn:aws:states:::states:startExecution\.sync(:2)?$/;
+
+/**
+ * The definition that reaches AWS, from a definition file. A file is ASL with one addition:
+ * `"DefaultCatch": { "ResultPath": ..., "Next": ... }` at the top, where a failed step goes
+ * unless it says otherwise. To every Task of the top-level `States`:
+ * - without a `Retry`: the standard retry of its kind (LAMBDA_RETRY for a Resource that is one of
+ *   `lambdaPlaceholders`, START_EXECUTION_RETRY for startExecution.sync); any other kind of Task
+ *   must carry its own;
+ * - without a `Catch`: `States.ALL` to DefaultCatch's Next, with its ResultPath.
+ * A Task that must not be retried or caught that way writes its own `Retry` / `Catch` (an empty
+ * `Retry: []` for none), and is left as written. `DefaultCatch` itself is removed: the result is
+ * plain ASL.
+ */
+export function expandDefinition(file: string, text: string, lambdaPlaceholders: readonly string[]): Json {
+  const doc = JSON.parse(text) as Json & { States: Record<string, Json>; DefaultCatch?: { ResultPath?: string; Next?: string } };
+  const fail = (why: string): never => {
+    throw new Error(`raidsnap: ${file}: ${why}`);
+  };
+  const { DefaultCatch: catchTo, ...rest } = doc;
+  if (catchTo !== undefined && (typeof catchTo.Next !== 'string' || !(catchTo.Next in doc.States))) {
+    fail(`DefaultCatch.Next names no state of the file: ${JSON.stringify(catchTo.Next)}`);
+  }
+  const lambdas = new Set(lambdaPlaceholders.map((name) => '${' + name + '}'));
+  const states: Record<string, Json> = {};
+  for (const [name, state] of Object.entries(doc.States)) {
+    if (state.Branches !== undefined || state.ItemProcessor !== undefined || state.Iterator !== undefined) {
+      fail(`${name}: the loader completes top-level Tasks only; a Parallel or Map would deploy its Tasks as written`);
+    }
+    if (state.Type !== 'Task') {
+      states[name] = state;
+      continue;
+    }
+    const { Retry: ownRetry, Catch: ownCatch, Next, End, ...body } = state;
+    let Retry = ownRetry;
+    let Catch = ownCatch;
+    if (Retry === undefined) {
+      if (lambdas.has(String(body.Resource))) Retry = LAMBDA_RETRY;
+      else if (START_EXECUTION_SYNC.test(String(body.Resource))) Retry = START_EXECUTION_RETRY;
+      else fail(`Task ${name}: no standard retry for ${String(body.Resource)}; give it its own Retry`);
+    }
+    if (Catch === undefined) {
+      if (catchTo === undefined) fail(`Task ${name} has no Catch and the file no DefaultCatch`);
+      Catch = [{ ErrorEquals: ['States.ALL'], ...(catchTo!.ResultPath !== undefined ? { ResultPath: catchTo!.ResultPath } : {}), Next: catchTo!.Next }];
+    }
+    // Keys in the order the files always had: what the Task does, then its errors, then where next.
+    states[name] = { ...body, Retry, Catch, ...(Next !== undefined ? { Next } : {}), ...(End !== undefined ? { End } : {}) };
+  }
+  return { ...rest, States: states };
+}
+
 /** A Standard state machine whose definition is an ASL file, carried inline in the template
  * (DefinitionString) so offline tools can read it. */
 export class Workflow extends Construct {
@@ -34,7 +134,8 @@ export class Workflow extends Construct {
 
   constructor(scope: Construct, id: string, props: WorkflowProps) {
     super(scope, id);
-    const definition = readFileSync(path.join(REPO_ROOT, 'statemachines', props.definitionFile), 'utf8');
+    const file = readFileSync(path.join(REPO_ROOT, 'statemachines', props.definitionFile), 'utf8');
+    const definition = JSON.stringify(expandDefinition(props.definitionFile, file, Object.keys(props.functions)), null, 2) + '\n';
     const substitutions: Record<string, string> = { ...(props.values ?? {}) };
     for (const [name, fn] of Object.entries(props.functions)) substitutions[name] = fn.functionArn;
     const wanted = placeholdersOf(definition);
