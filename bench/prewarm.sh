@@ -71,10 +71,21 @@ for i in $(seq 0 $((disks - 1))); do
 done
 ((instance_mibps == 0)) || args+=(--instance-bps "$instance_bps")
 csv=$(IFS=,; echo "${vols[*]}")
+# The script as the deployed document carries it (its libraries inlined), not ssm/scripts itself.
+PYTHONPATH="$repo/lambdas:$repo/emulation" "$repo/.venv/bin/python" - "$work/prewarm.sh" <<'RENDER'
+import json
+import sys
+
+from raidsnap_emulation.harness import synthesize
+from raidsnap_emulation.ssm_agent import documents_in_template
+
+(step,) = documents_in_template(json.loads(synthesize().read_text()))["prewarm"]["mainSteps"]
+with open(sys.argv[1], "w") as f:
+    f.write("\n".join(step["inputs"]["runCommand"]) + "\n")
+RENDER
 
 cat >"$work/scenario.sh" <<SCENARIO
 set -u
-S=\$RAIDSNAP_SCRIPTS
 epoch=0
 # Forget every block read so far (the volumes are cold again), with this first-read latency.
 cold() {
@@ -92,7 +103,7 @@ for model in throughput:0 latency:$model_ms; do
   name=\${model%%:*} ms=\${model#*:}
   for m in fio dd auto; do
     cold "\$ms" \$last
-    SSM_VolumeIds=$csv SSM_Method=\$m bash \$S/prewarm.sh >/work/\$name-\$m.out 2>/work/\$name-\$m.err
+    SSM_VolumeIds=$csv SSM_Method=\$m bash /work/prewarm.sh >/work/\$name-\$m.out 2>/work/\$name-\$m.err
     last=\$name-\$m
   done
   cold "\$ms" \$last

@@ -1,5 +1,5 @@
 import * as path from 'path';
-import { readFileSync } from 'fs';
+import { existsSync, readFileSync } from 'fs';
 import { Stack } from 'aws-cdk-lib';
 import * as ssm from 'aws-cdk-lib/aws-ssm';
 import { Construct } from 'constructs';
@@ -9,11 +9,72 @@ import { REPO_ROOT } from './functions';
 export const DOCUMENT_NAMES = ['discover', 'freeze', 'thaw', 'assemble', 'release', 'prewarm'] as const;
 export type DocumentName = (typeof DOCUMENT_NAMES)[number];
 
-const INCLUDE = /^@include ([a-z0-9_-]+\.sh)$/;
+const SCRIPTS_DIR = path.join(REPO_ROOT, 'ssm', 'scripts');
+export const LIBRARY_DIR = path.join(SCRIPTS_DIR, 'lib');
 
-/** Load `ssm/documents/<name>.yaml` and put the lines of each `@include <script>.sh` step
- * in place, so the script is a real file that shellcheck and the VM tests see, and the
- * document carries it inline. */
+const INCLUDE = /^@include ([a-z0-9_-]+\.sh)$/;
+/** How a script or a library pulls in a library: shellcheck's directive naming the file (so that
+ * `shellcheck -x` checks it with the library's definitions), then the `source` line that finds it
+ * next to the file when the script is run from the repository by hand. */
+const DIRECTIVE = /^# shellcheck source=(\S+)$/;
+const SOURCE = /^source "\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\)\/([a-z0-9_/.-]+)"$/;
+const ANY_SOURCE = /^\s*(source|\.)\s/;
+/** A library's first line, for shellcheck only; not inlined. */
+const LIBRARY_HEADER = '# shellcheck shell=bash';
+
+/** A script pulls in something that cannot be inlined: the document would not be one
+ * self-contained script. */
+export class ScriptIncludeError extends Error {
+  constructor(file: string, line: number, problem: string) {
+    super(`${path.relative(REPO_ROOT, file)}:${line}: ${problem}`);
+    this.name = 'ScriptIncludeError';
+  }
+}
+
+/** The lines of a script with the lines of each library it sources (and of the libraries those
+ * source) in place of the `source` line, each library once: the first time it is sourced. The
+ * agent runs a step's runCommand as one file, so nothing may be left to source. */
+export function inlineLibraries(file: string, libraryDir: string = LIBRARY_DIR, included: Set<string> = new Set()): string[] {
+  const lines = readFileSync(file, 'utf8').replace(/\n$/, '').split('\n');
+  const out: string[] = [];
+  lines.forEach((line, i) => {
+    if (!ANY_SOURCE.test(line)) {
+      out.push(line);
+      return;
+    }
+    const source = SOURCE.exec(line);
+    if (!source) {
+      throw new ScriptIncludeError(file, i + 1, `only 'source "$(dirname "\${BASH_SOURCE[0]}")/<library>.sh"' can be inlined, not: ${line}`);
+    }
+    const directive = DIRECTIVE.exec(i > 0 ? lines[i - 1] : '');
+    if (!directive || directive[1] !== source[1]) {
+      throw new ScriptIncludeError(file, i + 1, `the line before must be '# shellcheck source=${source[1]}', so that shellcheck reads the library that is inlined`);
+    }
+    const library = path.resolve(path.dirname(file), source[1]);
+    if (path.dirname(library) !== path.resolve(libraryDir)) {
+      throw new ScriptIncludeError(file, i + 1, `${source[1]} is not a library in ${path.relative(REPO_ROOT, libraryDir)}`);
+    }
+    if (!existsSync(library)) {
+      throw new ScriptIncludeError(file, i + 1, `${source[1]} does not exist`);
+    }
+    out.pop(); // the directive
+    if (included.has(library)) return;
+    included.add(library);
+    const body = inlineLibraries(library, libraryDir, included);
+    if (body[0] !== LIBRARY_HEADER) {
+      throw new ScriptIncludeError(library, 1, `a library starts with '${LIBRARY_HEADER}'`);
+    }
+    // A blank line between what came before and the library, as between functions.
+    const last = out[out.length - 1];
+    if (last !== undefined && last !== '' && last !== LIBRARY_HEADER) out.push('');
+    out.push(...body.slice(1));
+  });
+  return out;
+}
+
+/** Load `ssm/documents/<name>.yaml` and put the lines of each `@include <script>.sh` step in
+ * place, with the libraries the script sources inlined (`inlineLibraries`): the scripts are real
+ * files that shellcheck sees, and the document carries one self-contained script. */
 export function renderDocument(name: string): Record<string, unknown> {
   const file = path.join(REPO_ROOT, 'ssm', 'documents', `${name}.yaml`);
   const doc = parse(readFileSync(file, 'utf8')) as Record<string, unknown>;
@@ -23,8 +84,7 @@ export function renderDocument(name: string): Record<string, unknown> {
     if (!Array.isArray(run) || run.length !== 1 || typeof run[0] !== 'string') continue;
     const match = INCLUDE.exec(run[0]);
     if (!match) continue;
-    const script = readFileSync(path.join(REPO_ROOT, 'ssm', 'scripts', match[1]), 'utf8');
-    step.inputs!.runCommand = script.replace(/\n$/, '').split('\n');
+    step.inputs!.runCommand = inlineLibraries(path.join(SCRIPTS_DIR, match[1]));
   }
   return doc;
 }

@@ -7,44 +7,16 @@
 # SSM_ReadOnly, SSM_Persist. RAIDSNAP_DEVICE_WAIT_SECONDS (default 120) bounds the wait for
 # the volumes to appear.
 set -euo pipefail
-export LC_ALL=C
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-# JSON string literal for $1: backslash, quote and control characters escaped. Pure bash,
-# because jq or python may be absent on the instance.
-json_str() {
-  local s=$1 out="" c i
-  s=${s//\\/\\\\}
-  s=${s//\"/\\\"}
-  s=${s//$'\n'/\\n}
-  s=${s//$'\r'/\\r}
-  s=${s//$'\t'/\\t}
-  if [[ $s == *[$'\x01'-$'\x1f']* ]]; then
-    for ((i = 0; i < ${#s}; i++)); do
-      c=${s:i:1}
-      [[ $c == [$'\x01'-$'\x1f'] ]] && printf -v c '\\u%04x' "'$c"
-      out+=$c
-    done
-    s=$out
-  fi
-  printf '"%s"' "$s"
-}
+# shellcheck source=lib/system_directory.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/system_directory.sh"
+# shellcheck source=lib/devices.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/devices.sh"
 
-# A JSON string, or null when $1 is empty.
-json_str_or_null() {
-  if [[ -n $1 ]]; then json_str "$1"; else printf 'null'; fi
-}
-
-# A JSON number, or null when $1 is not an integer.
-json_int_or_null() {
-  if [[ $1 =~ ^-?[0-9]+$ ]]; then printf '%s' "$1"; else printf 'null'; fi
-}
-
-say() { printf 'raidsnap: %s\n' "$*" >&2; }
-
-# What this run made, and undoes if it fails afterwards: the mount it made and the array it
-# assembled (never one that was already there). A half-made restore left assembled would keep
-# its volumes busy and, at the next boot, mounted from fstab without anyone having checked it.
+# What this run made, and undoes if it fails afterwards (fail calls undo_ours): the mount it made
+# and the array it assembled (never one that was already there). A half-made restore left
+# assembled would keep its volumes busy and, at the next boot, mounted from fstab without anyone
+# having checked it.
 made_mount=false made_md=false failing=false
 
 undo_ours() {
@@ -68,75 +40,6 @@ undo_ours() {
   printf '%s' "$undone"
 }
 
-# Print the error as the final JSON line and stop. Exit 2 for bad input, 1 otherwise.
-fail() {
-  local name=$1 message=$2 code=1 undone
-  [[ $name == InvalidInput ]] && code=2
-  failing=true
-  undone=$(undo_ours)
-  [[ -z $undone ]] || message+=" (undone: $undone)"
-  say "$name: $message"
-  printf '{"ok":false,"error":%s,"message":%s}\n' "$(json_str "$name")" "$(json_str "$message")"
-  exit "$code"
-}
-
-# Parameters were checked by the document's allowedPattern already; the script checks again so
-# that a hand-run or a copy of the document without the patterns is just as safe.
-require_match() { # NAME VALUE REGEX
-  [[ $2 =~ $3 ]] || fail InvalidInput "$1 has an invalid value (expected ${3})"
-}
-
-require_mount_point() { # NAME VALUE
-  local seg
-  local -a segs
-  require_match "$1" "$2" '^(/[A-Za-z0-9._-]+)+$'
-  ((${#2} <= 201)) || fail InvalidInput "$1 is longer than 201 characters"
-  IFS=/ read -r -a segs <<<"${2#/}"
-  for seg in "${segs[@]}"; do
-    [[ $seg != . && $seg != .. ]] || fail InvalidInput "$1 must not contain . or .. segments"
-  done
-}
-
-# Where a restored filesystem is never mounted: "/", these system trees and everything under
-# them, and these directories themselves (over a whole /var or /home everything in it would be
-# hidden; /var/lib/postgresql, /srv/db or /mnt/md0 are fine). The same rule as the restore
-# workflow's (raidsnap.models.system_directory), repeated because this script stands alone.
-system_trees=(/bin /boot /dev /etc /lib /lib32 /lib64 /libx32 /proc /root /run /sbin /sys /usr
-  /tmp /var/tmp /var/run /var/lock /var/spool /var/log)
-system_dirs=(/var /home /opt /srv /mnt /media)
-
-# The system directory that the normalized absolute path $1 is or lies under, else nothing.
-system_directory() {
-  local d
-  if [[ $1 == / ]]; then printf '/\n'; return 0; fi
-  for d in "${system_trees[@]}"; do
-    if [[ $1 == "$d" || $1 == "$d"/* ]]; then printf '%s\n' "$d"; return 0; fi
-  done
-  for d in "${system_dirs[@]}"; do
-    if [[ $1 == "$d" ]]; then printf '%s\n' "$d"; return 0; fi
-  done
-  return 0
-}
-
-# The rule on the value itself (after require_mount_point: a normalized absolute path).
-require_not_system_directory() { # NAME VALUE
-  local found
-  found=$(system_directory "$2")
-  [[ -z $found ]] ||
-    fail InvalidInput "$1 $2 is or lies under the system directory $found; a filesystem is never mounted over a system directory, whose files it would hide or replace"
-}
-
-# The rule on the path the kernel would use: the value with its symbolic links resolved, so that
-# /mnt/x -> /etc is refused as /etc is.
-require_resolved_not_system_directory() { # NAME VALUE
-  local found real
-  real=$(readlink -m -- "$2" 2>/dev/null) || fail InvalidInput "$1 $2 cannot be resolved (a symbolic link loop?)"
-  [[ $real == "$2" ]] && return 0
-  found=$(system_directory "$real")
-  [[ -z $found ]] ||
-    fail InvalidInput "$1 $2 leads through a symbolic link to $real, which is or lies under the system directory $found"
-}
-
 # Every existing directory above the mount point, on the path as given and as resolved, must be
 # root's and writable by nobody else: otherwise its owner could swap a component for a symbolic
 # link to a system directory between these checks and the mount.
@@ -154,69 +57,6 @@ require_root_owned_parents() { # NAME VALUE
       fi
     done
   done
-}
-
-# The block device of an EBS volume. Nitro: the NVMe controller serial is the volume id without
-# its dash, seen as /dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_<serial> and in
-# /sys/class/nvme/*/serial. Xen instances expose no volume id at all; the fallback is any
-# /dev/disk/by-id link that carries the id (some images add such links), else nothing.
-volume_device() {
-  local vol=$1 serial=${1/-/} link c ns
-  link=/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_$serial
-  if [[ -b $link ]]; then
-    readlink -f "$link"; return 0
-  fi
-  for c in /sys/class/nvme/nvme*; do
-    [[ -r $c/serial ]] || continue
-    [[ $(tr -d ' \n' <"$c/serial") == "$serial" ]] || continue
-    for ns in "$c"/nvme*n*; do
-      if [[ -b /dev/${ns##*/} ]]; then
-        printf '/dev/%s\n' "${ns##*/}"; return 0
-      fi
-    done
-  done
-  for link in /dev/disk/by-id/*"$serial" /dev/disk/by-id/*"$vol"; do
-    if [[ -b $link ]]; then
-      readlink -f "$link"; return 0
-    fi
-  done
-  return 0
-}
-
-# The whole disk a device belongs to (nvme1n1p1 -> nvme1n1), as a kernel name.
-parent_disk() {
-  local name=${1#/dev/}
-  if [[ -e /sys/class/block/$name/partition ]]; then
-    name=$(readlink -f "/sys/class/block/$name/..")
-    name=${name##*/}
-  fi
-  printf '%s\n' "$name"
-}
-
-# The EBS-style serial of a device (its parent disk's NVMe serial), or nothing.
-device_serial() {
-  local disk link
-  disk=$(parent_disk "$1")
-  if [[ -r /sys/class/block/$disk/device/serial ]]; then
-    tr -d ' \n' <"/sys/class/block/$disk/device/serial"; return 0
-  fi
-  for link in /dev/disk/by-id/*vol*; do
-    [[ -e $link && $link != *-part* ]] || continue
-    if [[ $(readlink -f "$link") == "/dev/$disk" ]]; then
-      printf '%s\n' "${link##*/}" | grep -o 'vol-\{0,1\}[0-9a-f]\{8,17\}' | awk 'NR == 1' | tr -d -- -
-      return 0
-    fi
-  done
-  return 0
-}
-
-# vol0abc... -> vol-0abc..., nothing for a serial that is not an EBS volume id.
-serial_volume_id() {
-  if [[ $1 =~ ^vol([0-9a-f]{8,17})$ ]]; then printf 'vol-%s\n' "${BASH_REMATCH[1]}"; fi
-}
-
-kv() { # KEY TEXT: value of KEY=value in mdadm/blkid export output
-  sed -n "s/^$1=//p" <<<"$2" | awk 'NR == 1'
 }
 
 # Let udev finish what it is doing (incremental assembly, device links) before looking.

@@ -73,6 +73,17 @@ def deployed_documents() -> dict[str, dict[str, Any]]:
     return documents_in_template(json.loads(synthesize().read_text()))
 
 
+@cache
+def deployed_scripts() -> dict[str, str]:
+    """Each document's script as the document carries it (its libraries inlined), as one file:
+    what the scenarios run by hand (``$S/<name>.sh`` in the guest), never ssm/scripts itself."""
+    out = {}
+    for name, content in deployed_documents().items():
+        (step,) = content["mainSteps"]
+        out[name] = "\n".join(step["inputs"]["runCommand"]) + "\n"
+    return out
+
+
 @dataclass
 class Commands:
     """The SSM commands of one boot. Each is rendered on the host from the deployed document
@@ -168,6 +179,9 @@ def boot(
     command in ``commands`` that ran must have printed a line its output schema accepts."""
     work.mkdir(parents=True, exist_ok=True)
     shutil.copy(GUEST_LIB, work / "lib.sh")
+    (work / "scripts").mkdir(exist_ok=True)
+    for name, text in deployed_scripts().items():
+        (work / "scripts" / f"{name}.sh").write_text(text)
     commands = commands or Commands()
     commands.write(work)
     for name, content in (files or {}).items():

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
+from functools import cache
 
 import pytest
 from pydantic import ValidationError
 
 from raidsnap_emulation import script_outputs
+from raidsnap_emulation.harness import synthesize
 from raidsnap_emulation.host import MOUNT_POINT_FORM, SCRIPT_INPUTS
+from raidsnap_emulation.ssm_agent import documents_in_template
 
-SCRIPTS = Path(__file__).resolve().parents[3] / "ssm" / "scripts"
 
-
+@cache
 def script_of(name: str) -> str:
-    return (SCRIPTS / f"{name}.sh").read_text()
+    """The script as its deployed document carries it: with the libraries it sources inlined."""
+    document = documents_in_template(json.loads(synthesize().read_text()))[name]
+    (step,) = document["mainSteps"]
+    return "\n".join(step["inputs"]["runCommand"]) + "\n"
 
 
 @pytest.mark.parametrize("name", script_outputs.SCRIPTS)

@@ -1,5 +1,9 @@
 """Offline checks of the SSM Command documents and the scripts they inline (no VM needed).
 
+What runs on an instance is the deployed script: the script of ssm/scripts with the libraries
+it sources (ssm/scripts/lib) inlined at synth. Everything that runs or inspects a script here
+takes that text from the synthesized template.
+
 Patterns are checked with Python's `re`. SSM evaluates allowedPattern with a Java regex; for the
 constructs used here (anchors, classes, bounded repetition, alternation) the two agree, with one
 difference that matters: Java's `$` also matches before a final line terminator when the
@@ -12,6 +16,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -27,6 +32,8 @@ from raidsnap_emulation.ssm_agent import InvalidParametersError, documents_in_te
 REPO = Path(__file__).resolve().parents[3]
 DOCS = REPO / "ssm" / "documents"
 SCRIPTS = REPO / "ssm" / "scripts"
+LIBRARY = SCRIPTS / "lib"
+SHELLCHECK = Path(sys.executable).parent / "shellcheck"
 
 EXPECTED_PARAMETERS = {
     "discover": {"ArrayName"},
@@ -81,6 +88,12 @@ def synthesized() -> dict[str, dict[str, Any]]:
     return documents_in_template(json.loads(synthesize().read_text()))
 
 
+def deployed_script(name: str) -> str:
+    """The script of the deployed document, as the agent writes it to _script.sh."""
+    (step,) = synthesized()[name]["mainSteps"]
+    return "\n".join(step["inputs"]["runCommand"]) + "\n"
+
+
 def valid_parameters(name: str) -> dict[str, list[str]]:
     return {p: [VALID[p]] for p in EXPECTED_PARAMETERS[name]}
 
@@ -107,7 +120,7 @@ def test_agent_exports_every_parameter_of_the_synthesized_document(name: str) ->
     assert step.parameters == {f"SSM_{p}": VALID[p] for p in EXPECTED_PARAMETERS[name]}
     read = set(re.findall(r"\bSSM_([A-Za-z0-9]+)", step.script))
     assert read == EXPECTED_PARAMETERS[name], f"{name}.sh reads {sorted(read)}"
-    assert step.script == script_of(name), "the script runs as written, nothing substituted"
+    assert step.script == deployed_script(name), "the script runs as deployed, nothing substituted"
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
@@ -191,7 +204,7 @@ def test_mount_point_pattern_accepts_ordinary_paths(value: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
 def test_script_is_strict_bash_without_templates(name: str) -> None:
-    text = script_of(name)
+    text = deployed_script(name)
     assert text.startswith("#!/usr/bin/env bash\n")
     assert "set -euo pipefail" in text
     assert "{{" not in text and "}}" not in text
@@ -236,7 +249,7 @@ def test_forbidden_detector_sees_commands_not_words() -> None:
 
 @pytest.mark.parametrize("name", ["assemble", "release", "prewarm", "discover"])
 def test_no_destructive_command(name: str) -> None:
-    assert forbidden_in(script_of(name)) == []
+    assert forbidden_in(deployed_script(name)) == []
 
 
 def test_assemble_names_the_array_and_its_devices() -> None:
@@ -249,15 +262,19 @@ def test_assemble_names_the_array_and_its_devices() -> None:
 
 
 def run_script(name: str, env: dict[str, str]) -> tuple[int, dict]:
+    """The deployed script run by hand (bash FILE) with exactly this environment."""
     clean = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    proc = subprocess.run(
-        ["bash", str(SCRIPTS / f"{name}.sh")],
-        env={**clean, **env},
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}.sh"
+        path.write_text(deployed_script(name))
+        proc = subprocess.run(
+            ["bash", str(path)],
+            env={**clean, **env},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
     return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -300,22 +317,15 @@ RULE_PATHS = [
 ]
 
 
-def rule_block(name: str) -> str:
-    text = script_of(name)
-    return text[text.index("system_trees=(") : text.index("# The rule on the value itself")]
-
-
-@pytest.mark.parametrize("name", MOUNTING_SCRIPTS)
-def test_script_rule_is_the_workflows_rule(name: str) -> None:
-    """Each script carries its own copy of the system-directory rule: it must give what
+def test_the_system_directory_rule_is_the_workflows_rule() -> None:
+    """The scripts' system-directory rule (lib/system_directory.sh) gives what
     raidsnap.models.system_directory gives, for every listed directory and its neighbours."""
-    assert rule_block(name) == rule_block("assemble")
     program = (
-        rule_block(name)
-        + 'for p in "$@"; do printf \'%s=%s\\n\' "$p" "$(system_directory "$p")"; done'
+        'source "$1"; shift\n'
+        'for p in "$@"; do printf \'%s=%s\\n\' "$p" "$(system_directory "$p")"; done'
     )
     proc = subprocess.run(
-        ["bash", "-c", program, "_", *RULE_PATHS],
+        ["bash", "-c", program, "_", str(LIBRARY / "system_directory.sh"), *RULE_PATHS],
         capture_output=True,
         text=True,
         check=True,
@@ -323,6 +333,19 @@ def test_script_rule_is_the_workflows_rule(name: str) -> None:
     )
     got = dict(line.split("=", 1) for line in proc.stdout.splitlines())
     assert got == {p: system_directory(p) or "" for p in RULE_PATHS}
+
+
+@pytest.mark.parametrize("name", MOUNTING_SCRIPTS)
+def test_script_carries_the_system_directory_rule(name: str) -> None:
+    """Each script that mounts, freezes or unmounts carries that library, once."""
+    body = [
+        line
+        for line in (LIBRARY / "system_directory.sh").read_text().splitlines()
+        if not line.startswith(("# shellcheck ", "source "))
+    ]
+    lines = deployed_script(name).splitlines()
+    starts = [i for i in range(len(lines)) if lines[i : i + len(body)] == body]
+    assert len(starts) == 1, f"{name}: the rule's lines stand {len(starts)} times"
 
 
 @pytest.mark.parametrize("name", MOUNTING_SCRIPTS)
@@ -338,13 +361,38 @@ def test_script_refuses_a_system_mount_point(name: str, mount_point: str) -> Non
 
 def test_json_escaping_of_hostile_text() -> None:
     probe = 'a"b\\c\nd\te\x01f'
-    src = script_of("discover")
-    func = src[src.index("json_str() {") : src.index("# A JSON string, or null")]
     proc = subprocess.run(
-        ["bash", "-c", func + '\njson_str "$1"', "_", probe],
+        ["bash", "-c", 'source "$1"; json_str "$2"', "_", str(LIBRARY / "json.sh"), probe],
         capture_output=True,
         text=True,
         check=True,
         env={"LC_ALL": "C"},
     )
     assert json.loads(proc.stdout) == probe
+
+
+def test_shellcheck_follows_every_script_into_its_libraries() -> None:
+    """shellcheck -x passes on every script and library, reading each library a file sources
+    (a missing one would be SC1091, reported as an error here)."""
+    files = sorted(SCRIPTS.glob("*.sh")) + sorted(LIBRARY.glob("*.sh"))
+    proc = subprocess.run(
+        [str(SHELLCHECK), "-x", *map(str, files)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert {p.stem for p in SCRIPTS.glob("*.sh")} == set(EXPECTED_PARAMETERS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_PARAMETERS))
+def test_shellcheck_passes_on_the_deployed_script(name: str) -> None:
+    """The script as the document carries it is one file that shellcheck accepts on its own."""
+    proc = subprocess.run(
+        [str(SHELLCHECK), "--shell=bash", "-"],
+        input=deployed_script(name),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]

@@ -1,9 +1,10 @@
 # shellcheck shell=bash
 # Sourced by every scenario inside the VM.
-# The scripts as files (the injection test's raw-script path reads them); shellcheck: used by
-# the scenarios that source this file.
+# The deployed scripts as files, each as its document carries it with its libraries inlined
+# (vmlib.boot writes them), for what runs a script by hand (the injection test's raw-script path,
+# an operator's thaw); shellcheck: used by the scenarios that source this file.
 # shellcheck disable=SC2034
-S=${RAIDSNAP_SCRIPTS:-/opt/raidsnap/scripts}
+S=/work/scripts
 
 # ssm NAME [OUT]: run the command the host rendered from the deployed document (vmlib.Commands) the
 # way the SSM agent runs aws:runShellScript: its _script.sh written at the agent's path with mode
