@@ -7,7 +7,7 @@ demo: ## a backup, the loss of a member and a restore, on the local AWS emulatio
 test: ## every check: types, lint, shellcheck, synth + cfn-lint, jest, pytest, the QEMU VM suite
 	@scripts/test.sh
 
-setup: ## node packages, .venv and the Lambda dependency layer
+setup: ## node packages, .venv (with the raidsnap command) and the Lambda dependency layer
 	@scripts/setup.sh
 
 synth:

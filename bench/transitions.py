@@ -15,13 +15,10 @@ import logging
 import sys
 import time
 import warnings
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "lambdas"), str(ROOT / "emulation")]
-
-from raidsnap_emulation.harness import Emulation, Execution  # noqa: E402
-from raidsnap_emulation.world import launch_instance, make_array, terminate  # noqa: E402
+# The packages come from .venv, where `make setup` installs them (pyproject.toml).
+from raidsnap_emulation.harness import Emulation, Execution
+from raidsnap_emulation.world import launch_instance, make_array, terminate
 
 
 def _instant(emu: Emulation) -> None:

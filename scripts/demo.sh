@@ -6,7 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 node_modules/.bin/cdk synth --quiet >/dev/null
-export PYTHONPATH="$PWD/lambdas:$PWD/emulation"
 # Functions log warnings and errors only, so the timeline stays readable.
 export POWERTOOLS_LOG_LEVEL=WARNING POWERTOOLS_METRICS_DISABLED=true
 exec .venv/bin/python -m raidsnap_emulation.demo

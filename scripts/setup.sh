@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs everything raidsnap's demo and tests need on a fresh Debian machine; safe to run twice.
-# Node packages from package-lock.json, a Python virtual environment in .venv, and the Lambda
-# dependency layer in .cache/lambda-layer (boto3 pinned in lambdas/requirements.txt).
+# Installs everything raidsnap's demo and tests need on a fresh Debian machine; safe to run twice,
+# and needs no network once done. Node packages from package-lock.json; a Python virtual
+# environment in .venv with the pinned tools and the `raidsnap` command (pyproject.toml, installed
+# editable with its emulation extra); the Lambda dependency layer in .cache/lambda-layer (boto3
+# pinned in lambdas/requirements.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,8 +15,8 @@ if [ ! -x node_modules/.bin/cdk ] || [ package-lock.json -nt node_modules/.packa
 fi
 
 stamp=.venv/.requirements.sha256
-want=$(cat requirements-dev.txt lambdas/requirements.txt | sha256sum | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+want=$(cat requirements-dev.txt lambdas/requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x .venv/bin/raidsnap ]; then
   if ! command -v uv >/dev/null 2>&1 && [ ! -x .venv/bin/uv ]; then
     log "creating .venv with pip"
     python3 -m venv .venv
@@ -23,7 +25,8 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   uv_bin=$(command -v uv || echo .venv/bin/uv)
   [ -x .venv/bin/python ] || "$uv_bin" venv --quiet .venv
   log "installing Python packages into .venv"
-  "$uv_bin" pip install --quiet --python .venv/bin/python -r requirements-dev.txt
+  # One resolution: the pins of requirements-dev.txt satisfy the command's own ranges.
+  "$uv_bin" pip install --quiet --python .venv/bin/python -r requirements-dev.txt -e ".[emulation]"
   echo "$want" > "$stamp"
 fi
 

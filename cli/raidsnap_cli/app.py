@@ -22,13 +22,7 @@ from rich.text import Text
 from raidsnap import snapshot_sets
 
 from . import backends, inputs, queries
-from .backends import (
-    AwsOptions,
-    Backend,
-    BackendError,
-    EmulationOptions,
-    Hooks,
-)
+from .backends import AwsOptions, Backend, BackendError
 from .follow import follow, new_events
 from .views import (
     error_view,
@@ -164,19 +158,15 @@ def _consoles() -> tuple[Console, Console]:
 
 
 @contextlib.contextmanager
-def _backend(ctx: typer.Context, target: Target, err: Console) -> Iterator[Backend]:
+def _backend(target: Target, err: Console) -> Iterator[Backend]:
     """Open the backend; AWS and setup problems become one line and exit code 1."""
-    hooks = ctx.obj if isinstance(ctx.obj, Hooks) else Hooks()
     try:
         with contextlib.ExitStack() as stack:
             if target.emulation:
                 status = err.status("starting the local emulation…")
                 status.start()
-                options = EmulationOptions(
-                    target.seed_backups, prepare=hooks.prepare_emulation, template=hooks.template
-                )
                 try:
-                    backend = stack.enter_context(backends.emulation(options))
+                    backend = stack.enter_context(backends.emulation(target.seed_backups))
                 finally:
                     status.stop()
             else:
@@ -272,7 +262,6 @@ def _json(payload: Any) -> str:
 
 @app.command()
 def sets(
-    ctx: typer.Context,
     *,
     array: Annotated[
         str | None,
@@ -289,7 +278,8 @@ def sets(
     Arrays are found by the raidsnap:array tag on this account's snapshots."""
     target = _target(emulation, seed_backups, region, profile, stack)
     out, err = _consoles()
-    with _backend(ctx, target, err) as backend, backend.reading_sets():
+    with _backend(target, err) as backend:
+        backend.read_sets()
         names = [array] if array else queries.arrays_with_snapshots()
         if not names:
             out.print("no snapshot sets: no snapshot here is tagged raidsnap:array")
@@ -315,7 +305,6 @@ def sets(
 
 @app.command()
 def backup(
-    ctx: typer.Context,
     *,
     array: Annotated[str, typer.Argument(help="The array, as its raidsnap:array tag names it.")],
     consistency: Annotated[
@@ -341,7 +330,7 @@ def backup(
     except inputs.InputError as error:
         raise _bad(error) from None
     out, err = _consoles()
-    with _backend(ctx, target, err) as backend:
+    with _backend(target, err) as backend:
         code = _start_and_follow(
             backend=backend,
             workflow="backup",
@@ -364,7 +353,6 @@ def _no_wait_on_emulation(target: Target, wait: bool) -> None:
 
 @app.command()
 def restore(
-    ctx: typer.Context,
     *,
     array: Annotated[str, typer.Argument(help="The array, as its raidsnap:array tag names it.")],
     set_id: Annotated[
@@ -436,7 +424,7 @@ def restore(
     except inputs.InputError as error:
         raise _bad(error) from None
     out, err = _consoles()
-    with _backend(ctx, target, err) as backend:
+    with _backend(target, err) as backend:
         code = _start_and_follow(
             backend=backend,
             workflow="restore",
@@ -450,7 +438,6 @@ def restore(
 
 @app.command()
 def status(
-    ctx: typer.Context,
     *,
     execution: Annotated[
         str | None,
@@ -476,7 +463,7 @@ def status(
     if follow_run and execution is None:
         raise typer.BadParameter("needs an EXECUTION to follow", param_hint="'--follow'")
     out, err = _consoles()
-    with _backend(ctx, target, err) as backend:
+    with _backend(target, err) as backend:
         machines = backend.state_machines
         if execution is None:
             runs = queries.recent(backend.sfn, machines, last, array)

@@ -8,7 +8,6 @@ a service that ignores ``reverseOrder`` or paging still yields each event once, 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -138,7 +137,6 @@ def follow(
     arn: str,
     console: Console,
     poll_seconds: float,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> Followed:
     """Poll until the execution ends. A terminal gets a live view; anything else (a pipe, a
     log file, a test) gets one line per state entered and per failure, with the time since
@@ -168,12 +166,12 @@ def follow(
                 live.update(view(progress, datetime.now(UTC)))
                 if ended():
                     break
-                sleep(poll_seconds)
+                time.sleep(poll_seconds)
     else:
         while True:
             for line in poll():
                 console.print(Text(line), soft_wrap=True)
             if ended():
                 break
-            sleep(poll_seconds)
+            time.sleep(poll_seconds)
     return Followed(status=progress.status, description=desc, progress=progress)

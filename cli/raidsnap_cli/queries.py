@@ -39,11 +39,11 @@ def arrays_with_snapshots() -> list[str]:
     return sorted(names)
 
 
-def execution_name(workflow: str, array: str, now: datetime | None = None) -> str:
+def execution_name(workflow: str, array: str) -> str:
     """``backup-db1-20260105T030000Z-1a2b``: readable in the console, unique, within the
     80 characters and the character set Step Functions allows a state machine that logs
     (0-9, A-Z, a-z, - and _; an array name may also hold ".")."""
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     safe = re.sub(r"[^A-Za-z0-9_-]", "-", array)
     suffix = f"-{stamp}-{secrets.token_hex(2)}"
     return f"{workflow}-{safe}"[: 80 - len(suffix)] + suffix

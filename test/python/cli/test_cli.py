@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from raidsnap_cli.app import app
-from raidsnap_cli.backends import Hooks
+from raidsnap_emulation import backend
 from raidsnap_emulation.double import AwsError
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import ArrayFixture, make_array, make_old_set, record_set
@@ -26,19 +28,21 @@ Prepare = Callable[[Emulation, ArrayFixture], None]
 
 class Cli:
     """``raidsnap ARGS`` in this process; with --emulation the command builds its own emulated
-    account, and ``prepare`` shapes it before the command runs."""
+    account (from the template synthesized once for the session), and ``prepare`` shapes it
+    before the command runs."""
 
     def __init__(self, template: Path) -> None:
         self.runner = CliRunner()
         self.template = template
 
     def __call__(self, *args: str, prepare: Prepare | None = None) -> Result:
-        return self.runner.invoke(
-            app,
-            list(args),
-            obj=Hooks(prepare_emulation=prepare, template=self.template),
-            env={"COLUMNS": "200"},
-        )
+        with pytest.MonkeyPatch.context() as patch:
+            account = partial(backend.account, template=self.template, prepare=prepare)
+            patch.setattr(backend, "account", account)
+            # The command configures boto3's default session for its process: this one's is
+            # the test session's, and is put back after each command.
+            patch.setattr(boto3, "DEFAULT_SESSION", boto3.DEFAULT_SESSION)
+            return self.runner.invoke(app, list(args), env={"COLUMNS": "200"})
 
 
 @pytest.fixture
@@ -455,9 +459,9 @@ def test_without_a_region_the_command_says_how_to_give_one(
     assert "no AWS region: pass --region" in result.output
 
 
-def test_bin_raidsnap_runs_the_cli_from_any_directory(tmp_path: Path) -> None:
+def test_installed_raidsnap_command_runs_from_any_directory(tmp_path: Path) -> None:
     result = subprocess.run(
-        [str(REPO / "bin" / "raidsnap"), "restore", "--help"],
+        [str(Path(sys.executable).parent / "raidsnap"), "restore", "--help"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -467,3 +471,22 @@ def test_bin_raidsnap_runs_the_cli_from_any_directory(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "--initialization" in result.stdout
     assert json.dumps("raidsnap")[1:-1] in result.stdout
+
+
+def test_emulation_without_its_packages_exits_1_naming_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN an installation without the emulation extra: moto cannot be imported (and nothing
+    # of the emulation is imported yet)
+    for name in [m for m in sys.modules if m.startswith("raidsnap_emulation.")]:
+        monkeypatch.delitem(sys.modules, name)
+        monkeypatch.delattr(sys.modules["raidsnap_emulation"], name.split(".")[1], raising=False)
+    monkeypatch.setitem(sys.modules, "moto", None)
+
+    # WHEN a command asks for the emulation
+    result = CliRunner().invoke(app, ["sets", "--emulation"], env={"COLUMNS": "200"})
+
+    # THEN it says what is missing and what to install, and nothing ran
+    assert result.exit_code == 1, result.output
+    assert "moto is not installed" in plain(result.output)
+    assert "raidsnap-cli[emulation]" in plain(result.output)

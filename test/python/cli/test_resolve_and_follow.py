@@ -185,7 +185,7 @@ def test_follow_reads_each_event_once_and_pages_only_through_what_is_new() -> No
 
     console = Console(file=out, width=120)
 
-    followed = follow(history, "arn", console, 0.0, sleep=lambda _: None)  # type: ignore[arg-type]
+    followed = follow(history, "arn", console, 0.0)  # type: ignore[arg-type]
 
     # THEN every step was seen once, in order, and the run's end is reported as it was
     assert [name for _, name in followed.progress.steps] == [f"Step{n}" for n in range(1, 255)]
@@ -202,7 +202,7 @@ def test_on_a_terminal_follow_shows_a_live_view_of_the_run() -> None:
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=100)
 
-    followed = follow(history, "arn", console, 0.0, sleep=lambda _: None)  # type: ignore[arg-type]
+    followed = follow(history, "arn", console, 0.0)  # type: ignore[arg-type]
 
     assert followed.status == "SUCCEEDED"
     screen = out.getvalue()

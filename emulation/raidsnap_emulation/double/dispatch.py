@@ -1,0 +1,171 @@
+"""The double as one object: every service over one patch of botocore, and the dispatcher that
+sends each call to IAM, injected faults, a test's route, a service's handler or moto."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import re
+import threading
+import uuid
+from collections.abc import Iterator
+
+from botocore.client import BaseClient
+from botocore.exceptions import ClientError
+
+from raidsnap_emulation.clock import VirtualClock
+from raidsnap_emulation.double.base import (
+    ACTOR_ATTRIBUTE,
+    Answer,
+    AwsError,
+    Params,
+    _actor,
+)
+from raidsnap_emulation.double.ec2 import Ec2
+from raidsnap_emulation.double.faults import Faults
+from raidsnap_emulation.double.health import Health
+from raidsnap_emulation.double.ssm import Ssm
+
+
+class AwsDouble(Ssm, Health, Ec2, Faults):
+    """EC2, FSR, SSM and the rest as they behave, on top of moto, on a virtual clock."""
+
+    _installed: AwsDouble | None = None
+    _install_guard = threading.Lock()
+
+    def __init__(self, clock: VirtualClock, region: str = "us-east-1") -> None:
+        super().__init__(clock, region)
+        self._depth = 0
+        self._handlers[("cloudformation", "ListStackResources")] = self._list_stack_resources
+
+    @contextlib.contextmanager
+    def install(self) -> Iterator[AwsDouble]:
+        """Patch botocore for the duration of the block; nested blocks of one double are fine."""
+        with AwsDouble._install_guard:
+            if AwsDouble._installed is not None and AwsDouble._installed is not self:
+                raise RuntimeError("another AwsDouble is already installed")
+            if self._depth == 0:
+                self._original = getattr(BaseClient, "_make_api_call")  # noqa: B009
+                double = self
+
+                def _make_api_call(client: BaseClient, operation: str, params: Params) -> Answer:
+                    return double._dispatch(client, operation, params)
+
+                setattr(BaseClient, "_make_api_call", _make_api_call)  # noqa: B010
+                AwsDouble._installed = self
+            self._depth += 1
+        try:
+            yield self
+        finally:
+            with AwsDouble._install_guard:
+                self._depth -= 1
+                if self._depth == 0:
+                    setattr(BaseClient, "_make_api_call", self._original)  # noqa: B010
+                    self._original = None
+                    self._clients.clear()
+                    AwsDouble._installed = None
+
+    def _dispatch(self, client: BaseClient, operation: str, params: Params) -> Answer:
+        service: str = client.meta.service_model.service_name
+        recorded = copy.copy(params)
+        actor = _actor.name or getattr(client, ACTOR_ATTRIBUTE, None)
+        if self.authorize is not None and actor is not None:
+            try:
+                with self._lock:
+                    if service == "ec2":
+                        self._settle_detachments()
+                    self.authorize(service, operation, params, actor)
+            except AwsError as err:
+                self._record(service, operation, recorded, err.code, applied=False, actor=actor)
+                raise self._client_error(client, operation, err) from None
+        with self._lock:
+            fault = self._take_fault(service, operation)
+        if fault is not None and not fault.after_success:
+            self._record(service, operation, recorded, fault.code, applied=False, actor=actor)
+            raise self._client_error(client, operation, AwsError(fault.code, fault.message))
+        try:
+            answer = self._answer(client, service, operation, params)
+        except AwsError as err:
+            self._record(service, operation, recorded, err.code, applied=False, actor=actor)
+            raise self._client_error(client, operation, err) from None
+        except ClientError as err:
+            self._record(service, operation, recorded, err.response["Error"]["Code"], False, actor)
+            raise
+        if fault is not None:
+            self._record(service, operation, recorded, fault.code, applied=True, actor=actor)
+            raise self._client_error(client, operation, AwsError(fault.code, fault.message))
+        self._record(service, operation, recorded, None, applied=True, actor=actor)
+        return answer
+
+    def _answer(self, client: BaseClient, service: str, operation: str, params: Params) -> Answer:
+        route = self._routes.get((service, operation))
+        if route is not None:
+            return route(params)
+        if (service, operation) == ("stepfunctions", "GetExecutionHistory"):
+            return self._execution_history(client, params)
+        handler = self._handlers.get((service, operation))
+        if (service, operation) == ("stepfunctions", "StartExecution"):
+            self._check_execution_name(params)
+        if handler is None and service not in ("ec2", "ssm"):
+            return self._passthrough(client, operation, params)
+        with self._lock:
+            if service == "ec2":
+                self._settle_detachments()
+            if service == "ec2" and self._lagging:
+                self._not_yet_visible(operation, params)
+            if handler is not None:
+                answer = handler(params)
+                answer.setdefault(
+                    "ResponseMetadata", {"RequestId": str(uuid.uuid4()), "HTTPStatusCode": 200}
+                )
+            else:
+                answer = self._passthrough(client, operation, params)
+            if service == "ec2":
+                answer = self._lag(operation, answer)
+            return answer
+
+    def _check_execution_name(self, params: Params) -> None:
+        """StartExecution's name rules (Step Functions API reference, StartExecution ``name``):
+        1 to 80 characters, none of whitespace, brackets, wildcards, special characters or
+        control characters; and where the state machine has logging enabled, only 0-9, A-Z,
+        a-z, - and _. Otherwise InvalidName, and nothing starts."""
+        name = params.get("name")
+        if name is None:
+            return
+        text = str(name)
+        with self._lock:
+            logged = params.get("stateMachineArn") in self._logged_machines
+        forbidden = re.compile(r'[\s<>{}\[\]?*"#%\\^|~`$&,;:/\x00-\x1f\x7f-\x9f]')
+        if not 1 <= len(text) <= 80 or forbidden.search(text):
+            raise AwsError("InvalidName", f"Invalid Name: '{text}'")
+        if logged and re.search(r"[^0-9A-Za-z_-]", text):
+            raise AwsError(
+                "InvalidName",
+                f"Invalid Name: '{text}' (with logging enabled, names may contain only 0-9, "
+                "A-Z, a-z, - and _)",
+            )
+
+    def _execution_history(self, client: BaseClient, params: Params) -> Answer:
+        """moto 5.2.5's backend ignores reverseOrder and maxResults; AWS lists the newest events
+        first with reverseOrder and returns at most maxResults (default 100, at most 1000) per page
+        (https://docs.aws.amazon.com/step-functions/latest/apireference/API_GetExecutionHistory.html),
+        with a nextToken while more follow."""
+        paging = ("reverseOrder", "maxResults", "nextToken")
+        forward = {k: v for k, v in params.items() if k not in paging}
+        answer = self._passthrough(client, "GetExecutionHistory", forward)
+        events = list(answer.get("events") or [])
+        events.sort(key=lambda e: int(e.get("id") or 0), reverse=bool(params.get("reverseOrder")))
+        start = int(params.get("nextToken") or 0)
+        end = start + int(params.get("maxResults") or 100)
+        answer["events"] = events[start:end]
+        answer.pop("nextToken", None)
+        if end < len(events):
+            answer["nextToken"] = str(end)
+        return answer
+
+    @staticmethod
+    def _list_stack_resources(params: Params) -> Answer:
+        """The emulation deploys no CloudFormation stack (moto's CloudFormation needs packages
+        this project does not install): every stack is one that does not exist, answered as
+        CloudFormation answers it."""
+        raise AwsError("ValidationError", f"Stack with id {params['StackName']} does not exist")
