@@ -85,4 +85,3 @@ def test_members_not_checked_yet_are_the_reported_ones_ec2_was_not_asked_about()
     array = md(members=("vol-1", "vol-2", "vol-3"))
     array["members"].append({"device": "/dev/nvme9n1"})  # a member discover could not name
     assert unchecked_members(array, {"vol-2"}) == ["vol-1", "vol-3"]
-
