@@ -1,0 +1,54 @@
+import { execFileSync } from 'child_process';
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { inlineLibraries, ScriptIncludeError } from '../lib/constructs/documents';
+
+/** What the inliner promises against what bash does with the same files: the deployed document
+ * (one file, libraries inlined) and the script run from the repository (libraries sourced) are
+ * the same program, and no `source` is left for the agent's `_script.sh` to trip over. */
+describe('inlined scripts behave as the sourced scripts', () => {
+  let dir: string;
+  let lib: string;
+  const write = (file: string, lines: string[]): string => {
+    fs.writeFileSync(file, lines.join('\n') + '\n');
+    return file;
+  };
+  const include = (rel: string): string[] => [`# shellcheck source=${rel}`, `source "$(dirname "\${BASH_SOURCE[0]}")/${rel}"`];
+  const bash = (file: string): string => execFileSync('bash', [file], { encoding: 'utf8', cwd: '/' });
+
+  beforeEach(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'raidsnap-inline-sem-'));
+    lib = path.join(dir, 'lib');
+    fs.mkdirSync(lib);
+    // As ssm/scripts/lib: base.sh defines say(); input.sh and system_directory.sh each source
+    // the one below them.
+    write(path.join(lib, 'base.sh'), ['# shellcheck shell=bash', "say() { printf 'library say\\n'; }"]);
+    write(path.join(lib, 'input.sh'), ['# shellcheck shell=bash', ...include('base.sh'), 'require() { :; }']);
+    write(path.join(lib, 'system_directory.sh'), ['# shellcheck shell=bash', ...include('input.sh'), 'system() { :; }']);
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  test('a script that redefines a library function, then sources a library that sources it again, runs the same function deployed as by hand', () => {
+    const script = write(path.join(dir, 's.sh'), [
+      '#!/usr/bin/env bash',
+      'set -euo pipefail',
+      ...include('lib/input.sh'),
+      "say() { printf 'script say\\n'; }",
+      ...include('lib/system_directory.sh'),
+      'say',
+    ]);
+    const byHand = bash(script);
+    const deployed = write(path.join(dir, 'deployed.sh'), inlineLibraries(script, lib));
+    expect(bash(deployed)).toBe(byHand);
+  });
+
+  test.each([
+    ['a source in a list', '[[ -r /etc/raidsnap.conf ]] && source /etc/raidsnap.conf'],
+    ['a source in an if', 'if [[ -r /etc/raidsnap.conf ]]; then . /etc/raidsnap.conf; fi'],
+    ['builtin source', 'builtin source /etc/raidsnap.conf'],
+  ])('%s is refused at synth ("Any other source line fails the synth", README)', (_what, line) => {
+    const script = write(path.join(dir, 's.sh'), ['#!/usr/bin/env bash', ...include('lib/input.sh'), line]);
+    expect(() => inlineLibraries(script, lib)).toThrow(ScriptIncludeError);
+  });
+});
