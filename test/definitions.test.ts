@@ -13,6 +13,7 @@ const LAMBDA_ERRORS = ['Lambda.ServiceException', 'Lambda.AWSLambdaException', '
 const START_EXECUTION_ERRORS = [
   'StepFunctions.ExecutionLimitExceeded', 'StepFunctions.ExecutionLimitExceededException',
   'StepFunctions.AWSStepFunctionsException', 'StepFunctions.SdkClientException',
+  'StepFunctions.ThrottlingException',
 ];
 // The errors a Task may retry, by kind: the transient ones its integration can raise (and
 // raidsnap's ThrottledError from a function). Anything else (States.ALL, States.TaskFailed,
@@ -164,12 +165,12 @@ describe('the definition loader', () => {
 
   test('a Task\'s own Retry and Catch are left as written', () => {
     const own = { Retry: [], Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.other', Next: 'Done' }] };
-    const doc: any = expandDefinition('t.asl.json', file({ A: task('${FnArn}', own), ...done }, { DefaultCatch: { Next: 'Oops' } }), ['FnArn']);
+    const doc: any = expandDefinition('t.asl.json', file({ A: task('${FnArn}', own), ...done }, { DefaultCatch: { ResultPath: '$.error', Next: 'Oops' } }), ['FnArn']);
     expect(doc.States.A).toMatchObject(own);
   });
 
   test('a Task of another kind without its own Retry is refused, by name', () => {
-    expect(() => expandDefinition('t.asl.json', file({ A: task('arn:aws:states:::sns:publish'), ...done }, { DefaultCatch: { Next: 'Oops' } }), []))
+    expect(() => expandDefinition('t.asl.json', file({ A: task('arn:aws:states:::sns:publish'), ...done }, { DefaultCatch: { ResultPath: '$.error', Next: 'Oops' } }), []))
       .toThrow(/t\.asl\.json: Task A: no standard retry for arn:aws:states:::sns:publish/);
   });
 
@@ -180,12 +181,18 @@ describe('the definition loader', () => {
 
   test('a Parallel or Map is refused: its Tasks would deploy without the standard Retry and Catch', () => {
     const parallel = { Type: 'Parallel', Branches: [{ StartAt: 'B', States: { B: { Type: 'Task', Resource: '${FnArn}', End: true } } }], Next: 'Done' };
-    expect(() => expandDefinition('t.asl.json', file({ A: parallel, ...done }, { DefaultCatch: { Next: 'Oops' } }), ['FnArn']))
+    expect(() => expandDefinition('t.asl.json', file({ A: parallel, ...done }, { DefaultCatch: { ResultPath: '$.error', Next: 'Oops' } }), ['FnArn']))
       .toThrow(/t\.asl\.json: A: the loader completes top-level Tasks only/);
   });
 
+  test.each([[undefined], ['$']])('a DefaultCatch whose error would replace the whole state (ResultPath %p) is refused', (resultPath) => {
+    const catchTo = { Next: 'Oops', ...(resultPath === undefined ? {} : { ResultPath: resultPath }) };
+    expect(() => expandDefinition('t.asl.json', file({ A: task('${FnArn}'), ...done }, { DefaultCatch: catchTo }), ['FnArn']))
+      .toThrow(/DefaultCatch\.ResultPath must name a field for the error/);
+  });
+
   test('a DefaultCatch to a state that does not exist is refused', () => {
-    expect(() => expandDefinition('t.asl.json', file({ A: task('${FnArn}'), ...done }, { DefaultCatch: { Next: 'Nowhere' } }), ['FnArn']))
+    expect(() => expandDefinition('t.asl.json', file({ A: task('${FnArn}'), ...done }, { DefaultCatch: { ResultPath: '$.error', Next: 'Nowhere' } }), ['FnArn']))
       .toThrow(/DefaultCatch\.Next names no state/);
   });
 });

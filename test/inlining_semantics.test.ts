@@ -2,7 +2,7 @@ import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
-import { inlineLibraries, ScriptIncludeError } from '../lib/constructs/documents';
+import { checkSingleDefinitions, inlineLibraries, ScriptIncludeError } from '../lib/constructs/documents';
 
 /** What the inliner promises against what bash does with the same files: the deployed document
  * (one file, libraries inlined) and the script run from the repository (libraries sourced) are
@@ -29,7 +29,27 @@ describe('inlined scripts behave as the sourced scripts', () => {
   });
   afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-  test('a script that redefines a library function, then sources a library that sources it again, runs the same function deployed as by hand', () => {
+  const deploy = (script: string): string[] => {
+    const included = new Set<string>();
+    const lines = inlineLibraries(script, lib, included);
+    checkSingleDefinitions(script, lines, included);
+    return lines;
+  };
+
+  test('a script that sources a library twice (directly and through another) runs the same deployed as by hand', () => {
+    const script = write(path.join(dir, 's.sh'), [
+      '#!/usr/bin/env bash',
+      'set -euo pipefail',
+      ...include('lib/input.sh'),
+      ...include('lib/system_directory.sh'),
+      'say',
+    ]);
+    const deployed = write(path.join(dir, 'deployed.sh'), deploy(script));
+    expect(bash(deployed)).toBe(bash(script));
+    expect(bash(deployed)).toBe('library say\n');
+  });
+
+  test('a script that redefines a library function is refused at synth: by hand a later source brings the library\'s back, deployed the script\'s would stay', () => {
     const script = write(path.join(dir, 's.sh'), [
       '#!/usr/bin/env bash',
       'set -euo pipefail',
@@ -38,9 +58,14 @@ describe('inlined scripts behave as the sourced scripts', () => {
       ...include('lib/system_directory.sh'),
       'say',
     ]);
-    const byHand = bash(script);
-    const deployed = write(path.join(dir, 'deployed.sh'), inlineLibraries(script, lib));
-    expect(bash(deployed)).toBe(byHand);
+    expect(bash(script)).toBe('library say\n');
+    expect(() => deploy(script)).toThrow(/function say of base\.sh is defined 2 times/);
+  });
+
+  test('a script that sets a library\'s top-level variable is refused at synth', () => {
+    write(path.join(lib, 'dirs.sh'), ['# shellcheck shell=bash', 'state_dir=/run/raidsnap', 'where() { echo "$state_dir"; }']);
+    const script = write(path.join(dir, 's.sh'), ['#!/usr/bin/env bash', ...include('lib/dirs.sh'), 'state_dir=/tmp/x', 'where']);
+    expect(() => deploy(script)).toThrow(/variable state_dir of dirs\.sh is set elsewhere/);
   });
 
   test.each([

@@ -18,7 +18,19 @@ const INCLUDE = /^@include ([a-z0-9_-]+\.sh)$/;
  * next to the file when the script is run from the repository by hand. */
 const DIRECTIVE = /^# shellcheck source=(\S+)$/;
 const SOURCE = /^source "\$\(dirname "\$\{BASH_SOURCE\[0\]\}"\)\/([a-z0-9_/.-]+)"$/;
-const ANY_SOURCE = /^\s*(source|\.)\s/;
+/** `source` or `.` as a command anywhere on a line: at its start, after a list or pipeline
+ * operator, an opening brace or parenthesis, `!`, a keyword that starts a command (then, do, else, elif)
+ * or the builtins that run another command (builtin, command). Only the form SOURCE matches is
+ * inlined; any other is refused. (A word in a quoted string may trip this: rephrase the string.) */
+const ANY_SOURCE = /(^|[;&|({!]|\b(then|do|else|elif|builtin|command))\s*(source|\.)(\s|$)/;
+/** A function definition at the start of a line: `name() {` or `function name [()] {`. */
+const FUNCTION_DEF = /^\s*(?:function\s+([A-Za-z_][A-Za-z0-9_]*)\s*(?:\(\s*\))?|([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*\))\s*\{/;
+const functionName = (line: string): string | undefined => {
+  const m = FUNCTION_DEF.exec(line);
+  return m ? (m[1] ?? m[2]) : undefined;
+};
+/** A variable set at the top level of a library: `name=...`, `export name=...`, `readonly ...`. */
+const TOP_ASSIGNMENT = /^(?:export\s+|readonly\s+|declare\s+(?:-\w+\s+)*)?([A-Za-z_][A-Za-z0-9_]*)=/;
 /** A library's first line, for shellcheck only; not inlined. */
 const LIBRARY_HEADER = '# shellcheck shell=bash';
 
@@ -38,7 +50,7 @@ export function inlineLibraries(file: string, libraryDir: string = LIBRARY_DIR, 
   const lines = readFileSync(file, 'utf8').replace(/\n$/, '').split('\n');
   const out: string[] = [];
   lines.forEach((line, i) => {
-    if (!ANY_SOURCE.test(line)) {
+    if (/^\s*#/.test(line) || !ANY_SOURCE.test(line)) {
       out.push(line);
       return;
     }
@@ -72,6 +84,48 @@ export function inlineLibraries(file: string, libraryDir: string = LIBRARY_DIR, 
   return out;
 }
 
+/** Names a library defines (its functions, and the variables it sets at its top level). */
+function definedBy(library: string): { functions: string[]; variables: string[] } {
+  const functions: string[] = [];
+  const variables: string[] = [];
+  let depth = 0;
+  for (const line of readFileSync(library, 'utf8').split('\n')) {
+    if (/^\s*#/.test(line)) continue;
+    const fn = depth === 0 ? functionName(line) : undefined;
+    if (fn) functions.push(fn);
+    const assigned = depth === 0 && !fn ? TOP_ASSIGNMENT.exec(line) : null;
+    if (assigned) variables.push(assigned[1]);
+    depth += (line.match(/\{/g) ?? []).length - (line.match(/\}/g) ?? []).length;
+    depth = Math.max(depth, 0);
+  }
+  return { functions, variables };
+}
+
+/** Bash runs a library again each time it is sourced; the document carries it once. The two are
+ * the same program only if nothing else in the document defines what a library defines: a
+ * script or another library that redefined a library's function (or set one of its top-level
+ * variables) would see the library's version by hand, after a later `source`, and its own when
+ * deployed. Such a document is refused at synth. */
+export function checkSingleDefinitions(script: string, lines: readonly string[], libraries: ReadonlySet<string>): void {
+  const code = lines.filter((line) => !/^\s*#/.test(line));
+  for (const library of libraries) {
+    const { functions, variables } = definedBy(library);
+    for (const name of new Set(functions)) {
+      const count = code.filter((line) => functionName(line) === name).length;
+      if (count > 1) {
+        throw new ScriptIncludeError(script, 1, `function ${name} of ${path.basename(library)} is defined ${count} times in the document: define each name once`);
+      }
+    }
+    for (const name of new Set(variables)) {
+      const own = variables.filter((v) => v === name).length;
+      const count = code.filter((line) => TOP_ASSIGNMENT.exec(line)?.[1] === name).length;
+      if (count > own) {
+        throw new ScriptIncludeError(script, 1, `variable ${name} of ${path.basename(library)} is set elsewhere in the document too: a library's variables are its own`);
+      }
+    }
+  }
+}
+
 /** Load `ssm/documents/<name>.yaml` and put the lines of each `@include <script>.sh` step in
  * place, with the libraries the script sources inlined (`inlineLibraries`): the scripts are real
  * files that shellcheck sees, and the document carries one self-contained script. */
@@ -84,7 +138,11 @@ export function renderDocument(name: string): Record<string, unknown> {
     if (!Array.isArray(run) || run.length !== 1 || typeof run[0] !== 'string') continue;
     const match = INCLUDE.exec(run[0]);
     if (!match) continue;
-    step.inputs!.runCommand = inlineLibraries(path.join(SCRIPTS_DIR, match[1]));
+    const script = path.join(SCRIPTS_DIR, match[1]);
+    const included = new Set<string>();
+    const lines = inlineLibraries(script, LIBRARY_DIR, included);
+    checkSingleDefinitions(script, lines, included);
+    step.inputs!.runCommand = lines;
   }
   return doc;
 }

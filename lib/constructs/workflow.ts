@@ -55,9 +55,13 @@ export const LAMBDA_RETRY: readonly Retrier[] = [
  *   gives `StepFunctions.ExecutionLimitExceededException`; both spellings are retried, neither
  *   can mean anything else.
  * - `StepFunctions.AWSStepFunctionsException` / `StepFunctions.SdkClientException`: the service
- *   answered with an error the API has no name for (StartExecution's throttling,
- *   `ThrottlingException`, and 5xx) or could not be reached: the same two kinds the guide lists
- *   as transient for Lambda (`Lambda.AWSLambdaException`, `Lambda.SdkClientException`).
+ *   answered with an error the API has no name for (5xx) or could not be reached: the same two
+ *   kinds the guide lists as transient for Lambda (`Lambda.AWSLambdaException`,
+ *   `Lambda.SdkClientException`).
+ * - `StepFunctions.ThrottlingException`: StartExecution's throttling (a common error of the Step
+ *   Functions API, API reference "Common Errors"), named by the same ServiceName.ErrorName rule;
+ *   no page says which of these two names the optimized integration reports it under, so both
+ *   are retried.
  * Not retried: `ExecutionAlreadyExists`, `InvalidArn`, `InvalidExecutionInput`, `InvalidName`,
  * `StateMachineDeleting`, `StateMachineDoesNotExist` (StartExecution's other errors, API
  * reference) will not pass on a second try, and `States.TaskFailed` / `States.Timeout` /
@@ -67,7 +71,7 @@ export const LAMBDA_RETRY: readonly Retrier[] = [
  * (https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html). */
 export const START_EXECUTION_RETRY: readonly Retrier[] = [
   {
-    ErrorEquals: ['StepFunctions.AWSStepFunctionsException', 'StepFunctions.SdkClientException'],
+    ErrorEquals: ['StepFunctions.AWSStepFunctionsException', 'StepFunctions.SdkClientException', 'StepFunctions.ThrottlingException'],
     IntervalSeconds: 2, MaxAttempts: 6, BackoffRate: 2, JitterStrategy: 'FULL',
   },
   {
@@ -98,6 +102,11 @@ export function expandDefinition(file: string, text: string, lambdaPlaceholders:
   const { DefaultCatch: catchTo, ...rest } = doc;
   if (catchTo !== undefined && (typeof catchTo.Next !== 'string' || !(catchTo.Next in doc.States))) {
     fail(`DefaultCatch.Next names no state of the file: ${JSON.stringify(catchTo.Next)}`);
+  }
+  if (catchTo !== undefined && (typeof catchTo.ResultPath !== 'string' || catchTo.ResultPath === '$')) {
+    // Without a ResultPath (or with "$") the error replaces the whole state, and the failure
+    // path would no longer see what the run created: every file keeps its error beside it.
+    fail(`DefaultCatch.ResultPath must name a field for the error (e.g. "$.error"), not ${JSON.stringify(catchTo.ResultPath)}`);
   }
   const lambdas = new Set(lambdaPlaceholders.map((name) => '${' + name + '}'));
   const states: Record<string, Json> = {};
