@@ -19,7 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 from rich.text import Text
 
-from raidsnap import snapshot_sets
+from raidsnap.aws import snapshot_sets
 
 from . import backends, inputs, queries
 from .backends import AwsOptions, Backend, BackendError

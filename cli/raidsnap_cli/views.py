@@ -15,7 +15,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from raidsnap.snapshot_sets import SnapshotSet
+from raidsnap.sets import SnapshotSet
 
 from .queries import ExecutionInfo
 

@@ -8,8 +8,9 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
+from raidsnap.aws.snapshot_sets import list_all_sets
 from raidsnap.observability import logger
-from raidsnap.snapshot_sets import SnapshotSet, list_all_sets
+from raidsnap.sets import SnapshotSet
 
 # An array with no complete set at all is reported as this old, so its RPO alarm fires.
 NEVER_MINUTES = 10 * 365 * 24 * 60

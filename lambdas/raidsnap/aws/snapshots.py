@@ -11,12 +11,18 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from raidsnap import aws, clients, manifests, snapshot_sets, tags
-from raidsnap.aws import NOT_YET_VISIBLE_WAITS, THROTTLE_CODES, error_code, once_visible
+from raidsnap import aws, clients, tags
+from raidsnap.aws import (
+    NOT_YET_VISIBLE_WAITS,
+    THROTTLE_CODES,
+    error_code,
+    manifests,
+    once_visible,
+    snapshot_sets,
+)
 from raidsnap.aws.instances import ArrayInstance, Layout
 from raidsnap.errors import SnapshotFailedError
-from raidsnap.manifests import Manifest
-from raidsnap.snapshot_sets import SnapshotSet
+from raidsnap.sets import Manifest, SnapshotSet
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2.type_defs import CreateSnapshotsResultTypeDef, TagSpecificationTypeDef

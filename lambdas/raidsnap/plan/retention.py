@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from raidsnap.snapshot_sets import SnapshotSet
+    from raidsnap.sets import SnapshotSet
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from raidsnap.models import (
 )
 
 if TYPE_CHECKING:
-    from raidsnap.snapshot_sets import SetMember, SnapshotSet
+    from raidsnap.sets import SetMember, SnapshotSet
 
 MAX_MEMBERS = 40  # the assemble document's VolumeIds pattern takes at most 40 ids
 DEFAULT_VOLUME_TYPE = "gp3"

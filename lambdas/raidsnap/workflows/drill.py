@@ -13,8 +13,8 @@ import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from raidsnap import snapshot_sets, tags
-from raidsnap.aws import commands, instances, lock, notifications, snapshots, volumes
+from raidsnap import tags
+from raidsnap.aws import commands, instances, lock, notifications, snapshot_sets, snapshots, volumes
 from raidsnap.environment import DrillSettings
 from raidsnap.errors import (
     DrillTeardownFailedError,

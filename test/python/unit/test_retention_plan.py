@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from raidsnap.manifests import Manifest
 from raidsnap.plan.retention import plan
-from raidsnap.snapshot_sets import SetMember, SnapshotSet
+from raidsnap.sets import Manifest, SetMember, SnapshotSet
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 

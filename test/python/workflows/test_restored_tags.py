@@ -7,7 +7,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from raidsnap import snapshot_sets
+from raidsnap.aws import snapshot_sets
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import (
     backed_up,

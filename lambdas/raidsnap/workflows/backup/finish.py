@@ -7,12 +7,13 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from raidsnap import snapshot_sets, tags
-from raidsnap.aws import lock, snapshots, volumes
+from raidsnap import tags
+from raidsnap.aws import lock, snapshot_sets, snapshots, volumes
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table
 from raidsnap.errors import ArrayDegradedError, cause_message, public_name
 from raidsnap.observability import count, for_array, logger
 from raidsnap.plan import retention
+from raidsnap.sets import SnapshotSet
 from raidsnap.workflows.backup import times
 from raidsnap.workflows.backup.prepare import release_hold
 from raidsnap.workflows.backup.snapshot import send_thaw
@@ -128,7 +129,7 @@ def fail_if_degraded(state: State) -> None:
     )  # fmt: skip
 
 
-def _sets_in_use(sets: list[snapshot_sets.SnapshotSet]) -> set[str]:
+def _sets_in_use(sets: list[SnapshotSet]) -> set[str]:
     """Sets a restore is creating volumes from right now, or holds in the restore lock."""
     if not sets:
         return set()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raidsnap import snapshot_sets
+from raidsnap import sets
 from raidsnap.aws import commands, instances, lock
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table, retention_for
 from raidsnap.models import BackupInput, Poll, parse_input, system_directory
@@ -62,7 +62,7 @@ def _prepare(
         "trigger": request.trigger,
         "retention": retention_for(request.array, settings.default_retention),
         "execution": {"arn": execution.get("id", ""), "startTime": times.iso(started)},
-        "setId": snapshot_sets.make_set_id(request.array, started, str(execution.get("id", ""))),
+        "setId": sets.make_set_id(request.array, started, str(execution.get("id", ""))),
         "instanceId": instance.instance_id,
         "availabilityZone": instance.availability_zone,
         "notes": [],

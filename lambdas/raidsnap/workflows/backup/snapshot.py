@@ -7,8 +7,7 @@ import hashlib
 from datetime import timedelta
 from typing import Any
 
-from raidsnap import snapshot_sets
-from raidsnap.aws import commands, instances, snapshots, volumes
+from raidsnap.aws import commands, instances, snapshot_sets, snapshots, volumes
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import SnapshotFailedError
 from raidsnap.models import Poll

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from raidsnap import snapshot_sets, tags
-from raidsnap.aws import commands, instances, volumes
+from raidsnap import tags
+from raidsnap.aws import commands, instances, snapshot_sets, volumes
 from raidsnap.aws.health import tags_of_existing, volume_statuses
 from raidsnap.models import Poll
 from raidsnap.plan.evidence import (

@@ -7,8 +7,8 @@ import uuid
 from datetime import UTC
 from typing import Any
 
-from raidsnap import snapshot_sets, tags
-from raidsnap.aws import instances, lock
+from raidsnap import tags
+from raidsnap.aws import instances, lock, snapshot_sets
 from raidsnap.environment import RestoreSettings, initialization_for
 from raidsnap.errors import (
     ArrayNotFoundError,
@@ -22,6 +22,7 @@ from raidsnap.models import RestoreInput, parse_restore_input
 from raidsnap.observability import logger
 from raidsnap.plan import devices as plan_devices
 from raidsnap.plan import volumes as plan_volumes
+from raidsnap.sets import SnapshotSet
 
 State = dict[str, Any]
 
@@ -174,7 +175,7 @@ def _refuse_copies_attached(array: str, target: instances.ArrayInstance) -> None
         )
 
 
-def _resolve_set(request: RestoreInput) -> snapshot_sets.SnapshotSet:
+def _resolve_set(request: RestoreInput) -> SnapshotSet:
     if request.setId == "latest":
         found = snapshot_sets.latest_complete(request.array)
         if found is None:
@@ -196,7 +197,7 @@ def _resolve_set(request: RestoreInput) -> snapshot_sets.SnapshotSet:
     return found
 
 
-def _why_incomplete(s: snapshot_sets.SnapshotSet) -> str:
+def _why_incomplete(s: SnapshotSet) -> str:
     problems = []
     m = s.manifest
     if m is None:

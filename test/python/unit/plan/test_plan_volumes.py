@@ -11,7 +11,7 @@ from raidsnap.errors import IncompleteSnapshotSetError, InvalidInputError
 from raidsnap.models import RestoreInput
 from raidsnap.plan import volumes as plan
 from raidsnap.plan.volumes import Attachment, VolumeSpec, VolumeView
-from raidsnap.snapshot_sets import SetMember, SnapshotSet
+from raidsnap.sets import SetMember, SnapshotSet
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 UUID = "0a1b2c3d:4e5f6071:8293a4b5:c6d7e8f9"

@@ -17,9 +17,9 @@ started after the execution did.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
@@ -27,32 +27,10 @@ from botocore.exceptions import ClientError
 from raidsnap import clients
 from raidsnap.aws import error_code
 from raidsnap.environment import snapshot_sets_table
-
-Status = Literal["taking", "taken"]
+from raidsnap.sets import Manifest
 
 _SERIALIZE = TypeSerializer()
 _DESERIALIZE = TypeDeserializer()
-
-
-@dataclass(frozen=True)
-class Manifest:
-    array: str
-    set_id: str
-    execution_arn: str
-    status: Status
-    member_count: int
-    # slot -> volume id, as discovery (or the volume tags) gave them when the set was taken
-    volumes: Mapping[int, str]
-    # slot -> snapshot id, once CreateSnapshots answered
-    snapshots: Mapping[int, str] = field(default_factory=dict)
-    started: datetime | None = None
-    degraded: bool = False
-    missing_slots: tuple[int, ...] = ()
-    consistency: str = "crash"
-
-    @property
-    def snapshot_ids(self) -> set[str]:
-        return set(self.snapshots.values())
 
 
 def _iso(value: datetime) -> str:

@@ -1,29 +1,49 @@
-"""Snapshot sets: one crash-consistent group of snapshots, one per array member.
+"""Snapshot sets and their manifests, as data: one crash-consistent group of snapshots, one per
+array member, and what raidsnap recorded when it took them.
 
-A set is what its manifest recorded when it was taken (raidsnap.manifests): exactly those
+A set is what its manifest recorded when it was taken (raidsnap.aws.manifests): exactly those
 snapshots, by slot. Snapshots that carry raidsnap's tags but that no manifest lists are not part
-of any set, whatever their tags say: they are reported as unrecorded and never deleted.
+of any set, whatever their tags say: they are reported as unrecorded and never deleted. Reading
+sets from EC2 and DynamoDB is raidsnap.aws.snapshot_sets's.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
-from raidsnap import clients, manifests, tags
-from raidsnap.manifests import Manifest
+from raidsnap import tags
 
 # A set still "taking" this long after its execution started was abandoned between the record
 # of its intent and the record of its snapshots (a backup step retries for minutes, not a day).
 ABANDONED_AFTER = timedelta(days=1)
 # How far EC2's StartTime of a snapshot may lie before the execution start Step Functions gave.
 CLOCK_SLACK = timedelta(minutes=5)
-# DescribeSnapshots takes at most this many values in one filter.
-_FILTER_VALUES = 200
+Status = Literal["taking", "taken"]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    array: str
+    set_id: str
+    execution_arn: str
+    status: Status
+    member_count: int
+    # slot -> volume id, as discovery (or the volume tags) gave them when the set was taken
+    volumes: Mapping[int, str]
+    # slot -> snapshot id, once CreateSnapshots answered
+    snapshots: Mapping[int, str] = field(default_factory=dict)
+    started: datetime | None = None
+    degraded: bool = False
+    missing_slots: tuple[int, ...] = ()
+    consistency: str = "crash"
+
+    @property
+    def snapshot_ids(self) -> set[str]:
+        return set(self.snapshots.values())
 
 
 @dataclass(frozen=True)
@@ -150,7 +170,7 @@ def make_set_id(array: str, started: datetime, execution_arn: str) -> str:
     return f"{array}-{started:%Y%m%dT%H%M%SZ}-{digest}"
 
 
-def _member(raw: Mapping[str, Any], index: int | None = None) -> SetMember:
+def member_of(raw: Mapping[str, Any], index: int | None = None) -> SetMember:
     t = tags.as_dict(raw.get("Tags"))
     if index is None:
         raw_index = t.get(tags.MEMBER_INDEX, "")
@@ -171,127 +191,13 @@ def _member(raw: Mapping[str, Any], index: int | None = None) -> SetMember:
     )
 
 
-def _describe(filters: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    pages = (
-        clients.ec2()
-        .get_paginator("describe_snapshots")
-        .paginate(
-            OwnerIds=["self"],
-            Filters=filters,  # type: ignore[arg-type]
-        )
-    )
-    return [s for page in pages for s in page["Snapshots"]]  # type: ignore[misc]
-
-
-def by_ids(snapshot_ids: Iterable[str]) -> list[dict[str, Any]]:
-    """The snapshots that still exist among these (a filter skips the missing ones)."""
-    ids = sorted(set(snapshot_ids))
-    out: list[dict[str, Any]] = []
-    for start in range(0, len(ids), _FILTER_VALUES):
-        out += _describe([{"Name": "snapshot-id", "Values": ids[start : start + _FILTER_VALUES]}])
-    return out
-
-
-def of_execution(manifest: Manifest) -> dict[int, dict[str, Any]]:
-    """The snapshots a backup took before it could record them: tagged with its execution, of
-    a recorded member volume, started no earlier than the execution. Slot -> snapshot."""
-    slot_of = {v: k for k, v in manifest.volumes.items()}
-    found: dict[int, dict[str, Any]] = {}
-    for raw in _describe(
-        [{"Name": f"tag:{tags.BACKUP_EXECUTION}", "Values": [manifest.execution_arn]}]
-    ):
-        slot = slot_of.get(str(raw.get("VolumeId", "")))
-        if slot is None:
-            continue
-        if manifest.started is not None and raw["StartTime"] < manifest.started - CLOCK_SLACK:
-            continue
-        found[slot] = raw
-    return found
-
-
-def _build(
-    found: Iterable[Manifest], tagged: Iterable[Mapping[str, Any]]
-) -> tuple[list[SnapshotSet], list[SnapshotSet]]:
-    """Sets from their manifests and the snapshots that exist; what is left over is unrecorded,
-    grouped by its set id tag ("" when it has none)."""
-    found = list(found)
-    by_id: dict[str, Mapping[str, Any]] = {str(s["SnapshotId"]): s for s in tagged}
-    recorded: dict[str, str] = {}
-    wanted: list[str] = []
-    for m in found:
-        for sid in m.snapshot_ids:
-            recorded[sid] = m.set_id
-            if sid not in by_id:
-                wanted.append(sid)
-    # A recorded snapshot that lost the array tag is still the set's.
-    for raw in by_ids(wanted) if wanted else []:
-        by_id[str(raw["SnapshotId"])] = raw
-    sets = []
-    for m in found:
-        slots: Mapping[int, Mapping[str, Any]]
-        if m.status == "taken":
-            slots = {slot: by_id[sid] for slot, sid in m.snapshots.items() if sid in by_id}
-        else:
-            slots = of_execution(m)
-            recorded |= {str(x["SnapshotId"]): m.set_id for x in slots.values()}
-        members = tuple(_member(raw, slot) for slot, raw in sorted(slots.items()))
-        sets.append(SnapshotSet(m.set_id, m.array, m.member_count, members, m))
-    strays: dict[str, list[SetMember]] = defaultdict(list)
-    for sid, snapshot in by_id.items():
-        if sid not in recorded:
-            member = _member(snapshot)
-            strays[member.tags.get(tags.SET_ID, "")].append(member)
-    out = [replace(s, strays=tuple(strays.pop(s.set_id, []))) for s in sets]
-    unrecorded = [_unrecorded(set_id, members) for set_id, members in strays.items()]
-    return sorted(out, key=_order), sorted(unrecorded, key=_order)
-
-
-def _order(s: SnapshotSet) -> tuple[datetime, str]:
+def order(s: SnapshotSet) -> tuple[datetime, str]:
     return (s.start_time, s.set_id)
 
 
-def _unrecorded(set_id: str, members: list[SetMember]) -> SnapshotSet:
+def unrecorded_set(set_id: str, members: list[SetMember]) -> SnapshotSet:
     counts = {m.tags.get(tags.MEMBER_COUNT, "") for m in members}
     raw_count = counts.pop() if len(counts) == 1 else ""
     array = next((m.tags.get(tags.ARRAY, "") for m in members), "")
     count = int(raw_count) if raw_count.isdigit() else None
     return SnapshotSet(set_id, array, count, tuple(members), None)
-
-
-def listing(array: str) -> Listing:
-    """Every set raidsnap recorded for the array (oldest first), and the snapshots tagged with
-    the array that no set lists."""
-    tagged = _describe([{"Name": f"tag:{tags.ARRAY}", "Values": [array]}])
-    sets, unrecorded = _build(manifests.of_array(array), tagged)
-    return Listing(sets, unrecorded)
-
-
-def list_sets(array: str) -> list[SnapshotSet]:
-    """Every set raidsnap recorded for the array, oldest first."""
-    return listing(array).sets
-
-
-def get_set(array: str, set_id: str) -> SnapshotSet | None:
-    """The recorded set; or, when raidsnap never recorded it, the snapshots tagged with its id
-    (an unrecorded set, never complete); None when neither exists."""
-    tagged = _describe([{"Name": f"tag:{tags.SET_ID}", "Values": [set_id]}])
-    manifest = manifests.get(array, set_id)
-    sets, unrecorded = _build([manifest] if manifest else [], tagged)
-    if sets:
-        return sets[0]
-    return next((s for s in unrecorded if s.set_id == set_id), None)
-
-
-def latest_complete(array: str) -> SnapshotSet | None:
-    complete = [s for s in list_sets(array) if s.complete]
-    return complete[-1] if complete else None
-
-
-def list_all_sets() -> dict[str, list[SnapshotSet]]:
-    """Every recorded set of every array, oldest first per array."""
-    tagged = _describe([{"Name": "tag-key", "Values": [tags.ARRAY]}])
-    sets, _ = _build(manifests.every(), tagged)
-    by_array: dict[str, list[SnapshotSet]] = {}
-    for s in sets:
-        by_array.setdefault(s.array, []).append(s)
-    return by_array
