@@ -13,6 +13,19 @@ from pydantic_core import PydanticCustomError
 from raidsnap.errors import InvalidInputError
 
 
+class Contract(BaseModel):
+    """A step's input or result as the state machine holds it (workflows/*/contracts.py).
+
+    A step reads only what it needs of the run's object; the state machine adds keys (the
+    Catch's error, the final report) that no step has to know."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON the state machine stores: only the fields this result set."""
+        return self.model_dump(exclude_unset=True, mode="json")
+
+
 @dataclass(frozen=True)
 class Poll:
     """How a loop of the workflow waits: the seconds until its next look (the Wait state reads

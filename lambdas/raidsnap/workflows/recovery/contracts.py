@@ -9,23 +9,15 @@ set, so the JSON the Choice states and the operators read stays exactly as it wa
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import ConfigDict, Field, JsonValue
+
+from raidsnap.models import Contract
 
 # What started a recovery: the array instance's attached-EBS alarm, its loss, or a launch into
 # the array's Auto Scaling group.
 TriggerKind = Literal["alarm", "lost", "launch"]
-
-
-class Contract(BaseModel):
-    # A step reads only what it needs of the run's object; the state machine adds keys (the
-    # Catch's error, the final report) that no step has to know.
-    model_config = ConfigDict(extra="ignore")
-
-    def dump(self) -> dict[str, Any]:
-        """The JSON the state machine stores: only the fields this result set."""
-        return self.model_dump(exclude_unset=True, mode="json")
 
 
 class Lifecycle(Contract):

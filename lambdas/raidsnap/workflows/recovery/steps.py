@@ -14,11 +14,10 @@ from raidsnap.aws.instances import instance_facts, untag_array
 from raidsnap.aws.notifications import notify
 from raidsnap.environment import RecoveryStepSettings
 from raidsnap.errors import InstanceNotReadyError, public_name
-from raidsnap.models import Poll
+from raidsnap.models import Contract, Poll
 from raidsnap.observability import count, for_array, logger
 from raidsnap.workflows.recovery import assessment
 from raidsnap.workflows.recovery.contracts import (
-    Contract,
     Finished,
     Look,
     RecoveryState,
