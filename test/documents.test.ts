@@ -2,7 +2,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { DOCUMENT_NAMES, inlineLibraries, LIBRARY_DIR, ScriptIncludeError } from '../lib/constructs/documents';
-import { resourcesOf, synth } from './helpers';
+import { resourcesOf, sourceLine, synth, writeLines } from './helpers';
 
 const SCRIPTS = path.join(__dirname, '..', 'ssm', 'scripts');
 const LIBRARIES = fs.readdirSync(LIBRARY_DIR).filter((f) => f.endsWith('.sh')).sort();
@@ -148,11 +148,8 @@ describe('script libraries', () => {
   describe('inlining', () => {
     let dir: string;
     let lib: string;
-    const write = (file: string, lines: string[]): string => {
-      fs.writeFileSync(file, lines.join('\n') + '\n');
-      return file;
-    };
-    const include = (rel: string): string[] => [`# shellcheck source=${rel}`, `source "$(dirname "\${BASH_SOURCE[0]}")/${rel}"`];
+    const write = writeLines;
+    const include = sourceLine;
     beforeEach(() => {
       dir = fs.mkdtempSync(path.join(os.tmpdir(), 'raidsnap-inline-'));
       lib = path.join(dir, 'lib');

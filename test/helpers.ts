@@ -1,3 +1,4 @@
+import * as fs from 'fs';
 import * as path from 'path';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
@@ -55,4 +56,15 @@ export function statementsOf(template: Template, module: string): Array<Record<s
 
 export function actionsOf(statement: Record<string, any>): string[] {
   return ([] as string[]).concat(statement.Action);
+}
+
+/** Write a shell file of these lines (a scratch script or library for the inliner's tests). */
+export function writeLines(file: string, lines: string[]): string {
+  fs.writeFileSync(file, lines.join('\n') + '\n');
+  return file;
+}
+
+/** The two lines by which a script sources `rel` beside itself, as ssm/scripts do. */
+export function sourceLine(rel: string): string[] {
+  return [`# shellcheck source=${rel}`, `source "$(dirname "\${BASH_SOURCE[0]}")/${rel}"`];
 }

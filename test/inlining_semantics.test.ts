@@ -3,6 +3,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { checkSingleDefinitions, inlineLibraries, ScriptIncludeError } from '../lib/constructs/documents';
+import { sourceLine, writeLines } from './helpers';
 
 /** What the inliner promises against what bash does with the same files: the deployed document
  * (one file, libraries inlined) and the script run from the repository (libraries sourced) are
@@ -10,11 +11,8 @@ import { checkSingleDefinitions, inlineLibraries, ScriptIncludeError } from '../
 describe('inlined scripts behave as the sourced scripts', () => {
   let dir: string;
   let lib: string;
-  const write = (file: string, lines: string[]): string => {
-    fs.writeFileSync(file, lines.join('\n') + '\n');
-    return file;
-  };
-  const include = (rel: string): string[] => [`# shellcheck source=${rel}`, `source "$(dirname "\${BASH_SOURCE[0]}")/${rel}"`];
+  const write = writeLines;
+  const include = sourceLine;
   const bash = (file: string): string => execFileSync('bash', [file], { encoding: 'utf8', cwd: '/' });
 
   beforeEach(() => {

@@ -73,13 +73,4 @@ def claimed_by(table: str, array: str) -> str:
 
 
 def unclaim(table: str, array: str, name: str) -> None:
-    try:
-        clients.dynamodb().delete_item(
-            TableName=table,
-            Key={"array": {"S": array + CLAIM_SUFFIX}},
-            ConditionExpression="executionName = :me",
-            ExpressionAttributeValues={":me": {"S": name}},
-        )
-    except ClientError as err:
-        if error_code(err) != "ConditionalCheckFailedException":
-            raise
+    lock.delete_if_held(table, array + CLAIM_SUFFIX, "executionName", name)

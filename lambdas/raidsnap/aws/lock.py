@@ -123,12 +123,18 @@ def acquire(
 
 def release(table: str, array: str, execution_arn: str) -> bool:
     """Drop the lock if this execution holds it; True when it did."""
+    return delete_if_held(table, array, "executionArn", execution_arn)
+
+
+def delete_if_held(table: str, key: str, holder_attribute: str, holder: str) -> bool:
+    """Delete the item under ``key`` only while ``holder`` holds it (one conditional DeleteItem:
+    a holder that lost the item to a takeover never deletes the new holder's); True when it did."""
     try:
         clients.dynamodb().delete_item(
             TableName=table,
-            Key={"array": {"S": array}},
-            ConditionExpression="executionArn = :me",
-            ExpressionAttributeValues={":me": {"S": execution_arn}},
+            Key={"array": {"S": key}},
+            ConditionExpression=f"{holder_attribute} = :me",
+            ExpressionAttributeValues={":me": {"S": holder}},
         )
     except ClientError as err:
         if error_code(err) == "ConditionalCheckFailedException":
@@ -192,18 +198,7 @@ def hold_for_backup(table: str, array: str, execution_arn: str, lease_seconds: i
 
 def release_backup(table: str, array: str, execution_arn: str) -> bool:
     """Drop the backup's hold if this execution holds it; True when it did."""
-    try:
-        clients.dynamodb().delete_item(
-            TableName=table,
-            Key=_backup_key(array),
-            ConditionExpression="executionArn = :me",
-            ExpressionAttributeValues={":me": {"S": execution_arn}},
-        )
-    except ClientError as err:
-        if error_code(err) == "ConditionalCheckFailedException":
-            return False
-        raise
-    return True
+    return delete_if_held(table, BACKUP_KEY_PREFIX + array, "executionArn", execution_arn)
 
 
 def refuse_while_backup_holds(table: str, array: str) -> None:

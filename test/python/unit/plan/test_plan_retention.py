@@ -11,34 +11,49 @@ T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def a_set(
-    n: int, *, status: str = "taken", state: str = "completed", recorded: bool = True
+    n: int,
+    *,
+    status: str = "taken",
+    state: str = "completed",
+    recorded: bool = True,
+    members: int = 1,
+    degraded: bool = False,
+    hours_apart: int = 1,
 ) -> SnapshotSet:
-    started = T0 + timedelta(hours=n)
+    """Set ``n`` of array db1, started ``n * hours_apart`` hours after T0; a degraded set lacks
+    its last member (its backup ran while that volume was gone)."""
+    started = T0 + timedelta(hours=hours_apart * n)
     set_id = f"db1-{n:03d}"
-    member = SetMember(
-        snapshot_id=f"snap-{n:03d}",
-        volume_id="vol-0",
-        index=0,
-        state=state,
-        progress=100,
-        start_time=started,
-        size_gib=8,
-        encrypted=False,
-        kms_key_id=None,
-        state_message="",
-        tags={"raidsnap:array": "db1", "raidsnap:set-id": set_id},
+    slots = range(members - 1) if degraded else range(members)
+    snaps = tuple(
+        SetMember(
+            snapshot_id=f"snap-{n:03d}" + (str(i) if members > 1 else ""),
+            volume_id=f"vol-{i}",
+            index=i,
+            state=state,
+            progress=100,
+            start_time=started,
+            size_gib=8,
+            encrypted=False,
+            kms_key_id=None,
+            state_message="",
+            tags={"raidsnap:array": "db1", "raidsnap:set-id": set_id},
+        )
+        for i in slots
     )
     manifest = Manifest(
         array="db1",
         set_id=set_id,
         execution_arn=f"arn:exec:{n}",
         status=status,  # type: ignore[arg-type]
-        member_count=1,
-        volumes={0: "vol-0"},
-        snapshots={0: member.snapshot_id},
+        member_count=members,
+        volumes={i: f"vol-{i}" for i in range(members)},
+        snapshots={m.index: m.snapshot_id for m in snaps if m.index is not None},
         started=started,
+        degraded=degraded,
+        missing_slots=(members - 1,) if degraded else (),
     )
-    return SnapshotSet(set_id, "db1", 1, (member,), manifest if recorded else None)
+    return SnapshotSet(set_id, "db1", members, snaps, manifest if recorded else None)
 
 
 def reasons(sets: list[SnapshotSet], keep: int, protected: tuple[str, ...] = ()) -> dict[str, str]:
@@ -94,3 +109,24 @@ def test_without_a_complete_set_only_the_newest_incomplete_ones_stay() -> None:
         "db1-001": "keep: incomplete, but newer than the oldest kept set",
     }
     assert plan([], 3, (), T0).keep == ()
+
+
+def test_a_degraded_week_keeps_the_good_sets_and_only_the_newest_degraded_ones() -> None:
+    good = [a_set(n, members=2, hours_apart=4) for n in range(10)]
+    degraded = [
+        a_set(n, members=2, degraded=True, hours_apart=4) for n in range(10, 52)
+    ]  # a week of degraded backups
+    result = plan([*good, *degraded], keep_complete=7, protected=(), now=T0 + timedelta(days=9))
+    kept = {s.set_id for s in result.keep}
+    # the newest seven good sets stay: the array can still be restored whole from them
+    assert {s.set_id for s in good[-7:]} <= kept
+    # of the degraded sets only the newest seven stay (never counted, never unbounded)
+    assert {s.set_id for s in degraded if s.set_id in kept} == {s.set_id for s in degraded[-7:]}
+    assert len(result.delete) == 3 + 35
+
+
+def test_a_degraded_set_newer_than_every_good_one_is_kept() -> None:
+    sets = [a_set(0, members=2, hours_apart=4), a_set(1, members=2, degraded=True, hours_apart=4)]
+    result = plan(sets, keep_complete=7, protected=(), now=T0 + timedelta(days=1))
+    assert {s.set_id for s in result.keep} == {"db1-000", "db1-001"}
+    assert result.delete == ()
