@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 from botocore.exceptions import BotoCoreError, ClientError
@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from raidsnap.aws import snapshot_sets
+from raidsnap.models import Consistency, Initialization, RestoreMode, VolumeType
 
 from . import backends, inputs, queries
 from .backends import AwsOptions, Backend, BackendError
@@ -61,11 +62,8 @@ app = typer.Typer(
 )
 
 
-# Choices as the workflow input allows them; a typo is a usage error naming the choices.
-Consistency = Literal["crash", "fsfreeze"]
-Initialization = Literal["fsr", "rate", "prewarm", "none"]
-VolumeType = Literal["gp3", "gp2", "io1", "io2", "st1", "sc1", "standard"]
-Mode = Literal["attach", "replace"]
+# Choices are the workflow input's own (raidsnap.models): a typo is a usage error naming them.
+Mode = RestoreMode
 
 
 AWS = "AWS"

@@ -202,6 +202,7 @@ MdDevice = Annotated[str, StringConstraints(pattern=r"^/dev/md[0-9]{1,3}$")]
 MD_UUID_PATTERN = r"^[0-9a-f]{8}(:[0-9a-f]{8}){3}$"
 MdUuid = Annotated[str, StringConstraints(pattern=MD_UUID_PATTERN)]
 Initialization = Literal["fsr", "rate", "prewarm", "none"]
+RestoreMode = Literal["attach", "replace"]
 
 
 class RestoreInput(BaseModel):
@@ -225,7 +226,7 @@ class RestoreInput(BaseModel):
     mdDevice: MdDevice | None = None
     mdUuid: MdUuid | None = None
     readOnly: bool = False
-    mode: Literal["attach", "replace"] = "attach"
+    mode: RestoreMode = "attach"
 
     def check_combinations(self) -> None:
         """What pydantic's field types cannot say: which fields go together."""
