@@ -98,11 +98,10 @@ def _prewarm_outcome(
 ) -> dict[str, JsonValue] | None:
     """What became of the prewarm, and how far it got, in words for the output's warnings."""
     prewarm, error = state.prewarm, state.prewarmError
-    if prewarm is None and error is None:
-        return None
     ids = ",".join(v.ids)
     if prewarm is None:
-        assert error is not None
+        if error is None:
+            return None
         reason = cause_message(error.Cause) or error.Error
         warnings.append(
             f"the prewarm was not started ({public_name(error.Error)}: "

@@ -94,9 +94,9 @@ def _fsr_look(plan: Plan, previous: Fsr) -> Fsr:
     current = plan_fsr.current_states(ids, pairs)
     progress = _progress(f)
     plan_fsr.observe(progress, current)
-    seen = progress["seen"]
-    assert isinstance(seen, dict)
-    f.seen = {sid: (str(st), int(at)) for sid, (st, at) in seen.items()}
+    seen = progress["seen"]  # observe() records each pair's first sighting in its state
+    if isinstance(seen, dict):
+        f.seen = {sid: (str(st), int(at)) for sid, (st, at) in seen.items()}
     limit = plan.initialization.fsrTimeoutSeconds
     verdict = plan_fsr.judge(
         _members(plan), progress, current, pairs, allow_optimizing=allow, limit_seconds=limit
