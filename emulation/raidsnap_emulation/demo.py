@@ -90,39 +90,36 @@ def _restore_prepare(r: dict[str, Any]) -> str:
     )
 
 
-def _restore_fsr(r: dict[str, Any]) -> str:
-    f = r["fsr"]
+def _restore_fsr(f: dict[str, Any]) -> str:
     if f["status"] == "ready":
         return "Fast Snapshot Restore usable for every snapshot: create the volumes"
     if f["status"] == "pending" and not f.get("seen"):
-        return f"enabled FSR for {len(f['ours'])} snapshots in {r['availabilityZone']} only"
+        return f"enabled FSR for {len(f['ours'])} snapshots in the target's AZ only"
     if f["status"] == "pending":
         states = sorted({v[0] for v in f["seen"].values()})
         return f"FSR {', '.join(states)}; next look in {f['waitSeconds']} s"
-    return f"FSR: {f['status']} ({'; '.join(r.get('notes', [])[-1:])})"
+    return f"FSR: {f['status']} ({'; '.join(f.get('notes', [])[-1:])})"
 
 
-def _restore_create(r: dict[str, Any]) -> str:
-    ids = r["volumes"]["ids"]
+def _restore_create(v: dict[str, Any]) -> str:
+    ids = v["ids"]
     return f"one step asked for {len(ids)} volumes (a ClientToken per member): {_short(ids)}"
 
 
-def _restore_check(r: dict[str, Any]) -> str:
-    v = r["volumes"]
-    done = "; FSR disabled again" if r.get("fsr", {}).get("disabled") else ""
+def _restore_check(v: dict[str, Any]) -> str:
+    done = "; FSR disabled again" if v.get("fsrDisabled") else ""
     return f"{len(v['ids'])} volumes {v['status']} (one DescribeVolumes call){done}"
 
 
-def _restore_old(r: dict[str, Any]) -> str:
-    old = r["old"]
+def _restore_old(old: dict[str, Any]) -> str:
     if old["status"] == "detached":
         kept = _short(old["volumeIds"])
         return f"old members detached and kept, tagged raidsnap:replaced-by: {kept}"
     return f"detaching old members {_short(old['volumeIds'])}"
 
 
-def _restore_attach(r: dict[str, Any]) -> str:
-    return f"attach: {r['attach']['status']}"
+def _restore_attach(a: dict[str, Any]) -> str:
+    return f"attach: {a['status']}"
 
 
 def _restore_command(r: dict[str, Any]) -> str:

@@ -11,4 +11,5 @@ from raidsnap.workflows import abandoned
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return abandoned.clean_up(event, RestoreSettings.from_env())
+    settings = RestoreSettings.from_env()
+    return abandoned.clean_up(abandoned.StatusChange.model_validate(event), settings).dump()

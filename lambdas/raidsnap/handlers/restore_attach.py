@@ -10,4 +10,4 @@ from raidsnap.workflows import restore
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return restore.attach_volumes(event)
+    return restore.attach_volumes(restore.AttachCall.model_validate(event)).dump()

@@ -10,4 +10,4 @@ from raidsnap.workflows import restore
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return restore.check_volumes(event)
+    return restore.check_volumes(restore.CheckCall.model_validate(event)).dump()

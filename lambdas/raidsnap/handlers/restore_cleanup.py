@@ -11,4 +11,5 @@ from raidsnap.workflows import restore
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return restore.cleanup(event, RestoreSettings.from_env(), RestoreDocuments.from_env())
+    settings, documents = RestoreSettings.from_env(), RestoreDocuments.from_env()
+    return restore.cleanup(restore.StateCall.model_validate(event), settings, documents).dump()

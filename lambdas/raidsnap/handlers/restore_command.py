@@ -11,4 +11,5 @@ from raidsnap.workflows import restore
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return restore.send_command(event["state"], str(event["step"]), RestoreDocuments.from_env())
+    call = restore.CommandCall.model_validate(event)
+    return restore.send_command(call, RestoreDocuments.from_env()).dump()

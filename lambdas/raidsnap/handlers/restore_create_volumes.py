@@ -10,4 +10,4 @@ from raidsnap.workflows import restore
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return restore.create_volumes(event)
+    return restore.create_volumes(restore.CreateCall.model_validate(event)).dump()

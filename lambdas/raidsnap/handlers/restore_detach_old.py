@@ -10,4 +10,4 @@ from raidsnap.workflows import restore
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return restore.detach_old(event)
+    return restore.detach_old(restore.DetachCall.model_validate(event)).dump()

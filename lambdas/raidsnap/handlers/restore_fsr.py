@@ -11,4 +11,5 @@ from raidsnap.workflows import restore
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return restore.fsr_step(event, RestoreSettings.from_env())
+    settings = RestoreSettings.from_env()
+    return restore.fsr_step(restore.FsrCall.model_validate(event), settings).dump()

@@ -11,4 +11,5 @@ from raidsnap.workflows import restore
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return restore.prepare(event, RestoreSettings.from_env())
+    settings = RestoreSettings.from_env()
+    return restore.prepare(restore.PrepareCall.model_validate(event), settings).dump()

@@ -8,12 +8,14 @@ after the array was assembled and mounted, and taking it away could destroy data
 from __future__ import annotations
 
 import json
-from typing import Any
+
+from pydantic import Field
 
 from raidsnap import tags
 from raidsnap.aws import fsr, lock, volumes
 from raidsnap.environment import RestoreSettings
 from raidsnap.errors import RaidsnapError
+from raidsnap.models import Contract
 from raidsnap.observability import logger
 from raidsnap.plan.cleanup import disposition
 from raidsnap.plan.fsr import by_zone
@@ -26,9 +28,38 @@ class CleanupPendingError(RaidsnapError):
     """Volumes of the run are still detaching: the invocation is retried."""
 
 
-def _array_of(detail: dict[str, Any]) -> str | None:
+class StatusChangeDetail(Contract):
+    """What this reads of a "Step Functions Execution Status Change" event's detail (Step
+    Functions Developer Guide, "Execution status change" events): the ARN, the status, the
+    start time in epoch milliseconds, and the execution input as a JSON string."""
+
+    executionArn: str | None = None
+    status: str | None = None
+    startDate: int | None = None
+    input: str | None = None
+
+
+class StatusChange(Contract):
+    """The EventBridge event; only its detail is read."""
+
+    detail: StatusChangeDetail | None = None
+
+
+class Cleaned(Contract):
+    """What the clean-up did (the Lambda's answer, for the logs and whoever invoked it)."""
+
+    executionArn: str
+    status: str
+    cleaned: bool
+    deletedVolumeIds: list[str] = Field(default_factory=list)
+    attachedVolumeIds: list[str] = Field(default_factory=list)
+    fsrDisabled: list[str] = Field(default_factory=list)
+    lockReleased: list[str] = Field(default_factory=list)
+
+
+def _array_of(detail: StatusChangeDetail) -> str | None:
     try:
-        value = json.loads(detail.get("input") or "{}")
+        value = json.loads(detail.input or "{}")
     except json.JSONDecodeError:
         return None
     array = value.get("array") if isinstance(value, dict) else None
@@ -50,15 +81,15 @@ def _disable_own_fsr(table: str, arn: str) -> list[str]:
     return disabled
 
 
-def clean_up(event: dict[str, Any], settings: RestoreSettings) -> dict[str, Any]:
+def clean_up(event: StatusChange, settings: RestoreSettings) -> Cleaned:
     """Handle one "Step Functions Execution Status Change" event of the restore workflow."""
-    detail = event.get("detail") or {}
-    arn = str(detail.get("executionArn") or "")
-    status = str(detail.get("status") or "")
+    detail = event.detail or StatusChangeDetail()
+    arn = detail.executionArn or ""
+    status = detail.status or ""
     if not arn or status not in ENDED_WITHOUT_CATCH:
-        return {"executionArn": arn, "status": status, "cleaned": False}
+        return Cleaned(executionArn=arn, status=status, cleaned=False)
     # This run's volumes only: a later execution may have the same name, hence the same ARN.
-    run = run_nonce(arn, int(detail["startDate"])) if detail.get("startDate") else ""
+    run = run_nonce(arn, detail.startDate) if detail.startDate else ""
     views = volumes.created_by(arn, run) if run else {}
     names = {v.tags.get(tags.ARRAY) for v in views.values()} | {_array_of(detail)}
     fsr_disabled = _disable_own_fsr(settings.lock_table, arn)
@@ -81,15 +112,15 @@ def clean_up(event: dict[str, Any], settings: RestoreSettings) -> dict[str, Any]
         elif found == "deletable":
             volumes.delete(vid)
             deleted.append(vid)
-    result = {
-        "executionArn": arn,
-        "status": status,
-        "cleaned": True,
-        "deletedVolumeIds": deleted,
-        "attachedVolumeIds": attached,
-        "fsrDisabled": fsr_disabled,
-        "lockReleased": released,
-    }
+    result = Cleaned(
+        executionArn=arn,
+        status=status,
+        cleaned=True,
+        deletedVolumeIds=deleted,
+        attachedVolumeIds=attached,
+        fsrDisabled=fsr_disabled,
+        lockReleased=released,
+    )
     if attached:
         logger.warning(
             "volumes of a stopped restore are attached and were left alone",

@@ -3,13 +3,10 @@ follows it)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from raidsnap.aws import commands
 from raidsnap.environment import RestoreDocuments
 from raidsnap.models import Poll
-
-State = dict[str, Any]
+from raidsnap.workflows.restore.contracts import CommandCall, CommandRun
 
 COMMAND_POLL_SECONDS = 2
 ASSEMBLE_TIMEOUT_SECONDS = 600
@@ -19,9 +16,10 @@ PREWARM_TIMEOUT_SECONDS = 172800
 PREWARM_MIB_PER_SECOND = 250
 
 
-def send_command(state: State, step: str, documents: RestoreDocuments) -> dict[str, Any]:
+def send_command(call: CommandCall, documents: RestoreDocuments) -> CommandRun:
     """Start the release, assemble or prewarm document on the target."""
-    ids = ",".join(state.get("volumes", {}).get("ids", []))
+    plan, step = call.plan, call.step
+    ids = ",".join(call.volumes.ids if call.volumes else [])
     wait = COMMAND_POLL_SECONDS
     fail_on_error = True
     if step == "release":
@@ -29,27 +27,27 @@ def send_command(state: State, step: str, documents: RestoreDocuments) -> dict[s
         # With the md UUID: release refuses, changing nothing, whatever other array the
         # device holds.
         params = {
-            "MdDevice": state["mdDevice"],
-            "MountPoint": state["mountPoint"],
-            "MdUuid": state["mdUuid"],
+            "MdDevice": plan.mdDevice,
+            "MountPoint": plan.mountPoint,
+            "MdUuid": plan.mdUuid,
         }
     elif step == "assemble":
         document, timeout = documents.assemble, ASSEMBLE_TIMEOUT_SECONDS
         params = {
             "VolumeIds": ids,
-            "MdUuid": state["mdUuid"],
-            "MdDevice": state["mdDevice"],
-            "MountPoint": state["mountPoint"],
-            "ReadOnly": "true" if state["readOnly"] else "false",
+            "MdUuid": plan.mdUuid,
+            "MdDevice": plan.mdDevice,
+            "MountPoint": plan.mountPoint,
+            "ReadOnly": "true" if plan.readOnly else "false",
             # A read-only copy (a drill, a look at older data) is temporary: recording it in
             # mdadm.conf and fstab would bring it back at boot and outlive its teardown.
-            "Persist": "false" if state["readOnly"] else "true",
+            "Persist": "false" if plan.readOnly else "true",
         }
     elif step == "prewarm":
         document, timeout = documents.prewarm, PREWARM_TIMEOUT_SECONDS
-        chosen = state["initialization"].get("prewarmVolumeIds")
+        chosen = call.volumes.prewarmVolumeIds if call.volumes else None
         params = {"VolumeIds": ",".join(chosen) if chosen else ids, "Method": "auto"}
-        largest = max(int(m["sizeGib"]) for m in state["members"])
+        largest = max(m.sizeGib for m in plan.members)
         expected = largest * 1024 / PREWARM_MIB_PER_SECOND
         wait = int(min(300, max(10, expected / 4)))
         # A prewarm that fails leaves a usable array whose first reads are slow: say so, but
@@ -57,13 +55,10 @@ def send_command(state: State, step: str, documents: RestoreDocuments) -> dict[s
         fail_on_error = False
     else:
         raise ValueError(f"unknown command step {step!r}")
+    target = plan.targetInstanceId
     command_id = commands.send(
-        document,
-        state["targetInstanceId"],
-        params,
-        comment=f"raidsnap restore {state['setId']}",
-        timeout=timeout,
+        document, target, params, comment=f"raidsnap restore {plan.setId}", timeout=timeout
     )
     poll = Poll(wait, timeout)
-    target = state["targetInstanceId"]
-    return commands.record(command_id, target, document, poll, fail_on_error=fail_on_error)
+    recorded = commands.record(command_id, target, document, poll, fail_on_error=fail_on_error)
+    return CommandRun.model_validate(recorded)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Literal
 
 from botocore.exceptions import ClientError
 
@@ -16,8 +16,7 @@ from raidsnap.plan import cleanup as plan_cleanup
 from raidsnap.plan import fsr as plan_fsr
 from raidsnap.plan import volumes as plan_volumes
 from raidsnap.workflows.restore.commands import RELEASE_TIMEOUT_SECONDS
-
-State = dict[str, Any]
+from raidsnap.workflows.restore.contracts import Cleanup, Confirm, Plan, RestoreState, StateCall
 
 CLEANUP_POLL_SECONDS = 5
 # Cleanup asks for a normal detach first, and forces it after this many looks.
@@ -26,40 +25,51 @@ CLEANUP_MAX_LOOKS = 120
 DISCOVER_TIMEOUT_SECONDS = 120
 
 
-def _progress(state: State) -> dict[str, Any]:
+def _progress(state: RestoreState) -> Cleanup:
     """The cleanup so far, one look further; the failure it names is set on the first look."""
-    c = dict(state.get("cleanup") or {})
-    error = state.get("error") or {}
-    c.setdefault("error", public_name(str(error.get("Error", "States.Runtime"))))
-    c.setdefault("cause", cause_message(str(error.get("Cause", ""))))
-    c.setdefault("looks", 0)
-    c["looks"] += 1
-    return c
+    c = state.cleanup
+    if c is None:
+        error = state.error
+        c = Cleanup(
+            error=public_name(error.Error if error else "States.Runtime"),
+            cause=cause_message(error.Cause if error else ""),
+            looks=0,
+        )
+    return c.model_copy(update={"looks": c.looks + 1})
 
 
-def _disable_run_fsr(state: State, table: str, c: dict[str, Any], arn: str, zone: str) -> None:
+def _fsr_disabled_already(state: RestoreState) -> bool:
+    """Has a step of the run disabled its FSR already (the fallback, or CheckVolumes once the
+    volumes existed)?"""
+    return bool(
+        (state.fsr is not None and state.fsr.disabled)
+        or (state.volumes is not None and state.volumes.fsrDisabled)
+    )
+
+
+def _disable_run_fsr(state: RestoreState, table: str, c: Cleanup, arn: str, zone: str) -> None:
     """FSR this run enabled and has not disabled yet: from the state, and from the lock item,
     which has the pairs even when the step that enabled them lost EC2's answer."""
-    ours = set((state.get("fsr") or {}).get("ours") or [])
+    ours = set(state.fsr.ours if state.fsr else [])
     claim = lock.fsr_claim(table, arn)
     if claim is not None:
         ours |= set(plan_fsr.in_zone(claim.pairs, zone))
     if ours:
         fsr.disable(sorted(ours), zone)
-        c["fsrDisabled"] = sorted(ours)
-    c["fsrDone"] = True
+        c.fsrDisabled = sorted(ours)
+    c.fsrDone = True
 
 
-def _run_volumes(state: State, arn: str, run: str) -> dict[str, plan_volumes.VolumeView]:
+def _run_volumes(state: RestoreState, arn: str, run: str) -> dict[str, plan_volumes.VolumeView]:
     """Only this run's volumes: those its state recorded, and those tagged with its nonce (a
     CreateVolume whose answer was lost). A run that failed before Prepare chose its nonce
     created nothing; an earlier execution of the same name is another run."""
-    known = set((state.get("volumes") or {}).get("ids") or [])
+    known = set(state.volumes.ids if state.volumes else [])
     views = volumes.created_by(arn, run) if arn and run else {}
     return views | volumes.describe(known - set(views))
 
 
-def cleanup(state: State, settings: RestoreSettings, documents: RestoreDocuments) -> dict[str, Any]:
+def cleanup(call: StateCall, settings: RestoreSettings, documents: RestoreDocuments) -> Cleanup:
     """Remove what this run made, and only that; then name the failure.
 
     Called in a loop by the workflow: each call detaches what is still attached (forcing it
@@ -67,16 +77,18 @@ def cleanup(state: State, settings: RestoreSettings, documents: RestoreDocuments
     attached to the target is detached only once the instance has confirmed that no md device
     and no mount uses it (discover, then release of an unmounted array of this run's volumes);
     where it cannot confirm that, the volume is left attached and the cause says so."""
+    state = call.state
+    plan = state.plan
     c = _progress(state)
-    arn = str((state.get("execution") or {}).get("id", ""))
-    zone = state.get("availabilityZone")
-    array = state.get("array")
+    arn = state.execution.id
+    zone = plan.availabilityZone if plan else None
+    array = plan.array if plan else None
 
-    if array and zone and not c.get("fsrDone") and not (state.get("fsr") or {}).get("disabled"):
-        _disable_run_fsr(state, settings.lock_table, c, arn, str(zone))
-    run = str(state.get("run") or "")
+    if array and zone and not c.fsrDone and not _fsr_disabled_already(state):
+        _disable_run_fsr(state, settings.lock_table, c, arn, zone)
+    run = plan.run if plan else ""
     views = _run_volumes(state, arn, run)
-    target = str(state.get("targetInstanceId") or "")
+    target = plan.targetInstanceId if plan else ""
     on_target = sorted(
         vid
         for vid, view in views.items()
@@ -84,132 +96,142 @@ def cleanup(state: State, settings: RestoreSettings, documents: RestoreDocuments
         and view.state not in ("deleting", "deleted")
         and plan_cleanup.attached_to(view, target)
     )
-    confirm = dict(c.get("confirm") or {})
-    if on_target and confirm.get("status") not in ("free", "kept"):
-        confirm = _confirm_free(state, confirm, on_target, documents)
-        c["confirm"] = confirm
-        if confirm["status"] == "pending" and c["looks"] < CLEANUP_MAX_LOOKS:
-            c["status"] = "pending"
-            c["waitSeconds"] = CLEANUP_POLL_SECONDS
-            return c
-        if confirm["status"] == "pending":
-            c["confirm"] = confirm = dict(
-                confirm, status="kept", reason="the instance did not answer in time"
-            )
-    keep = set(on_target) if confirm.get("status") == "kept" else set()
-    pending = volumes.remove_created(views, arn, run, c, force_after=CLEANUP_FORCE_AFTER, keep=keep)
-    if pending and c["looks"] < CLEANUP_MAX_LOOKS:
-        c["status"] = "pending"
-        c["waitSeconds"] = CLEANUP_POLL_SECONDS
-        return c
+    if plan and on_target and (c.confirm is None or c.confirm.status not in ("free", "kept")):
+        c.confirm = _confirm_step(plan, c, on_target, documents)
+        if c.confirm.status == "pending":
+            return c.model_copy(update={"status": "pending", "waitSeconds": CLEANUP_POLL_SECONDS})
+    keep = set(on_target) if c.confirm is not None and c.confirm.status == "kept" else set()
+    progress: dict[str, object] = {
+        "detachAsks": dict(c.detachAsks or {}),
+        "deleted": list(c.deleted or []),
+    }
+    pending = volumes.remove_created(
+        views, arn, run, progress, force_after=CLEANUP_FORCE_AFTER, keep=keep
+    )
+    c = c.model_copy(update=progress)
+    if pending and c.looks < CLEANUP_MAX_LOOKS:
+        return c.model_copy(update={"status": "pending", "waitSeconds": CLEANUP_POLL_SECONDS})
 
-    if array and state.get("tagTarget") and target and not keep:
+    if array and plan and plan.tagTarget and target and not keep:
         # Only the tag this run added: DeleteTags with a value removes it only when it matches.
         tagging.remove([target], tags.ARRAY, array)
     if array and arn:
         lock.release(settings.lock_table, array, arn)
-    c["status"] = "done"
-    c["kept"] = sorted(keep)
-    c["cause"] = c["cause"] + _cleanup_summary(state, c, pending)
-    logger.info(
-        "restore cleaned up", extra={"deleted": c["deleted"], "left": pending, "kept": c["kept"]}
-    )
+    c.status = "done"
+    c.kept = sorted(keep)
+    c.cause = c.cause + _cleanup_summary(state, c, pending)
+    logger.info("restore cleaned up", extra={"deleted": c.deleted, "left": pending, "kept": c.kept})
     if array:
-        for_array(str(array))
+        for_array(array)
     count("RestoreFailed")
     return c
 
 
+def _confirm_step(plan: Plan, c: Cleanup, ours: list[str], documents: RestoreDocuments) -> Confirm:
+    """The confirmation one look further; still pending after the cleanup's last look, the
+    volumes are kept."""
+    confirm = _confirm_free(plan, c.confirm, ours, documents)
+    if confirm.status == "pending" and c.looks >= CLEANUP_MAX_LOOKS:
+        return confirm.model_copy(
+            update={"status": "kept", "reason": "the instance did not answer in time"}
+        )
+    return confirm
+
+
 def _confirm_free(
-    state: State, confirm: dict[str, Any], ours: list[str], documents: RestoreDocuments
-) -> dict[str, Any]:
+    plan: Plan, confirm: Confirm | None, ours: list[str], documents: RestoreDocuments
+) -> Confirm:
     """One step of asking the target whether any md device or mount uses this run's attached
     volumes: discover (read only); then release each array of them that is not mounted (the
     set's md UUID, so that release refuses anything else). A mounted array is the user's and
     is never released here. Returns the confirmation with status pending, free or kept."""
-    target = state["targetInstanceId"]
+    target = plan.targetInstanceId
+    if confirm is None:
+        params = {"ArrayName": plan.array}
+        return _send(plan, None, "discover", documents.discover, params)
 
-    def kept(reason: str) -> dict[str, Any]:
-        return dict(confirm, status="kept", reason=reason)
+    def kept(reason: str) -> Confirm:
+        return confirm.model_copy(update={"status": "kept", "reason": reason})
 
-    if not confirm:
-        params = {"ArrayName": state["array"]}
-        return _send(state, confirm, "discover", documents.discover, params)
-    looked = commands.fetch(confirm["commandId"], target)
+    looked = commands.fetch(str(confirm.commandId), target)
     if looked.status == "pending":
-        poll = Poll(CLEANUP_POLL_SECONDS, int(confirm["budgetSeconds"])).waited()
+        poll = Poll(CLEANUP_POLL_SECONDS, int(confirm.budgetSeconds or 0)).waited()
         if poll.spent:
-            return kept(f"{confirm['phase']} did not finish on {target}")
-        return dict(confirm, budgetSeconds=poll.budget_seconds)
+            return kept(f"{confirm.phase} did not finish on {target}")
+        return confirm.model_copy(update={"budgetSeconds": poll.budget_seconds})
     answer = looked.result or {}
     if looked.status == "failed":
         what = answer.get("error") or looked.detail
         return kept(
-            f"{confirm['phase']} failed on {target} ({what}: "
+            f"{confirm.phase} failed on {target} ({what}: "
             f"{answer.get('message') or looked.stderr_tail(2)})"
         )
-    if confirm["phase"] == "discover":
-        reason, queue = plan_cleanup.arrays_holding(
-            answer.get("arrays") or [], ours, state["mdUuid"]
-        )
+    if confirm.phase == "discover":
+        reason, queue = plan_cleanup.arrays_holding(answer.get("arrays") or [], ours, plan.mdUuid)
         if reason is not None:
             return kept(reason)
     else:
-        queue = list(confirm.get("queue") or [])[1:]
+        queue = list(confirm.queue or [])[1:]
     if not queue:
-        return dict(confirm, status="free")
-    params = {"MdDevice": queue[0], "MountPoint": state["mountPoint"], "MdUuid": state["mdUuid"]}
-    return _send(state, confirm, "release", documents.release, params, queue=queue)
+        return confirm.model_copy(update={"status": "free"})
+    params = {"MdDevice": queue[0], "MountPoint": plan.mountPoint, "MdUuid": plan.mdUuid}
+    return _send(plan, confirm, "release", documents.release, params, queue=queue)
 
 
 _TIMEOUTS = {"discover": DISCOVER_TIMEOUT_SECONDS, "release": RELEASE_TIMEOUT_SECONDS}
 
 
 def _send(
-    state: State,
-    confirm: dict[str, Any],
-    phase: str,
+    plan: Plan,
+    confirm: Confirm | None,
+    phase: Literal["discover", "release"],
     document: str,
     params: dict[str, str],
     *,
     queue: list[str] | None = None,
-) -> dict[str, Any]:
+) -> Confirm:
     """Start one phase of the confirmation; one that cannot be sent keeps the volumes."""
-    target = state["targetInstanceId"]
+    target = plan.targetInstanceId
     timeout = _TIMEOUTS[phase]
     try:
         command_id = commands.send(
-            document, target, params, comment=f"raidsnap cleanup {state['setId']}", timeout=timeout
+            document, target, params, comment=f"raidsnap cleanup {plan.setId}", timeout=timeout
         )
     except ClientError as err:
         reason = f"{document} could not be sent to {target} ({error_code(err)})"
-        return dict(confirm, status="kept", reason=reason)
-    sent: dict[str, Any] = {"status": "pending", "phase": phase}
+        if confirm is None:
+            return Confirm(status="kept", reason=reason)
+        return confirm.model_copy(update={"status": "kept", "reason": reason})
+    sent = Confirm(status="pending", phase=phase)
     if queue is not None:
-        sent["queue"] = queue
-    return sent | {"commandId": command_id, "budgetSeconds": timeout + 30}
+        sent.queue = queue
+    sent.commandId = command_id
+    sent.budgetSeconds = timeout + 30
+    return sent
 
 
-def _cleanup_summary(state: State, c: dict[str, Any], left: list[str]) -> str:
+def _cleanup_summary(state: RestoreState, c: Cleanup, left: list[str]) -> str:
+    plan = state.plan
+    run = plan.run if plan else None
     parts = []
-    if c["deleted"]:
-        parts.append(f"deleted the {len(c['deleted'])} volumes this run created")
-    if c.get("fsrDisabled"):
-        parts.append(f"disabled the FSR it enabled ({len(c['fsrDisabled'])} snapshots)")
-    if c.get("kept"):
+    if c.deleted:
+        parts.append(f"deleted the {len(c.deleted)} volumes this run created")
+    if c.fsrDisabled:
+        parts.append(f"disabled the FSR it enabled ({len(c.fsrDisabled)} snapshots)")
+    if c.kept:
         parts.append(
-            f"left volumes {c['kept']} attached to {state.get('targetInstanceId')} as they are, "
-            f"because the instance did not confirm that nothing uses them: "
-            f"{(c.get('confirm') or {}).get('reason')}. They are this run's (tagged "
-            f"{tags.RESTORE_RUN}={state.get('run')}): keep the array, or release it and delete "
+            f"left volumes {c.kept} attached to {plan.targetInstanceId if plan else None} as "
+            f"they are, because the instance did not confirm that nothing uses them: "
+            f"{c.confirm.reason if c.confirm else None}. They are this run's (tagged "
+            f"{tags.RESTORE_RUN}={run}): keep the array, or release it and delete "
             "them by hand"
         )
     if left:
         parts.append(
             f"could not remove volumes {left} in time: delete them by hand (tagged "
-            f"{tags.RESTORE_RUN}={state.get('run')})"
+            f"{tags.RESTORE_RUN}={run})"
         )
-    old = (state.get("old") or {}).get("volumeIds") or []
+    old = state.old.volumeIds if state.old else []
     if old:
         parts.append(
             f"the old members {old} stay detached and intact, tagged {tags.REPLACED_BY}; "

@@ -3,70 +3,88 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from botocore.exceptions import ClientError
+from pydantic import JsonValue
 
 from raidsnap import tags
 from raidsnap.aws import commands, error_code, lock
 from raidsnap.environment import RestoreSettings
 from raidsnap.errors import cause_message, public_name
 from raidsnap.observability import count, for_array
+from raidsnap.workflows.restore.contracts import (
+    Finished,
+    Output,
+    Plan,
+    RestoreState,
+    StateCall,
+    Volumes,
+)
 
-State = dict[str, Any]
 
-
-def finish(state: State, settings: RestoreSettings) -> State:
+def finish(call: StateCall, settings: RestoreSettings) -> Finished:
     """Release the lock and shape the output. The array is assembled and mounted by now: a
     prewarm that failed, could not start or could not be followed is a warning, never a
     failure of the run."""
-    lock.release(settings.lock_table, state["array"], state["execution"]["id"])
-    for_array(state["array"])
+    state = call.state
+    plan, v = _assembled(state)
+    lock.release(settings.lock_table, plan.array, plan.executionArn)
+    for_array(plan.array)
     count("RestoreSucceeded")
-    notes = list(state["notes"])
+    # Each step's notes, in the order the steps ran.
+    notes = [*plan.notes]
+    for part in (state.fsr, v, state.old):
+        notes += part.notes if part is not None else []
     warnings: list[str] = []
-    if state.get("tagTarget"):
+    if plan.tagTarget:
         notes.append(
-            f"tagged {state['targetInstanceId']} {tags.ARRAY}={state['array']}: backups of "
-            f"{state['array']} now follow the restored array"
+            f"tagged {plan.targetInstanceId} {tags.ARRAY}={plan.array}: backups of "
+            f"{plan.array} now follow the restored array"
         )
-    assembled = (state.get("assemble") or {}).get("result") or {}
-    prewarm_out = _prewarm_outcome(state, warnings)
-    init = state["initialization"]
-    f = state.get("fsr") or {}
-    if init["requested"] == "fsr" and init["used"] == "fsr":
+    assembled = (state.assemble.result if state.assemble else None) or {}
+    prewarm_out = _prewarm_outcome(state, v, warnings)
+    requested, used = plan.initialization.requested, v.initialization
+    if requested == "fsr" and used == "fsr":
+        ours = state.fsr.ours if state.fsr else []
         notes.append(
-            f"FSR enabled for {len(f.get('ours', []))} snapshots in {state['availabilityZone']} "
+            f"FSR enabled for {len(ours)} snapshots in {plan.availabilityZone} "
             "and disabled again once the volumes existed"
         )
-    taken = state.get("setTakenAt")
+    taken = plan.setTakenAt
     if taken:
         notes.append(
-            f"the array holds the data of set {state['setId']}, taken {taken}; writes made "
+            f"the array holds the data of set {plan.setId}, taken {taken}; writes made "
             "to the array after that time are not in it"
         )
-    state["output"] = {
-        "array": state["array"],
-        "setId": state["setId"],
-        "setTakenAt": taken,
-        "volumeIds": state["volumes"]["ids"],
-        "devices": (state.get("attach") or {}).get("devices", []),
-        "mdDevice": assembled.get("mdDevice") or state["mdDevice"],
-        "mountPoint": assembled.get("mountPoint") or state["mountPoint"],
-        "mdUuid": state["mdUuid"],
-        "targetInstanceId": state["targetInstanceId"],
-        "availabilityZone": state["availabilityZone"],
-        "mode": state["mode"],
-        "initialization": init["used"],
-        "requestedInitialization": init["requested"],
-        "fastRestored": state["volumes"].get("fastRestored", []),
-        "memberInitialization": _member_initialization(state),
-        "replacedVolumeIds": (state.get("old") or {}).get("volumeIds", []),
-        "prewarm": prewarm_out,
-        "warnings": warnings,
-        "notes": notes,
-    }
-    return state
+    output = Output(
+        array=plan.array,
+        setId=plan.setId,
+        setTakenAt=taken,
+        volumeIds=v.ids,
+        devices=(state.attach.devices if state.attach else None) or [],
+        mdDevice=str(assembled.get("mdDevice") or plan.mdDevice),
+        mountPoint=str(assembled.get("mountPoint") or plan.mountPoint),
+        mdUuid=plan.mdUuid,
+        targetInstanceId=plan.targetInstanceId,
+        availabilityZone=plan.availabilityZone,
+        mode=plan.mode,
+        initialization=used,
+        requestedInitialization=requested,
+        fastRestored=v.fastRestored or [],
+        memberInitialization=_member_initialization(v),
+        replacedVolumeIds=state.old.volumeIds if state.old else [],
+        prewarm=prewarm_out,
+        warnings=warnings,
+        notes=notes,
+    )
+    return Finished(output=output)
+
+
+def _assembled(state: RestoreState) -> tuple[Plan, Volumes]:
+    """The plan and the volumes, which every run that assembled its array has."""
+    if state.plan is None or state.volumes is None:
+        raise ValueError("finish needs the run's plan and volumes; the run has not assembled")
+    return state.plan, state.volumes
 
 
 _SLOW_READS = (
@@ -75,27 +93,29 @@ _SLOW_READS = (
 )
 
 
-def _prewarm_outcome(state: State, warnings: list[str]) -> dict[str, Any] | None:
+def _prewarm_outcome(
+    state: RestoreState, v: Volumes, warnings: list[str]
+) -> dict[str, JsonValue] | None:
     """What became of the prewarm, and how far it got, in words for the output's warnings."""
-    prewarm = state.get("prewarm") or {}
-    error = state.get("prewarmError") or {}
-    if not prewarm and not error:
-        return None
-    ids = ",".join(state["volumes"]["ids"])
-    if not prewarm:
-        reason = cause_message(str(error.get("Cause", ""))) or str(error.get("Error", ""))
+    prewarm, error = state.prewarm, state.prewarmError
+    ids = ",".join(v.ids)
+    if prewarm is None:
+        if error is None:
+            return None
+        reason = cause_message(error.Cause) or error.Error
         warnings.append(
-            f"the prewarm was not started ({public_name(str(error.get('Error', '')))}: "
+            f"the prewarm was not started ({public_name(error.Error)}: "
             f"{reason}); {_SLOW_READS} (VolumeIds {ids})"
         )
         return {"status": "not-started", "reason": reason}
-    if error:
+    status, result, tail = prewarm.status, prewarm.result, prewarm.stderrTail or ""
+    if error is not None:
         # The prewarm was started but could not be followed: one more look, best effort.
-        command_id, instance_id = prewarm["commandId"], prewarm["instanceId"]
+        command_id, instance_id = prewarm.commandId, prewarm.instanceId
         try:
             looked = commands.fetch(command_id, instance_id)
         except ClientError as err:
-            why = f"{error.get('Error')}, then {error_code(err)}"
+            why = f"{error.Error}, then {error_code(err)}"
             warnings.append(
                 f"could not follow the prewarm (command {command_id} on {instance_id}: {why}); "
                 f"it may have finished or may still be reading; {_SLOW_READS} if it did not"
@@ -108,11 +128,9 @@ def _prewarm_outcome(state: State, warnings: list[str]) -> dict[str, Any] | None
                 "usable meanwhile"
             )
             return {"status": "running", "commandId": command_id}
-        prewarm = dict(prewarm, status=looked.status, result=looked.result)
-        prewarm["stderrTail"] = looked.stderr_tail()
-    if prewarm.get("status") == "success":
-        return {"status": "success", "result": prewarm.get("result")}
-    tail = str(prewarm.get("stderrTail", ""))
+        status, result, tail = looked.status, looked.result, looked.stderr_tail()
+    if status == "success":
+        return {"status": "success", "result": result}
     got = _progress(tail)
     warnings.append(
         f"the prewarm failed{' after reading ' + got if got else ''}: "
@@ -131,19 +149,17 @@ def _progress(stderr: str) -> str:
     return f"{done} of {total} MiB" if total else ""
 
 
-def _member_initialization(state: State) -> list[str]:
+def _member_initialization(v: Volumes) -> list[str]:
     """How each member's volume was initialized, in member order: fsr for a volume EC2 fast
     restored, prewarm for one read on the instance, else the run's initialization."""
-    init = state["initialization"]
-    ids = state["volumes"]["ids"]
-    fast = state["volumes"].get("fastRestored") or [False] * len(ids)
-    prewarmed = set(init.get("prewarmVolumeIds") or [])
+    fast = v.fastRestored or [False] * len(v.ids)
+    prewarmed = set(v.prewarmVolumeIds or [])
     out = []
-    for vid, fast_restored in zip(ids, fast, strict=True):
+    for vid, fast_restored in zip(v.ids, fast, strict=True):
         if vid in prewarmed:
             out.append("prewarm")
-        elif init["used"] == "fsr" and fast_restored:
+        elif v.initialization == "fsr" and fast_restored:
             out.append("fsr")
         else:
-            out.append(str(init["used"]))
+            out.append(v.initialization)
     return out

@@ -3,100 +3,112 @@ to prewarm when the Region's quota, EC2 or the time limit says no."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from raidsnap.aws import fsr, lock
 from raidsnap.environment import RestoreSettings
 from raidsnap.plan import fsr as plan_fsr
-
-State = dict[str, Any]
-
-
-def fsr_step(state: State, settings: RestoreSettings) -> State:
-    """First call: enable FSR for the pairs not already enabled. Later calls: look, and decide
-    how long to wait, or give up and fall back to prewarm."""
-    if state["fsr"]["status"] == "start":
-        return _fsr_start(state, settings)
-    return _fsr_look(state)
+from raidsnap.workflows.restore.contracts import Fsr, FsrCall, Plan
 
 
-def _fsr_start(state: State, settings: RestoreSettings) -> State:
+def fsr_step(call: FsrCall, settings: RestoreSettings) -> Fsr:
+    """First call (no FSR result yet): enable FSR for the pairs not already enabled. Later
+    calls: look, and decide how long to wait, or give up and fall back to prewarm."""
+    if call.fsr is None:
+        return _fsr_start(call.plan, settings)
+    return _fsr_look(call.plan, call.fsr)
+
+
+def _members(plan: Plan) -> list[dict[str, object]]:
+    """The members as raidsnap.plan.fsr reads them."""
+    return [{"snapshotId": m.snapshotId, "sizeGib": m.sizeGib} for m in plan.members]
+
+
+def _progress(f: Fsr) -> dict[str, object]:
+    """What raidsnap.plan.fsr reads of the FSR so far (and observe() updates), as it reads it."""
+    seen = {sid: [st, at] for sid, (st, at) in f.seen.items()}
+    return {"ours": f.ours, "waitedSeconds": f.waitedSeconds, "seen": seen}
+
+
+def _fsr_start(plan: Plan, settings: RestoreSettings) -> Fsr:
     """Enable FSR for the pairs not already enabled, unless the quota leaves no room."""
-    zone = state["availabilityZone"]
-    ids = [m["snapshotId"] for m in state["members"]]
-    arn = state["execution"]["id"]
-    too_many = _fsr_quota_problem(state, ids)
+    zone = plan.availabilityZone
+    ids = [m.snapshotId for m in plan.members]
+    arn = plan.executionArn
+    notes: list[str] = []
+    too_many = _fsr_quota_problem(ids, notes)
     if too_many is not None:
         # Nothing is enabled; pairs only an earlier try of this step enabled (it claimed them
         # first) are this run's and go off with the fallback.
         claims = [c for c in lock.fsr_claims(settings.lock_table) if c.execution_arn == arn]
         mine = plan_fsr.in_zone((p for c in claims for p in c.pairs), zone)
-        state["fsr"] = {"status": "fallback", "ours": mine, "before": [], "disabled": False}
-        return _fsr_fallback(state, too_many)
+        f = Fsr(status="fallback", ours=mine, before=[], disabled=False, notes=notes)
+        return _fsr_fallback(plan, f, too_many)
     before, adopted = _fsr_owners(settings.lock_table, arn, ids, zone)
     ours = [i for i in ids if i not in before]
-    lock.claim_fsr(
-        settings.lock_table, state["array"], arn, [plan_fsr.pair_key(i, zone) for i in ours]
-    )
+    lock.claim_fsr(settings.lock_table, plan.array, arn, [plan_fsr.pair_key(i, zone) for i in ours])
     enabled = fsr.enable(ours, zone)
     lock.record_fsr_enabled(
         settings.lock_table,
         arn,
         {plan_fsr.pair_key(sid, zone): when for sid, when in enabled.enabling_times.items()},
     )
-    f = {
-        "status": "pending",
-        "ours": ours,
-        "before": sorted(before),
-        "waitedSeconds": 0,
-        "seen": {},
-        "disabled": False,
-    }
-    state["fsr"] = f
+    f = Fsr(
+        status="pending",
+        ours=ours,
+        before=sorted(before),
+        waitedSeconds=0,
+        seen={},
+        disabled=False,
+        notes=notes,
+    )
     if enabled.problems:
         # A refusal (another restore took the quota's last places since we looked): what
         # this run enabled goes off again, what EC2 refused was never on.
-        f["ours"] = [i for i in ours if i not in enabled.refused]
-        return _fsr_fallback(state, "EC2 refused to enable FSR: " + "; ".join(enabled.problems))
-    f["waitSeconds"] = plan_fsr.next_wait(
-        state["members"], f, {}, bool(state["initialization"]["allowOptimizing"])
-    )
+        f.ours = [i for i in ours if i not in enabled.refused]
+        why = "EC2 refused to enable FSR: " + "; ".join(enabled.problems)
+        return _fsr_fallback(plan, f, why)
+    allow = plan.initialization.allowOptimizing
+    f.waitSeconds = plan_fsr.next_wait(_members(plan), _progress(f), {}, allow)
     if before:
-        state["notes"].append(
+        notes.append(
             f"FSR was already enabled in {zone} for {len(before)} snapshots; "
             "the restore leaves it enabled"
         )
     if adopted:
-        state["notes"].append(
+        notes.append(
             f"FSR that ended runs left enabled in {zone} for {len(adopted)} snapshots is now "
             "this restore's, and is disabled with its own"
         )
-    return state
+    f.notes = notes
+    return f
 
 
-def _fsr_look(state: State) -> State:
+def _fsr_look(plan: Plan, previous: Fsr) -> Fsr:
     """One look at the pairs: ready, fall back, or how long to wait."""
-    f = dict(state["fsr"])
-    zone = state["availabilityZone"]
-    ids = [m["snapshotId"] for m in state["members"]]
-    f["waitedSeconds"] = int(f["waitedSeconds"]) + int(f["waitSeconds"])
+    zone = plan.availabilityZone
+    ids = [m.snapshotId for m in plan.members]
+    f = previous.model_copy(
+        update={"waitedSeconds": previous.waitedSeconds + int(previous.waitSeconds or 0)}
+    )
     pairs = fsr.states(ids, zone)
-    allow = bool(state["initialization"]["allowOptimizing"])
+    allow = plan.initialization.allowOptimizing
     current = plan_fsr.current_states(ids, pairs)
-    plan_fsr.observe(f, current)
-    state["fsr"] = f
-    limit = int(state["initialization"]["fsrTimeoutSeconds"])
+    progress = _progress(f)
+    plan_fsr.observe(progress, current)
+    seen = progress["seen"]  # observe() records each pair's first sighting in its state
+    if isinstance(seen, dict):
+        f.seen = {sid: (str(st), int(at)) for sid, (st, at) in seen.items()}
+    limit = plan.initialization.fsrTimeoutSeconds
     verdict = plan_fsr.judge(
-        state["members"], f, current, pairs, allow_optimizing=allow, limit_seconds=limit
+        _members(plan), progress, current, pairs, allow_optimizing=allow, limit_seconds=limit
     )
     if verdict.status == "ready":
-        f["status"] = "ready"
-        f["states"] = current
-        return state
+        f.status = "ready"
+        f.states = current
+        return f
     if verdict.status == "fallback":
-        return _fsr_fallback(state, verdict.why)
-    f["waitSeconds"] = verdict.wait_seconds
-    return state
+        return _fsr_fallback(plan, f, verdict.why)
+    f.waitSeconds = verdict.wait_seconds
+    return f
 
 
 def _fsr_owners(table: str, arn: str, ids: list[str], zone: str) -> tuple[set[str], set[str]]:
@@ -106,25 +118,23 @@ def _fsr_owners(table: str, arn: str, ids: list[str], zone: str) -> tuple[set[st
     return plan_fsr.owners(fsr.already_active(ids, zone), claims, arn, zone, lock.running)
 
 
-def _fsr_quota_problem(state: State, ids: list[str]) -> str | None:
+def _fsr_quota_problem(ids: list[str], notes: list[str]) -> str | None:
     """Why the set cannot have FSR in this Region now, or None when it fits: the quota counts
     snapshots with FSR on in any AZ, and those of others (not this set's) leave the rest."""
     limit = fsr.region_limit()
     if limit.assumed_because is not None:
-        state["notes"].append(
+        notes.append(
             f"Service Quotas did not give the Region's FSR quota ({limit.assumed_because}); "
             f"the default of {limit.snapshots} snapshots was assumed"
         )
     return plan_fsr.quota_problem(ids, limit, fsr.active_in_region())
 
 
-def _fsr_fallback(state: State, why: str) -> State:
-    f = state["fsr"]
-    ours = list(f.get("ours", []))
-    fsr.disable(ours, state["availabilityZone"])
-    f["disabled"] = True
-    f["status"] = "fallback"
-    state["initialization"]["used"] = "prewarm"
+def _fsr_fallback(plan: Plan, f: Fsr, why: str) -> Fsr:
+    """Give FSR up: this run's pairs go off again, and the volumes are prewarmed instead (the
+    later steps read that from the status, Fsr.used)."""
+    ours = list(f.ours)
+    fsr.disable(ours, plan.availabilityZone)
     then = "FSR disabled again and the" if ours else "the"
-    state["notes"].append(f"{why}; {then} members are prewarmed instead")
-    return state
+    notes = [*f.notes, f"{why}; {then} members are prewarmed instead"]
+    return f.model_copy(update={"disabled": True, "status": "fallback", "notes": notes})

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC
-from typing import Any
 
 from raidsnap import tags
 from raidsnap.aws import instances, lock, snapshot_sets
@@ -23,18 +22,16 @@ from raidsnap.observability import logger
 from raidsnap.plan import devices as plan_devices
 from raidsnap.plan import volumes as plan_volumes
 from raidsnap.sets import SnapshotSet
+from raidsnap.workflows.restore.contracts import Initialization, Member, Plan, PrepareCall
 
-State = dict[str, Any]
 
-
-def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
+def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
     """Validate the input, resolve set, target and AZ, check the agent, take the lock.
 
     Nothing in EC2 or SSM changes here: every refusal happens before the first change."""
-    request = parse_restore_input(event.get("input"))
-    execution = event.get("execution") or {}
-    execution_arn = str(execution.get("id", ""))
-    started = execution.get("startTime")
+    request = parse_restore_input(call.input)
+    execution_arn = call.execution.id
+    started = call.execution.startTime
     # Without the context object's start time (a hand invocation) the run still gets a nonce
     # of its own; only the clean-up after a stopped run could not find its volumes then.
     run = plan_volumes.run_nonce(execution_arn, str(started)) if started else uuid.uuid4().hex[:16]
@@ -61,31 +58,32 @@ def prepare(event: dict[str, Any], settings: RestoreSettings) -> State:
         target=target,
         notes=notes,
     )
-    return {
-        "array": request.array,
-        "setId": snapshot_set.set_id,
-        "execution": {"id": execution_arn, "startTime": execution.get("startTime")},
-        "run": run,
-        "setTakenAt": snapshot_set.start_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "targetInstanceId": target.instance_id,
-        "availabilityZone": target.availability_zone,
-        "tagTarget": tag_target,
-        "mode": request.mode,
-        "mdDevice": plan_devices.md_device(
-            request.mdDevice, snapshot_set.tag_values.get(tags.MD_DEVICE, ""), notes
-        ),
-        "mdUuid": md_uuid,
-        "mountPoint": mount_point,
-        "readOnly": request.readOnly,
-        "initialization": initialization,
-        "members": members,
-        "sourceVolumeIds": [m.volume_id for m in snapshot_set.by_index()],
-        "fsr": {"status": "start" if initialization["used"] == "fsr" else "skipped"},
-        "notes": notes,
-    }
+    # After the lock, as always: its note comes before the device's in the output.
+    md_device = plan_devices.md_device(
+        request.mdDevice, snapshot_set.tag_values.get(tags.MD_DEVICE, ""), notes
+    )
+    return Plan(
+        array=request.array,
+        setId=snapshot_set.set_id,
+        executionArn=execution_arn,
+        run=run,
+        setTakenAt=snapshot_set.start_time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        targetInstanceId=target.instance_id,
+        availabilityZone=target.availability_zone,
+        tagTarget=tag_target,
+        mode=request.mode,
+        mdDevice=md_device,
+        mdUuid=md_uuid,
+        mountPoint=mount_point,
+        readOnly=request.readOnly,
+        initialization=initialization,
+        members=[Member.model_validate(m) for m in members],
+        sourceVolumeIds=[m.volume_id for m in snapshot_set.by_index()],
+        notes=notes,
+    )
 
 
-def _initialization(request: RestoreInput, settings: RestoreSettings) -> dict[str, Any]:
+def _initialization(request: RestoreInput, settings: RestoreSettings) -> Initialization:
     """How the volumes are initialized: the input's choice, else the array's or the stack's."""
     initialization = request.initialization or initialization_for(
         request.array, settings.default_initialization
@@ -93,13 +91,13 @@ def _initialization(request: RestoreInput, settings: RestoreSettings) -> dict[st
     rate = request.initializationRate
     if initialization == "rate" and rate is None:
         rate = settings.default_initialization_rate
-    return {
-        "requested": initialization,
-        "used": initialization,
-        "rate": rate if initialization == "rate" else None,
-        "allowOptimizing": request.allowOptimizing,
-        "fsrTimeoutSeconds": request.fsrTimeoutSeconds or settings.fsr_timeout_seconds,
-    }
+    return Initialization(
+        requested=initialization,
+        used=initialization,
+        rate=rate if initialization == "rate" else None,
+        allowOptimizing=request.allowOptimizing,
+        fsrTimeoutSeconds=request.fsrTimeoutSeconds or settings.fsr_timeout_seconds,
+    )
 
 
 def _refuse_unready_agent(instance_id: str) -> None:

@@ -3,8 +3,6 @@ and attach the new ones."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from raidsnap import tags
 from raidsnap.aws import fsr, instances, tagging, volumes
 from raidsnap.errors import VolumeFailedError
@@ -12,8 +10,16 @@ from raidsnap.models import Poll
 from raidsnap.observability import count, for_array
 from raidsnap.plan import devices as plan_devices
 from raidsnap.plan import volumes as plan_volumes
-
-State = dict[str, Any]
+from raidsnap.workflows.restore.contracts import (
+    Attach,
+    AttachCall,
+    CheckCall,
+    CreateCall,
+    DetachCall,
+    OldMembers,
+    Released,
+    Volumes,
+)
 
 VOLUME_POLL_SECONDS = 5
 VOLUME_BUDGET_SECONDS = 1800
@@ -23,43 +29,49 @@ DETACH_POLL_SECONDS = 5
 DETACH_BUDGET_SECONDS = 600
 
 
-def create_volumes(state: State) -> State:
+def create_volumes(call: CreateCall) -> Volumes:
     """Create every member's volume, in the target's AZ, each with a token derived from the
     execution so that a retried step creates nothing twice."""
-    init = state["initialization"]
-    rate = init.get("rate") if init["used"] == "rate" else None
+    plan = call.plan
+    init = plan.initialization
+    rate = init.rate if init.used == "rate" else None
     ids = []
-    for raw in state["members"]:
-        spec = plan_volumes.VolumeSpec.from_dict(raw)
+    for member in plan.members:
+        spec = plan_volumes.VolumeSpec(
+            member.index, member.snapshotId, member.volumeType, member.iops, member.throughput
+        )
         ids.append(
             volumes.create(
                 spec,
-                zone=state["availabilityZone"],
-                execution_arn=state["execution"]["id"],
-                run=state["run"],
-                array=state["array"],
-                set_id=state["setId"],
+                zone=plan.availabilityZone,
+                execution_arn=plan.executionArn,
+                run=plan.run,
+                array=plan.array,
+                set_id=plan.setId,
                 initialization_rate=rate,
-                extra_tags=raw.get("tags") or {},
+                extra_tags=member.tags,
             )
         )
-    for_array(state["array"])
+    for_array(plan.array)
     count("VolumesCreated", len(ids))
-    state["volumes"] = {
-        "status": "creating",
-        "ids": ids,
-    } | Poll(VOLUME_POLL_SECONDS, VOLUME_BUDGET_SECONDS).as_dict()
-    return state
+    poll = Poll(VOLUME_POLL_SECONDS, VOLUME_BUDGET_SECONDS)
+    return Volumes(
+        status="creating",
+        ids=ids,
+        initialization=call.fsr.used(init.used),
+        waitSeconds=poll.wait_seconds,
+        budgetSeconds=poll.budget_seconds,
+    )
 
 
-def check_volumes(state: State) -> State:
+def check_volumes(call: CheckCall) -> Volumes:
     """One DescribeVolumes for all members: any in error fails the run; all available ends the
     wait, and then FSR this run enabled is disabled at once (the volumes are made)."""
-    v = dict(state["volumes"])
-    views = volumes.describe(v["ids"])
+    plan, f, v = call.plan, call.fsr, call.volumes.model_copy()
+    views = volumes.describe(v.ids)
     failed = [
-        f"member {i} {vid} (from {state['members'][i]['snapshotId']})"
-        for i, vid in enumerate(v["ids"])
+        f"member {i} {vid} (from {plan.members[i].snapshotId})"
+        for i, vid in enumerate(v.ids)
         if vid in views and views[vid].state == "error"
     ]
     if failed:
@@ -67,41 +79,47 @@ def check_volumes(state: State) -> State:
             f"volumes ended in error: {', '.join(failed)}. EC2 could not create them from the "
             "snapshots; the run removes what it created. Try again, or another set"
         )
-    if all(vid in views and views[vid].state == "available" for vid in v["ids"]):
-        v["status"] = "available"
-        v["fastRestored"] = [views[vid].fast_restored for vid in v["ids"]]
-        init = state["initialization"]
-        slow = [vid for vid, fast in zip(v["ids"], v["fastRestored"], strict=True) if not fast]
-        if init["used"] == "fsr" and slow:
+    if all(vid in views and views[vid].state == "available" for vid in v.ids):
+        v.status = "available"
+        v.fastRestored = [views[vid].fast_restored for vid in v.ids]
+        slow = [vid for vid, fast in zip(v.ids, v.fastRestored, strict=True) if not fast]
+        if v.initialization == "fsr" and slow:
             # No volume creation credit was left for these (someone else's volumes spent it, or
             # EC2 was slower than its pace): they are read once on the instance instead.
-            init["prewarmVolumeIds"] = slow
-            members = [i for i, vid in enumerate(v["ids"]) if vid in slow]
-            state["notes"].append(
+            v.prewarmVolumeIds = slow
+            members = [i for i, vid in enumerate(v.ids) if vid in slow]
+            v.notes = [
+                *v.notes,
                 f"members {members} were created without an FSR volume creation credit (not "
-                "fast restored); they are prewarmed, the others are fast restored"
-            )
-        f = state.get("fsr") or {}
-        if f.get("ours") and not f.get("disabled"):
-            fsr.disable(list(f["ours"]), state["availabilityZone"])
-            state["fsr"] = dict(f, disabled=True)
+                "fast restored); they are prewarmed, the others are fast restored",
+            ]
+        if f.ours and not f.disabled:
+            fsr.disable(list(f.ours), plan.availabilityZone)
+            v.fsrDisabled = True
     elif _waited_out(v):
-        slow = [vid for vid in v["ids"] if views.get(vid) and views[vid].state == "creating"]
+        slow = [vid for vid in v.ids if views.get(vid) and views[vid].state == "creating"]
         raise VolumeFailedError(
             f"volumes {slow} were still creating after {VOLUME_BUDGET_SECONDS} s"
         )
-    state["volumes"] = v
-    return state
+    return v
 
 
-def _waited_out(progress: dict[str, Any]) -> bool:
+def _waited_out(progress: Volumes | OldMembers | Attach) -> bool:
     """One more wait comes off the loop's budget; whether the budget is spent."""
-    poll = Poll.of(progress).waited()
-    progress |= poll.as_dict()
+    poll = Poll(progress.waitSeconds, progress.budgetSeconds).waited()
+    progress.waitSeconds, progress.budgetSeconds = poll.wait_seconds, poll.budget_seconds
     return poll.spent
 
 
-def detach_old(state: State) -> State:
+def _reported_members(call: DetachCall) -> list[Released]:
+    """The members the release document verified (its last JSON line's ``members``)."""
+    reported = (call.release.result or {}).get("members") or []
+    if not isinstance(reported, list):
+        return []
+    return [Released.model_validate(r) for r in reported if isinstance(r, dict)]
+
+
+def detach_old(call: DetachCall) -> OldMembers:
     """Replace mode, after the release document: tag the old members raidsnap:replaced-by, then
     (next call) detach them, kept and never deleted; later calls look until they are detached.
 
@@ -110,19 +128,18 @@ def detach_old(state: State) -> State:
     whose superblock carries that UUID. A raidsnap tag on a volume, or a volume id recorded
     with an old set, proves nothing about what the volume is now; never the boot volume, never
     a volume this run created."""
-    target = state["targetInstanceId"]
-    old = dict(state.get("old") or {})
-    if not old:
+    plan = call.plan
+    target = plan.targetInstanceId
+    if call.old is None:
         instance = instances.describe_instance(target)
         attached = {a.volume_id for a in instance.attachments} - {instance.boot_volume_id}
-        ours = set(state["volumes"]["ids"])
-        reported = ((state.get("release") or {}).get("result") or {}).get("members") or []
-        candidates = {str(r.get("volumeId") or "") for r in reported if isinstance(r, dict)}
-        unverified = [
-            str(r.get("device")) for r in reported if isinstance(r, dict) and not r.get("volumeId")
-        ]
+        ours = set(call.volumes.ids)
+        reported = _reported_members(call)
+        candidates = {str(r.volumeId or "") for r in reported}
+        unverified = [str(r.device) for r in reported if not r.volumeId]
+        notes = []
         if unverified:
-            state["notes"].append(
+            notes.append(
                 f"release reported members {unverified} without an EBS volume id (no NVMe "
                 "serial); they were not detached"
             )
@@ -130,56 +147,62 @@ def detach_old(state: State) -> State:
         if old_ids:
             # Only tag now: the role may detach only volumes tagged replaced-by, and IAM may
             # not see a tag in the same second it was written. The next look detaches them.
-            tagging.add(old_ids, tags.REPLACED_BY, state["execution"]["id"])
+            tagging.add(old_ids, tags.REPLACED_BY, plan.executionArn)
         else:
-            state["notes"].append(
-                f"the release document verified no old member of md array {state['mdUuid']} "
+            notes.append(
+                f"the release document verified no old member of md array {plan.mdUuid} "
                 f"attached to {target}; nothing was detached"
             )
-        state["old"] = {
-            "status": "detaching" if old_ids else "detached",
-            "volumeIds": old_ids,
-        } | Poll(DETACH_POLL_SECONDS, DETACH_BUDGET_SECONDS).as_dict()
-        return state
-    views = volumes.describe(old["volumeIds"])
+        poll = Poll(DETACH_POLL_SECONDS, DETACH_BUDGET_SECONDS)
+        return OldMembers(
+            status="detaching" if old_ids else "detached",
+            volumeIds=old_ids,
+            waitSeconds=poll.wait_seconds,
+            budgetSeconds=poll.budget_seconds,
+            notes=notes,
+        )
+    old = call.old.model_copy()
+    views = volumes.describe(old.volumeIds)
     still = [vid for vid, view in views.items() if view.on(target) is not None]
     for vid in still:
         if not any(a.state == "detaching" for a in views[vid].attachments):
             volumes.detach(vid, target)
     if not still:
-        old["status"] = "detached"
+        old.status = "detached"
     elif _waited_out(old):
         raise VolumeFailedError(
             f"old members {still} did not detach from {target} within "
             f"{DETACH_BUDGET_SECONDS} s; check the instance, then restore again"
         )
-    state["old"] = old
-    return state
+    return old
 
 
-def attach_volumes(state: State) -> State:
+def attach_volumes(call: AttachCall) -> Attach:
     """First call: tag a new target with the array, if it must be. Then: attach every new volume,
     in member order, to free device names. Later calls: one DescribeVolumes until all are
     attached."""
-    target = state["targetInstanceId"]
-    ids: list[str] = state["volumes"]["ids"]
-    a = dict(state.get("attach") or {})
+    plan = call.plan
+    target = plan.targetInstanceId
+    ids = call.volumes.ids
+    a = call.attach.model_copy() if call.attach is not None else None
     views = volumes.describe(ids)
+    poll = Poll(ATTACH_POLL_SECONDS, ATTACH_BUDGET_SECONDS)
 
     def on_target(vid: str) -> plan_volumes.Attachment | None:
         view = views.get(vid)
         return view.on(target) if view else None
 
-    if state.get("tagTarget") and not a.get("targetTagged"):
+    if plan.tagTarget and not (a and a.targetTagged):
         # The new instance becomes the array's: the role attaches only to instances tagged with
         # an array, and IAM may not see a tag in the same second, so attach on the next look.
-        tagging.add([target], tags.ARRAY, state["array"])
-        state["attach"] = {
-            "status": "attaching",
-            "targetTagged": True,
-        } | Poll(ATTACH_POLL_SECONDS, ATTACH_BUDGET_SECONDS).as_dict()
-        return state
-    if not a.get("devices"):
+        tagging.add([target], tags.ARRAY, plan.array)
+        return Attach(
+            status="attaching",
+            targetTagged=True,
+            waitSeconds=poll.wait_seconds,
+            budgetSeconds=poll.budget_seconds,
+        )
+    if a is None or not a.devices:
         instance = instances.describe_instance(target)
         need = [vid for vid in ids if on_target(vid) is None]
         names = plan_devices.free_device_names([x.device for x in instance.attachments], len(need))
@@ -187,17 +210,17 @@ def attach_volumes(state: State) -> State:
         devices |= dict(zip(need, names, strict=True))
         for vid in need:
             volumes.attach(vid, target, devices[vid])
-        state["attach"] = (
-            a
-            | {
-                "status": "attaching",
-                "devices": [devices[vid] for vid in ids],
-            }
-            | Poll(ATTACH_POLL_SECONDS, ATTACH_BUDGET_SECONDS).as_dict()
-        )
-        return state
+        update = {
+            "status": "attaching",
+            "devices": [devices[vid] for vid in ids],
+            "waitSeconds": poll.wait_seconds,
+            "budgetSeconds": poll.budget_seconds,
+        }
+        if a is None:
+            return Attach.model_validate(update)
+        return a.model_copy(update=update)
     pending = []
-    for vid, device in zip(ids, a["devices"], strict=True):
+    for vid, device in zip(ids, a.devices, strict=True):
         found = on_target(vid)
         if found is None:
             volumes.attach(vid, target, device)  # the first request was lost
@@ -205,13 +228,12 @@ def attach_volumes(state: State) -> State:
         elif found.state != "attached":
             pending.append(vid)
     if not pending:
-        a["status"] = "attached"
+        a.status = "attached"
     elif _waited_out(a):
         raise VolumeFailedError(
             f"volumes {pending} did not attach to {target} within {ATTACH_BUDGET_SECONDS} s"
         )
-    state["attach"] = a
-    return state
+    return a
 
 
 def _device_of(attachment: plan_volumes.Attachment | None) -> str:

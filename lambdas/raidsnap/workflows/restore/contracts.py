@@ -1,0 +1,279 @@
+"""What each restore step reads and writes: the restore state machine's data, typed.
+
+The state machine (statemachines/restore.asl.json) keeps one object: ``input`` and
+``execution`` (the Start state), then one key per step's result: ``plan`` (Prepare), ``fsr``
+(EnableFsr, CheckFsr, or SkipFsr's ``skipped``), ``volumes`` (CreateVolumes, CheckVolumes),
+``release``, ``old`` (replace mode), ``attach``, ``assemble``, ``prewarm``, ``finish``; a
+Catch adds ``error``, ``prewarmError`` or ``finishError``, and the failure path ``cleanup``.
+Each step is sent the keys it reads (Parameters) and its result goes to its own key; no step
+rewrites another's. Where several steps add to one thing (the output's notes, how the volumes
+are initialized), each keeps its part in its own result and Finish puts them together.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, JsonValue
+
+from raidsnap.models import Contract, Poll
+
+
+class Member(Contract):
+    """One member's volume as Prepare planned it (raidsnap.plan.volumes.member_specs)."""
+
+    index: int
+    snapshotId: str
+    volumeType: str
+    iops: int | None = None
+    throughput: int | None = None
+    sizeGib: int
+    tags: dict[str, str] = Field(default_factory=dict)
+
+
+class Initialization(Contract):
+    """How the run was asked to initialize the volumes (the input, else the configuration)."""
+
+    requested: str
+    used: str
+    rate: int | None = None
+    allowOptimizing: bool = False
+    fsrTimeoutSeconds: int
+
+
+class Plan(Contract):
+    """Prepare's result: the run's set, target, array and volumes, all checked."""
+
+    array: str
+    setId: str
+    executionArn: str
+    run: str
+    setTakenAt: str
+    targetInstanceId: str
+    availabilityZone: str
+    tagTarget: bool
+    mode: Literal["attach", "replace"]
+    mdDevice: str
+    mdUuid: str
+    mountPoint: str
+    readOnly: bool
+    initialization: Initialization
+    members: list[Member]
+    sourceVolumeIds: list[str]
+    notes: list[str] = Field(default_factory=list)
+
+
+class Fsr(Contract):
+    """EnableFsr's and CheckFsr's result (SkipFsr writes ``skipped``): where FSR for the set
+    stands, which pairs this run enabled (``ours``) and which were on before it (``before``)."""
+
+    status: Literal["skipped", "pending", "ready", "fallback"]
+    ours: list[str] = Field(default_factory=list)
+    before: list[str] = Field(default_factory=list)
+    waitedSeconds: int = 0
+    waitSeconds: int | None = None
+    # Per snapshot: the state it was first seen in, and the waited seconds when it was.
+    seen: dict[str, tuple[str, int]] = Field(default_factory=dict)
+    states: dict[str, str] | None = None
+    disabled: bool = False
+    notes: list[str] = Field(default_factory=list)
+
+    def used(self, planned: str) -> str:
+        """The initialization the run goes on with: prewarm once FSR fell back."""
+        return "prewarm" if self.status == "fallback" else planned
+
+
+class Volumes(Contract):
+    """CreateVolumes' and CheckVolumes' result: the new volumes in member order."""
+
+    status: Literal["creating", "available"]
+    ids: list[str]
+    # The initialization the volumes get: the plan's, or prewarm when FSR fell back.
+    initialization: str
+    waitSeconds: int
+    budgetSeconds: int
+    fastRestored: list[bool] | None = None
+    # After FSR: the volumes created without a volume creation credit, read on the instance.
+    prewarmVolumeIds: list[str] | None = None
+    fsrDisabled: bool | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def poll(self) -> Poll:
+        return Poll(self.waitSeconds, self.budgetSeconds)
+
+
+class CommandRun(Contract):
+    """A release, assemble or prewarm document on the target, as CommandPoll follows it
+    (raidsnap.aws.commands.record and poll)."""
+
+    commandId: str
+    instanceId: str
+    document: str
+    status: Literal["pending", "success", "failed"]
+    waitSeconds: int
+    budgetSeconds: int
+    failOnError: bool = True
+    result: dict[str, JsonValue] | None = None
+    stderrTail: str | None = None
+
+
+class Released(Contract):
+    """One member the release document reports (its last JSON line's ``members``)."""
+
+    volumeId: JsonValue = None
+    device: JsonValue = None
+
+
+class OldMembers(Contract):
+    """DetachOldMembers' result (replace mode): the old members, tagged, then detached."""
+
+    status: Literal["detaching", "detached"]
+    volumeIds: list[str]
+    waitSeconds: int
+    budgetSeconds: int
+    notes: list[str] = Field(default_factory=list)
+
+
+class Attach(Contract):
+    """AttachVolumes' result: the target tagged (if it had to be), then each new volume's
+    device in member order, until all are attached."""
+
+    status: Literal["attaching", "attached"]
+    targetTagged: bool | None = None
+    devices: list[str] | None = None
+    waitSeconds: int
+    budgetSeconds: int
+
+
+class StepError(Contract):
+    """What a Catch writes: the error's name and cause."""
+
+    Error: str = "States.Runtime"
+    Cause: str = ""
+
+
+class FsrCall(Contract):
+    plan: Plan
+    fsr: Fsr | None = None
+
+
+class CreateCall(Contract):
+    plan: Plan
+    fsr: Fsr
+
+
+class CheckCall(Contract):
+    plan: Plan
+    fsr: Fsr
+    volumes: Volumes
+
+
+class CommandCall(Contract):
+    step: Literal["release", "assemble", "prewarm"]
+    plan: Plan
+    volumes: Volumes | None = None
+
+
+class DetachCall(Contract):
+    plan: Plan
+    volumes: Volumes
+    release: CommandRun
+    old: OldMembers | None = None
+
+
+class AttachCall(Contract):
+    plan: Plan
+    volumes: Volumes
+    attach: Attach | None = None
+
+
+class Confirm(Contract):
+    """The failure path asking the target whether anything uses this run's attached volumes."""
+
+    status: Literal["pending", "free", "kept"]
+    phase: Literal["discover", "release"] | None = None
+    queue: list[str] | None = None
+    commandId: str | None = None
+    budgetSeconds: int | None = None
+    reason: str | None = None
+
+
+class Cleanup(Contract):
+    """The failure step's result, one look further each call; the Fail state reads
+    ``error`` and ``cause``."""
+
+    error: str
+    cause: str
+    looks: int = 0
+    status: Literal["pending", "done"] | None = None
+    waitSeconds: int | None = None
+    fsrDisabled: list[str] | None = None
+    fsrDone: bool | None = None
+    confirm: Confirm | None = None
+    detachAsks: dict[str, int] | None = None
+    deleted: list[str] | None = None
+    kept: list[str] | None = None
+
+
+class ExecutionRef(Contract):
+    id: str = ""
+    startTime: str | None = None
+
+
+class RestoreState(Contract):
+    """The run's whole object: what Finish and the failure path read (either may find any
+    step's key missing, having come from wherever the run got to)."""
+
+    execution: ExecutionRef = Field(default_factory=ExecutionRef)
+    plan: Plan | None = None
+    fsr: Fsr | None = None
+    volumes: Volumes | None = None
+    release: CommandRun | None = None
+    old: OldMembers | None = None
+    attach: Attach | None = None
+    assemble: CommandRun | None = None
+    prewarm: CommandRun | None = None
+    prewarmError: StepError | None = None
+    error: StepError | None = None
+    cleanup: Cleanup | None = None
+
+
+class StateCall(Contract):
+    state: RestoreState
+
+
+class PrepareCall(Contract):
+    """What Prepare reads: the execution input as it was sent (checked by Prepare itself, so
+    that a bad input fails with InvalidInput naming its field), and the execution."""
+
+    input: JsonValue = None
+    execution: ExecutionRef = Field(default_factory=ExecutionRef)
+
+
+class Output(Contract):
+    """The restore execution's output (DESIGN.md), in the order it has always had."""
+
+    array: str
+    setId: str
+    setTakenAt: str | None
+    volumeIds: list[str]
+    devices: list[str]
+    mdDevice: str
+    mountPoint: str
+    mdUuid: str
+    targetInstanceId: str
+    availabilityZone: str
+    mode: str
+    initialization: str
+    requestedInitialization: str
+    fastRestored: list[bool]
+    memberInitialization: list[str]
+    replacedVolumeIds: list[str]
+    prewarm: dict[str, JsonValue] | None
+    warnings: list[str]
+    notes: list[str]
+
+
+class Finished(Contract):
+    output: Output
