@@ -158,7 +158,7 @@ def explain_failure(call: FailureCall, documents: Documents, settings: BackupSet
     thawed = state.thaw is not None and state.thaw.status == "success"
     # A freeze that failed or was cancelled may still have frozen the filesystem: thaw is
     # harmless on a thawed one, so thaw whenever a freeze was attempted.
-    if state.freeze and state.freeze.status != "none" and not thawed:
+    if state.freeze is not None and state.freeze.status != "none" and not thawed:
         try:
             # A freeze is sent only once the plan and the members exist: both are there.
             thaw = CommandCall.model_validate({"plan": state.plan, "members": state.members})
