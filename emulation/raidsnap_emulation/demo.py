@@ -59,14 +59,13 @@ def _members(r: dict[str, Any]) -> str:
 
 
 def _snapshot(r: dict[str, Any]) -> str:
-    return f"one CreateSnapshots call: set {r['setId']} = {_short(r['snapshots']['ids'])}"
+    return f"one CreateSnapshots call: set {r['setId']} = {_short(r['ids'])}"
 
 
 def _check(r: dict[str, Any]) -> str:
-    s = r["snapshots"]
-    if s["status"] == "completed":
+    if r["status"] == "completed":
         return "every snapshot completed"
-    return f"slowest snapshot at {s.get('progress', 0)}%; next look in {s['waitSeconds']} s"
+    return f"slowest snapshot at {r.get('progress', 0)}%; next look in {r['waitSeconds']} s"
 
 
 def _retention(r: dict[str, Any]) -> str:

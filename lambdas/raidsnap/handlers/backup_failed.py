@@ -6,9 +6,10 @@ from typing import Any
 
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.handlers._entry import entry
-from raidsnap.workflows import backup
+from raidsnap.workflows.backup import contracts, explain_failure
 
 
 @entry
-def handler(event: dict[str, Any]) -> dict[str, str]:
-    return backup.explain_failure(event, Documents.from_env(), BackupSettings.from_env())
+def handler(event: dict[str, Any]) -> dict[str, Any]:
+    call = contracts.FailureCall.model_validate(event)
+    return explain_failure(call, Documents.from_env(), BackupSettings.from_env()).dump()

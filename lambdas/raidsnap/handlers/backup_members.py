@@ -6,8 +6,9 @@ from typing import Any
 
 from raidsnap.handlers._entry import entry
 from raidsnap.workflows import backup
+from raidsnap.workflows.backup.contracts import MembersCall
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return backup.collect_members(event)
+    return backup.collect_members(MembersCall.model_validate(event)).dump()

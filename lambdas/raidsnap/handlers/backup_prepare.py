@@ -6,9 +6,10 @@ from typing import Any
 
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.handlers._entry import entry
-from raidsnap.workflows import backup
+from raidsnap.workflows.backup import contracts, prepare
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return backup.prepare(event, Documents.from_env(), BackupSettings.from_env())
+    call = contracts.PrepareCall.model_validate(event)
+    return prepare(call, Documents.from_env(), BackupSettings.from_env()).dump()

@@ -6,8 +6,9 @@ from typing import Any
 
 from raidsnap.handlers._entry import entry
 from raidsnap.workflows import backup
+from raidsnap.workflows.backup.contracts import RetentionCall
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return backup.finish(event)
+    return backup.finish(RetentionCall.model_validate(event)).dump()

@@ -6,8 +6,9 @@ from typing import Any
 
 from raidsnap.handlers._entry import entry
 from raidsnap.workflows import backup
+from raidsnap.workflows.backup.contracts import SnapshotCall
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return backup.create_set(event)
+    return backup.create_set(SnapshotCall.model_validate(event)).dump()

@@ -6,9 +6,10 @@ from typing import Any
 
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.handlers._entry import entry
-from raidsnap.workflows import backup
+from raidsnap.workflows.backup import contracts, send_thaw
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return backup.send_thaw(event, Documents.from_env(), BackupSettings.from_env())
+    call = contracts.CommandCall.model_validate(event)
+    return send_thaw(call, Documents.from_env(), BackupSettings.from_env()).dump()

@@ -1,4 +1,5 @@
-"""The backup workflow's steps, as plain functions of the workflow state."""
+"""The backup workflow's steps: each takes the keys its Task reads (contracts.py) and returns its
+result for its own key."""
 
 from raidsnap.workflows.backup.finish import (
     apply_retention,

@@ -3,8 +3,6 @@ path thaws and lets go of the array."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from raidsnap import tags
@@ -15,42 +13,51 @@ from raidsnap.observability import count, for_array, logger
 from raidsnap.plan import retention
 from raidsnap.sets import SnapshotSet
 from raidsnap.workflows.backup import times
+from raidsnap.workflows.backup.contracts import (
+    BackupOutput,
+    CommandCall,
+    Failure,
+    FailureCall,
+    NotDeleted,
+    Retention,
+    RetentionCall,
+    RetentionReport,
+)
 from raidsnap.workflows.backup.prepare import release_hold
 from raidsnap.workflows.backup.snapshot import send_thaw
-
-State = dict[str, Any]
 
 # The output names at most this many unrecorded snapshots (the count says how many there are).
 UNRECORDED_LISTED = 50
 
 
-def finish(state: State) -> State:
+def finish(call: RetentionCall) -> Retention:
     """Retention and the output, with their metrics; then a degraded array's run fails with
     ArrayDegraded."""
-    state = apply_retention(state)
-    retention = state["output"]["retention"]
-    for_array(state["array"])
-    count("SnapshotsDeleted", retention["deletedSnapshots"])
+    result = apply_retention(call)
+    report = result.output.retention
+    for_array(call.plan.array)
+    count("SnapshotsDeleted", report.deletedSnapshots)
     # Without the array dimension: one alarm watches every array (the output names the array).
     with single_metric(
-        name="SnapshotsNotDeleted", unit=MetricUnit.Count, value=len(retention["notDeleted"])
+        name="SnapshotsNotDeleted", unit=MetricUnit.Count, value=len(report.notDeleted)
     ):
         pass
-    count("DegradedSetsTaken" if state.get("degraded") else "BackupSucceeded")
-    fail_if_degraded(state)
-    return state
+    count("DegradedSetsTaken" if call.members.degraded else "BackupSucceeded")
+    fail_if_degraded(call)
+    return result
 
 
-def apply_retention(state: State) -> State:
+def apply_retention(call: RetentionCall) -> Retention:
     """Keep the newest complete sets, delete the recorded snapshots of older ones, and leave
     every snapshot no set recorded alone (reported, never deleted)."""
-    array = state["array"]
+    plan, members, taken = call.plan, call.members, call.snapshots
+    array = plan.array
     found = snapshot_sets.listing(array)
     sets = found.sets
     protected = _sets_in_use(sets)
-    current = next((s for s in sets if s.set_id == state["setId"]), None)
+    current = next((s for s in sets if s.set_id == taken.setId), None)
     now = current.start_time if current else max((s.start_time for s in sets), default=times.now())
-    decided = retention.plan(sets, int(state["retention"]), protected, now)
+    decided = retention.plan(sets, plan.retention, protected, now)
     deleted: list[str] = []
     refused: list[snapshots.Refusal] = []
     for s in decided.delete:
@@ -72,35 +79,37 @@ def apply_retention(state: State) -> State:
             "retention could not delete a snapshot",
             extra={"snapshot": r.snapshot_id, "code": r.code, "reason": r.message},
         )
-    notes = _notes(state, refused)
-    state["output"] = {
-        "array": array,
-        "setId": state["setId"],
-        "instanceId": state["instanceId"],
-        "consistency": state["consistency"],
-        "snapshotIds": [m.snapshot_id for m in (current.by_index() if current else [])],
-        "memberVolumeIds": [m["volumeId"] for m in state["members"]],
-        "discovery": state["discovery"]["source"],
-        "notes": notes,
-        "retention": {
-            "keep": int(state["retention"]),
-            "keptSets": [s.set_id for s in decided.keep],
-            "deletedSets": [s.set_id for s in decided.delete],
-            "deletedSnapshots": len(deleted),
-            "notDeleted": [
-                {"snapshotId": r.snapshot_id, "code": r.code, "message": r.message} for r in refused
+    output = BackupOutput(
+        array=array,
+        setId=taken.setId,
+        instanceId=plan.instanceId,
+        consistency=taken.consistency,
+        snapshotIds=[m.snapshot_id for m in (current.by_index() if current else [])],
+        memberVolumeIds=[m.volumeId for m in members.members],
+        discovery=members.discovery.source,
+        notes=_notes(call, refused),
+        retention=RetentionReport(
+            keep=plan.retention,
+            keptSets=[s.set_id for s in decided.keep],
+            deletedSets=[s.set_id for s in decided.delete],
+            deletedSnapshots=len(deleted),
+            notDeleted=[
+                NotDeleted(snapshotId=r.snapshot_id, code=r.code, message=r.message)
+                for r in refused
             ],
-            "unrecordedSnapshots": unrecorded[:UNRECORDED_LISTED],
-            "unrecordedCount": len(unrecorded),
-        },
-    }
-    return state
+            unrecordedSnapshots=unrecorded[:UNRECORDED_LISTED],
+            unrecordedCount=len(unrecorded),
+        ),
+    )
+    return Retention(output=output)
 
 
-def _notes(state: State, refused: list[snapshots.Refusal]) -> list[str]:
-    notes = list(state["notes"])
-    if state["discovery"]["note"]:
-        notes.append(state["discovery"]["note"])
+def _notes(call: RetentionCall, refused: list[snapshots.Refusal]) -> list[str]:
+    """What the steps had to say, in the order they said it, then discovery's note and what
+    retention could not delete."""
+    notes = [*call.members.notes, *call.snapshots.notes]
+    if call.members.discovery.note:
+        notes.append(call.members.discovery.note)
     if refused:
         notes.append(
             f"retention could not delete {len(refused)} snapshots: "
@@ -111,22 +120,22 @@ def _notes(state: State, refused: list[snapshots.Refusal]) -> list[str]:
     return notes
 
 
-def fail_if_degraded(state: State) -> None:
+def fail_if_degraded(call: RetentionCall) -> None:
     """A degraded array's backup ends in ArrayDegraded once its set is taken and retention has
     run, so that the run, and the operator, see it."""
-    degraded = state.get("degraded")
-    if not degraded:
+    degraded = call.members.degraded
+    if degraded is None:
         return
-    missing = degraded.get("missingSlots") or []
-    where = f"slots {missing} of {state.get('memberCount')} have" if missing else "md says it has"
+    plan = call.plan
+    missing = degraded.missingSlots
+    where = f"slots {missing} of {call.members.memberCount} have" if missing else "md says it has"
     raise ArrayDegradedError(
-        f"array {state['array']} on {state['instanceId']} is degraded: {where} no working member"
-        + (f" ({', '.join(degraded['withoutSlot'])} hold no slot)" if degraded.get("withoutSlot")
-           else "")
-        + f". Set {state['setId']} was taken of the working members and marked degraded; it is "
-        "never restored as latest, and retention does not count it. Replace or re-add the "
+        f"array {plan.array} on {plan.instanceId} is degraded: {where} no working member"
+        + (f" ({', '.join(degraded.withoutSlot)} hold no slot)" if degraded.withoutSlot else "")
+        + f". Set {call.snapshots.setId} was taken of the working members and marked degraded; "
+        "it is never restored as latest, and retention does not count it. Replace or re-add the "
         "failed member and let md resync; the next backup after that is complete again"
-    )  # fmt: skip
+    )
 
 
 def _sets_in_use(sets: list[SnapshotSet]) -> set[str]:
@@ -140,27 +149,31 @@ def _sets_in_use(sets: list[SnapshotSet]) -> set[str]:
     return held | {owner[sid] for sid in restoring if sid in owner}
 
 
-def explain_failure(state: State, documents: Documents, settings: BackupSettings) -> dict[str, str]:
+def explain_failure(call: FailureCall, documents: Documents, settings: BackupSettings) -> Failure:
     """Thaw if we froze, let go of the array, then name the failure for the run's Fail state."""
-    error = state.get("error") or {}
-    name = public_name(str(error.get("Error", "States.Runtime")))
-    cause = cause_message(str(error.get("Cause", "")))
-    freeze = state.get("freeze") or {}
-    thaw = state.get("thaw") or {}
+    state = call.state
+    error = state.error
+    name = public_name(str(error.Error if error else "States.Runtime"))
+    cause = cause_message(str(error.Cause if error else ""))
+    thawed = state.thaw is not None and state.thaw.status == "success"
     # A freeze that failed or was cancelled may still have frozen the filesystem: thaw is
     # harmless on a thawed one, so thaw whenever a freeze was attempted.
-    if freeze and thaw.get("status") != "success":
+    if state.freeze is not None and state.freeze.status != "none" and not thawed:
         try:
-            send_thaw(state, documents, settings)
+            # A freeze is sent only once the plan and the members exist: both are there.
+            thaw = CommandCall.model_validate({"plan": state.plan, "members": state.members})
+            send_thaw(thaw, documents, settings)
         except Exception:  # the guard thaws within its bound anyway
             logger.exception("thaw after failure could not be sent")
             cause += " (thaw could not be sent; the freeze guard thaws within its bound)"
-    if state.get("array") and state.get("execution"):
+    # CheckSnapshots lets go once the snapshots are taken; a Prepare that failed let go itself.
+    released = state.snapshots is not None and state.snapshots.holdReleased
+    if state.plan is not None and not released:
         try:
-            release_hold(state)
+            release_hold(state.plan)
         except Exception:  # its lease ends the hold anyway
             logger.exception("the backup's hold on the array could not be released")
-    if state.get("array"):
-        for_array(str(state["array"]))
+    if state.plan is not None:
+        for_array(state.plan.array)
     count("BackupFailed")
-    return {"error": name, "cause": cause}
+    return Failure(error=name, cause=cause)

@@ -3,16 +3,23 @@ discover the array's members on it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from raidsnap import sets
 from raidsnap.aws import commands, instances, lock
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table, retention_for
-from raidsnap.models import BackupInput, Poll, parse_input, system_directory
+from raidsnap.models import BackupInput, Consistency, Poll, parse_input, system_directory
 from raidsnap.observability import logger
 from raidsnap.workflows.backup import times
-
-State = dict[str, Any]
+from raidsnap.workflows.backup.contracts import (
+    Degraded,
+    DiscoveryLook,
+    ExecutionRef,
+    Member,
+    Members,
+    MembersCall,
+    Plan,
+    PrepareCall,
+    RunExecution,
+)
 
 DISCOVERY_POLL_SECONDS = 3
 
@@ -23,61 +30,60 @@ def _hold_seconds(settings: BackupSettings) -> int:
     return settings.discovery_timeout_seconds + settings.max_freeze_seconds + 1800
 
 
-def release_hold(state: State) -> None:
-    """Let restores of the array run again (the snapshots are taken, or the run failed)."""
+def release_hold(plan: Plan) -> bool:
+    """Let restores of the array run again (the snapshots are taken, or the run failed); True
+    when this run held the array."""
     table = restore_lock_table()
-    if table and state.get("hold"):
-        lock.release_backup(table, state["array"], str(state["execution"]["arn"]))
-        state["hold"] = False
+    if not (table and plan.hold):
+        return False
+    lock.release_backup(table, plan.array, plan.execution.arn)
+    return True
 
 
-def prepare(event: dict[str, Any], documents: Documents, settings: BackupSettings) -> State:
+def prepare(call: PrepareCall, documents: Documents, settings: BackupSettings) -> Plan:
     """Validate the input, find the instance, and start discovery on it if its agent is up."""
-    request = parse_input(BackupInput, event.get("input"))
-    execution = event.get("execution") or {}
+    request = parse_input(BackupInput, call.input)
     table = restore_lock_table()
     if not table:
-        return _prepare(request, execution, documents, settings)
+        return _prepare(request, call.execution, documents, settings)
     # Before anything reaches the instance: a restore of this array that is running refuses
     # the backup (RestoreInProgress), and a restore that starts later sees the hold.
-    arn = str(execution.get("id", ""))
+    arn = call.execution.id
     lock.hold_for_backup(table, request.array, arn, _hold_seconds(settings))
     try:
-        state = _prepare(request, execution, documents, settings)
+        plan = _prepare(request, call.execution, documents, settings)
     except Exception:
         lock.release_backup(table, request.array, arn)
         raise
-    state["hold"] = True
-    return state
+    return plan.model_copy(update={"hold": True})
 
 
 def _prepare(
-    request: BackupInput, execution: dict[str, Any], documents: Documents, settings: BackupSettings
-) -> State:
+    request: BackupInput, execution: ExecutionRef, documents: Documents, settings: BackupSettings
+) -> Plan:
     instance = instances.find_instance(request.array)
-    started = times.parse_time(str(execution.get("startTime") or times.iso(times.now())))
-    state: State = {
-        "array": request.array,
-        "consistency": request.consistency or "crash",
-        "trigger": request.trigger,
-        "retention": retention_for(request.array, settings.default_retention),
-        "execution": {"arn": execution.get("id", ""), "startTime": times.iso(started)},
-        "setId": sets.make_set_id(request.array, started, str(execution.get("id", ""))),
-        "instanceId": instance.instance_id,
-        "availabilityZone": instance.availability_zone,
-        "notes": [],
-    }
-    logger.append_keys(array=request.array, set_id=state["setId"])
+    started = times.parse_time(execution.startTime or times.iso(times.now()))
+    set_id = sets.make_set_id(request.array, started, execution.id)
+    logger.append_keys(array=request.array, set_id=set_id)
+    plan = Plan(
+        array=request.array,
+        consistency=request.consistency or "crash",
+        trigger=request.trigger,
+        retention=retention_for(request.array, settings.default_retention),
+        execution=RunExecution(arn=execution.id, startTime=times.iso(started)),
+        setId=set_id,
+        instanceId=instance.instance_id,
+        availabilityZone=instance.availability_zone,
+        discovery=DiscoveryLook(status="skipped", reason="SSM agent is not online"),
+    )
     agent = instances.agent(instance.instance_id)
     if not agent.online:
-        state["discovery"] = {"status": "skipped", "reason": "SSM agent is not online"}
-        return state
+        return plan
     if agent.too_old:
         # Discovery cannot run safely (the script would get no parameters): members come from
         # the volume tags, and a freeze cannot run either (see collect_members).
-        state["discovery"] = {"status": "skipped", "reason": agent.too_old_reason()}
-        state["agentTooOld"] = agent.version
-        return state
+        skipped = DiscoveryLook(status="skipped", reason=agent.too_old_reason())
+        return plan.model_copy(update={"discovery": skipped, "agentTooOld": agent.version})
     command_id = commands.send(
         documents.discover,
         instance.instance_id,
@@ -85,91 +91,105 @@ def _prepare(
         comment=f"raidsnap discover {request.array}",
         timeout=settings.discovery_timeout_seconds,
     )
-    state["discovery"] = {
-        "status": "pending",
-        "commandId": command_id,
-        **Poll(DISCOVERY_POLL_SECONDS, settings.discovery_timeout_seconds).as_dict(),
-    }
-    return state
+    poll = Poll(DISCOVERY_POLL_SECONDS, settings.discovery_timeout_seconds)
+    started_look = DiscoveryLook(
+        status="pending",
+        commandId=command_id,
+        waitSeconds=poll.wait_seconds,
+        budgetSeconds=poll.budget_seconds,
+    )
+    return plan.model_copy(update={"discovery": started_look})
 
 
-def collect_members(state: State) -> State:
+def collect_members(call: MembersCall) -> Members:
     """Members from the discover report, or from volume tags where discovery cannot tell."""
-    instance = instances.describe_instance(state["instanceId"])
-    discovery = state["discovery"]
+    plan, discovery = call.plan, call.discovery
+    instance = instances.describe_instance(plan.instanceId)
     layout: instances.Layout | None = None
-    note = str(discovery.get("reason", ""))
-    if discovery["status"] == "pending":
-        waiting, layout, note = _look_at_discovery(state, discovery, instance)
-        if waiting:
-            return state
+    note = discovery.reason or ""
+    if discovery.status == "pending":
+        waiting, layout, note = _look_at_discovery(plan, discovery, instance)
+        if waiting is not None:
+            return Members(discovery=waiting)
     if layout is None:
-        layout = instances.members_from_tags(state["array"], instance, note or "no discovery")
+        layout = instances.members_from_tags(plan.array, instance, note or "no discovery")
         logger.warning("members from volume tags", extra={"reason": layout.note})
-    state["discovery"] = {"status": "done", "source": layout.source, "note": layout.note}
-    state["members"] = [
-        {"index": m.index, "volumeId": m.volume_id, "device": m.device} for m in layout.members
-    ]
-    state["md"] = layout.md
-    state["memberCount"] = layout.member_count
+    notes: list[str] = []
     if layout.without_slot:
-        state["notes"].append(
+        notes.append(
             f"not members (spares, or members md marked faulty): {', '.join(layout.without_slot)}"
         )
+    degraded = None
     if layout.degraded:
         # The set is still taken: what the working members hold is better than nothing, and
         # an operator may need it. It is marked degraded and never restored as latest.
-        state["degraded"] = {
-            "missingSlots": list(layout.missing_slots),
-            "withoutSlot": list(layout.without_slot),
-        }
+        degraded = Degraded(
+            missingSlots=list(layout.missing_slots), withoutSlot=list(layout.without_slot)
+        )
         logger.warning(
             "the array is degraded; its set will be marked degraded",
             extra={"missing_slots": layout.missing_slots, "without_slot": layout.without_slot},
         )
+    return Members(
+        discovery=DiscoveryLook(status="done", source=layout.source, note=layout.note),
+        members=[
+            Member(index=m.index, volumeId=m.volume_id, device=m.device) for m in layout.members
+        ],
+        md=layout.md,
+        memberCount=layout.member_count,
+        degraded=degraded,
+        consistency=_consistency(plan, layout, notes),
+        notes=notes,
+    )
+
+
+def _consistency(plan: Plan, layout: instances.Layout, notes: list[str]) -> Consistency:
+    """The consistency the set can have; a freeze the instance cannot do falls back to crash,
+    and ``notes`` says why."""
     mount_point = layout.md.get("mountPoint")
-    if state["consistency"] == "fsfreeze" and state.get("agentTooOld"):
+    if plan.consistency != "fsfreeze":
+        return plan.consistency
+    if plan.agentTooOld:
         # The freeze document cannot run on this agent; a crash-consistent set is what the
         # design takes when the instance cannot help (as with discovery), and it says why.
-        state["consistency"] = "crash"
-        state["notes"].append(
-            f"fsfreeze was asked for but the SSM agent of {state['instanceId']} is version "
-            f"{state['agentTooOld']}, older than {instances.ENV_VAR_MIN_AGENT_VERSION}: the freeze "
+        notes.append(
+            f"fsfreeze was asked for but the SSM agent of {plan.instanceId} is version "
+            f"{plan.agentTooOld}, older than {instances.ENV_VAR_MIN_AGENT_VERSION}: the freeze "
             "document cannot run there, so the set is crash-consistent; update the agent"
         )
-    elif state["consistency"] == "fsfreeze" and not mount_point:
-        state["consistency"] = "crash"
-        state["notes"].append(
+    elif not mount_point:
+        notes.append(
             "fsfreeze was asked for but the mount point is unknown; the set is crash-consistent"
         )
-    elif state["consistency"] == "fsfreeze" and system_directory(str(mount_point)):
+    elif system_directory(str(mount_point)):
         # The freeze document refuses system directories (and /srv, /home... themselves), as
         # restores do: the set is still taken, crash-consistent.
-        state["consistency"] = "crash"
-        state["notes"].append(
+        notes.append(
             f"the array is mounted at {mount_point}, a directory raidsnap does not freeze; "
             "the set is crash-consistent"
         )
-    return state
+    else:
+        return "fsfreeze"
+    return "crash"
 
 
 def _look_at_discovery(
-    state: State, discovery: dict[str, Any], instance: instances.ArrayInstance
-) -> tuple[bool, instances.Layout | None, str]:
-    """(still waiting, the layout discovery found, why it found none)."""
-    result = commands.fetch(discovery["commandId"], state["instanceId"])
+    plan: Plan, discovery: DiscoveryLook, instance: instances.ArrayInstance
+) -> tuple[DiscoveryLook | None, instances.Layout | None, str]:
+    """(the discovery to wait for again, the layout discovery found, why it found none)."""
+    command_id = str(discovery.commandId)
+    result = commands.fetch(command_id, plan.instanceId)
     if result.status == "pending":
         # Budgets count the time the workflow has waited, not the wall clock, so a retried
         # or redriven step does not shorten them.
-        poll = Poll.of(discovery).waited()
+        poll = Poll.of(discovery.model_dump()).waited()
         if not poll.spent:
-            state["discovery"] = dict(discovery) | poll.as_dict()
-            return True, None, ""
-        commands.cancel(discovery["commandId"], state["instanceId"])
-        return False, None, "discovery did not finish in time"
+            return discovery.model_copy(update=poll.as_dict()), None, ""
+        commands.cancel(command_id, plan.instanceId)
+        return None, None, "discovery did not finish in time"
     if result.status == "failed":
-        return False, None, f"discovery failed ({result.detail}: {result.stderr_tail(3)})"
+        return None, None, f"discovery failed ({result.detail}: {result.stderr_tail(3)})"
     if result.result is None:
-        return False, None, "discovery printed no report"
-    layout = instances.members_from_discovery(state["array"], instance, result.result)
-    return False, layout, "" if layout is not None else "discovery found no md array"
+        return None, None, "discovery printed no report"
+    layout = instances.members_from_discovery(plan.array, instance, result.result)
+    return None, layout, "" if layout is not None else "discovery found no md array"

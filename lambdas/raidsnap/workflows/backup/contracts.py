@@ -1,0 +1,227 @@
+"""What each backup step reads and writes: the backup state machine's data, typed.
+
+The state machine (statemachines/backup.asl.json) keeps one object: ``input`` and ``execution``
+(from the Start state), and one key per step's result: ``plan`` (Prepare), ``members``
+(ResolveMembers; the Discovery state seeds it with the discovery Prepare started), ``freeze`` and
+``thaw`` (the commands and their polls; Start seeds ``freeze`` as not started), ``snapshots``
+(TakeSnapshotSet, then CheckSnapshots), ``retention`` (ApplyRetention, whose ``output`` is the
+execution's output), ``error`` (a Catch) and ``failure`` (ExplainFailure). Each Task's Parameters
+name the keys it reads; each step gets them as one of the ``*Call`` models below. Results are
+written with the fields that were set, so the JSON the Choice and Wait states read keeps the shape
+it had.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, JsonValue
+
+from raidsnap.models import Consistency, Contract
+
+
+class ExecutionRef(Contract):
+    """The Start state's ``execution``: the context object's execution id and start time."""
+
+    id: str = ""
+    startTime: str | None = None
+
+
+class RunExecution(Contract):
+    """The plan's execution: what names the set, the freeze and the hold on the array."""
+
+    arn: str = ""
+    startTime: str
+
+
+class DiscoveryLook(Contract):
+    """The discover document on the instance: skipped (and why), pending (its command and poll),
+    or done (where the members came from)."""
+
+    status: Literal["skipped", "pending", "done"]
+    reason: str | None = None
+    commandId: str | None = None
+    waitSeconds: int | None = None
+    budgetSeconds: int | None = None
+    source: str | None = None
+    note: str | None = None
+
+
+class PrepareCall(Contract):
+    """Prepare reads the execution input as sent (it validates it) and the execution."""
+
+    input: JsonValue = None
+    execution: ExecutionRef = Field(default_factory=ExecutionRef)
+
+
+class Plan(Contract):
+    """Prepare's result: the validated request, the instance, the set's id, and whether this run
+    holds the array against restores."""
+
+    array: str
+    consistency: Consistency
+    trigger: str
+    retention: int
+    execution: RunExecution
+    setId: str
+    instanceId: str
+    availabilityZone: str
+    discovery: DiscoveryLook
+    agentTooOld: str | None = None
+    hold: bool = False
+
+
+class Member(Contract):
+    index: int
+    volumeId: str
+    device: str | None = None
+
+
+class Degraded(Contract):
+    missingSlots: list[int] = Field(default_factory=list)
+    withoutSlot: list[str] = Field(default_factory=list)
+
+
+class Members(Contract):
+    """ResolveMembers' result: the discovery as it stands, and once it is done the members, md's
+    facts, the consistency the set can have, and what the run should tell about them."""
+
+    discovery: DiscoveryLook
+    members: list[Member] = Field(default_factory=list)
+    md: dict[str, JsonValue] = Field(default_factory=dict)
+    memberCount: int | None = None
+    degraded: Degraded | None = None
+    consistency: Consistency | None = None
+    notes: list[str] = Field(default_factory=list)
+
+    def mount_point(self) -> str:
+        return str(self.md.get("mountPoint") or "")
+
+
+class MembersCall(Contract):
+    plan: Plan
+    discovery: DiscoveryLook
+
+
+class Command(Contract):
+    """A freeze or thaw command as the workflow keeps it (aws.commands.record, then its polls);
+    status "none" is the Start state's seed: no freeze was started."""
+
+    status: Literal["none", "pending", "success", "failed"]
+    commandId: str | None = None
+    instanceId: str | None = None
+    document: str | None = None
+    waitSeconds: int | None = None
+    budgetSeconds: int | None = None
+    failOnError: bool | None = None
+    requestedAt: str | None = None
+    frozenUntil: str | None = None
+    stderrTail: str | None = None
+    result: JsonValue = None
+
+
+class CommandCall(Contract):
+    """Freeze and Thaw read the plan (instance, set, execution) and the members (mount point)."""
+
+    plan: Plan
+    members: Members
+
+
+class Snapshots(Contract):
+    """TakeSnapshotSet's result, then each CheckSnapshots': the set as taken and how its
+    snapshots are going."""
+
+    setId: str
+    consistency: Consistency
+    notes: list[str] = Field(default_factory=list)
+    status: Literal["pending", "completed"]
+    waitSeconds: int
+    ids: list[str]
+    polls: int = 0
+    waitedSeconds: int = 0
+    progress: int | None = None
+    holdReleased: bool = False
+
+
+class SnapshotCall(Contract):
+    plan: Plan
+    members: Members
+    freeze: Command
+
+
+class CheckCall(Contract):
+    plan: Plan
+    snapshots: Snapshots
+
+
+class NotDeleted(Contract):
+    snapshotId: str
+    code: str
+    message: str
+
+
+class RetentionReport(Contract):
+    keep: int
+    keptSets: list[str]
+    deletedSets: list[str]
+    deletedSnapshots: int
+    notDeleted: list[NotDeleted]
+    unrecordedSnapshots: list[str]
+    unrecordedCount: int
+
+
+class BackupOutput(Contract):
+    """The execution's output (DESIGN.md, backup): fields in the order the output has them."""
+
+    array: str
+    setId: str
+    instanceId: str
+    consistency: str
+    snapshotIds: list[str]
+    memberVolumeIds: list[str]
+    discovery: str | None
+    notes: list[str]
+    retention: RetentionReport
+
+
+class Retention(Contract):
+    """ApplyRetention's result; the state machine's OutputPath makes ``output`` the run's."""
+
+    output: BackupOutput
+
+
+class RetentionCall(Contract):
+    plan: Plan
+    members: Members
+    snapshots: Snapshots
+
+
+class StepError(Contract):
+    """What a Catch wrote: Step Functions' error name and cause, as they came."""
+
+    Error: JsonValue = "States.Runtime"
+    Cause: JsonValue = ""
+
+
+class BackupState(Contract):
+    """The whole run as ExplainFailure sees it: any step may have failed, so every key but the
+    Start state's may be missing."""
+
+    execution: ExecutionRef = Field(default_factory=ExecutionRef)
+    plan: Plan | None = None
+    members: Members | None = None
+    freeze: Command | None = None
+    thaw: Command | None = None
+    snapshots: Snapshots | None = None
+    error: StepError | None = None
+
+
+class FailureCall(Contract):
+    state: BackupState
+
+
+class Failure(Contract):
+    """ExplainFailure's result: the Fail state's named error and cause."""
+
+    error: str
+    cause: str
