@@ -264,3 +264,16 @@ def test_a_drill_preempted_after_assembly_releases_its_copy_and_the_next_drill_p
     # AND the next drill on that host passes
     again = emu.run("drill", {"array": "db1", "targetInstanceId": drill_host})
     assert again.status == "SUCCEEDED", f"{again.error}: {again.cause}"
+
+
+@pytest.mark.parametrize("given", ["db1", ["db1"], 7])
+def test_a_drill_whose_input_is_not_an_object_fails_as_invalid_input_and_reports_it(
+    emu: Emulation, drill_world: tuple[ArrayFixture, str, str], given: object
+) -> None:
+    before = len(emu.double.mutating_calls("ec2"))
+    run = emu.run("drill", given)
+    assert (run.status, run.error) == ("FAILED", "InvalidInput")
+    assert run.cause == "input: the execution input must be a JSON object"
+    assert emu.double.mutating_calls("ec2")[before:] == []
+    (note,) = published(emu)
+    assert note["Subject"] == "raidsnap drill of unknown: FAILED (InvalidInput)"
