@@ -216,6 +216,9 @@ class DrillRun(Contract):
     verification: Verification | None = None
     teardown: Teardown = Field(default_factory=Teardown)
     error: StepError | None = None
+    # What a teardown step's Catch wrote: Release's failure is tolerated (RemoveVolumes then
+    # forces the detach); RemoveVolumes' failure leaves volumes behind.
+    teardownError: StepError | None = None
 
 
 class ReportCall(Contract):

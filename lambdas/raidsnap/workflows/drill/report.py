@@ -9,23 +9,19 @@ from raidsnap.aws import notifications
 from raidsnap.errors import DrillTeardownFailedError
 from raidsnap.observability import count, for_array, logger
 from raidsnap.plan.causes import child_failure
-from raidsnap.workflows.drill.contracts import DrillOutput, DrillReport, DrillRun
+from raidsnap.workflows.drill.contracts import DrillOutput, DrillReport, DrillRun, StepError
 
 
 def report(state: DrillRun, topic: str) -> DrillReport:
     """Decide the outcome, tell the operator, and shape the output or the named error."""
     array, target = _named(state)
     left, deleted = list(state.teardown.left), list(state.teardown.deleted)
-    passed = state.error is None and not left
+    removal = _removal_failure(state)
+    passed = state.error is None and removal is None
     error = cause = ""
     if state.error is not None:
         error, cause = child_failure(state.error.model_dump())
-    if left:
-        arn = state.plan.restoreExecutionArn if state.plan else None
-        removal = (
-            f"teardown could not remove volumes {left} (tagged {tags.RESTORE_EXECUTION}="
-            f"{arn}): delete them by hand"
-        )
+    if removal is not None:
         if not error:
             error, cause = public_name_of(DrillTeardownFailedError), removal
         else:
@@ -39,7 +35,8 @@ def report(state: DrillRun, topic: str) -> DrillReport:
         message = (
             f"The restore drill of {array} onto {target} failed with {error}: {cause}. "
             f"Teardown deleted {len(deleted)} volumes the drill created"
-            + (f" and left {left}" if left else ", nothing is left behind")
+            + (f" and left {left}" if left else "")
+            + (", nothing is left behind" if removal is None else "")
             + f". The array itself was not touched. Run: {state.execution.id}"
         )
     notifications.publish(topic, subject, message)
@@ -58,6 +55,27 @@ def report(state: DrillRun, topic: str) -> DrillReport:
         message=message,
     )
     return DrillReport(passed=True, array=array, message=message, output=output)
+
+
+def _removal_failure(state: DrillRun) -> str | None:
+    """Why teardown may have left volumes of the drill's restore behind, if it may have: some
+    were still there when its looks ran out, or RemoveVolumes failed before it finished one
+    pass (nothing then says what it removed)."""
+    arn = state.plan.restoreExecutionArn if state.plan else None
+    left = list(state.teardown.left)
+    if left:
+        return (
+            f"teardown could not remove volumes {left} (tagged {tags.RESTORE_EXECUTION}="
+            f"{arn}): delete them by hand"
+        )
+    if state.plan is None or state.teardown.status is not None:
+        return None  # nothing to remove (Prepare failed), or RemoveVolumes finished
+    failure = state.teardownError or StepError(Cause="RemoveVolumes did not run")
+    name, why = child_failure(failure.model_dump())
+    return (
+        f"teardown failed ({name}: {why}) before it removed the volumes tagged "
+        f"{tags.RESTORE_EXECUTION}={arn}: delete them by hand"
+    )
 
 
 def _named(state: DrillRun) -> tuple[str, JsonValue]:
