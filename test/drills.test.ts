@@ -71,7 +71,7 @@ describe('drills with the example config', () => {
     const doc = JSON.parse(drillMachine(template)[1].Properties.DefinitionString);
     expect(doc.States.Restore).toMatchObject({
       Resource: 'arn:aws:states:::states:startExecution.sync:2',
-      Parameters: { 'StateMachineArn': '${RestoreStateMachineArn}', 'Name.$': '$.restoreName', 'Input.$': '$.restoreInput' },
+      Parameters: { 'StateMachineArn': '${RestoreStateMachineArn}', 'Name.$': '$.plan.restoreName', 'Input.$': '$.plan.restoreInput' },
     });
     // Teardown starts with the release on every path: a restore preempted after assembly
     // left the copy mounted, and only the release step can tell (it skips when nothing of the

@@ -19,7 +19,7 @@ import { SnapshotSets } from './snapshot-sets';
 import { Workflow } from './workflow';
 
 export const ATTACHED_EBS_METRIC = 'StatusCheckFailed_AttachedEBS';
-/** Every restore a drill starts is named drill-<hash> (lambdas/raidsnap/workflows/drill.py). */
+/** Every restore a drill starts is named drill-<hash> (lambdas/raidsnap/workflows/drill/prepare.py). */
 export const DRILL_RESTORE_PREFIX = 'drill-';
 /** A launching instance waits this long in Pending:Wait for its array before the hook's
  * default result (ABANDON) ends it. */

@@ -6,9 +6,10 @@ from typing import Any
 
 from raidsnap.environment import DrillSettings
 from raidsnap.handlers._entry import entry
-from raidsnap.workflows import drill
+from raidsnap.workflows.drill.contracts import PrepareCall
+from raidsnap.workflows.drill.prepare import prepare
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return drill.prepare(event, DrillSettings.from_env())
+    return prepare(PrepareCall.model_validate(event), DrillSettings.from_env()).dump()

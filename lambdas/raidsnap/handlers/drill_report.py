@@ -6,9 +6,10 @@ from typing import Any
 
 from raidsnap.environment import topic_arn
 from raidsnap.handlers._entry import entry
-from raidsnap.workflows import drill
+from raidsnap.workflows.drill.contracts import ReportCall
+from raidsnap.workflows.drill.report import report
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return drill.report(event, topic_arn())
+    return report(ReportCall.model_validate(event).state, topic_arn()).dump()

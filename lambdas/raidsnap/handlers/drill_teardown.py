@@ -6,9 +6,10 @@ from typing import Any
 
 from raidsnap.environment import drill_documents
 from raidsnap.handlers._entry import entry
-from raidsnap.workflows import drill
+from raidsnap.workflows.drill.contracts import TEARDOWN_CALL
+from raidsnap.workflows.drill.teardown import teardown_step
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return drill.teardown_step(event, drill_documents()[1])
+    return teardown_step(TEARDOWN_CALL.validate_python(event), drill_documents()[1]).dump()

@@ -12,4 +12,4 @@ from raidsnap.workflows import sweeper
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
     settings = SweeperSettings.from_env()
-    return sweeper.sweep(settings.lock_table, settings.restore_executions).as_dict()
+    return sweeper.sweep(settings.lock_table, settings.restore_executions).report().dump()

@@ -27,12 +27,12 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from botocore.exceptions import ClientError
 
 from raidsnap import tags
 from raidsnap.aws import error_code, executions, fsr, lock, volumes
+from raidsnap.models import Contract
 from raidsnap.observability import count, logger
 from raidsnap.plan import fsr as plan_fsr
 from raidsnap.plan.cleanup import disposition
@@ -43,6 +43,20 @@ from raidsnap.plan.volumes import VolumeView, run_nonce
 ASSEMBLE_STATE = "Assemble"
 
 ENDED_BADLY = ("FAILED", "TIMED_OUT", "ABORTED")
+
+
+class SweepReport(Contract):
+    """What one sweep removed and what it left, as the sweep function answers and logs it."""
+
+    fsrDisabled: list[str]
+    claimsDropped: list[str]
+    deletedVolumeIds: list[str]
+    attachedVolumeIds: list[str]
+    pendingVolumeIds: list[str]
+    unknownRunVolumeIds: list[str]
+    usersVolumeIds: list[str]
+    refused: list[str]
+    found: int
 
 
 @dataclass
@@ -63,18 +77,18 @@ class Sweep:
         """What the sweep had to remove: each is something a run should have removed itself."""
         return len(self.fsr_disabled) + len(self.deleted)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "fsrDisabled": self.fsr_disabled,
-            "claimsDropped": self.claims_dropped,
-            "deletedVolumeIds": self.deleted,
-            "attachedVolumeIds": self.attached,
-            "pendingVolumeIds": self.pending,
-            "unknownRunVolumeIds": self.unknown,
-            "usersVolumeIds": self.users,
-            "refused": self.refused,
-            "found": self.found,
-        }
+    def report(self) -> SweepReport:
+        return SweepReport(
+            fsrDisabled=self.fsr_disabled,
+            claimsDropped=self.claims_dropped,
+            deletedVolumeIds=self.deleted,
+            attachedVolumeIds=self.attached,
+            pendingVolumeIds=self.pending,
+            unknownRunVolumeIds=self.unknown,
+            usersVolumeIds=self.users,
+            refused=self.refused,
+            found=self.found,
+        )
 
 
 class _Statuses:
@@ -105,7 +119,7 @@ def sweep(lock_table: str, restore_executions: str) -> Sweep:
     _sweep_fsr(lock_table, status, result)
     _sweep_volumes(restore_executions, status, result)
     if result.found or result.attached:
-        logger.warning("the sweeper found what ended restores left", extra=result.as_dict())
+        logger.warning("the sweeper found what ended restores left", extra=result.report().dump())
     # One number the alarm watches (anything found means a run did not clean up after itself),
     # and what it was made of.
     count("LeftoversFound", result.found)

@@ -3,11 +3,13 @@ onto a drill instance, checks the copy, removes it, and reports."""
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
 import boto3
 import pytest
+from botocore.response import StreamingBody
 
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation
@@ -264,3 +266,61 @@ def test_a_drill_preempted_after_assembly_releases_its_copy_and_the_next_drill_p
     # AND the next drill on that host passes
     again = emu.run("drill", {"array": "db1", "targetInstanceId": drill_host})
     assert again.status == "SUCCEEDED", f"{again.error}: {again.cause}"
+
+
+@pytest.mark.parametrize("given", ["db1", ["db1"], 7])
+def test_a_drill_whose_input_is_not_an_object_fails_as_invalid_input_and_reports_it(
+    emu: Emulation, drill_world: tuple[ArrayFixture, str, str], given: object
+) -> None:
+    before = len(emu.double.mutating_calls("ec2"))
+    run = emu.run("drill", given)
+    assert (run.status, run.error) == ("FAILED", "InvalidInput")
+    assert run.cause == "input: the execution input must be a JSON object"
+    assert emu.double.mutating_calls("ec2")[before:] == []
+    (note,) = published(emu)
+    assert note["Subject"] == "raidsnap drill of unknown: FAILED (InvalidInput)"
+
+
+def crash(emu: Emulation, module: str) -> None:
+    """The function of this handler module fails outright (its runtime crashes) whenever the
+    workflow invokes it, as an out-of-memory or timed-out invocation does."""
+    router = emu.router
+    assert router is not None
+    name = next(n for n, f in router.functions.items() if f.handler.endswith(f".{module}.handler"))
+
+    def invoke(params: dict[str, Any]) -> Any:
+        if str(params["FunctionName"]).rsplit(":", 1)[-1] != name:
+            return router(params)
+        body = json.dumps({"errorType": "Runtime.ExitError", "errorMessage": "signal: killed"})
+        return {
+            "StatusCode": 200,
+            "FunctionError": "Unhandled",
+            "Payload": StreamingBody(io.BytesIO(body.encode()), len(body)),
+        }
+
+    emu.double.route("lambda", "Invoke", invoke)
+
+
+def test_a_drill_whose_teardown_fails_before_removing_anything_does_not_pass(
+    emu: Emulation, drill_world: tuple[ArrayFixture, str, str]
+) -> None:
+    # GIVEN a drill whose restore and check succeed, but whose teardown function crashes
+    _fx, _set_id, drill_host = drill_world
+    crash(emu, "drill_teardown")
+    # WHEN it runs
+    run = emu.run("drill", {"array": "db1", "targetInstanceId": drill_host})
+    # THEN it does not report a pass: the copy and its volumes are still there
+    (restore,) = [
+        e
+        for e in boto3.client("stepfunctions").list_executions(
+            stateMachineArn=emu.state_machines["restore"]
+        )["executions"]
+        if e["name"].startswith("drill-")
+    ]
+    left = [v for v in restored_volumes(restore["executionArn"]) if v["State"] == "in-use"]
+    assert len(left) == 3
+    assert (run.status, run.error) == ("FAILED", "DrillTeardownFailed")
+    assert restore["executionArn"] in str(run.cause)
+    assert "delete them by hand" in str(run.cause)
+    (note,) = published(emu)
+    assert note["Subject"] == "raidsnap drill of db1: FAILED (DrillTeardownFailed)"
