@@ -26,7 +26,7 @@ const TRANSIENT = {
 };
 
 type Retrier = { ErrorEquals: string[]; MaxAttempts?: number };
-type State = { Type: string; Retry?: Retrier[]; Catch?: Array<{ ErrorEquals: string[]; Next: string }>; Resource?: string; States?: Record<string, State>; Branches?: Array<{ States: Record<string, State> }>; ItemProcessor?: { States: Record<string, State> } };
+type State = { Type: string; Retry?: Retrier[]; Catch?: Array<{ ErrorEquals: string[]; Next: string }>; Resource?: string; Parameters?: Record<string, unknown>; ResultPath?: string | null; States?: Record<string, State>; Branches?: Array<{ States: Record<string, State> }>; ItemProcessor?: { States: Record<string, State> } };
 
 function allStates(states: Record<string, State>): Array<[string, State]> {
   return Object.entries(states).flatMap(([name, s]) => [
@@ -130,6 +130,14 @@ describe.each(Object.keys(MACHINES).sort())('the synthesized %s definition', (na
     const all = (state(n).Catch ?? []).filter((c) => c.ErrorEquals.includes('States.ALL'));
     expect(all).toHaveLength(1);
     expect(machine.doc.States[all[0].Next]).toBeDefined();
+  });
+
+  test.each(tasks.map(([n]) => n))('task %s names what it reads and writes its result to a key of its own', (n) => {
+    const s = state(n);
+    // Parameters (or, for the nested workflow, its StartExecution fields) name the keys read;
+    // "$" would let a step replace what earlier steps wrote.
+    expect(s.Parameters).toBeDefined();
+    expect(s.ResultPath).toMatch(/^\$\.[A-Za-z][A-Za-z0-9]*$/);
   });
 
   test('every run that fails ends in a Fail state that names the error', () => {

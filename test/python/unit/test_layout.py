@@ -118,3 +118,33 @@ def test_the_layers_exist() -> None:
     assert (PACKAGE / "plan").is_dir()
     assert (PACKAGE / "workflows").is_dir()
     assert (PACKAGE / "aws").is_dir()
+
+
+def untyped_annotations(path: Path) -> list[int]:
+    """Lines where a step's data is annotated as a bare dict of anything."""
+    found = []
+    for node in ast.walk(parsed(path)):
+        annotations: list[ast.expr | None] = []
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+            annotations += [a.annotation for a in args] + [node.returns]
+        elif isinstance(node, ast.AnnAssign):
+            annotations.append(node.annotation)
+        elif isinstance(node, ast.Assign):  # a type alias such as State = dict[str, Any]
+            annotations.append(node.value)
+        for annotation in annotations:
+            text = ast.unparse(annotation) if annotation is not None else ""
+            if "dict[str, Any]" in text.replace("typing.", "") or text in ("dict", "Dict"):
+                found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_workflow_steps_read_and_write_typed_contracts() -> None:
+    # The state a step reads and the result it writes are pydantic contracts; an untyped dict
+    # is how a step came to rewrite keys that were not its own.
+    untyped = {
+        name(path): lines
+        for path in sorted((PACKAGE / "workflows").rglob("*.py"))
+        if (lines := untyped_annotations(path))
+    }
+    assert untyped == {}

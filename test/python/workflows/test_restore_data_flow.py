@@ -26,3 +26,12 @@ def test_every_restore_task_names_what_it_reads_and_writes_its_own_key(template:
     # Only the steps that must see whatever the run got to are sent the whole object.
     whole = sorted(n for n, s in tasks.items() if "$" in s["Parameters"].values())
     assert whole == ["Cleanup", "Finish"]
+
+
+def test_the_sweeper_asks_for_a_state_the_restore_has(template: Path) -> None:
+    # The sweeper keeps a run's volumes once its history shows this state entered: a name the
+    # definition no longer has would make every restore look as if it never assembled.
+    from raidsnap.workflows.sweeper import ASSEMBLE_STATE
+
+    states = restore_states(template)
+    assert states[ASSEMBLE_STATE]["Parameters"]["step"] == "assemble"

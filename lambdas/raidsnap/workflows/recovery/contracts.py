@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, JsonValue
 
-from raidsnap.models import Contract
+from raidsnap.models import Contract, RestoreMode
 
 # What started a recovery: the array instance's attached-EBS alarm, its loss, or a launch into
 # the array's Auto Scaling group.
@@ -39,7 +39,7 @@ class RestoreRequest(Contract):
 
     array: str
     setId: str = "latest"
-    mode: Literal["replace", "attach"] | None = None
+    mode: RestoreMode | None = None
     targetInstanceId: str | None = None
     initialization: str | None = None
 

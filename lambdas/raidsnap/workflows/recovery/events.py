@@ -8,13 +8,13 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
 
 from pydantic import ValidationError
 
 from raidsnap import tags
 from raidsnap.aws.instances import instance_facts
 from raidsnap.environment import RecoverySettings
+from raidsnap.models import RestoreMode
 from raidsnap.observability import logger
 from raidsnap.workflows.recovery.contracts import (
     AlarmDetail,
@@ -93,7 +93,7 @@ def classify(event: BusEvent, settings: RecoverySettings) -> Trigger | Skip | No
 
 
 def _restore_input(
-    array: str, config: dict[str, str], mode: Literal["replace", "attach"], target: str
+    array: str, config: dict[str, str], mode: RestoreMode, target: str
 ) -> RestoreRequest:
     """The restore's input: the array's latest set onto ``target`` in ``mode`` (DESIGN.md)."""
     request = RestoreRequest(array=array, setId="latest", mode=mode, targetInstanceId=target)

@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import Field, JsonValue
 
-from raidsnap.models import Contract, Poll
+from raidsnap.models import Contract, Poll, RestoreMode
 
 
 class Member(Contract):
@@ -52,7 +52,7 @@ class Plan(Contract):
     targetInstanceId: str
     availabilityZone: str
     tagTarget: bool
-    mode: Literal["attach", "replace"]
+    mode: RestoreMode
     mdDevice: str
     mdUuid: str
     mountPoint: str
