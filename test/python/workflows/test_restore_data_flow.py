@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from raidsnap.workflows.sweeper import ASSEMBLE_STATE
 from raidsnap_emulation.template import Template
 
 
@@ -31,7 +32,5 @@ def test_every_restore_task_names_what_it_reads_and_writes_its_own_key(template:
 def test_the_sweeper_asks_for_a_state_the_restore_has(template: Path) -> None:
     # The sweeper keeps a run's volumes once its history shows this state entered: a name the
     # definition no longer has would make every restore look as if it never assembled.
-    from raidsnap.workflows.sweeper import ASSEMBLE_STATE
-
     states = restore_states(template)
     assert states[ASSEMBLE_STATE]["Parameters"]["step"] == "assemble"
