@@ -26,6 +26,21 @@ class Contract(BaseModel):
         return self.model_dump(exclude_unset=True, mode="json")
 
 
+class StepError(Contract):
+    """What a Catch writes beside the state (ResultPath): Step Functions' error name and cause."""
+
+    Error: str = "States.Runtime"
+    Cause: str = ""
+
+
+class ExecutionRef(Contract):
+    """The context object's execution as a Start state copies it ($$.Execution)."""
+
+    id: str = ""
+    name: str = ""
+    startTime: str | None = None
+
+
 @dataclass(frozen=True)
 class Poll:
     """How a loop of the workflow waits: the seconds until its next look (the Wait state reads

@@ -17,14 +17,7 @@ from typing import Literal
 
 from pydantic import Field, JsonValue
 
-from raidsnap.models import Consistency, Contract
-
-
-class ExecutionRef(Contract):
-    """The Start state's ``execution``: the context object's execution id and start time."""
-
-    id: str = ""
-    startTime: str | None = None
+from raidsnap.models import Consistency, Contract, ExecutionRef, StepError
 
 
 class RunExecution(Contract):
@@ -194,13 +187,6 @@ class RetentionCall(Contract):
     plan: Plan
     members: Members
     snapshots: Snapshots
-
-
-class StepError(Contract):
-    """What a Catch wrote: Step Functions' error name and cause, as they came."""
-
-    Error: JsonValue = "States.Runtime"
-    Cause: JsonValue = ""
 
 
 class BackupState(Contract):

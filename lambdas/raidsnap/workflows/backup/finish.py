@@ -153,8 +153,8 @@ def explain_failure(call: FailureCall, documents: Documents, settings: BackupSet
     """Thaw if we froze, let go of the array, then name the failure for the run's Fail state."""
     state = call.state
     error = state.error
-    name = public_name(str(error.Error if error else "States.Runtime"))
-    cause = cause_message(str(error.Cause if error else ""))
+    name = public_name(error.Error if error else "States.Runtime")
+    cause = cause_message(error.Cause if error else "")
     thawed = state.thaw is not None and state.thaw.status == "success"
     # A freeze that failed or was cancelled may still have frozen the filesystem: thaw is
     # harmless on a thawed one, so thaw whenever a freeze was attempted.

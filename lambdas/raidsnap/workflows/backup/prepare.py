@@ -6,13 +6,19 @@ from __future__ import annotations
 from raidsnap import sets
 from raidsnap.aws import commands, instances, lock
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table, retention_for
-from raidsnap.models import BackupInput, Consistency, Poll, parse_input, system_directory
+from raidsnap.models import (
+    BackupInput,
+    Consistency,
+    ExecutionRef,
+    Poll,
+    parse_input,
+    system_directory,
+)
 from raidsnap.observability import logger
 from raidsnap.workflows.backup import times
 from raidsnap.workflows.backup.contracts import (
     Degraded,
     DiscoveryLook,
-    ExecutionRef,
     Member,
     Members,
     MembersCall,

@@ -16,13 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue, TypeAdapter
 
-from raidsnap.models import Contract
-
-
-class ExecutionRef(Contract):
-    id: str = ""
-    name: str | None = None
-    startTime: str | None = None
+from raidsnap.models import Contract, ExecutionRef, StepError
 
 
 class RestoreRequest(Contract):
@@ -198,11 +192,6 @@ TEARDOWN_CALL: TypeAdapter[ReleaseCall | RemoveCall] = TypeAdapter(TeardownCall)
 
 
 # ---------------------------------------------------------------------- report
-
-
-class StepError(Contract):
-    Error: str = "States.Runtime"
-    Cause: str = ""
 
 
 class DrillRun(Contract):

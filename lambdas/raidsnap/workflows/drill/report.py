@@ -7,9 +7,10 @@ from pydantic import JsonValue
 from raidsnap import tags
 from raidsnap.aws import notifications
 from raidsnap.errors import DrillTeardownFailedError
+from raidsnap.models import StepError
 from raidsnap.observability import count, for_array, logger
 from raidsnap.plan.causes import child_failure
-from raidsnap.workflows.drill.contracts import DrillOutput, DrillReport, DrillRun, StepError
+from raidsnap.workflows.drill.contracts import DrillOutput, DrillReport, DrillRun
 
 
 def report(state: DrillRun, topic: str) -> DrillReport:

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, JsonValue
 
-from raidsnap.models import Contract, RestoreMode
+from raidsnap.models import Contract, ExecutionRef, RestoreMode, StepError
 
 # What started a recovery: the array instance's attached-EBS alarm, its loss, or a launch into
 # the array's Auto Scaling group.
@@ -65,12 +65,6 @@ class RecoveryInput(Contract):
     notes: list[str] = Field(default_factory=list)
 
 
-class ExecutionRef(Contract):
-    id: str = ""
-    name: str = ""
-    startTime: str = ""
-
-
 class Look(Contract):
     """Assess's result: evidence that a member is impaired, gathered over one or more looks."""
 
@@ -98,11 +92,6 @@ class TargetWait(Contract):
     waitSeconds: int
     instanceId: str | None = None
     retired: str | None = None
-
-
-class StepError(Contract):
-    Error: str = "States.Runtime"
-    Cause: str = ""
 
 
 class RestoreRun(Contract):

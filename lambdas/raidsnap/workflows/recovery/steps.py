@@ -14,7 +14,7 @@ from raidsnap.aws.instances import instance_facts, untag_array
 from raidsnap.aws.notifications import notify
 from raidsnap.environment import RecoveryStepSettings
 from raidsnap.errors import InstanceNotReadyError, public_name
-from raidsnap.models import Contract, Poll
+from raidsnap.models import Contract, Poll, StepError
 from raidsnap.observability import count, for_array, logger
 from raidsnap.workflows.recovery import assessment
 from raidsnap.workflows.recovery.contracts import (
@@ -25,7 +25,6 @@ from raidsnap.workflows.recovery.contracts import (
     RestoreRun,
     SetRef,
     StepCall,
-    StepError,
     TargetWait,
 )
 from raidsnap.workflows.recovery.events import event_time

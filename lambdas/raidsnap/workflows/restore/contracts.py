@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import Field, JsonValue
 
-from raidsnap.models import Contract, Poll, RestoreMode
+from raidsnap.models import Contract, ExecutionRef, Poll, RestoreMode, StepError
 
 
 class Member(Contract):
@@ -146,13 +146,6 @@ class Attach(Contract):
     budgetSeconds: int
 
 
-class StepError(Contract):
-    """What a Catch writes: the error's name and cause."""
-
-    Error: str = "States.Runtime"
-    Cause: str = ""
-
-
 class FsrCall(Contract):
     plan: Plan
     fsr: Fsr | None = None
@@ -214,11 +207,6 @@ class Cleanup(Contract):
     detachAsks: dict[str, int] | None = None
     deleted: list[str] | None = None
     kept: list[str] | None = None
-
-
-class ExecutionRef(Contract):
-    id: str = ""
-    startTime: str | None = None
 
 
 class RestoreState(Contract):
