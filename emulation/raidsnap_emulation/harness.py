@@ -28,12 +28,31 @@ import boto3
 import botocore.session
 from botocore.response import StreamingBody
 from moto import mock_aws
+from moto.stepfunctions.parser.api import ExecutionFailedEventDetails, HistoryEventType
+from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
+    FailureEvent,
+    FailureEventException,
+)
+from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import (
+    StatesErrorName,
+)
+from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
+    StatesErrorNameType,
+)
 from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.state.choice.comparison import (
+    comparison_operator_type,
+    comparison_variable,
+)
+from moto.stepfunctions.parser.asl.component.state.choice.comparison.variable import (
+    NoSuchVariable,
+)
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
     state_task_service_callback,
     state_task_service_sfn,
 )
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
+from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 from moto.stepfunctions.parser.utils import TMP_THREADS
 
@@ -254,6 +273,7 @@ class Emulation:
         )
         stack.enter_context(self.double.install())
         stack.enter_context(_virtual_waits(self.clock))
+        stack.enter_context(_strict_choice_rules())
         stack.enter_context(_state_machine_principals(self._state_machine_actor))
         self._reset_raidsnap_clients()
         self.document_names = self._create_documents()
@@ -500,6 +520,49 @@ def _virtual_waits(clock: VirtualClock) -> Iterator[None]:
         setattr(retrier_decl, "time", saved_time)  # noqa: B010
         raidsnap_aws.pause = saved_pause
         state_task_service_callback._DELAY_SECONDS_SYNC_CONDITION_CHECK = saved_delay  # type: ignore[misc]
+
+
+@contextlib.contextmanager
+def _strict_choice_rules() -> Iterator[None]:
+    """A Choice rule whose Variable is not in the state's input fails the run (States.Runtime),
+    as in Step Functions ("If the state input doesn't contain the $.type field, the execution
+    fails", developer guide, Choice state); only IsPresent may look at a missing path. moto
+    5.2.5 takes such a rule as not matching and goes on to the Default."""
+    cls = comparison_variable.ComparisonVariable
+    saved = cls.__dict__["_eval_body"]
+
+    def eval_body(self: Any, env: Any) -> None:
+        self.variable.eval(env)
+        value = env.stack[-1]
+        operator = self.comparison_function.operator_type
+        if (
+            isinstance(value, NoSuchVariable)
+            and operator != comparison_operator_type.ComparisonOperatorType.IsPresent
+        ):
+            cause = (
+                f"Invalid path '{self.variable.string_sampler.literal_value}': the choice state's "
+                "condition path references an invalid value."
+            )
+            raise FailureEventException(
+                failure_event=FailureEvent(
+                    env=env,
+                    error_name=StatesErrorName(typ=StatesErrorNameType.StatesRuntime),
+                    event_type=HistoryEventType.ExecutionFailed,
+                    # moto's TypedDict lists every kind of detail as required; it builds them so too
+                    event_details=EventDetails(  # type: ignore[typeddict-item]
+                        executionFailedEventDetails=ExecutionFailedEventDetails(
+                            error=StatesErrorNameType.StatesRuntime.to_name(), cause=cause
+                        )
+                    ),
+                )
+            )
+        self.comparison_function.eval(env)
+
+    setattr(cls, "_eval_body", eval_body)  # noqa: B010 - moto internals, pinned
+    try:
+        yield
+    finally:
+        setattr(cls, "_eval_body", saved)  # noqa: B010
 
 
 # The executor makes each integration's calls (lambda:invoke, startExecution and the polling of
