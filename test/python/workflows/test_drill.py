@@ -3,13 +3,12 @@ onto a drill instance, checks the copy, removes it, and reports."""
 
 from __future__ import annotations
 
-import io
 import json
 from typing import Any
 
 import boto3
 import pytest
-from botocore.response import StreamingBody
+from faults import crash
 
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation
@@ -279,26 +278,6 @@ def test_a_drill_whose_input_is_not_an_object_fails_as_invalid_input_and_reports
     assert emu.double.mutating_calls("ec2")[before:] == []
     (note,) = published(emu)
     assert note["Subject"] == "raidsnap drill of unknown: FAILED (InvalidInput)"
-
-
-def crash(emu: Emulation, module: str) -> None:
-    """The function of this handler module fails outright (its runtime crashes) whenever the
-    workflow invokes it, as an out-of-memory or timed-out invocation does."""
-    router = emu.router
-    assert router is not None
-    name = next(n for n, f in router.functions.items() if f.handler.endswith(f".{module}.handler"))
-
-    def invoke(params: dict[str, Any]) -> Any:
-        if str(params["FunctionName"]).rsplit(":", 1)[-1] != name:
-            return router(params)
-        body = json.dumps({"errorType": "Runtime.ExitError", "errorMessage": "signal: killed"})
-        return {
-            "StatusCode": 200,
-            "FunctionError": "Unhandled",
-            "Payload": StreamingBody(io.BytesIO(body.encode()), len(body)),
-        }
-
-    emu.double.route("lambda", "Invoke", invoke)
 
 
 def test_a_drill_whose_teardown_fails_before_removing_anything_does_not_pass(

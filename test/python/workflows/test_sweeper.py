@@ -4,12 +4,10 @@ sweeper, invoked as its schedule would, removes what is raidsnap's and nothing e
 
 from __future__ import annotations
 
-import io
-import json
 from typing import Any
 
 import boto3
-from botocore.response import StreamingBody
+from faults import crash
 
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import (
@@ -50,26 +48,6 @@ def drill_host(emu: Emulation, zone: str) -> str:
         Resources=[host], Tags=[{"Key": "raidsnap:array", "Value": "db1-drill"}]
     )
     return host
-
-
-def crash(emu: Emulation, module: str) -> None:
-    """The function of this handler module fails outright (its runtime crashes) whenever the
-    workflow invokes it, as an out-of-memory or timed-out invocation does."""
-    router = emu.router
-    assert router is not None
-    name = next(n for n, f in router.functions.items() if f.handler.endswith(f".{module}.handler"))
-
-    def invoke(params: dict[str, Any]) -> Any:
-        if str(params["FunctionName"]).rsplit(":", 1)[-1] != name:
-            return router(params)
-        body = json.dumps({"errorType": "Runtime.ExitError", "errorMessage": "signal: killed"})
-        return {
-            "StatusCode": 200,
-            "FunctionError": "Unhandled",
-            "Payload": StreamingBody(io.BytesIO(body.encode()), len(body)),
-        }
-
-    emu.double.route("lambda", "Invoke", invoke)
 
 
 def test_fsr_a_preempted_drill_enabled_is_turned_off_although_a_recovery_took_its_lock(
