@@ -44,13 +44,14 @@ export class BackupWorkflow extends Construct {
     };
     const lockStatements = (actions: string[]) => props.restoreLock ? lockTableStatements(props.restoreLock, actions) : [];
     const readLock = lockStatements(['GetItem']);
-    // A backup holds its array until its snapshots are taken (an item of its own in the restore
-    // lock table); whether the restore holding the lock still runs is asked of Step Functions.
+    // A backup holds its array until its snapshots are taken (its own entry in an item of the
+    // restore lock table, added and removed with UpdateItem); whether the restore holding the
+    // lock still runs is asked of Step Functions.
     const restoreName = `${Stack.of(this).stackName}-restore`;
     const holdArray = props.restoreLock
-      ? [...lockStatements(['GetItem', 'PutItem', 'DeleteItem']), new RestorePermissions(this).describeExecutions(restoreName)]
+      ? [...lockStatements(['GetItem', 'UpdateItem']), new RestorePermissions(this).describeExecutions(restoreName)]
       : [];
-    const releaseHold = lockStatements(['DeleteItem']);
+    const releaseHold = lockStatements(['UpdateItem']);
     const specs: FunctionSpec[] = [
       {
         id: 'BackupPrepare', module: 'backup_prepare',

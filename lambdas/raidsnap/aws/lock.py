@@ -154,10 +154,17 @@ def sets_held(table: str, array: str) -> set[str]:
 # ---------------------------------------------------------------------- backup holds
 #
 # A backup of an array holds it from before discovery until its snapshots are taken and the
-# filesystem thawed, in an item keyed "backup#<array>" next to the restore lock: a restore must
-# not replace members a backup is snapshotting, nor a backup snapshot members a restore is
-# replacing. Each side writes its own item first and then reads the other's (consistent
-# reads), so of a backup and a restore that start together at least one sees the other.
+# filesystem thawed: a restore must not replace members a backup is snapshotting, nor a backup
+# snapshot members a restore is replacing. Each side writes its own hold first and then reads
+# the other's (consistent reads), so of a backup and a restore that start together at least one
+# sees the other.
+#
+# Holds are per run: the item keyed "backup#<array>" carries a map `holds` from each holding
+# execution's ARN to the end of its lease. A run adds and removes only its own entry (UpdateItem
+# on one map element: DynamoDB applies each UpdateItem atomically, and SET/REMOVE of a nested
+# path touch that element only; DynamoDB developer guide, "Update expressions"), so a second
+# backup of the array neither overwrites nor ends the first one's hold, and a restore is refused
+# while any entry's lease runs.
 
 BACKUP_KEY_PREFIX = "backup#"
 
@@ -173,16 +180,28 @@ def _backup_key(array: str) -> dict[str, Any]:
 
 
 def hold_for_backup(table: str, array: str, execution_arn: str, lease_seconds: int) -> None:
-    """Hold the array for a backup; raise RestoreInProgress (holding nothing) when a running
-    restore holds its lock."""
+    """Hold the array for this backup run; raise RestoreInProgress (holding nothing) when a
+    running restore holds its lock."""
     now = int(time.time())
-    clients.dynamodb().put_item(
+    ddb = clients.dynamodb()
+    # The map must exist before one of its elements can be set (a SET on a path under a missing
+    # attribute fails with ValidationException); if_not_exists keeps other runs' entries.
+    ddb.update_item(
         TableName=table,
-        Item={
-            **_backup_key(array),
-            "executionArn": {"S": execution_arn},
-            "leaseUntil": {"N": str(now + lease_seconds)},
-            "expiresAt": {"N": str(now + 2 * lease_seconds)},
+        Key=_backup_key(array),
+        UpdateExpression="SET holds = if_not_exists(holds, :none)",
+        ExpressionAttributeValues={":none": {"M": {}}},
+    )
+    ddb.update_item(
+        TableName=table,
+        Key=_backup_key(array),
+        UpdateExpression="SET holds.#me = :lease, expiresAt = :expires",
+        ExpressionAttributeNames={"#me": execution_arn},
+        ExpressionAttributeValues={
+            ":lease": {"N": str(now + lease_seconds)},
+            # DynamoDB's TTL removes a forgotten item long after any lease in it has run out;
+            # every new hold pushes it further.
+            ":expires": {"N": str(now + 2 * lease_seconds)},
         },
     )
     holder = current(table, array)
@@ -197,31 +216,48 @@ def hold_for_backup(table: str, array: str, execution_arn: str, lease_seconds: i
 
 
 def release_backup(table: str, array: str, execution_arn: str) -> bool:
-    """Drop the backup's hold if this execution holds it; True when it did."""
-    return delete_if_held(table, BACKUP_KEY_PREFIX + array, "executionArn", execution_arn)
+    """Drop this run's hold (and only this run's); True when it held the array."""
+    try:
+        clients.dynamodb().update_item(
+            TableName=table,
+            Key=_backup_key(array),
+            UpdateExpression="REMOVE holds.#me",
+            ConditionExpression="attribute_exists(holds.#me)",
+            ExpressionAttributeNames={"#me": execution_arn},
+        )
+    except ClientError as err:
+        if error_code(err) == "ConditionalCheckFailedException":
+            return False
+        raise
+    return True
 
 
-def refuse_while_backup_holds(table: str, array: str) -> None:
-    """Raise BackupInProgress when a backup holds the array (its lease has not run out)."""
+def backup_holds(table: str, array: str) -> list[BackupHold]:
+    """The backup runs that hold the array now (a lease that ran out holds nothing)."""
     item = (
         clients.dynamodb()
         .get_item(TableName=table, Key=_backup_key(array), ConsistentRead=True)
         .get("Item")
     )
-    if not item:
-        return
-    hold = BackupHold(
-        execution_arn=item["executionArn"]["S"],
-        lease_until=int(item.get("leaseUntil", {}).get("N", "0")),
-    )
     now = int(time.time())
-    if hold.lease_until <= now:
+    entries = (item or {}).get("holds", {}).get("M", {})
+    holds = [BackupHold(arn, int(v.get("N", "0"))) for arn, v in entries.items()]
+    return sorted((h for h in holds if h.lease_until > now), key=lambda h: h.lease_until)
+
+
+def refuse_while_backup_holds(table: str, array: str) -> None:
+    """Raise BackupInProgress while any backup run holds the array (its lease has not run
+    out)."""
+    holds = backup_holds(table, array)
+    if not holds:
         return
+    now = int(time.time())
+    runs = ", ".join(h.execution_arn for h in holds)
+    latest = max(h.lease_until for h in holds)
     raise BackupInProgressError(
-        f"a backup of {array} is taking its snapshots ({hold.execution_arn}); a restore now "
-        "could replace the members under it. Nothing was changed: start this restore again "
-        f"once that backup has taken its snapshots (its hold ends at the latest in "
-        f"{hold.lease_until - now} s)"
+        f"a backup of {array} is taking its snapshots ({runs}); a restore now could replace "
+        "the members under it. Nothing was changed: start this restore again once that backup "
+        f"has taken its snapshots (its hold ends at the latest in {latest - now} s)"
     )
 
 

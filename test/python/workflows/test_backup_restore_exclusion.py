@@ -86,3 +86,31 @@ def test_a_failed_backup_lets_restores_run(emu: Emulation) -> None:
     # WHEN a restore of db1 starts right after, THEN nothing of the failed backup holds it back
     run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
     assert run.status == "SUCCEEDED", run.cause
+
+
+def test_a_second_backup_does_not_end_the_first_ones_hold(emu: Emulation) -> None:
+    # GIVEN backup B1 of db1 held between its discovery and its snapshots
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    held = HeldStep(emu, "backup_snapshot")
+    first = emu.start("backup", {"array": "db1"})
+    held.wait()
+    # AND a second backup B2 of db1 that starts and ends meanwhile (a manual run beside the
+    # schedule's): it holds the array for its own snapshots, then lets go of its own hold only
+    second = emu.run("backup", {"array": "db1"})
+    assert second.status == "SUCCEEDED", second.cause
+    mark = len(emu.double.calls)
+    # WHEN a replace restore of db1 starts while B1 still sits before its snapshots
+    refused = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    created = _created_volumes(emu, mark)
+    held.release()
+    taken = emu.wait(first)
+    # THEN the restore is refused with BackupInProgress naming B1 and changes nothing, and B1
+    # takes its set
+    assert (refused.status, refused.error) == ("FAILED", "BackupInProgress"), refused.cause
+    assert first in (refused.cause or "")
+    assert created == []
+    assert taken.status == "SUCCEEDED", taken.cause
+    # AND once both have let go, a restore of db1 runs
+    after = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    assert after.status == "SUCCEEDED", after.cause
