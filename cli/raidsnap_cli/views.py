@@ -85,10 +85,13 @@ def why_incomplete(snapshot_set: SnapshotSet) -> str:
     return f"snapshots {', '.join(states)}" if states else "incomplete"
 
 
+NO_MD_UUID = "no md UUID recorded (taken from the volume tags): restore it with mdUuid"
+
+
 def set_rows(sets: Iterable[SnapshotSet], now: datetime) -> list[SetRow]:
-    """Newest first; the newest complete set is the one ``latest`` restores."""
+    """Newest first; the newest restorable set is the one ``latest`` restores."""
     ordered = sorted(sets, key=lambda s: (s.start_time, s.set_id), reverse=True)
-    latest = next((s.set_id for s in ordered if s.complete), None)
+    latest = next((s.set_id for s in ordered if s.restorable), None)
     rows = []
     for s in ordered:
         n = s.member_count
@@ -99,7 +102,7 @@ def set_rows(sets: Iterable[SnapshotSet], now: datetime) -> list[SetRow]:
                 taken=s.start_time,
                 members=f"{present}/{n if n is not None else '?'}",
                 complete=s.complete,
-                why="" if s.complete else why_incomplete(s),
+                why=why_incomplete(s) if not s.complete else "" if s.restorable else NO_MD_UUID,
                 age=human_duration(now - s.start_time),
                 latest=s.set_id == latest,
             )
@@ -117,6 +120,8 @@ def sets_table(array: str, rows: list[SetRow]) -> Table:
     for row in rows:
         if row.complete:
             state = Text("complete", style="green")
+            if row.why:
+                state.append(f" · {row.why}", style="yellow")
             if row.latest:
                 state.append(" · latest", style="bold green")
         else:

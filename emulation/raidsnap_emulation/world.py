@@ -206,6 +206,8 @@ def make_old_set(
             {"Key": "raidsnap:array", "Value": fixture.name},
             {"Key": "raidsnap:set-id", "Value": set_id},
             {"Key": "raidsnap:member-count", "Value": str(len(fixture.member_ids))},
+            # As discovery records it: without it a set is not restorable by itself.
+            {"Key": "raidsnap:md-uuid", "Value": fixture.md_uuid},
         ],
     }
     taken = ec2.create_snapshots(

@@ -31,7 +31,8 @@ def ages(now: datetime, expected: list[str]) -> list[ArrayAge]:
     out = []
     for array in sorted(set(found) | set(expected)):
         sets = found.get(array, [])
-        complete = [s for s in sets if s.complete]
+        # The RPO counts sets a recovery could restore by itself (SnapshotSet.restorable).
+        complete = [s for s in sets if s.restorable]
         newest = max(complete, key=lambda s: s.start_time) if complete else None
         age = (now - newest.start_time).total_seconds() / 60 if newest else None
         out.append(ArrayAge(array, newest, age, len(sets)))

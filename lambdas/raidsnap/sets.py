@@ -10,12 +10,14 @@ sets from EC2 and DynamoDB is raidsnap.aws.snapshot_sets's.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from raidsnap import tags
+from raidsnap.models import MD_UUID_PATTERN
 
 # A set still "taking" this long after its execution started was abandoned between the record
 # of its intent and the record of its snapshots (a backup step retries for minutes, not a day).
@@ -113,6 +115,21 @@ class SnapshotSet:
             and all(x.state == "completed" for x in self.members)
             and all(self.restorable_tags(x) for x in self.members)
         )
+
+    @property
+    def md_uuid(self) -> str | None:
+        """The md UUID every member's snapshot recorded (discovery's), None when they did not
+        record one (a set taken from the volume tags while the agent was offline)."""
+        found = self.tag_values.get(tags.MD_UUID, "")
+        return found if re.fullmatch(MD_UUID_PATTERN, found) else None
+
+    @property
+    def restorable(self) -> bool:
+        """Complete, and restorable without an operator's help: the assemble document finds
+        the members by the md UUID the set recorded. A complete set without one can still be
+        restored by hand (the input's mdUuid), so it is kept as a set, but it is never what
+        retention counts as kept, what "latest" restores, nor the newest set of the RPO."""
+        return self.complete and self.md_uuid is not None
 
     def restorable_tags(self, member: SetMember) -> bool:
         """The restore may create a volume from a snapshot only while it carries the array and

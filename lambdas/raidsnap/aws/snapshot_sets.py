@@ -125,8 +125,20 @@ def get_set(array: str, set_id: str) -> SnapshotSet | None:
 
 
 def latest_complete(array: str) -> SnapshotSet | None:
-    complete = [s for s in list_sets(array) if s.complete]
-    return complete[-1] if complete else None
+    """The newest set ``latest`` restores: complete and restorable by itself (it recorded the
+    md UUID; see SnapshotSet.restorable)."""
+    return latest_restorable(list_sets(array))
+
+
+def latest_restorable(sets: list[SnapshotSet]) -> SnapshotSet | None:
+    restorable = [s for s in sets if s.restorable]
+    return restorable[-1] if restorable else None
+
+
+def newer_without_md_uuid(sets: list[SnapshotSet], than: SnapshotSet) -> list[SnapshotSet]:
+    """Complete sets newer than ``than`` that recorded no md UUID (taken from the volume tags):
+    newer data that a restore can use only when told the UUID."""
+    return [s for s in sets if s.complete and not s.restorable and s.start_time > than.start_time]
 
 
 def list_all_sets() -> dict[str, list[SnapshotSet]]:

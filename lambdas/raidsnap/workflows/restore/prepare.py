@@ -35,7 +35,8 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
     # Without the context object's start time (a hand invocation) the run still gets a nonce
     # of its own; only the clean-up after a stopped run could not find its volumes then.
     run = plan_volumes.run_nonce(execution_arn, str(started)) if started else uuid.uuid4().hex[:16]
-    snapshot_set = _resolve_set(request)
+    notes: list[str] = []
+    snapshot_set = _resolve_set(request, notes)
     target, tag_target, target_tag = _resolve_target(request)
     if request.mode == "replace" and target_tag != request.array:
         raise InvalidInputError(
@@ -45,7 +46,6 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
         )
     logger.append_keys(array=request.array, set_id=snapshot_set.set_id)
     _refuse_unready_agent(target.instance_id)
-    notes: list[str] = []
     members = plan_volumes.member_specs(request, snapshot_set, notes)
     md_uuid = plan_volumes.md_uuid(request, snapshot_set)
     mount_point = plan_volumes.mount_point(request, snapshot_set, notes)
@@ -173,15 +173,34 @@ def _refuse_copies_attached(array: str, target: instances.ArrayInstance) -> None
         )
 
 
-def _resolve_set(request: RestoreInput) -> SnapshotSet:
+def _resolve_set(request: RestoreInput, notes: list[str]) -> SnapshotSet:
     if request.setId == "latest":
-        found = snapshot_sets.latest_complete(request.array)
+        every = snapshot_sets.list_sets(request.array)
+        found = snapshot_sets.latest_restorable(every)
         if found is None:
-            others = snapshot_sets.list_sets(request.array)
-            detail = f"; its {len(others)} sets are all incomplete or failed" if others else ""
+            unassisted = [s.set_id for s in every if s.complete]
+            detail = (
+                f"; its complete sets {unassisted} recorded no md UUID (taken from the volume "
+                "tags while the SSM agent was offline): restore one of them by its setId with "
+                "mdUuid (mdadm --examine on an old member shows it)"
+                if unassisted
+                else f"; its {len(every)} sets are all incomplete or failed"
+                if every
+                else ""
+            )
             raise SnapshotSetNotFoundError(
                 f"array {request.array} has no complete snapshot set to restore{detail}"
             )
+        newer = snapshot_sets.newer_without_md_uuid(every, found)
+        if newer and not request.mdUuid:
+            notes.append(
+                f"restored {found.set_id}, the newest set that recorded its md UUID; the newer "
+                f"sets {[s.set_id for s in newer]} were taken from the volume tags while the "
+                "SSM agent was offline and recorded none: to restore one of them instead, give "
+                "its setId and mdUuid"
+            )
+        elif newer:
+            found = newer[-1]
         return found
     found = snapshot_sets.get_set(request.array, request.setId)
     if found is None or found.array != request.array:

@@ -19,9 +19,11 @@ def a_set(
     members: int = 1,
     degraded: bool = False,
     hours_apart: int = 1,
+    md_uuid: str | None = "0a1b2c3d:4e5f6a7b:8c9d0e1f:2a3b4c5d",
 ) -> SnapshotSet:
     """Set ``n`` of array db1, started ``n * hours_apart`` hours after T0; a degraded set lacks
-    its last member (its backup ran while that volume was gone)."""
+    its last member (its backup ran while that volume was gone); ``md_uuid`` None: taken from
+    the volume tags, with no md UUID recorded."""
     started = T0 + timedelta(hours=hours_apart * n)
     set_id = f"db1-{n:03d}"
     slots = range(members - 1) if degraded else range(members)
@@ -37,7 +39,8 @@ def a_set(
             encrypted=False,
             kms_key_id=None,
             state_message="",
-            tags={"raidsnap:array": "db1", "raidsnap:set-id": set_id},
+            tags={"raidsnap:array": "db1", "raidsnap:set-id": set_id}
+            | ({"raidsnap:md-uuid": md_uuid} if md_uuid else {}),
         )
         for i in slots
     )
@@ -81,7 +84,7 @@ def test_every_reason() -> None:
     got = reasons(sets, keep=0, protected=("db1-002",))
     assert got == {
         "db1-000": "delete: incomplete and older than every kept set",
-        "db1-001": "delete: older than the newest 1 complete sets",
+        "db1-001": "delete: older than the newest 1 restorable sets",
         "db1-002": "keep: in use by a running restore",
         "db1-004": "keep: incomplete and still pending",
         "db1-003": "delete: incomplete and older than every kept set",
@@ -130,3 +133,19 @@ def test_a_degraded_set_newer_than_every_good_one_is_kept() -> None:
     result = plan(sets, keep_complete=7, protected=(), now=T0 + timedelta(days=1))
     assert {s.set_id for s in result.keep} == {"db1-000", "db1-001"}
     assert result.delete == ()
+
+
+def test_sets_without_an_md_uuid_never_evict_the_newest_restorable_one() -> None:
+    # A week of backups from the volume tags (agent offline) after the one set with a UUID
+    sets = [a_set(0)] + [a_set(n, md_uuid=None) for n in range(1, 10)]
+    got = reasons(sets, 7)
+    assert got["db1-000"] == "keep: within retention"
+    assert got["db1-009"] == (
+        "keep: complete but without a recorded md UUID, but newer than the oldest kept set"
+    )
+    assert got["db1-002"] == (
+        "delete: complete but without a recorded md UUID, and older than the newest 7 such sets"
+    )
+    assert [k for k, v in got.items() if v.startswith("keep")] == [
+        f"db1-{n:03d}" for n in [0, *range(3, 10)]
+    ]
