@@ -1,4 +1,5 @@
 import { readFileSync } from 'fs';
+import * as path from 'path';
 import { parse } from 'yaml';
 
 /** What an operator may configure. Everything is optional: with no file at all, both
@@ -59,6 +60,8 @@ export interface RecoveryConfig {
    * goes InService (a launch lifecycle hook holds it). */
   readonly autoScalingGroup?: string;
   readonly initialization: Initialization;
+  /** Where the recovered array is mounted; unset: the mount point its set recorded. */
+  readonly mountPoint?: string;
 }
 
 export type DrillInitialization = 'fsr' | 'prewarm' | 'none';
@@ -209,7 +212,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
 
 function parseRecovery(raw: unknown, field: string, arrayInitialization: Initialization): RecoveryConfig {
   if (!isObject(raw)) throw new ConfigError(field, 'must be a mapping with at least instanceId');
-  only(raw, field, ['instanceId', 'mode', 'replacementInstanceId', 'autoScalingGroup', 'initialization']);
+  only(raw, field, ['instanceId', 'mode', 'replacementInstanceId', 'autoScalingGroup', 'initialization', 'mountPoint']);
   const instanceId = matching(raw.instanceId, `${field}.instanceId`, INSTANCE_ID, 'the array instance\'s id (i-...)');
   const mode = raw.mode === undefined ? 'replace' : oneOf(raw.mode, `${field}.mode`, ['replace', 'attach'] as const);
   const replacementInstanceId = raw.replacementInstanceId === undefined ? undefined
@@ -222,14 +225,38 @@ function parseRecovery(raw: unknown, field: string, arrayInitialization: Initial
   }
   const autoScalingGroup = raw.autoScalingGroup === undefined ? undefined
     : matching(raw.autoScalingGroup, `${field}.autoScalingGroup`, ASG_NAME, 'an Auto Scaling group name (letters, digits, ".", "_", "-")');
+  const mountPoint = raw.mountPoint === undefined ? undefined
+    : recoveryMountPoint(raw.mountPoint, `${field}.mountPoint`, mode, replacementInstanceId, autoScalingGroup);
   return {
     instanceId,
     mode,
     ...(replacementInstanceId ? { replacementInstanceId } : {}),
     ...(autoScalingGroup ? { autoScalingGroup } : {}),
+    ...(mountPoint ? { mountPoint } : {}),
     initialization: raw.initialization === undefined ? arrayInitialization
       : oneOf(raw.initialization, `${field}.initialization`, ['fsr', 'rate', 'prewarm', 'none'] as const),
   };
+}
+
+// The restore's rule (raidsnap.models.system_directory): never "/" or a system tree; a system
+// directory itself (/srv, /home, ...) only as the array's own mount point, where a replace puts
+// it back. A recovery that restores onto another instance (attach mode, a replacement, an Auto
+// Scaling launch) mounts there anew: such a mount point would be refused at every recovery.
+const SYSTEM_TREES = ['/bin', '/boot', '/dev', '/etc', '/lib', '/lib32', '/lib64', '/libx32', '/proc', '/root',
+  '/run', '/sbin', '/sys', '/usr', '/tmp', '/var/tmp', '/var/run', '/var/lock', '/var/spool', '/var/log'];
+const SYSTEM_DIRECTORIES = ['/var', '/home', '/opt', '/srv', '/mnt', '/media'];
+
+function recoveryMountPoint(raw: unknown, field: string, mode: RecoveryMode, replacement?: string, group?: string): string {
+  const value = matching(raw, field, MOUNT_POINT, 'an absolute path of plain segments, not "/"');
+  const normal = path.posix.normalize(value).replace(/\/+$/, '') || '/';
+  const tree = SYSTEM_TREES.find((t) => normal === t || normal.startsWith(`${t}/`));
+  if (normal === '/' || tree) {
+    throw new ConfigError(field, `is in the system tree ${tree ?? '/'}: a restore never mounts there, so this recovery could never succeed`);
+  }
+  if (SYSTEM_DIRECTORIES.includes(normal) && (mode === 'attach' || replacement || group)) {
+    throw new ConfigError(field, `is the system directory ${normal} itself: only a replace in place may put an array back there, and this recovery also restores onto another instance (${mode === 'attach' ? 'mode attach' : replacement ? 'replacementInstanceId' : 'autoScalingGroup'}), where it would be refused; choose a directory of its own, such as /srv/db`);
+  }
+  return value;
 }
 
 function parseDrill(raw: unknown, field: string, defaults: ArrayDefaults): DrillConfig {

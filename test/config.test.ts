@@ -47,6 +47,12 @@ describe('config', () => {
     [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', autoScalingGroup: 'db1:asg' } } } }, 'arrays.db1.recovery.autoScalingGroup'],
     [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', initialization: 'fast' } } } }, 'arrays.db1.recovery.initialization'],
     [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', alarm: true } } } }, 'arrays.db1.recovery.alarm'],
+    // A mount point no recovery could use: a system tree, or a system directory itself where the
+    // recovery restores onto another instance (only a replace in place may put an array back there).
+    [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', mountPoint: '/etc/db' } } } }, 'arrays.db1.recovery.mountPoint'],
+    [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', mountPoint: '/srv', replacementInstanceId: 'i-0fedcba9876543210' } } } },
+      'arrays.db1.recovery.mountPoint'],
+    [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', mountPoint: 'srv' } } } }, 'arrays.db1.recovery.mountPoint'],
     [{ arrays: { db1: { drill: { targetInstanceId: 'i-0123456789abcdef0' } } } }, 'arrays.db1.drill.schedule'],
     [{ arrays: { db1: { drill: { schedule: 'weekly', targetInstanceId: 'i-0123456789abcdef0' } } } }, 'arrays.db1.drill.schedule.expression'],
     [{ arrays: { db1: { drill: { schedule: 'rate(7 days)' } } } }, 'arrays.db1.drill.targetInstanceId'],
@@ -81,6 +87,15 @@ describe('config', () => {
       targetInstanceId: 'i-0aaaabbbbccccdddd', mountPoint: '/mnt/raidsnap-drill', mdDevice: '/dev/md100', initialization: 'none',
     });
     expect(config.arrays.analytics.drill).toBeUndefined();
+  });
+
+  test('a recovery may name its mount point: a system directory itself only for a replace in place', () => {
+    const inPlace = parseConfig({ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', mountPoint: '/srv' } } } });
+    expect(inPlace.arrays.db1.recovery?.mountPoint).toBe('/srv');
+    const moved = parseConfig({ arrays: { db1: { recovery: {
+      instanceId: 'i-0123456789abcdef0', mode: 'attach', replacementInstanceId: 'i-0fedcba9876543210', mountPoint: '/srv/db',
+    } } } });
+    expect(moved.arrays.db1.recovery?.mountPoint).toBe('/srv/db');
   });
 
   test('a missing file is a clear error', () => {

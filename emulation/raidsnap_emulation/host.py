@@ -259,7 +259,9 @@ class Hosts:
             if check == "mount":
                 _require_mount_point(name, value)
             elif check == "not-system":
-                found = system_directory(value)
+                # As lib/system_directory.sh: the array's own mount point may be a system
+                # directory itself, never a system tree.
+                found = system_directory(value, own=values.get("OwnMountPoint") == "true")
                 if found:
                     raise _Refusal(
                         "InvalidInput",
@@ -721,6 +723,7 @@ SCRIPT_INPUTS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
         ("VolumeIds", VOLUME_IDS, None),
         ("MdUuid", r"^[0-9a-f]{8}(:[0-9a-f]{8}){3}$", None),
         ("MdDevice", MD_DEVICE, "/dev/md0"),
+        ("OwnMountPoint", TRUE_FALSE, "false"),
         ("MountPoint", "mount", None),
         ("MountPoint", "not-system", None),
         ("ReadOnly", TRUE_FALSE, "false"),
@@ -729,6 +732,7 @@ SCRIPT_INPUTS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
     "release": (
         ("MdDevice", MD_DEVICE, "/dev/md0"),
         ("MdUuid", r"if-set:^[0-9a-f]{8}(:[0-9a-f]{8}){3}$", None),
+        ("OwnMountPoint", TRUE_FALSE, "false"),
         ("MountPoint", "mount", None),
         ("MountPoint", "not-system", None),
     ),

@@ -387,13 +387,14 @@ def launch_event(
 def configure_recovery(emu: Any, array: str, **settings: str) -> None:
     """Give the recovery trigger this array's recovery settings, as a config file would (the
     emulation's template is synthesized without one): instanceId, mode, replacementInstanceId,
-    autoScalingGroup, initialization."""
-    fn = next(
-        f for f in emu.router.functions.values() if f.handler.endswith(".recovery_start.handler")
-    )
-    current = json.loads(fn.environment.get("RECOVERY_BY_ARRAY") or "{}")
-    current[array] = {"mode": "replace", **settings}
-    fn.environment["RECOVERY_BY_ARRAY"] = json.dumps(current)
+    autoScalingGroup, initialization, mountPoint. Every function the template gives the map to
+    (the recovery trigger, the drill's check) gets it, as from one config file."""
+    for fn in emu.router.functions.values():
+        if "RECOVERY_BY_ARRAY" not in fn.environment:
+            continue
+        current = json.loads(fn.environment.get("RECOVERY_BY_ARRAY") or "{}")
+        current[array] = {"mode": "replace", **settings}
+        fn.environment["RECOVERY_BY_ARRAY"] = json.dumps(current)
     alarm = recovery_alarm(emu, array)
     if alarm and settings.get("instanceId"):
         # A stack deployed with this instance configured has its alarm watching it.

@@ -160,18 +160,23 @@ class RecoverySettings:
 
     @classmethod
     def from_env(cls) -> RecoverySettings:
-        raw = os.environ.get("RECOVERY_BY_ARRAY", "").strip() or "{}"
-        try:
-            mapping = json.loads(raw)
-        except json.JSONDecodeError:
-            raise ConfigurationError("RECOVERY_BY_ARRAY is not valid JSON") from None
-        if not isinstance(mapping, dict) or not all(isinstance(v, dict) for v in mapping.values()):
-            raise ConfigurationError("RECOVERY_BY_ARRAY must map array names to settings")
         return cls(
             state_machine_arn=_require("RECOVERY_STATE_MACHINE_ARN"),
             lock_table=_require("LOCK_TABLE"),
-            by_array={str(k): {str(a): str(b) for a, b in v.items()} for k, v in mapping.items()},
+            by_array=recovery_by_array(),
         )
+
+
+def recovery_by_array() -> dict[str, dict[str, str]]:
+    """Each configured array's recovery settings (RECOVERY_BY_ARRAY, a JSON map; none: {})."""
+    raw = os.environ.get("RECOVERY_BY_ARRAY", "").strip() or "{}"
+    try:
+        mapping = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ConfigurationError("RECOVERY_BY_ARRAY is not valid JSON") from None
+    if not isinstance(mapping, dict) or not all(isinstance(v, dict) for v in mapping.values()):
+        raise ConfigurationError("RECOVERY_BY_ARRAY must map array names to settings")
+    return {str(k): {str(a): str(b) for a, b in v.items()} for k, v in mapping.items()}
 
 
 @dataclass(frozen=True)

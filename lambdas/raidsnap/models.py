@@ -175,20 +175,26 @@ SYSTEM_TREES = (
 SYSTEM_DIRECTORIES = ("/var", "/home", "/opt", "/srv", "/mnt", "/media")
 
 
-def system_directory(path: str) -> str | None:
+def system_directory(path: str, *, own: bool = False) -> str | None:
     """The system directory that ``path`` is or lies under, if a restore must not mount there;
     None when ``path`` is an acceptable mount point as far as this rule goes (its form is the
     pattern's business). ``path`` is normalized first, so "//etc/" or "/mnt/../etc" do not slip
-    by when a caller forgot the pattern."""
+    by when a caller forgot the pattern. ``own``: the path is the array's own mount point (a
+    replace puts the array back where the instance released it from), where the directories
+    themselves (/srv, /home, ...) are allowed; "/" and the trees never are."""
     normal = "/" + posixpath.normpath("/" + path).lstrip("/")
     if normal == "/":
         return "/"
     for tree in SYSTEM_TREES:
         if normal == tree or normal.startswith(tree + "/"):
             return tree
-    if normal in SYSTEM_DIRECTORIES:
+    if normal in SYSTEM_DIRECTORIES and not own:
         return normal
     return None
+
+
+def normal_path(path: str) -> str:
+    return "/" + posixpath.normpath("/" + path).lstrip("/")
 
 
 def _not_a_system_directory(path: str) -> str:
@@ -205,10 +211,21 @@ def _not_a_system_directory(path: str) -> str:
     return path
 
 
+def _not_in_a_system_tree(path: str) -> str:
+    # The directories themselves are the restore's to judge: the set's own mount point may be
+    # one of them in replace mode (plan.volumes.mount_point).
+    return _not_a_system_directory(path) if system_directory(path, own=True) else path
+
+
 MountPoint = Annotated[
     str,
     StringConstraints(pattern=MOUNT_POINT_PATTERN, max_length=201),
     AfterValidator(_not_a_system_directory),
+]
+RestoreMountPoint = Annotated[
+    str,
+    StringConstraints(pattern=MOUNT_POINT_PATTERN, max_length=201),
+    AfterValidator(_not_in_a_system_tree),
 ]
 SetId = Annotated[str, StringConstraints(pattern=r"^(latest|[A-Za-z0-9][A-Za-z0-9_.:-]{0,127})$")]
 InstanceId = Annotated[str, StringConstraints(pattern=r"^i-[0-9a-f]{8,17}$")]
@@ -236,7 +253,7 @@ class RestoreInput(BaseModel):
     initializationRate: int | None = None
     allowOptimizing: bool = False
     fsrTimeoutSeconds: int | None = None
-    mountPoint: MountPoint | None = None
+    mountPoint: RestoreMountPoint | None = None
     # None: the device recorded with the set (raidsnap:md-device), else /dev/md0.
     mdDevice: MdDevice | None = None
     mdUuid: MdUuid | None = None

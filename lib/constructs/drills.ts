@@ -48,6 +48,8 @@ export class Drills extends Construct {
       RESTORE_STATE_MACHINE_ARN: props.restore.stateMachine.stateMachineArn,
       DISCOVER_DOCUMENT: docs.names.discover,
       RELEASE_DOCUMENT: docs.names.release,
+      // The check warns when a configured recovery of the array could never mount it.
+      RECOVERY_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.filter((a) => a.recovery).map((a) => [a.name, a.recovery]))),
     };
     const specs: FunctionSpec[] = [
       {

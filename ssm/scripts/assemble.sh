@@ -117,17 +117,19 @@ md_dev=${SSM_MdDevice-/dev/md0}
 mount_point=${SSM_MountPoint:-}
 read_only=${SSM_ReadOnly-false}
 persist=${SSM_Persist-true}
+own_mount=${SSM_OwnMountPoint-false}
 wait_seconds=${RAIDSNAP_DEVICE_WAIT_SECONDS:-120}
 
 require_match VolumeIds "$volume_csv" '^vol-[0-9a-f]{8,17}(,vol-[0-9a-f]{8,17}){0,39}$'
 require_match MdUuid "$md_uuid" '^[0-9a-f]{8}(:[0-9a-f]{8}){3}$'
 require_match MdDevice "$md_dev" '^/dev/md[0-9]{1,3}$'
+require_match OwnMountPoint "$own_mount" '^(true|false)$'
 require_mount_point MountPoint "$mount_point"
-require_not_system_directory MountPoint "$mount_point"
+require_not_system_directory MountPoint "$mount_point" "$own_mount"
 require_match ReadOnly "$read_only" '^(true|false)$'
 require_match Persist "$persist" '^(true|false)$'
 [[ $wait_seconds =~ ^[0-9]{1,4}$ ]] || fail InvalidInput "RAIDSNAP_DEVICE_WAIT_SECONDS must be a number"
-require_resolved_not_system_directory MountPoint "$mount_point"
+require_resolved_not_system_directory MountPoint "$mount_point" "$own_mount"
 require_root_owned_parents MountPoint "$mount_point"
 for tool in mdadm blkid findmnt mount; do
   command -v "$tool" >/dev/null || fail ToolMissing "$tool is not installed"

@@ -20,13 +20,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/freeze_guard.sh"
 md_dev=${SSM_MdDevice-/dev/md0}
 mount_point=${SSM_MountPoint:-}
 md_uuid=${SSM_MdUuid:-}
+own_mount=${SSM_OwnMountPoint-false}
 require_match MdDevice "$md_dev" '^/dev/md[0-9]{1,3}$'
 if [[ -n $md_uuid ]]; then
   require_match MdUuid "$md_uuid" '^[0-9a-f]{8}(:[0-9a-f]{8}){3}$'
 fi
+require_match OwnMountPoint "$own_mount" '^(true|false)$'
 require_mount_point MountPoint "$mount_point"
-require_not_system_directory MountPoint "$mount_point"
-require_resolved_not_system_directory MountPoint "$mount_point"
+require_not_system_directory MountPoint "$mount_point" "$own_mount"
+require_resolved_not_system_directory MountPoint "$mount_point" "$own_mount"
 for tool in mdadm findmnt umount; do
   command -v "$tool" >/dev/null || fail ToolMissing "$tool is not installed"
 done

@@ -20,6 +20,7 @@ from raidsnap.models import (
     VOLUME_TYPES,
     RestoreInput,
     iops_out_of_range,
+    normal_path,
     performance_problem,
     system_directory,
 )
@@ -184,33 +185,103 @@ def md_uuid(request: RestoreInput, snapshot_set: SnapshotSet) -> str:
     return found
 
 
-def mount_point(request: RestoreInput, snapshot_set: SnapshotSet, notes: list[str]) -> str:
-    """The input's mountPoint (already checked), else the set's tag, else /mnt/<array>.
+def mount_point(
+    request: RestoreInput, snapshot_set: SnapshotSet, notes: list[str]
+) -> tuple[str, bool]:
+    """The input's mountPoint, else the set's tag, else /mnt/<array>; and whether it is the
+    array's own mount point (replace mode onto the one the set recorded).
 
-    A tag naming a system directory is refused rather than replaced by the default: whoever may
-    tag snapshots may set it, so it is either a mistake or an attempt to mount a snapshot's
-    contents over the instance's own files, and a restore that quietly mounts elsewhere would
-    hide both and leave an fstab line nobody asked for. The operator decides by passing
-    mountPoint. The tag is checked as it would be read, normalized, so "/etc/" or "//etc" count
-    as /etc. A tag that is not a usable path otherwise (garbled, or relative) is harmless: the
-    default is used, with a note."""
-    if request.mountPoint is not None:
-        return request.mountPoint
+    A system directory is never a new mount point. The trees (/etc, /usr, ...) are refused
+    always; a directory itself (/srv, /home, /opt, ...) only when it is not the array's own: a
+    replace puts the array back where the instance's release document found it mounted (release
+    refuses a mount point that does not hold the array's md device), so there it hides nothing
+    it did not hide before. Anywhere else (attach mode, another instance, another directory) it
+    would hide what the directory holds.
+
+    A tag naming a system directory otherwise is refused rather than replaced by the default:
+    whoever may tag snapshots may set it, so it is either a mistake or an attempt to mount a
+    snapshot's contents over the instance's own files, and a restore that quietly mounts
+    elsewhere would hide both and leave an fstab line nobody asked for. The operator decides by
+    passing mountPoint. The tag is checked as it would be read, normalized, so "/etc/" or "//etc"
+    count as /etc. A tag that is not a usable path otherwise (garbled, or relative) is harmless:
+    the default is used, with a note."""
     default = f"/mnt/{request.array}"  # below /mnt: array names start with a letter or digit
     tagged = snapshot_set.tag_values.get(tags.MOUNT_POINT, "")
-    found = system_directory(tagged) if tagged else None
+    recorded = normal_path(tagged) if re.fullmatch(MOUNT_POINT_PATTERN, tagged) else None
+
+    def own(path: str) -> bool:
+        return request.mode == "replace" and normal_path(path) == recorded
+
+    if request.mountPoint is not None:
+        found = system_directory(request.mountPoint, own=own(request.mountPoint))
+        if found is not None:
+            raise InvalidInputError(
+                "mountPoint",
+                f"{request.mountPoint!r} is the system directory {found}: mounting the restored "
+                "filesystem there would hide the instance's own files; choose a directory of its "
+                "own, such as /mnt/<array> or /data (only a replace may put an array back on "
+                f"the system directory it was mounted at, which set {snapshot_set.set_id} "
+                f"recorded as {tagged or 'nothing'}). Nothing was changed",
+            )
+        return request.mountPoint, own(request.mountPoint)
+    found = system_directory(tagged, own=own(tagged)) if tagged else None
     if found is not None:
+        where = (
+            "a replace may put the array back there, but this is an attach restore"
+            if system_directory(tagged, own=True) is None
+            else "a restore never mounts over a system tree"
+        )
         raise InvalidInputError(
             "mountPoint",
             f"no mountPoint was given and the {tags.MOUNT_POINT} tag of set "
             f"{snapshot_set.set_id} holds {tagged!r}, which is or lies under the system "
-            f"directory {found}; a restore never mounts over a system directory. Pass "
-            f"mountPoint explicitly (for example {default!r}). Nothing was changed",
+            f"directory {found}; {where}. Pass mountPoint explicitly (for example "
+            f"{default!r}). Nothing was changed",
         )
-    if tagged and re.fullmatch(MOUNT_POINT_PATTERN, tagged):
-        return tagged
+    if recorded is not None:
+        return tagged, own(tagged)
     if tagged:
         notes.append(f"the set's mount point {tagged!r} is not usable; mounted at {default}")
     else:
         notes.append(f"the set records no mount point; mounted at {default}")
-    return default
+    return default, False
+
+
+def recovery_mount_problem(recorded: str, recovery: Mapping[str, str]) -> str | None:
+    """Why the configured automated recovery of an array could never mount a set that recorded
+    ``recorded`` as its mount point (None: it could). A recovery with a mountPoint of its own was
+    checked at synth. Otherwise it mounts where the set recorded: never in a system tree, and at
+    a system directory itself (/srv, /home, ...) only when it replaces the array in place; a
+    recovery onto another instance (mode attach, a replacement, an Auto Scaling launch) mounts
+    there anew and is refused (mount_point)."""
+    if not recovery or recovery.get("mountPoint") or not recorded:
+        return None
+    tree = system_directory(recorded, own=True)
+    if tree is not None:
+        return (
+            f"its sets record the mount point {recorded}, in the system tree {tree}: no restore "
+            "mounts there, so every automated recovery would fail; set recovery.mountPoint"
+        )
+    moves = [
+        what
+        for what, given in (
+            ("mode attach", recovery.get("mode") == "attach"),
+            (
+                f"replacementInstanceId {recovery.get('replacementInstanceId')}",
+                bool(recovery.get("replacementInstanceId")),
+            ),
+            (
+                f"autoScalingGroup {recovery.get('autoScalingGroup')}",
+                bool(recovery.get("autoScalingGroup")),
+            ),
+        )
+        if given
+    ]
+    if system_directory(recorded) is not None and moves:
+        return (
+            f"its sets record the mount point {recorded}, a system directory itself: a recovery "
+            f"in place puts the array back there, but one onto another instance "
+            f"({', '.join(moves)}) would mount it there anew and be refused; set "
+            "recovery.mountPoint to a directory of its own (such as /srv/<array>)"
+        )
+    return None

@@ -51,6 +51,7 @@ def test_no_deployed_document_runs_a_value_with_a_final_newline() -> None:
         "MountPoint": "/data/db",
         "ReadOnly": "true",
         "Persist": "false",
+        "OwnMountPoint": "false",
         "MaxFreezeSeconds": "60",
         "ArrayName": "db1",
         "Method": "auto",

@@ -39,8 +39,16 @@ EXPECTED_PARAMETERS = {
     "discover": {"ArrayName"},
     "freeze": {"MountPoint", "MaxFreezeSeconds", "FreezeToken"},
     "thaw": {"MountPoint", "MaxFreezeSeconds", "FreezeToken"},
-    "assemble": {"VolumeIds", "MdUuid", "MdDevice", "MountPoint", "ReadOnly", "Persist"},
-    "release": {"MdDevice", "MdUuid", "MountPoint"},
+    "assemble": {
+        "VolumeIds",
+        "MdUuid",
+        "MdDevice",
+        "MountPoint",
+        "OwnMountPoint",
+        "ReadOnly",
+        "Persist",
+    },
+    "release": {"MdDevice", "MdUuid", "MountPoint", "OwnMountPoint"},
     "prewarm": {"VolumeIds", "Method"},
 }
 
@@ -53,6 +61,7 @@ VALID = {
     "MdDevice": "/dev/md0",
     "ReadOnly": "false",
     "Persist": "true",
+    "OwnMountPoint": "false",
     "Method": "auto",
     "FreezeToken": "0123456789abcdef0123456789abcdef",
 }

@@ -366,6 +366,8 @@ def test_replace_releases_the_broken_array_keeps_the_old_members_and_assembles_t
         "MdDevice": ["/dev/md0"],
         "MountPoint": [fx.mount_point],
         "MdUuid": [fx.md_uuid],
+        # The array goes back on the mount point the set recorded: its own.
+        "OwnMountPoint": ["true"],
     }
     # AND the old members are detached, kept, and tagged replaced-by this execution
     ec2 = boto3.client("ec2")

@@ -144,6 +144,8 @@ class Verification(Contract):
     filesystem: str | None
     members: int
     readOnly: bool
+    # What the drill found that would make a real recovery of the array fail.
+    warnings: list[str] = Field(default_factory=list)
 
 
 class Teardown(Contract):

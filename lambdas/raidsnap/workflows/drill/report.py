@@ -28,9 +28,12 @@ def report(state: DrillRun, topic: str) -> DrillReport:
         else:
             cause += f" [{removal}]"
     restored = state.restore.output
+    warnings = list(state.verification.warnings) if state.verification else []
     if passed:
-        message = _passed_message(state, array, target)
-        subject = f"raidsnap drill of {array}: passed"
+        message = _passed_message(state, array, target) + "".join(
+            f" WARNING: {w}." for w in warnings
+        )
+        subject = f"raidsnap drill of {array}: passed" + (" with a warning" if warnings else "")
     else:
         subject = f"raidsnap drill of {array}: FAILED ({error})"
         message = (

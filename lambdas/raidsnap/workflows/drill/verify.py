@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from raidsnap import tags
 from raidsnap.aws import commands, snapshot_sets
+from raidsnap.environment import recovery_by_array
 from raidsnap.errors import DrillVerificationFailedError
 from raidsnap.models import Poll
+from raidsnap.plan.volumes import recovery_mount_problem
 from raidsnap.workflows.drill.contracts import (
     CheckCall,
     Command,
@@ -82,8 +84,16 @@ def verify(call: CheckCall) -> Verification:
             f"set {set_id} of {plan.array} restored, but the copy on "
             f"{plan.targetInstanceId} is not right: " + "; ".join(problems)
         )
-    return Verification(
+    warning = recovery_mount_problem(
+        recorded.get(tags.MOUNT_POINT, ""), recovery_by_array().get(plan.array, {})
+    )
+    verification = Verification(
         setId=set_id, mdUuid=md_uuid, filesystem=fs_type, members=len(volume_ids), readOnly=True
+    )
+    if warning is None:
+        return verification
+    return verification.model_copy(
+        update={"warnings": [f"automated recovery of {plan.array} would fail: {warning}"]}
     )
 
 

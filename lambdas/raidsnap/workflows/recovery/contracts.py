@@ -42,6 +42,8 @@ class RestoreRequest(Contract):
     mode: RestoreMode | None = None
     targetInstanceId: str | None = None
     initialization: str | None = None
+    # The config's recovery.mountPoint; unset: the mount point the set recorded.
+    mountPoint: str | None = None
 
 
 class EventRef(Contract):

@@ -99,6 +99,8 @@ def _restore_input(
     request = RestoreRequest(array=array, setId="latest", mode=mode, targetInstanceId=target)
     if config.get("initialization"):
         request = request.model_copy(update={"initialization": config["initialization"]})
+    if config.get("mountPoint"):
+        request = request.model_copy(update={"mountPoint": config["mountPoint"]})
     return request
 
 

@@ -30,6 +30,7 @@ def send_command(call: CommandCall, documents: RestoreDocuments) -> CommandRun:
             "MdDevice": plan.mdDevice,
             "MountPoint": plan.mountPoint,
             "MdUuid": plan.mdUuid,
+            "OwnMountPoint": _true_false(plan.ownMountPoint),
         }
     elif step == "assemble":
         document, timeout = documents.assemble, ASSEMBLE_TIMEOUT_SECONDS
@@ -38,6 +39,7 @@ def send_command(call: CommandCall, documents: RestoreDocuments) -> CommandRun:
             "MdUuid": plan.mdUuid,
             "MdDevice": plan.mdDevice,
             "MountPoint": plan.mountPoint,
+            "OwnMountPoint": _true_false(plan.ownMountPoint),
             "ReadOnly": "true" if plan.readOnly else "false",
             # A read-only copy (a drill, a look at older data) is temporary: recording it in
             # mdadm.conf and fstab would bring it back at boot and outlive its teardown.
@@ -62,3 +64,7 @@ def send_command(call: CommandCall, documents: RestoreDocuments) -> CommandRun:
     poll = Poll(wait, timeout)
     recorded = commands.record(command_id, target, document, poll, fail_on_error=fail_on_error)
     return CommandRun.model_validate(recorded)
+
+
+def _true_false(value: bool) -> str:
+    return "true" if value else "false"

@@ -56,6 +56,9 @@ class Plan(Contract):
     mdDevice: str
     mdUuid: str
     mountPoint: str
+    # The array's own mount point (a replace onto the one its set recorded): the documents may
+    # then mount at a system directory itself (/srv, /home), never in a system tree.
+    ownMountPoint: bool = False
     readOnly: bool
     initialization: Initialization
     members: list[Member]

@@ -174,7 +174,12 @@ def _confirm_free(
         queue = list(confirm.queue or [])[1:]
     if not queue:
         return confirm.model_copy(update={"status": "free"})
-    params = {"MdDevice": queue[0], "MountPoint": plan.mountPoint, "MdUuid": plan.mdUuid}
+    params = {
+        "MdDevice": queue[0],
+        "MountPoint": plan.mountPoint,
+        "MdUuid": plan.mdUuid,
+        "OwnMountPoint": "true" if plan.ownMountPoint else "false",
+    }
     return _send(plan, confirm, "release", documents.release, params, queue=queue)
 
 

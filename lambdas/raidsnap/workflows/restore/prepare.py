@@ -48,7 +48,7 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
     _refuse_unready_agent(target.instance_id)
     members = plan_volumes.member_specs(request, snapshot_set, notes)
     md_uuid = plan_volumes.md_uuid(request, snapshot_set)
-    mount_point = plan_volumes.mount_point(request, snapshot_set, notes)
+    mount_point, own_mount_point = plan_volumes.mount_point(request, snapshot_set, notes)
     initialization = _initialization(request, settings)
     _take_lock(
         request,
@@ -75,6 +75,7 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
         mdDevice=md_device,
         mdUuid=md_uuid,
         mountPoint=mount_point,
+        ownMountPoint=own_mount_point,
         readOnly=request.readOnly,
         initialization=initialization,
         members=[Member.model_validate(m) for m in members],
@@ -176,21 +177,17 @@ def _refuse_copies_attached(array: str, target: instances.ArrayInstance) -> None
 def _resolve_set(request: RestoreInput, notes: list[str]) -> SnapshotSet:
     if request.setId == "latest":
         every = snapshot_sets.list_sets(request.array)
-        found = snapshot_sets.latest_restorable(every)
-        if found is None:
-            unassisted = [s.set_id for s in every if s.complete]
-            detail = (
-                f"; its complete sets {unassisted} recorded no md UUID (taken from the volume "
-                "tags while the SSM agent was offline): restore one of them by its setId with "
-                "mdUuid (mdadm --examine on an old member shows it)"
-                if unassisted
-                else f"; its {len(every)} sets are all incomplete or failed"
-                if every
-                else ""
-            )
+        complete = [s for s in every if s.complete]
+        if not complete:
+            detail = f"; its {len(every)} sets are all incomplete or failed" if every else ""
             raise SnapshotSetNotFoundError(
                 f"array {request.array} has no complete snapshot set to restore{detail}"
             )
+        found = snapshot_sets.latest_restorable(every)
+        if found is None:
+            # Only sets without an md UUID: the newest, which plan.volumes.md_uuid refuses
+            # (InvalidInput on mdUuid, naming what to give) unless the input names the UUID.
+            return complete[-1]
         newer = snapshot_sets.newer_without_md_uuid(every, found)
         if newer and not request.mdUuid:
             notes.append(

@@ -119,13 +119,14 @@ def test_md_uuid_from_the_input_or_the_set() -> None:
 
 def test_mount_point_from_the_input_the_set_or_the_default() -> None:
     notes: list[str] = []
-    assert plan.mount_point(request(mountPoint="/data"), a_set(), notes) == "/data"
+    assert plan.mount_point(request(mountPoint="/data"), a_set(), notes) == ("/data", False)
     tagged = a_set(**{"raidsnap:mount-point": "/srv/db"})
-    assert plan.mount_point(request(), tagged, notes) == "/srv/db"
+    assert plan.mount_point(request(), tagged, notes) == ("/srv/db", False)
+    assert plan.mount_point(request(mode="replace"), tagged, notes) == ("/srv/db", True)
     assert notes == []
-    assert plan.mount_point(request(), a_set(), notes) == "/mnt/db1"
+    assert plan.mount_point(request(), a_set(), notes) == ("/mnt/db1", False)
     garbled = a_set(**{"raidsnap:mount-point": "data dir"})
-    assert plan.mount_point(request(), garbled, notes) == "/mnt/db1"
+    assert plan.mount_point(request(), garbled, notes) == ("/mnt/db1", False)
     assert notes == [
         "the set records no mount point; mounted at /mnt/db1",
         "the set's mount point 'data dir' is not usable; mounted at /mnt/db1",
@@ -135,6 +136,18 @@ def test_mount_point_from_the_input_the_set_or_the_default() -> None:
 def test_a_set_tagged_with_a_system_directory_is_refused() -> None:
     with pytest.raises(InvalidInputError, match="system directory /etc; a restore never mounts"):
         plan.mount_point(request(), a_set(**{"raidsnap:mount-point": "//etc/"}), [])
+    with pytest.raises(InvalidInputError, match="system directory /etc; a restore never mounts"):
+        plan.mount_point(request(mode="replace"), a_set(**{"raidsnap:mount-point": "/etc"}), [])
+
+
+def test_a_system_directory_itself_is_the_array_own_mount_point_only_in_a_replace() -> None:
+    srv = a_set(**{"raidsnap:mount-point": "/srv"})
+    assert plan.mount_point(request(mode="replace"), srv, []) == ("/srv", True)
+    assert plan.mount_point(request(mode="replace", mountPoint="/srv"), srv, []) == ("/srv", True)
+    with pytest.raises(InvalidInputError, match="but this is an attach restore"):
+        plan.mount_point(request(), srv, [])
+    with pytest.raises(InvalidInputError, match="'/home' is the system directory /home"):
+        plan.mount_point(request(mode="replace", mountPoint="/home"), srv, [])
 
 
 def test_run_nonce_is_the_same_for_every_spelling_of_the_start() -> None:
