@@ -192,3 +192,63 @@ def test_a_retried_target_step_still_gives_the_tag_back_when_the_restore_fails(
         i for i in (fx.instance_id, standby) if instance_tags(i).get("raidsnap:array") == "db1"
     ]
     assert tagged == [fx.instance_id], f"{run.error}: {run.cause}"
+
+
+def _boot_volume(instance_id: str) -> str:
+    found = boto3.client("ec2").describe_instances(InstanceIds=[instance_id])["Reservations"]
+    instance = found[0]["Instances"][0]
+    root = instance.get("RootDeviceName")
+    return next(
+        m["Ebs"]["VolumeId"]
+        for m in instance["BlockDeviceMappings"]
+        if m["DeviceName"] == root or len(instance["BlockDeviceMappings"]) == 1
+    )
+
+
+def test_after_a_move_and_the_old_instance_terminated_a_boot_volume_alarm_replaces_nothing(
+    emu: Emulation,
+) -> None:
+    """The old instance is terminated after the move; its data volumes survive it (volumes
+    attached after launch have DeleteOnTermination false: EC2 User Guide, "Preserve data when an
+    instance is terminated") and become available, still the newest set's source volumes. They
+    are volumes the array has left, not evidence about the array as it is now."""
+    fx, standby, alarm, _ = _moved(emu)
+    terminate(fx.instance_id)
+    emu.clock.advance(3600)
+    ec2 = boto3.client("ec2")
+    left = ec2.describe_volumes(VolumeIds=fx.member_ids)["Volumes"]
+    assert {v["State"] for v in left} == {"available"}  # the emulation keeps them, as EC2 does
+    live = list(emu.hosts.state(standby).arrays["/dev/md0"].members)
+    # WHEN only the standby's boot volume fails its status check and its alarm fires
+    emu.double.impair_volume(_boot_volume(standby))
+    run = emu.wait(recovery_started_by_alarm(emu, alarm))
+    # THEN nothing is replaced: the array keeps its volumes on the standby
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["action"] == "none", run.output.get("evidence") or run.output
+    assert emu.hosts.state(standby).arrays["/dev/md0"].members == live
+    # AND a member of the live array that fails its status check is still evidence
+    emu.double.impair_volume(live[0])
+    emu.clock.advance(3600)
+    again = emu.wait(recovery_started_by_alarm(emu, alarm))
+    assert again.status == "SUCCEEDED", f"{again.error}: {again.cause}"
+    assert again.output["action"] != "none", again.output
+
+
+def test_after_a_move_a_member_of_the_restored_array_that_left_the_instance_is_evidence(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1 moved onto the standby and its old instance terminated
+    fx, standby, alarm, _ = _moved(emu)
+    terminate(fx.instance_id)
+    emu.clock.advance(3600)
+    # WHEN one of the standby's restored members is detached (EC2 took it away) and the alarm
+    # fires
+    live = list(emu.hosts.state(standby).arrays["/dev/md0"].members)
+    emu.hosts.lose_member(standby, live[1])
+    boto3.client("ec2").detach_volume(VolumeId=live[1], InstanceId=standby, Force=True)
+    emu.clock.advance(emu.double.detach_seconds + 1)
+    run = emu.wait(recovery_started_by_alarm(emu, alarm))
+    # THEN that is evidence about the array as it is now, and the array is recovered
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert any(live[1] in e for e in run.output.get("evidence") or []), run.output
+    assert run.output["action"] != "none", run.output

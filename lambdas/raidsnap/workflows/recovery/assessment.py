@@ -20,6 +20,7 @@ from raidsnap.plan.evidence import (
     volume_status_evidence,
 )
 from raidsnap.plan.set_facts import SetFacts
+from raidsnap.plan.volumes import VolumeView
 from raidsnap.workflows.recovery.contracts import Look
 
 DISCOVER_TIMEOUT_SECONDS = 120
@@ -38,16 +39,25 @@ def volume_evidence(volume_ids: list[str]) -> list[str]:
 
 
 def start(array: str, instance_id: str, discover_document: str) -> Look:
-    """First look: EC2's view of the members; then discovery on the instance, if it answers."""
+    """First look: EC2's view of the members; then discovery on the instance, if it answers.
+
+    The evidence is about the array as it is now. Where a restore put the array on this
+    instance after the newest set was taken (a replace, or a recovery that moved it here), its
+    members are that restore's volumes: the set's source volumes are volumes the array has left
+    (kept after a replace, or left behind on an instance that was terminated, where they
+    survive as available volumes), and their absence here is no evidence."""
     facts = snapshot_sets.latest_complete(array)
     members = sorted({m.volume_id for m in facts.members}) if facts else []
     attached = {a.volume_id for a in instances.describe_instance(instance_id).attachments}
     restored = _restored_members(array, attached)
-    evidence = [
-        f"member {vid} of set {facts.set_id if facts else '?'} is no longer attached to "
-        f"{instance_id}"
-        for vid in _missing(instance_id, [v for v in members if v not in attached])
-    ]
+    if restored and not set(members) & attached:
+        evidence = _restore_missing(instance_id, restored)
+    else:
+        evidence = [
+            f"member {vid} of set {facts.set_id if facts else '?'} is no longer attached to "
+            f"{instance_id}"
+            for vid in _missing(instance_id, [v for v in members if v not in attached])
+        ]
     checked = sorted((set(members) & attached) | restored)
     look = Look(
         instanceId=instance_id,
@@ -74,6 +84,52 @@ def _restored_members(array: str, attached: set[str]) -> set[str]:
     own_set = re.compile(rf"^{re.escape(array)}-\d{{8}}T\d{{6}}Z-")
     found = tags_of_existing(sorted(attached))
     return {v for v, t in found.items() if own_set.match(str(t.get(tags.RESTORED_FROM, "")))}
+
+
+def _restore_missing(instance_id: str, restored: set[str]) -> list[str]:
+    """Members of the restore that made the array on this instance (its volumes share one
+    restore execution and run) that are no longer attached here: a volume of that run that is
+    detached, or a member slot of it that no attached volume fills."""
+    found = tags_of_existing(sorted(restored))
+    runs = {
+        (t.get(tags.RESTORE_EXECUTION, ""), t.get(tags.RESTORE_RUN, "")) for t in found.values()
+    }
+    out = []
+    for execution, run in sorted(runs):
+        if not (execution and run):
+            continue
+        ours = volumes.created_by(execution, run)
+        for vid, view in sorted(ours.items()):
+            if vid in restored or tags.REPLACED_BY in view.tags:
+                continue
+            slot = view.tags.get(tags.RESTORED_MEMBER_INDEX, "?")
+            out.append(
+                f"member {vid} (slot {slot}) of the array restored by {execution} is no longer "
+                f"attached to {instance_id}"
+            )
+        out += _empty_slots(execution, ours)
+    return out
+
+
+def _empty_slots(execution: str, ours: dict[str, VolumeView]) -> list[str]:
+    """Slots of the restored set that no volume of the restore fills any more (one was
+    deleted)."""
+    set_ids = {v.tags.get(tags.RESTORED_FROM, "") for v in ours.values()} - {""}
+    if len(set_ids) != 1:
+        return []
+    (set_id,) = set_ids
+    array = next(iter(ours.values())).tags.get(tags.ARRAY, "")
+    # The array's recorded sets (one Query: the step reads manifests by array only).
+    listed = snapshot_sets.list_sets(array) if array else []
+    found = next((x for x in listed if x.set_id == set_id), None)
+    if found is None or not found.member_count:
+        return []
+    filled = {v.tags.get(tags.RESTORED_MEMBER_INDEX) for v in ours.values()}
+    return [
+        f"slot {slot} of the array restored by {execution} has no volume any more"
+        for slot in range(found.member_count)
+        if str(slot) not in filled
+    ]
 
 
 def _missing(instance_id: str, not_attached: list[str]) -> list[str]:
