@@ -15,13 +15,17 @@ from raidsnap.aws.health import tags_of_existing, volume_statuses
 from raidsnap.models import Poll
 from raidsnap.plan.evidence import (
     arrays_of_set,
+    failed_members,
     md_evidence,
+    redundant,
+    replace_commands,
+    serving_degraded,
     unchecked_members,
     volume_status_evidence,
 )
 from raidsnap.plan.set_facts import SetFacts
 from raidsnap.plan.volumes import VolumeView
-from raidsnap.workflows.recovery.contracts import Look
+from raidsnap.workflows.recovery.contracts import Degraded, FailedMember, Look
 
 DISCOVER_TIMEOUT_SECONDS = 120
 POLL_SECONDS = 5
@@ -64,9 +68,10 @@ def start(array: str, instance_id: str, discover_document: str) -> Look:
         checked=checked,
         evidence=evidence + volume_evidence(checked),
         mdUuid=facts.tag_values.get(tags.MD_UUID) if facts else None,
+        mdLevel=facts.tag_values.get(tags.MD_LEVEL) if facts else None,
     )
     if not instances.agent_online(instance_id):
-        return look.decided(discovery="the SSM agent is not online")
+        return _unseen(look).decided(discovery="the SSM agent is not online")
     command_id = commands.send(
         discover_document,
         instance_id,
@@ -156,14 +161,51 @@ def poll(look: Look) -> Look:
         left = Poll(int(look.waitSeconds or 0), int(look.budgetSeconds or 0)).waited()
         if not left.spent:
             return look.model_copy(update={"budgetSeconds": left.budget_seconds})
-        return look.decided(
+        return _unseen(look).decided(
             budgetSeconds=left.budget_seconds, discovery="discovery did not answer in time"
         )
     report = result.result or {}
     if result.status == "failed" or not report.get("ok"):
-        return look.decided(discovery=f"discovery failed ({result.detail})")
+        return _unseen(look).decided(discovery=f"discovery failed ({result.detail})")
     found = arrays_of_set(report, look.mdUuid, set(look.checked or []))
-    return look.decided(discovery="done", evidence=look.evidence + _discovered(look, found))
+    evidence = look.evidence + _discovered(look, found)
+    serving = [md for md in found if serving_degraded(md)]
+    if evidence and found and len(serving) == len(found):
+        return look.decided(discovery="done", evidence=evidence, degraded=_degraded(look, serving))
+    return look.decided(discovery="done", evidence=evidence)
+
+
+def _impaired(look: Look) -> list[str]:
+    return [v for v in look.checked or [] if any(v in e for e in look.evidence)]
+
+
+def _degraded(look: Look, serving: list[dict[str, object]]) -> Degraded:
+    """What md still serves, which members failed, and the commands that replace them."""
+    md = serving[0]
+    failed = failed_members(md, _impaired(look))
+    device = str(md.get("device") or "/dev/md0")
+    return Degraded(
+        device=device,
+        level=str(md.get("level") or ""),
+        failed=[FailedMember.model_validate(f) for f in failed],
+        commands=replace_commands(device, failed),
+    )
+
+
+def _unseen(look: Look) -> Look:
+    """The instance could not be asked. A redundant array (its set's level) may still be served
+    by md with the impaired member failed: a recovery does not roll it back on EC2's word alone."""
+    if not (look.evidence and redundant(look.mdLevel)):
+        return look
+    return look.model_copy(
+        update={
+            "degraded": Degraded(
+                level=look.mdLevel,
+                seen=False,
+                failed=[FailedMember(volumeId=v) for v in _impaired(look)],
+            )
+        }
+    )
 
 
 def _discovered(look: Look, found: list[dict[str, object]]) -> list[str]:

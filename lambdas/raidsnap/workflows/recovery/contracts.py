@@ -67,6 +67,24 @@ class RecoveryInput(Contract):
     notes: list[str] = Field(default_factory=list)
 
 
+class FailedMember(Contract):
+    volumeId: str
+    device: str | None = None
+    slot: int | None = None
+    listed: bool = True
+
+
+class Degraded(Contract):
+    """A redundant array md still serves (or may: the instance could not be asked) while
+    members failed: replaced member by member with md, never rolled back by a recovery."""
+
+    device: str | None = None
+    level: str | None = None
+    seen: bool = True
+    failed: list[FailedMember] = Field(default_factory=list)
+    commands: list[str] = Field(default_factory=list)
+
+
 class Look(Contract):
     """Assess's result: evidence that a member is impaired, gathered over one or more looks."""
 
@@ -75,15 +93,19 @@ class Look(Contract):
     instanceId: str | None = None
     checked: list[str] | None = None
     mdUuid: str | None = None
+    mdLevel: str | None = None
+    degraded: Degraded | None = None
     discovery: str | None = None
     commandId: str | None = None
     waitSeconds: int | None = None
     budgetSeconds: int | None = None
 
     def decided(self, **update: object) -> Look:
-        """The look done: act on any evidence; without evidence, replace nothing."""
+        """The look done: act on any evidence; without evidence, replace nothing. A redundant
+        array md serves degraded is not replaced either (``degraded``)."""
         done = self.model_copy(update=update)
-        return done.model_copy(update={"status": "act" if done.evidence else "none"})
+        act = bool(done.evidence) and done.degraded is None
+        return done.model_copy(update={"status": "act" if act else "none"})
 
 
 class TargetWait(Contract):
@@ -137,12 +159,13 @@ class Report(Contract):
 
     array: str
     trigger: str
-    action: Literal["restored", "none"]
+    action: Literal["restored", "none", "degraded"]
     message: str
     set: SetRef | None = None
     evidence: list[str] | None = None
     checked: list[str] | None = None
     discovery: str | None = None
+    degraded: Degraded | None = None
     restoreExecutionArn: str | None = None
     restore: dict[str, JsonValue] | None = None
     lifecycleAction: str | None = None

@@ -16,8 +16,10 @@ from raidsnap.environment import RecoveryStepSettings
 from raidsnap.errors import InstanceNotReadyError, public_name
 from raidsnap.models import Contract, Poll, StepError
 from raidsnap.observability import count, for_array, logger
+from raidsnap.plan.set_facts import SetFacts
 from raidsnap.workflows.recovery import assessment
 from raidsnap.workflows.recovery.contracts import (
+    Degraded,
     Finished,
     Look,
     RecoveryState,
@@ -77,10 +79,13 @@ def reference_time(state: RecoveryState) -> datetime:
 
 
 def no_action(state: RecoveryState, table: str) -> Finished:
-    """The alarm fired, but no member of the array is impaired: replace nothing, say why."""
+    """The alarm fired, but no member of the array is impaired, or the array is redundant and
+    md still serves it: replace nothing, say why (and, degraded, how to replace the member)."""
     array = state.input.array
     look = state.assessment or Look()
     facts = assessment.latest_set(array, reference_time(state))
+    if look.degraded is not None:
+        return _degraded(state, look, facts, table)
     message = (
         f"The attached EBS alarm of {state.input.alarmedInstanceId} fired, but no member of "
         f"{array} is impaired: EC2's status checks of members {look.checked} passed"
@@ -105,6 +110,59 @@ def no_action(state: RecoveryState, table: str) -> Finished:
         action="none",
         checked=look.checked,
         discovery=look.discovery,
+        set=SetRef.model_validate(facts.as_dict()) if facts else None,
+        message=message,
+    )
+    return Finished(output=report)
+
+
+def _degraded(state: RecoveryState, look: Look, facts: SetFacts | None, table: str) -> Finished:
+    array = state.input.array
+    d = look.degraded or Degraded()
+    failed = (
+        "; ".join(
+            f"{f.volumeId}"
+            + (f" (slot {f.slot})" if f.slot is not None else "")
+            + (f" as {f.device}" if f.device else "")
+            for f in d.failed
+        )
+        or "a member"
+    )
+    if d.seen:
+        state_line = (
+            f"{array} is a {d.level} array and md still serves it as {d.device}, degraded: "
+            f"member {failed} failed ({'; '.join(look.evidence)})."
+        )
+        steps = " To replace the failed member while the array stays in service, on "
+        steps += f"{look.instanceId}: " + "; then ".join(d.commands) + "."
+    else:
+        state_line = (
+            f"{array} is a {d.level} array, so md may still serve it with member {failed} "
+            f"failed ({'; '.join(look.evidence)}), but the instance could not be asked "
+            f"({look.discovery})."
+        )
+        steps = (
+            f" Check on {look.instanceId} with `cat /proc/mdstat` and `mdadm --detail` which "
+            "member md marked faulty, and replace it with mdadm --fail, --remove and --add."
+        )
+    message = (
+        f"The attached EBS alarm of {state.input.alarmedInstanceId} fired. {state_line} No "
+        "recovery was started and nothing was detached: rolling a redundant array back to its "
+        "newest set would take every write since that set out of service." + steps + " Only if "
+        f"the array must go back to a set after all: `raidsnap restore {array} --mode replace` "
+        "(writes since the set are lost). "
+        + (facts.sentence(array) + "." if facts else f"{array} has no complete set.")
+    )
+    notify(f"raidsnap: {array} is degraded, md still serves it, nothing replaced", message)
+    claims.unclaim(table, array, state.execution.name)
+    report = Report(
+        array=array,
+        trigger=state.input.trigger,
+        action="degraded",
+        evidence=look.evidence,
+        checked=look.checked,
+        discovery=look.discovery,
+        degraded=d,
         set=SetRef.model_validate(facts.as_dict()) if facts else None,
         message=message,
     )
