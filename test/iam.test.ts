@@ -59,6 +59,7 @@ const SCOPED: Array<[string, string, string[]]> = [
   ['ec2:DeleteVolume', ':volume/*', ['aws:ResourceTag/raidsnap:restore-execution']],
   ['ec2:CreateTags', ':instance/*', ['aws:TagKeys']],
   ['ec2:DeleteTags', ':instance/*', ['aws:TagKeys']],
+  ['ec2:DeleteTags', ':volume/*', ['aws:TagKeys', 'aws:ResourceTag/raidsnap:replaced-by']],
   ['ssm:SendCommand', ':instance/*', ['ssm:resourceTag/raidsnap:array']],
   ['kms:Decrypt', ':key/*', ['kms:ViaService']],
   ['kms:GenerateDataKeyWithoutPlaintext', ':key/*', ['kms:ViaService']],

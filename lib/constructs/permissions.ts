@@ -190,6 +190,22 @@ export class RestorePermissions extends Permissions {
     ];
   }
 
+  /** A failed replace that puts the released array back takes off the replaced-by tag it put on
+   * the old members: that tag key only (DeleteTags names it: aws:TagKeys), and only where its
+   * value is an execution of this workflow (aws:ResourceTag; both keys apply to ec2:DeleteTags
+   * on volumes in the Service Authorization Reference). */
+  untagReplacedMembers(stateMachineName: string): iam.PolicyStatement {
+    return new iam.PolicyStatement({
+      actions: ['ec2:DeleteTags'],
+      resources: [this.ec2Arn('volume/*')],
+      conditions: {
+        'ForAllValues:StringEquals': { 'aws:TagKeys': [REPLACED_BY_TAG] },
+        Null: { 'aws:TagKeys': 'false' },
+        StringLike: { [`aws:ResourceTag/${REPLACED_BY_TAG}`]: `${this.executionArnPrefix(stateMachineName)}*` },
+      },
+    });
+  }
+
   /** Tag (or untag) an instance with the array tag key only: a restore onto a new instance
    * whose predecessor is gone makes it the array's instance. */
   tagArrayInstance(...actions: string[]): iam.PolicyStatement {

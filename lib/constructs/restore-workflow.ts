@@ -184,12 +184,14 @@ export class RestoreWorkflow extends Construct {
         description: 'after a failed restore: remove only what the run created, release its lock',
         statements: [
           p.describe('ec2:DescribeVolumes'),
-          // Before detaching an attached volume: does any md device or mount use it?
-          ...p.sendCommand(docs.arns('discover', 'release')),
+          // Before detaching an attached volume: does any md device or mount use it? And after a
+          // replace released the array: assemble it again from its old members (put back).
+          ...p.sendCommand(docs.arns('discover', 'release', 'assemble')),
           p.readCommands()[0],
           ...p.manageRestoredVolumes('ec2:DetachVolume', 'ec2:DeleteVolume'),
           p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
           p.tagArrayInstance('ec2:DeleteTags'),
+          p.untagReplacedMembers(this.stateMachineName),
           ...lock.statements('GetItem', 'DeleteItem'),
         ],
       },

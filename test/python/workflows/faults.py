@@ -11,15 +11,20 @@ from botocore.response import StreamingBody
 from raidsnap_emulation.harness import Emulation
 
 
-def crash(emu: Emulation, module: str) -> None:
+def crash(emu: Emulation, module: str, after: int = 0) -> None:
     """The function of this handler module fails outright (its runtime crashes) whenever the
-    workflow invokes it, as an out-of-memory or timed-out invocation does."""
+    workflow invokes it, as an out-of-memory or timed-out invocation does; with ``after``, only
+    once it has answered that many invocations."""
     router = emu.router
     assert router is not None
     name = next(n for n, f in router.functions.items() if f.handler.endswith(f".{module}.handler"))
+    answered = [0]
 
     def invoke(params: dict[str, Any]) -> Any:
         if str(params["FunctionName"]).rsplit(":", 1)[-1] != name:
+            return router(params)
+        if answered[0] < after:
+            answered[0] += 1
             return router(params)
         body = json.dumps({"errorType": "Runtime.ExitError", "errorMessage": "signal: killed"})
         return {

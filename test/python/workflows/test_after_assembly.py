@@ -208,7 +208,12 @@ def test_cleanup_stops_an_unmounted_array_of_its_own_volumes_before_deleting_the
         if c.operation == "SendCommand" and str(c.params["DocumentName"]).endswith("-release")
     ]
     assert releases == [
-        {"MdDevice": ["/dev/md127"], "MountPoint": [fx.mount_point], "MdUuid": [fx.md_uuid]}
+        {
+            "MdDevice": ["/dev/md127"],
+            "MountPoint": [fx.mount_point],
+            "MdUuid": [fx.md_uuid],
+            "OwnMountPoint": ["false"],
+        }
     ]
     assert "/dev/md127" not in emu.hosts.state(target).arrays
     assert restored_volumes(run.arn) == []
@@ -221,3 +226,27 @@ def restored_volumes_of_target(instance_id: str) -> list[dict[str, Any]]:
         Filters=[{"Name": "tag-key", "Values": ["raidsnap:restore-run"]}]
     )["Volumes"]
     return [v for v in views if any(a["InstanceId"] == instance_id for a in v["Attachments"])]
+
+
+def test_a_replace_whose_assemble_poll_failed_never_advises_attaching_the_old_members(
+    emu: Emulation,
+) -> None:
+    # GIVEN a replace restore that assembled and mounted the restored array, but whose look at
+    # the assemble document failed, so the run fails with the restored array in service
+    fx = db1(emu)
+    before_step(
+        emu,
+        is_poll_of("assemble"),
+        lambda: emu.double.fail("ssm", "GetCommandInvocation", times=1, code="InternalServerError"),
+    )
+    run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    assert run.status == "FAILED"
+    created = [v["VolumeId"] for v in restored_volumes(run.arn)]
+    md = emu.hosts.state(fx.instance_id).arrays["/dev/md0"]
+    assert sorted(md.members) == sorted(created)  # the restored array is the one in service
+    # THEN the cause never tells anyone to attach the old members back (they carry the same md
+    # UUID: md could build the array from old and new members); it says not to
+    cause = run.cause or ""
+    assert "re-attach them to go back" not in cause, cause
+    assert "attach-volume" not in cause, cause
+    assert "Do not attach or assemble them" in cause, cause

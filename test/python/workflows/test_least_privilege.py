@@ -16,7 +16,6 @@ machine of the synthesized template (with and without the example config):
 
 from __future__ import annotations
 
-import io
 import json
 from collections import defaultdict
 from collections.abc import Callable
@@ -26,7 +25,7 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.response import StreamingBody
+from faults import crash
 
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Execution, Template, synthesize
@@ -202,6 +201,14 @@ def _scenario_recovery_preempts_a_drill(emu: Emulation) -> None:
     assert emu.wait(drill).status == "FAILED"
 
 
+def _scenario_failed_replace_puts_the_array_back(emu: Emulation) -> None:
+    fx = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, fx)
+    crash(emu, "restore_detach_old", after=1)  # the old members are tagged, then it crashes
+    run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    assert run.status == "FAILED" and "put back" in (run.cause or ""), run.cause
+
+
 def _scenario_restore_fsr_replace(emu: Emulation) -> None:
     fx = make_array(emu.hosts, "db1", 3)
     backed_up(emu.hosts, emu.run, fx)
@@ -315,21 +322,7 @@ def _restore_whose_cleanup_crashes(emu: Emulation) -> tuple[Execution, str]:
     emu.double.fail_volumes(snapshot)
     router = emu.router
     assert router is not None
-    cleanup = next(
-        n for n, f in router.functions.items() if f.handler.endswith(".restore_cleanup.handler")
-    )
-
-    def invoke(params: dict[str, Any]) -> Any:
-        if str(params["FunctionName"]).rsplit(":", 1)[-1] != cleanup:
-            return router(params)
-        body = json.dumps({"errorType": "Runtime.ExitError", "errorMessage": "signal: killed"})
-        return {
-            "StatusCode": 200,
-            "FunctionError": "Unhandled",
-            "Payload": StreamingBody(io.BytesIO(body.encode()), len(body)),
-        }
-
-    emu.double.route("lambda", "Invoke", invoke)
+    crash(emu, "restore_cleanup")
     run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "fsr"})
     assert run.status == "FAILED"
     emu.double.route("lambda", "Invoke", router)
@@ -394,6 +387,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_restore_volume_error_while_fsr_on,
     _scenario_restore_fsr_stuck_falls_back,
     _scenario_restore_fsr_replace,
+    _scenario_failed_replace_puts_the_array_back,
     _scenario_restore_prewarm_onto_new_instance,
     _scenario_restore_fails_and_cleans_up,
     _scenario_set_age_report,

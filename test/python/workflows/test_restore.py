@@ -527,7 +527,9 @@ def test_failure_after_replace_keeps_the_old_members_detached_and_says_so(
     )
     run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
     assert (run.status, run.error) == ("FAILED", "CommandFailed")
-    assert "stay detached and intact" in (run.cause or "")
+    # the cause says the array is out of service, where its members are, and the way back
+    assert "is not in service" in (run.cause or "")
+    assert "are detached, intact and kept" in (run.cause or "")
     old = boto3.client("ec2").describe_volumes(VolumeIds=fx.member_ids)["Volumes"]
     assert all(v["State"] == "available" for v in old)
     assert restored_volumes(run.arn) == []

@@ -136,6 +136,9 @@ class OldMembers(Contract):
     waitSeconds: int
     budgetSeconds: int
     notes: list[str] = Field(default_factory=list)
+    # Each old member's device name on the instance before it was detached (EC2's, e.g.
+    # /dev/sdf): what an operator gives attach-volume to put it back.
+    devices: dict[str, str] = Field(default_factory=dict)
 
 
 class Attach(Contract):
@@ -195,6 +198,20 @@ class Confirm(Contract):
     reason: str | None = None
 
 
+class PutBack(Contract):
+    """The failure path of a replace putting the released array back in service: the assemble
+    document on the old members, still attached, under their own md UUID, where the array was
+    mounted (``failed``: it could not, and ``reason`` says why)."""
+
+    status: Literal["pending", "done", "failed"]
+    volumeIds: list[str] = Field(default_factory=list)
+    # Old members no longer attached to the target (the replace detached them).
+    detached: list[str] = Field(default_factory=list)
+    commandId: str | None = None
+    budgetSeconds: int | None = None
+    reason: str | None = None
+
+
 class Cleanup(Contract):
     """The failure step's result, one look further each call; the Fail state reads
     ``error`` and ``cause``."""
@@ -210,6 +227,7 @@ class Cleanup(Contract):
     detachAsks: dict[str, int] | None = None
     deleted: list[str] | None = None
     kept: list[str] | None = None
+    putBack: PutBack | None = None
 
 
 class RestoreState(Contract):

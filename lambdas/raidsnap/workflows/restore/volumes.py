@@ -154,12 +154,14 @@ def detach_old(call: DetachCall) -> OldMembers:
                 f"attached to {target}; nothing was detached"
             )
         poll = Poll(DETACH_POLL_SECONDS, DETACH_BUDGET_SECONDS)
+        devices = {a.volume_id: a.device for a in instance.attachments if a.volume_id in old_ids}
         return OldMembers(
             status="detaching" if old_ids else "detached",
             volumeIds=old_ids,
             waitSeconds=poll.wait_seconds,
             budgetSeconds=poll.budget_seconds,
             notes=notes,
+            devices=devices,
         )
     old = call.old.model_copy()
     views = volumes.describe(old.volumeIds)
