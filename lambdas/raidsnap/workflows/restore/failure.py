@@ -15,15 +15,9 @@ from raidsnap.observability import count, for_array, logger
 from raidsnap.plan import cleanup as plan_cleanup
 from raidsnap.plan import fsr as plan_fsr
 from raidsnap.plan import volumes as plan_volumes
-from raidsnap.workflows.restore.commands import ASSEMBLE_TIMEOUT_SECONDS, RELEASE_TIMEOUT_SECONDS
-from raidsnap.workflows.restore.contracts import (
-    Cleanup,
-    Confirm,
-    Plan,
-    PutBack,
-    RestoreState,
-    StateCall,
-)
+from raidsnap.workflows.restore import put_back
+from raidsnap.workflows.restore.commands import RELEASE_TIMEOUT_SECONDS
+from raidsnap.workflows.restore.contracts import Cleanup, Confirm, Plan, RestoreState, StateCall
 
 CLEANUP_POLL_SECONDS = 5
 # Cleanup asks for a normal detach first, and forces it after this many looks.
@@ -118,129 +112,33 @@ def cleanup(call: StateCall, settings: RestoreSettings, documents: RestoreDocume
     c = c.model_copy(update=progress)
     if pending and c.looks < CLEANUP_MAX_LOOKS:
         return c.model_copy(update={"status": "pending", "waitSeconds": CLEANUP_POLL_SECONDS})
-    if plan and _released(state) and not pending and not keep:
+    if plan and put_back.released(state) and not pending and not keep:
         # The replace took the array out of service: with this run's volumes gone, nothing else
         # on the instance carries its md UUID, and it goes back as it was.
-        c.putBack = _put_back(plan, state, c, documents)
+        c.putBack = put_back.step(plan, state, c.putBack, documents)
         if c.putBack.status == "pending" and c.looks < CLEANUP_MAX_LOOKS:
             return c.model_copy(update={"status": "pending", "waitSeconds": CLEANUP_POLL_SECONDS})
+    return _done(state, settings.lock_table, c, sorted(keep), pending)
 
-    if array and plan and plan.tagTarget and target and not keep:
+
+def _done(state: RestoreState, table: str, c: Cleanup, kept: list[str], left: list[str]) -> Cleanup:
+    """The last look: the tag this run put on a new target goes (unless its volumes stay
+    there), the lock is released, and the cause says what was done and what was not."""
+    plan, arn = state.plan, state.execution.id
+    array = plan.array if plan else None
+    if array and plan and plan.tagTarget and plan.targetInstanceId and not kept:
         # Only the tag this run added: DeleteTags with a value removes it only when it matches.
-        tagging.remove([target], tags.ARRAY, array)
+        tagging.remove([plan.targetInstanceId], tags.ARRAY, array)
     if array and arn:
-        lock.release(settings.lock_table, array, arn)
+        lock.release(table, array, arn)
     c.status = "done"
-    c.kept = sorted(keep)
-    c.cause = c.cause + _cleanup_summary(state, c, pending)
-    logger.info("restore cleaned up", extra={"deleted": c.deleted, "left": pending, "kept": c.kept})
+    c.kept = kept
+    c.cause = c.cause + _cleanup_summary(state, c, left)
+    logger.info("restore cleaned up", extra={"deleted": c.deleted, "left": left, "kept": kept})
     if array:
         for_array(array)
     count("RestoreFailed")
     return c
-
-
-def _released(state: RestoreState) -> bool:
-    """Did this run's release document take the array out of service (stopped its md
-    device)?"""
-    r = state.release
-    plan = state.plan
-    if plan is None or plan.mode != "replace" or r is None or r.status != "success":
-        return False
-    return (r.result or {}).get("stop") == "stopped"
-
-
-def _released_members(state: RestoreState) -> tuple[list[str], str | None]:
-    """The members the release document stopped, in slot order; or why they cannot be put
-    back as they were."""
-    result = (state.release.result if state.release else None) or {}
-    if result.get("memberLost"):
-        return [], "a member's device was gone when the array was released"
-    raw = result.get("members")
-    members = [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
-    slotted = [m for m in members if isinstance(m.get("slot"), int)]
-    if not slotted or any(not m.get("volumeId") for m in slotted):
-        return [], "the release document did not map every member to an EBS volume"
-    ordered = sorted(slotted, key=lambda m: int(str(m["slot"])))
-    return [str(m["volumeId"]) for m in ordered], None
-
-
-def _put_back(plan: Plan, state: RestoreState, c: Cleanup, documents: RestoreDocuments) -> PutBack:
-    """One step of assembling the released array again from its old members (still attached),
-    under its own md UUID, mounted where it was; ``failed`` when that cannot be done."""
-    target = plan.targetInstanceId
-    pb = c.putBack
-    if pb is not None and pb.status != "pending":
-        return pb
-    if pb is None:
-        ids, why = _released_members(state)
-        if why is not None:
-            return PutBack(status="failed", reason=why)
-        views = volumes.describe(ids)
-        gone = [
-            vid
-            for vid in ids
-            if vid not in views or (a := views[vid].on(target)) is None or a.state != "attached"
-        ]
-        if gone:
-            return PutBack(
-                status="failed",
-                volumeIds=ids,
-                detached=gone,
-                reason=f"old members {gone} were detached",
-            )
-        tagged = [v for v in ids if views[v].tags.get(tags.REPLACED_BY) == state.execution.id]
-        if tagged:
-            # Nothing replaced them: the tag this run put on them goes (only this run's value).
-            tagging.remove(tagged, tags.REPLACED_BY, state.execution.id)
-        params = {
-            "VolumeIds": ",".join(ids),
-            "MdUuid": plan.mdUuid,
-            "MdDevice": plan.mdDevice,
-            "MountPoint": plan.mountPoint,
-            # Where release found the array mounted: its own mount point.
-            "OwnMountPoint": "true",
-            "ReadOnly": "false",
-            # mdadm.conf and fstab still name the array: release changed neither.
-            "Persist": "false",
-        }
-        try:
-            command_id = commands.send(
-                documents.assemble,
-                target,
-                params,
-                comment=f"raidsnap put back {plan.array}",
-                timeout=ASSEMBLE_TIMEOUT_SECONDS,
-            )
-        except ClientError as err:
-            return PutBack(
-                status="failed",
-                volumeIds=ids,
-                reason=f"the assemble document could not be sent ({error_code(err)})",
-            )
-        return PutBack(
-            status="pending",
-            volumeIds=ids,
-            commandId=command_id,
-            budgetSeconds=ASSEMBLE_TIMEOUT_SECONDS + 30,
-        )
-    looked = commands.fetch(str(pb.commandId), target)
-    if looked.status == "pending":
-        poll = Poll(CLEANUP_POLL_SECONDS, int(pb.budgetSeconds or 0)).waited()
-        if poll.spent:
-            return pb.model_copy(
-                update={"status": "failed", "reason": "the assemble document did not finish"}
-            )
-        return pb.model_copy(update={"budgetSeconds": poll.budget_seconds})
-    if looked.status == "failed":
-        answer = looked.result or {}
-        return pb.model_copy(
-            update={
-                "status": "failed",
-                "reason": f"assembling it failed: {answer.get('message') or looked.stderr_tail(2)}",
-            }
-        )
-    return pb.model_copy(update={"status": "done"})
 
 
 def _confirm_step(plan: Plan, c: Cleanup, ours: list[str], documents: RestoreDocuments) -> Confirm:
@@ -352,65 +250,7 @@ def _cleanup_summary(state: RestoreState, c: Cleanup, left: list[str]) -> str:
             f"could not remove volumes {left} in time: delete them by hand (tagged "
             f"{tags.RESTORE_RUN}={run})"
         )
-    parts += _old_array(state, c, left)
+    parts += put_back.old_array(state, c, left)
     if not parts:
         return ""
     return " [cleanup: " + "; ".join(parts) + "; snapshots untouched]"
-
-
-def _old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
-    """What became of the array the replace released, in words a person can act on: put back,
-    or out of service with the exact way back (only where that way is safe: never while a
-    volume of this run, which carries the same md UUID, is still attached)."""
-    plan = state.plan
-    if plan is None or not _released(state):
-        return []
-    md, mp, uuid, target = plan.mdDevice, plan.mountPoint, plan.mdUuid, plan.targetInstanceId
-    pb = c.putBack
-    if pb is not None and pb.status == "done":
-        return [
-            f"the replace had released {md} (unmounted {mp}, stopped the array); it is put back: "
-            f"assembled again from its old members {pb.volumeIds} (md UUID {uuid}) and mounted "
-            f"at {mp}, as before the restore"
-        ]
-    ids, _why = _released_members(state)
-    old = state.old.volumeIds if state.old else []
-    ids = ids or old
-    out_of_service = (
-        f"{md} of {plan.array} is not in service on {target}: the replace released it "
-        f"(unmounted {mp}, stopped the array)"
-        + (f" and could not put it back ({pb.reason})" if pb is not None and pb.reason else "")
-    )
-    ours = sorted(set(c.kept or []) | set(left))
-    if ours:
-        return [
-            out_of_service + f". Its old members {ids} are intact. Do not attach or assemble "
-            f"them while this run's volumes {ours} are attached to {target}: they carry the "
-            f"same md UUID {uuid}, and md could build the array from old and new members "
-            "(silently losing writes); release and detach those first"
-        ]
-    devices = dict(state.old.devices) if state.old else {}
-    detached = list(pb.detached) if pb is not None else []
-    steps = [
-        f"aws ec2 attach-volume --volume-id {v} --instance-id {target} --device "
-        f"{devices.get(v, '/dev/sd' + 'fghijklmnopqrstuvwxyz'[i % 21])}"
-        for i, v in enumerate(detached)
-    ]
-    if detached:
-        steps.append(
-            f"aws ec2 delete-tags --resources {' '.join(detached)} --tags Key={tags.REPLACED_BY}"
-        )
-    paths = " ".join(
-        f"/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_{v.replace('-', '')}" for v in ids
-    )
-    steps.append(f"on the instance: mdadm --assemble {md} --uuid={uuid} {paths}")
-    steps.append(f"mount {md} {mp}")
-    where = (
-        f"its old members {detached} are detached, intact and kept (tagged {tags.REPLACED_BY})"
-        if detached
-        else f"its old members {ids} are still attached and intact"
-    )
-    return [
-        out_of_service + f"; {where}. This run's volumes are deleted, so nothing else there "
-        f"carries md UUID {uuid}. To bring it back: " + "; then ".join(steps)
-    ]

@@ -1,0 +1,186 @@
+"""Restore failure path, replace mode: the array the release document took out of service goes
+back in service as it was, or the cause says exactly where it is and how to bring it back."""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+from raidsnap import tags
+from raidsnap.aws import commands, error_code, tagging, volumes
+from raidsnap.environment import RestoreDocuments
+from raidsnap.models import Poll
+from raidsnap.workflows.restore.commands import ASSEMBLE_TIMEOUT_SECONDS
+from raidsnap.workflows.restore.contracts import Cleanup, Plan, PutBack, RestoreState
+
+POLL_SECONDS = 5
+
+
+def released(state: RestoreState) -> bool:
+    """Did this run's release document take the array out of service (stopped its md
+    device)?"""
+    r = state.release
+    plan = state.plan
+    if plan is None or plan.mode != "replace" or r is None or r.status != "success":
+        return False
+    return (r.result or {}).get("stop") == "stopped"
+
+
+def _released_members(state: RestoreState) -> tuple[list[str], str | None]:
+    """The members the release document stopped, in slot order; or why they cannot be put
+    back as they were."""
+    result = (state.release.result if state.release else None) or {}
+    if result.get("memberLost"):
+        return [], "a member's device was gone when the array was released"
+    raw = result.get("members")
+    members = [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
+    slotted = [m for m in members if isinstance(m.get("slot"), int)]
+    if not slotted or any(not m.get("volumeId") for m in slotted):
+        return [], "the release document did not map every member to an EBS volume"
+    ordered = sorted(slotted, key=lambda m: int(str(m["slot"])))
+    return [str(m["volumeId"]) for m in ordered], None
+
+
+def step(
+    plan: Plan, state: RestoreState, pb: PutBack | None, documents: RestoreDocuments
+) -> PutBack:
+    """One step of assembling the released array again from its old members (still attached),
+    under its own md UUID, mounted where it was; ``failed`` when that cannot be done."""
+    if pb is not None and pb.status != "pending":
+        return pb
+    if pb is None:
+        return _start(plan, state, documents)
+    return _follow(plan, pb)
+
+
+def _start(plan: Plan, state: RestoreState, documents: RestoreDocuments) -> PutBack:
+    """Check the old members are all still attached, untag them, send the assemble document."""
+    target = plan.targetInstanceId
+    ids, why = _released_members(state)
+    if why is not None:
+        return PutBack(status="failed", reason=why)
+    views = volumes.describe(ids)
+    gone = [
+        vid
+        for vid in ids
+        if vid not in views or (a := views[vid].on(target)) is None or a.state != "attached"
+    ]
+    if gone:
+        return PutBack(
+            status="failed",
+            volumeIds=ids,
+            detached=gone,
+            reason=f"old members {gone} were detached",
+        )
+    tagged = [v for v in ids if views[v].tags.get(tags.REPLACED_BY) == state.execution.id]
+    if tagged:
+        # Nothing replaced them: the tag this run put on them goes (only this run's value).
+        tagging.remove(tagged, tags.REPLACED_BY, state.execution.id)
+    params = {
+        "VolumeIds": ",".join(ids),
+        "MdUuid": plan.mdUuid,
+        "MdDevice": plan.mdDevice,
+        "MountPoint": plan.mountPoint,
+        # Where release found the array mounted: its own mount point.
+        "OwnMountPoint": "true",
+        "ReadOnly": "false",
+        # mdadm.conf and fstab still name the array: release changed neither.
+        "Persist": "false",
+    }
+    try:
+        command_id = commands.send(
+            documents.assemble,
+            target,
+            params,
+            comment=f"raidsnap put back {plan.array}",
+            timeout=ASSEMBLE_TIMEOUT_SECONDS,
+        )
+    except ClientError as err:
+        return PutBack(
+            status="failed",
+            volumeIds=ids,
+            reason=f"the assemble document could not be sent ({error_code(err)})",
+        )
+    return PutBack(
+        status="pending",
+        volumeIds=ids,
+        commandId=command_id,
+        budgetSeconds=ASSEMBLE_TIMEOUT_SECONDS + 30,
+    )
+
+
+def _follow(plan: Plan, pb: PutBack) -> PutBack:
+    looked = commands.fetch(str(pb.commandId), plan.targetInstanceId)
+    if looked.status == "pending":
+        poll = Poll(POLL_SECONDS, int(pb.budgetSeconds or 0)).waited()
+        if poll.spent:
+            return pb.model_copy(
+                update={"status": "failed", "reason": "the assemble document did not finish"}
+            )
+        return pb.model_copy(update={"budgetSeconds": poll.budget_seconds})
+    if looked.status == "failed":
+        answer = looked.result or {}
+        return pb.model_copy(
+            update={
+                "status": "failed",
+                "reason": f"assembling it failed: {answer.get('message') or looked.stderr_tail(2)}",
+            }
+        )
+    return pb.model_copy(update={"status": "done"})
+
+
+def old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
+    """What became of the array the replace released, in words a person can act on: put back,
+    or out of service with the exact way back (only where that way is safe: never while a
+    volume of this run, which carries the same md UUID, is still attached)."""
+    plan = state.plan
+    if plan is None or not released(state):
+        return []
+    md, mp, uuid, target = plan.mdDevice, plan.mountPoint, plan.mdUuid, plan.targetInstanceId
+    pb = c.putBack
+    if pb is not None and pb.status == "done":
+        return [
+            f"the replace had released {md} (unmounted {mp}, stopped the array); it is put back: "
+            f"assembled again from its old members {pb.volumeIds} (md UUID {uuid}) and mounted "
+            f"at {mp}, as before the restore"
+        ]
+    ids, _why = _released_members(state)
+    old = state.old.volumeIds if state.old else []
+    ids = ids or old
+    out_of_service = (
+        f"{md} of {plan.array} is not in service on {target}: the replace released it "
+        f"(unmounted {mp}, stopped the array)"
+        + (f" and could not put it back ({pb.reason})" if pb is not None and pb.reason else "")
+    )
+    ours = sorted(set(c.kept or []) | set(left))
+    if ours:
+        return [
+            out_of_service + f". Its old members {ids} are intact. Do not attach or assemble "
+            f"them while this run's volumes {ours} are attached to {target}: they carry the "
+            f"same md UUID {uuid}, and md could build the array from old and new members "
+            "(silently losing writes); release and detach those first"
+        ]
+    devices = dict(state.old.devices) if state.old else {}
+    detached = list(pb.detached) if pb is not None else []
+    steps = [
+        f"aws ec2 attach-volume --volume-id {v} --instance-id {target} --device "
+        f"{devices.get(v, '/dev/sd' + 'fghijklmnopqrstuvwxyz'[i % 21])}"
+        for i, v in enumerate(detached)
+    ]
+    if detached:
+        steps.append(
+            f"aws ec2 delete-tags --resources {' '.join(detached)} --tags Key={tags.REPLACED_BY}"
+        )
+    paths = " ".join(
+        f"/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_{v.replace('-', '')}" for v in ids
+    )
+    steps.append(f"on the instance: mdadm --assemble {md} --uuid={uuid} {paths}")
+    steps.append(f"mount {md} {mp}")
+    where = (
+        f"its old members {detached} are detached, intact and kept (tagged {tags.REPLACED_BY})"
+        if detached
+        else f"its old members {ids} are still attached and intact"
+    )
+    return [
+        out_of_service + f"; {where}. This run's volumes are deleted, so nothing else there "
+        f"carries md UUID {uuid}. To bring it back: " + "; then ".join(steps)
+    ]
