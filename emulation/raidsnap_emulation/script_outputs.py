@@ -49,6 +49,7 @@ ReleaseError = Literal[
     "InvalidInput",
     "MdDeviceBusy",
     "MdDeviceHeld",
+    "MemberDiskInUse",
     "MountPointMismatch",
     "MountedElsewhere",
     "ToolMissing",

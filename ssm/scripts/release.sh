@@ -133,6 +133,43 @@ if [[ -n $mp_mm && $mp_mm != "$md_mm" ]]; then
   fail MountPointMismatch "$mount_point holds device $mp_mm, not $md_dev (${md_mm:-not present}); nothing was changed"
 fi
 
+# What else a member's volume carries that is in use: its other partitions (or, for a member
+# that is a partition, the whole disk) mounted, held (device mapper, LVM, another md array) or
+# used as swap. Detaching the volume takes all of it away, so such a member is a blocker like a
+# filesystem in use, whether or not the array still serves. "name (volume) what" each.
+sibling_users() {
+  local rd name disk vol part pname mm where held
+  local -a found=()
+  for rd in /sys/block/"$md_name"/md/dev-*; do
+    [[ -e $rd ]] || continue
+    name=${rd##*/dev-}
+    disk=$(parent_disk "/dev/$name")
+    [[ -e /sys/class/block/$disk ]] || continue
+    vol=$(serial_volume_id "$(device_serial "/dev/$disk")")
+    for part in "/sys/class/block/$disk" /sys/class/block/"$disk"/"$disk"*; do
+      [[ -e $part/dev ]] || continue
+      pname=${part##*/}
+      [[ $pname == "$name" ]] && continue
+      mm=$(cat "$part/dev")
+      where=$(findmnt -rn -o MAJ:MIN,TARGET | awk -v mm="$mm" '$1 == mm {print $2}' | paste -sd' ' - || true)
+      held=$(find "$part/holders" -mindepth 1 -maxdepth 1 -printf '%f ' 2>/dev/null || true)
+      # The member's own disk holds its partitions, and md holds the member: neither counts.
+      [[ $pname == "$disk" ]] && held=""
+      if [[ -n $where ]]; then
+        found+=("$pname (${vol:-no volume id}) mounted at $where")
+      elif [[ -n ${held// /} ]]; then
+        found+=("$pname (${vol:-no volume id}) held by ${held% }")
+      elif grep -q "^/dev/$pname " /proc/swaps 2>/dev/null; then
+        found+=("$pname (${vol:-no volume id}) used as swap")
+      fi
+    done
+  done
+  printf '%s' "${found[*]}"
+}
+siblings=$(sibling_users)
+[[ -z $siblings ]] ||
+  fail MemberDiskInUse "a member's volume carries more than $md_dev, in use: $siblings; detaching the volume would take it away. Unmount or release it first, or move it off the volume. Nothing was changed"
+
 # 0. Every blocker first, while nothing is changed yet. With every member present, a lazy
 #    unmount of a filesystem in use would leave its users writing to an array that is about to
 #    be taken away (and new files landing on the root filesystem), and a frozen one would keep
