@@ -74,6 +74,9 @@ class InstanceState:
     # Mount point -> the token its freeze guard keeps (freeze.sh's state file). A mount point
     # frozen without a guard is frozen by someone else (another tool).
     freeze_tokens: dict[str, str] = field(default_factory=dict)
+    # Volumes EC2 shows attached whose NVMe device the instance no longer has (the controller
+    # dropped off): no block device, no serial to read.
+    dropped: set[str] = field(default_factory=set)
     mdadm_conf: dict[str, str] = field(default_factory=dict)  # md uuid -> ARRAY line
     fstab: dict[str, str] = field(default_factory=dict)  # fs uuid -> line
     prewarmed: list[str] = field(default_factory=list)
@@ -126,9 +129,11 @@ class Hosts:
         return {dev: bd.volume_id for dev, bd in instance.block_device_mapping.items()}
 
     def nvme_devices(self, instance_id: str) -> dict[str, str]:
-        """Volume id -> /dev/nvmeXn1, numbered in attachment order as Nitro does."""
+        """Volume id -> /dev/nvmeXn1, numbered in attachment order as Nitro does; a volume whose
+        device dropped off the instance has none."""
         order = list(self.attached(instance_id).values())
-        return {vid: f"/dev/nvme{i}n1" for i, vid in enumerate(order)}
+        dropped = self.state(instance_id).dropped
+        return {vid: f"/dev/nvme{i}n1" for i, vid in enumerate(order) if vid not in dropped}
 
     def volume_size_bytes(self, volume_id: str) -> int:
         return int(self._backend().get_volume(volume_id).size) * 1024**3
@@ -208,6 +213,13 @@ class Hosts:
         for array in self.state(instance_id).arrays.values():
             if volume_id in array.members:
                 array.failed = True
+
+    def drop_device(self, instance_id: str, volume_id: str) -> None:
+        """The member's NVMe device drops off the instance while EC2 still shows the volume
+        attached (an EBS or Nitro fault): the array fails, and the instance can no longer read
+        the device's serial, so nothing on it can say which volume that member was."""
+        self.state(instance_id).dropped.add(volume_id)
+        self.lose_member(instance_id, volume_id)
 
     def udev_assembled(self, instance_id: str, volume_ids: list[str], md_device: str) -> None:
         """udev's incremental assembly built an array of these volumes on its own (md127 and
@@ -611,11 +623,12 @@ class Hosts:
         released = state.arrays.pop(md_device, None)
         devices = self.nvme_devices(ctx.instance_id)
         lost = bool(released and released.failed)
-        # As release.sh prints them: one object per member the md device had.
+        # As release.sh prints them: one object per member the md device had; a member whose
+        # device is gone has no serial to read, so no volume id (device_serial prints nothing).
         members: list[dict[str, Any]] = [
             {
                 "device": devices.get(v, f"/dev/nvme{90 + i}n1"),
-                "volumeId": v,
+                "volumeId": v if v in devices else None,
                 "slot": i,
                 "state": "faulty" if v not in devices else "in_sync",
             }

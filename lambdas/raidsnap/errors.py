@@ -58,6 +58,11 @@ class VolumeFailedError(RaidsnapError):
     """A volume the run created ended in ``error``."""
 
 
+class MemberNotIdentifiedError(RaidsnapError):
+    """Replace mode: a member the release document could not map to a volume (its device is
+    gone) cannot be told apart from the instance's other attached volumes."""
+
+
 class RestoreInProgressError(RaidsnapError):
     """Another restore of the same array holds the lock."""
 

@@ -87,3 +87,9 @@ cat /proc/mdstat >/work/mdstat3
     r3 = b.json_of("rel3")
     assert r3["memberLost"] is True and r3["unmount"] == "lazy" and r3["stop"] == "stopped"
     assert "md0" not in b.text("mdstat3")
+    # The member whose device is gone has no serial to read: reported with its slot and no
+    # volume id, which the workflow then resolves from EC2's attachments (or refuses by name)
+    lost = [m for m in r3["members"] if m["volumeId"] is None]
+    assert [m["slot"] for m in lost] == [1], r3["members"]
+    mapped = sorted(m["volumeId"] for m in r3["members"] if m["volumeId"])
+    assert mapped == sorted(d.volume_id for d in disks if d is not disks[1])

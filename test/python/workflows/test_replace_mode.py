@@ -94,3 +94,53 @@ def test_release_refuses_another_array_on_the_md_device_and_nothing_changes(
     arrays = emu.hosts.state(fx.instance_id).arrays
     assert (arrays["/dev/md0"].md_uuid, arrays["/dev/md0"].members) == (logs_uuid, logs)
     assert arrays["/dev/md5"].members == fx.member_ids
+
+
+def test_a_member_whose_device_dropped_off_is_detached_with_the_others(emu: Emulation) -> None:
+    """The instance lost a member's NVMe device while EC2 still shows the volume attached: the
+    release document cannot read its serial and reports it without a volume id. Left attached,
+    the old member comes back at the next boot with the array's md UUID."""
+    # GIVEN db1 (three members and a scratch volume), backed up
+    fx = make_array(emu.hosts, "db1", 3, unrelated=1)
+    backed_up(emu.hosts, emu.run, fx)
+    # AND the third member's device drops off the instance
+    emu.hosts.drop_device(fx.instance_id, fx.member_ids[2])
+    # WHEN the array is replaced in place
+    run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    # THEN every old member, the unmapped one included, is detached and kept; the scratch
+    # volume stays
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert detached(emu) == set(fx.member_ids)
+    assert sorted(run.output["replacedVolumeIds"]) == sorted(fx.member_ids)
+    ec2 = boto3.client("ec2")
+    for vol in ec2.describe_volumes(VolumeIds=fx.member_ids)["Volumes"]:
+        assert vol["State"] == "available"
+        assert tags_of(vol)["raidsnap:replaced-by"] == run.arn
+    (scratch,) = ec2.describe_volumes(VolumeIds=fx.other_volume_ids)["Volumes"]
+    assert scratch["Attachments"][0]["InstanceId"] == fx.instance_id
+    assert any(fx.member_ids[2] in n for n in run.output["notes"]), run.output["notes"]
+
+
+def test_an_unmapped_member_ec2_cannot_name_refuses_the_replace(emu: Emulation) -> None:
+    """The dropped member is neither a volume the set was taken from nor one a restore of the
+    array created (its tags were edited), and a scratch volume is attached as well: nothing says
+    which volume the member is. The replace fails by name and detaches neither."""
+    fx = make_array(emu.hosts, "db1", 3, unrelated=1)
+    set_id = backed_up(emu.hosts, emu.run, fx)
+    first = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    assert first.status == "SUCCEEDED", first.cause
+    live = first.output["volumeIds"]
+    ec2 = boto3.client("ec2")
+    ec2.delete_tags(Resources=[live[2]], Tags=[{"Key": "raidsnap:restored-from"}])
+    emu.hosts.drop_device(fx.instance_id, live[2])
+    mark = len(emu.double.calls)
+    run = emu.run(
+        "restore",
+        {"array": "db1", "setId": set_id, "mode": "replace", "initialization": "none"},
+    )
+    assert (run.status, run.error) == ("FAILED", "MemberNotIdentified"), run.cause
+    assert "detach it by hand" in (run.cause or ""), run.cause
+    assert detached(emu, mark) == set()
+    for vid in (live[2], fx.other_volume_ids[0]):
+        (vol,) = ec2.describe_volumes(VolumeIds=[vid])["Volumes"]
+        assert vol["Attachments"][0]["InstanceId"] == fx.instance_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from raidsnap import tags
 from raidsnap.aws import fsr, instances, tagging, volumes
-from raidsnap.errors import VolumeFailedError
+from raidsnap.errors import MemberNotIdentifiedError, VolumeFailedError
 from raidsnap.models import Poll
 from raidsnap.observability import count, for_array
 from raidsnap.plan import devices as plan_devices
@@ -119,6 +119,48 @@ def _reported_members(call: DetachCall) -> list[Released]:
     return [Released.model_validate(r) for r in reported if isinstance(r, dict)]
 
 
+def _unmapped_members(
+    call: DetachCall, unaccounted: set[str], reported: list[Released], notes: list[str]
+) -> set[str]:
+    """The volumes of members the release document reported without a volume id: their NVMe
+    device is gone (the controller dropped off), so the instance cannot read their serial, while
+    EC2 still shows them attached. Left attached, such a member comes back at the next boot with
+    the array's md UUID. Among the attached volumes nothing else accounts for (not the boot
+    volume, not this run's, not a reported member), the members are those the array's record
+    names: the volumes this set was taken from (each snapshot's VolumeId, which EC2 sets) and
+    the volumes a restore of this array created; when that does not name exactly as many
+    volumes as members are unmapped, the replace stops by name and detaches none of them."""
+    unmapped = [str(r.device) for r in reported if not r.volumeId and r.device]
+    if not unmapped:
+        return set()
+    plan = call.plan
+    views = volumes.describe(sorted(unaccounted))
+    recorded = set(plan.sourceVolumeIds)
+    restored = {
+        vid
+        for vid, view in views.items()
+        if view.tags.get(tags.RESTORED_FROM, "").startswith(f"{plan.array}-")
+        and view.tags.get(tags.ARRAY) == plan.array
+    }
+    found = (recorded | restored) & set(views)
+    if len(found) != len(unmapped):
+        raise MemberNotIdentifiedError(
+            f"the release document on {plan.targetInstanceId} found members {unmapped} of "
+            f"{plan.mdDevice} without an EBS volume id (their device is gone), and EC2's "
+            f"attachments do not say which volumes they are (unaccounted: "
+            f"{sorted(unaccounted)}, of which the array's record names {sorted(found)}). No old "
+            "member was detached. Find the volume of each lost member (the EC2 console's "
+            "attachments of the instance) and detach it by hand before restoring again: left "
+            "attached, it would rejoin the array at the next boot"
+        )
+    notes.append(
+        f"release found members {unmapped} without a volume id (their device was gone); EC2 "
+        f"still shows {sorted(found)} attached, recorded as the array's: detached with the "
+        "others"
+    )
+    return found
+
+
 def detach_old(call: DetachCall) -> OldMembers:
     """Replace mode, after the release document: tag the old members raidsnap:replaced-by, then
     (next call) detach them, kept and never deleted; later calls look until they are detached.
@@ -135,15 +177,10 @@ def detach_old(call: DetachCall) -> OldMembers:
         attached = {a.volume_id for a in instance.attachments} - {instance.boot_volume_id}
         ours = set(call.volumes.ids)
         reported = _reported_members(call)
-        candidates = {str(r.volumeId or "") for r in reported}
-        unverified = [str(r.device) for r in reported if not r.volumeId]
-        notes = []
-        if unverified:
-            notes.append(
-                f"release reported members {unverified} without an EBS volume id (no NVMe "
-                "serial); they were not detached"
-            )
-        old_ids = sorted((candidates & attached) - ours - {""})
+        candidates = {str(r.volumeId or "") for r in reported} - {""}
+        notes: list[str] = []
+        lost = _unmapped_members(call, attached - ours - candidates, reported, notes)
+        old_ids = sorted(((candidates & attached) | lost) - ours)
         if old_ids:
             # Only tag now: the role may detach only volumes tagged replaced-by, and IAM may
             # not see a tag in the same second it was written. The next look detaches them.
