@@ -227,6 +227,10 @@ class Cleanup(Contract):
     detachAsks: dict[str, int] | None = None
     deleted: list[str] | None = None
     kept: list[str] | None = None
+    # Replace mode: the release document's answer as the failure path learned it (from the
+    # run's state, or by asking SSM when the step that would have read it failed); {} when the
+    # run sent none.
+    release: dict[str, JsonValue] | None = None
     putBack: PutBack | None = None
 
 

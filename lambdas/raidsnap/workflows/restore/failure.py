@@ -112,10 +112,14 @@ def cleanup(call: StateCall, settings: RestoreSettings, documents: RestoreDocume
     c = c.model_copy(update=progress)
     if pending and c.looks < CLEANUP_MAX_LOOKS:
         return c.model_copy(update={"status": "pending", "waitSeconds": CLEANUP_POLL_SECONDS})
-    if plan and put_back.released(state) and not pending and not keep:
+    if plan and plan.mode == "replace" and c.release is None:
+        c.release = put_back.release_answer(state)
+        if c.release is None and c.looks < CLEANUP_MAX_LOOKS:  # the release still runs
+            return c.model_copy(update={"status": "pending", "waitSeconds": CLEANUP_POLL_SECONDS})
+    if put_back.released(plan, c.release) and plan and not pending and not keep:
         # The replace took the array out of service: with this run's volumes gone, nothing else
         # on the instance carries its md UUID, and it goes back as it was.
-        c.putBack = put_back.step(plan, state, c.putBack, documents)
+        c.putBack = put_back.step(plan, state, c.release or {}, c.putBack, documents)
         if c.putBack.status == "pending" and c.looks < CLEANUP_MAX_LOOKS:
             return c.model_copy(update={"status": "pending", "waitSeconds": CLEANUP_POLL_SECONDS})
     return _done(state, settings.lock_table, c, sorted(keep), pending)

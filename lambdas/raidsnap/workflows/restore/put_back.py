@@ -4,6 +4,7 @@ back in service as it was, or the cause says exactly where it is and how to brin
 from __future__ import annotations
 
 from botocore.exceptions import ClientError
+from pydantic import JsonValue
 
 from raidsnap import tags
 from raidsnap.aws import commands, error_code, tagging, volumes
@@ -15,20 +16,31 @@ from raidsnap.workflows.restore.contracts import Cleanup, Plan, PutBack, Restore
 POLL_SECONDS = 5
 
 
-def released(state: RestoreState) -> bool:
-    """Did this run's release document take the array out of service (stopped its md
-    device)?"""
+def release_answer(state: RestoreState) -> dict[str, JsonValue] | None:
+    """What the run's release document answered ({} when the run sent none, or it failed);
+    None while it still runs. The run's state has it when the poll step read it; when that step
+    failed (or crashed) after the document was sent, SSM is asked: the array may be out of
+    service although the run never learned it."""
     r = state.release
-    plan = state.plan
-    if plan is None or plan.mode != "replace" or r is None or r.status != "success":
-        return False
-    return (r.result or {}).get("stop") == "stopped"
+    if r is None:
+        return {}
+    if r.status == "success":
+        return dict(r.result or {})
+    looked = commands.fetch(r.commandId, r.instanceId)
+    if looked.status == "pending":
+        return None
+    return dict(looked.result or {}) if looked.status == "success" else {}
 
 
-def _released_members(state: RestoreState) -> tuple[list[str], str | None]:
+def released(plan: Plan | None, answer: dict[str, JsonValue] | None) -> bool:
+    """Did this run's release document take the array out of service (stop its md device)?"""
+    return bool(plan and plan.mode == "replace" and (answer or {}).get("stop") == "stopped")
+
+
+def _released_members(answer: dict[str, JsonValue]) -> tuple[list[str], str | None]:
     """The members the release document stopped, in slot order; or why they cannot be put
     back as they were."""
-    result = (state.release.result if state.release else None) or {}
+    result = answer
     if result.get("memberLost"):
         return [], "a member's device was gone when the array was released"
     raw = result.get("members")
@@ -41,21 +53,27 @@ def _released_members(state: RestoreState) -> tuple[list[str], str | None]:
 
 
 def step(
-    plan: Plan, state: RestoreState, pb: PutBack | None, documents: RestoreDocuments
+    plan: Plan,
+    state: RestoreState,
+    answer: dict[str, JsonValue],
+    pb: PutBack | None,
+    documents: RestoreDocuments,
 ) -> PutBack:
     """One step of assembling the released array again from its old members (still attached),
     under its own md UUID, mounted where it was; ``failed`` when that cannot be done."""
     if pb is not None and pb.status != "pending":
         return pb
     if pb is None:
-        return _start(plan, state, documents)
+        return _start(plan, state, answer, documents)
     return _follow(plan, pb)
 
 
-def _start(plan: Plan, state: RestoreState, documents: RestoreDocuments) -> PutBack:
+def _start(
+    plan: Plan, state: RestoreState, answer: dict[str, JsonValue], documents: RestoreDocuments
+) -> PutBack:
     """Check the old members are all still attached, untag them, send the assemble document."""
     target = plan.targetInstanceId
-    ids, why = _released_members(state)
+    ids, why = _released_members(answer)
     if why is not None:
         return PutBack(status="failed", reason=why)
     views = volumes.describe(ids)
@@ -133,7 +151,8 @@ def old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
     or out of service with the exact way back (only where that way is safe: never while a
     volume of this run, which carries the same md UUID, is still attached)."""
     plan = state.plan
-    if plan is None or not released(state):
+    answer = c.release or {}
+    if plan is None or not released(plan, answer):
         return []
     md, mp, uuid, target = plan.mdDevice, plan.mountPoint, plan.mdUuid, plan.targetInstanceId
     pb = c.putBack
@@ -143,7 +162,7 @@ def old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
             f"assembled again from its old members {pb.volumeIds} (md UUID {uuid}) and mounted "
             f"at {mp}, as before the restore"
         ]
-    ids, _why = _released_members(state)
+    ids, _why = _released_members(answer)
     old = state.old.volumeIds if state.old else []
     ids = ids or old
     out_of_service = (
