@@ -60,8 +60,16 @@ PARAMETERS: dict[str, list[str]] = {
     "discover": ["ArrayName"],
     "freeze": ["MountPoint", "MaxFreezeSeconds", "FreezeToken"],
     "thaw": ["MountPoint", "MaxFreezeSeconds", "FreezeToken"],
-    "assemble": ["VolumeIds", "MdUuid", "MdDevice", "MountPoint", "ReadOnly", "Persist"],
-    "release": ["MdDevice", "MdUuid", "MountPoint"],
+    "assemble": [
+        "VolumeIds",
+        "MdUuid",
+        "MdDevice",
+        "MountPoint",
+        "OwnMountPoint",
+        "ReadOnly",
+        "Persist",
+    ],
+    "release": ["MdDevice", "MdUuid", "MountPoint", "OwnMountPoint"],
     "prewarm": ["VolumeIds", "Method"],
 }
 
@@ -363,10 +371,16 @@ def guest_cases(
             "MdUuid": uuid,
             "MdDevice": MD_DEVICE,
             "MountPoint": MOUNT_POINT,
+            "OwnMountPoint": "false",
             "ReadOnly": "true",
             "Persist": "false",
         },
-        "release": {"MdDevice": MD_DEVICE, "MdUuid": uuid, "MountPoint": MOUNT_POINT},
+        "release": {
+            "MdDevice": MD_DEVICE,
+            "MdUuid": uuid,
+            "MountPoint": MOUNT_POINT,
+            "OwnMountPoint": "false",
+        },
         "prewarm": {"VolumeIds": disks_vols, "Method": "dd"},
     }
     assert {s: sorted(p) for s, p in base.items()} == {s: sorted(p) for s, p in PARAMETERS.items()}
