@@ -128,8 +128,10 @@ def _unmapped_members(
     the array's md UUID. Among the attached volumes nothing else accounts for (not the boot
     volume, not this run's, not a reported member), the members are those the array's record
     names: the volumes this set was taken from (each snapshot's VolumeId, which EC2 sets) and
-    the volumes a restore of this array created; when that does not name exactly as many
-    volumes as members are unmapped, the replace stops by name and detaches none of them."""
+    the volumes a restore of this array created. When it names more volumes than members are
+    unmapped, or fewer while other volumes are attached that could be them, the replace stops
+    by name and detaches none of them; fewer with nothing else attached means the rest are no
+    longer attached at all."""
     unmapped = [str(r.device) for r in reported if not r.volumeId and r.device]
     if not unmapped:
         return set()
@@ -143,7 +145,10 @@ def _unmapped_members(
         and view.tags.get(tags.ARRAY) == plan.array
     }
     found = (recorded | restored) & set(views)
-    if len(found) != len(unmapped):
+    # Fewer named than lost is fine only when nothing else is attached that could be one of
+    # them: those members' volumes are no longer attached at all.
+    unsure = len(found) > len(unmapped) or (len(found) < len(unmapped) and set(views) - found)
+    if unsure:
         raise MemberNotIdentifiedError(
             f"the release document on {plan.targetInstanceId} found members {unmapped} of "
             f"{plan.mdDevice} without an EBS volume id (their device is gone), and EC2's "
