@@ -35,14 +35,14 @@ mkdir -p /data && mount /dev/md0 /data
 mdadm /dev/md0 --fail $(by_id {disks[1].serial})
 set +e
 # An application writing to the array, from a working directory on it.
-(cd /data && while :; do date >>/data/app.log; sleep 0.2; done) &
+setsid bash -c 'cd /data && while :; do date >>/data/app.log; sleep 0.2; done' &
 writer=$!
 sleep 1
 {cmds.ssm("in_use", "release", **rel)}
 findmnt -rn -o SOURCE --mountpoint /data >/work/mounted || true
 sleep 1
 stat -f -c %T /data/app.log >/work/app.fs 2>&1 || true
-kill $writer; wait $writer 2>/dev/null || true
+kill -- -$writer; wait $writer 2>/dev/null || true
 """
     b = record("release degraded", boot(tmp_path / "vm", scenario, disks, commands=cmds))
     # THEN /data stays mounted from the array, and the writer keeps writing to the array

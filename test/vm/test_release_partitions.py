@@ -57,15 +57,17 @@ mkfs.ext4 -q -F /dev/md0
 mkdir -p /data /logs && mount /dev/md0 /data
 logs=$(by_id {disks[0].serial})p2
 mkfs.ext4 -q -F "$logs" && mount "$logs" /logs
-(cd /logs && while :; do date >>/logs/app.log; sleep 0.2; done) &
+# The writer runs in its own process group so that stopping it also stops the sleep it may be
+# in, whose working directory would otherwise keep /logs busy for the umount below.
+setsid bash -c 'cd /logs && while :; do date >>/logs/app.log; sleep 0.2; done' &
 writer=$!
 set +e
 sleep 1
 {cmds.ssm("sibling_in_use", "release", **rel)}
 findmnt -rn -o SOURCE --mountpoint /data >/work/data.after
 findmnt -rn -o SOURCE --mountpoint /logs >/work/logs.after
-kill $writer; wait $writer 2>/dev/null
-umount /logs
+kill -- -$writer; wait $writer 2>/dev/null
+for _ in $(seq 50); do umount /logs 2>/dev/null && break; sleep 0.1; done
 {cmds.ssm("free", "release", **rel)}
 """
     b = record("release sibling partition", boot(tmp_path / "vm", scenario, disks, commands=cmds))
