@@ -37,6 +37,7 @@ AssembleError = Literal[
     "MountConflict",
     "MountFailed",
     "MountPointBusy",
+    "MountPointNotEmpty",
     "NoFilesystem",
     "NoMdSuperblock",
     "PersistFailed",
@@ -176,7 +177,9 @@ class Persisted(_Model):
 class AssembleResult(_Model):
     ok: Literal[True]
     mdDevice: str
+    # The array's own identity now (NewMdUuid), and the set's it was restored from.
     uuid: str
+    setMdUuid: str
     level: str
     metadata: str
     members: list[AssembledMember]

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # raidsnap assemble: bring up a restored md array from its EBS volumes. Finds every member by
-# volume id, checks each superblock carries MdUuid and the member count matches, stops any array
-# udev assembled on its own, assembles by UUID under MdDevice, mounts, and optionally persists
-# (mdadm.conf, initramfs, fstab). Never creates, formats, forces or zeroes anything.
-# Parameters (environment): SSM_VolumeIds, SSM_MdUuid, SSM_MdDevice, SSM_MountPoint,
-# SSM_ReadOnly, SSM_Persist. RAIDSNAP_DEVICE_WAIT_SECONDS (default 120) bounds the wait for
-# the volumes to appear.
+# volume id, checks each superblock carries MdUuid (or NewMdUuid, when an earlier run gave it) and
+# the member count matches, stops any array udev assembled on its own, assembles exactly these
+# devices under MdDevice giving the array its own new md UUID (mdadm --update=uuid, see mdadm(8):
+# "If a UUID is given with the --uuid option that UUID will be used as a new UUID and will NOT be
+# used to help identify the devices"), mounts nosuid,nodev, and optionally persists (mdadm.conf
+# and fstab by the new UUID, initramfs). An old member of the set's array, attached again later,
+# then belongs to another array and can never be taken into this one at a boot. Never creates,
+# formats, forces or zeroes anything.
+# Parameters (environment): SSM_VolumeIds, SSM_MdUuid, SSM_NewMdUuid (empty: one is generated;
+# equal to MdUuid: the array keeps its identity, for putting a user's own array back),
+# SSM_MdDevice, SSM_MountPoint, SSM_ReadOnly, SSM_Persist. RAIDSNAP_DEVICE_WAIT_SECONDS (default
+# 120) bounds the wait for the volumes to appear.
 set -euo pipefail
 
 # shellcheck source=lib/system_directory.sh
@@ -113,6 +119,7 @@ md_stop() {
 # (a read-write remount) or true (fstab and mdadm.conf written).
 volume_csv=${SSM_VolumeIds:-}
 md_uuid=${SSM_MdUuid:-}
+new_uuid=${SSM_NewMdUuid-}
 md_dev=${SSM_MdDevice-/dev/md0}
 mount_point=${SSM_MountPoint:-}
 read_only=${SSM_ReadOnly-false}
@@ -122,6 +129,7 @@ wait_seconds=${RAIDSNAP_DEVICE_WAIT_SECONDS:-120}
 
 require_match VolumeIds "$volume_csv" '^vol-[0-9a-f]{8,17}(,vol-[0-9a-f]{8,17}){0,39}$'
 require_match MdUuid "$md_uuid" '^[0-9a-f]{8}(:[0-9a-f]{8}){3}$'
+require_match NewMdUuid "$new_uuid" '^([0-9a-f]{8}(:[0-9a-f]{8}){3})?$'
 require_match MdDevice "$md_dev" '^/dev/md[0-9]{1,3}$'
 require_match OwnMountPoint "$own_mount" '^(true|false)$'
 require_mount_point MountPoint "$mount_point"
@@ -138,6 +146,11 @@ IFS=, read -r -a volumes <<<"$volume_csv"
 dup=$(printf '%s\n' "${volumes[@]}" | sort | uniq -d | awk 'NR == 1')
 [[ -z $dup ]] || fail InvalidInput "VolumeIds lists $dup twice"
 md_name=${md_dev#/dev/}
+if [[ -z $new_uuid ]]; then
+  # A hand run: a fresh identity, in mdadm's notation (four groups of 8 hex digits).
+  new_uuid=$(tr -d '-' </proc/sys/kernel/random/uuid | sed 's/\(........\)/\1:/g; s/:$//')
+  say "no NewMdUuid given: the array gets $new_uuid (give it as NewMdUuid to run again)"
+fi
 changed=false
 warnings=()
 stage=checks
@@ -175,9 +188,10 @@ while :; do
 done
 settle
 
-# 2. Each volume must carry a superblock of exactly this array. The superblock may sit on the
+# 2. Each volume must carry a superblock of exactly this array: the set's identity (MdUuid), or
+#    the new one if an earlier run of this restore gave it already. The superblock may sit on the
 #    whole disk or on one of its partitions.
-members=() names=() dev_uuids=() raid_devices=""
+members=() names=() dev_uuids=() raid_devices="" renamed=() unrenamed=()
 for i in "${!volumes[@]}"; do
   vol=${volumes[i]} disk=${disks[i]}
   candidates=("$disk")
@@ -190,14 +204,14 @@ for i in "${!volumes[@]}"; do
     u=$(kv MD_UUID "$e")
     [[ -n $u ]] || continue
     seen_uuid=$u
-    if [[ $u == "$md_uuid" ]]; then
+    if [[ $u == "$md_uuid" || $u == "$new_uuid" ]]; then
       member=$c examine=$e
       break
     fi
   done
   if [[ -z $member ]]; then
     if [[ -n $seen_uuid ]]; then
-      fail UuidMismatch "$vol ($disk) belongs to md array $seen_uuid, not $md_uuid"
+      fail UuidMismatch "$vol ($disk) belongs to md array $seen_uuid, not $md_uuid (nor $new_uuid, the identity this restore gives)"
     fi
     fail NoMdSuperblock "$vol ($disk) carries no md superblock"
   fi
@@ -206,33 +220,48 @@ for i in "${!volumes[@]}"; do
   members+=("$member")
   names+=("${member#/dev/}")
   dev_uuids+=("$(kv MD_DEV_UUID "$examine")")
-  say "$vol -> $member (array $md_uuid, $(kv MD_LEVEL "$examine"), $n devices)"
+  if [[ $seen_uuid == "$new_uuid" ]]; then renamed+=("$vol"); else unrenamed+=("$vol"); fi
+  say "$vol -> $member (array $seen_uuid, $(kv MD_LEVEL "$examine"), $n devices)"
 done
+if ((${#renamed[@]} && ${#unrenamed[@]})) && [[ $new_uuid != "$md_uuid" ]]; then
+  fail UuidMismatch "${renamed[*]} already carry the new identity $new_uuid and ${unrenamed[*]} still carry $md_uuid: an earlier assemble stopped while it wrote the superblocks. Nothing was changed; assemble them by hand with mdadm --assemble $md_dev --config=none --update=uuid --uuid=$new_uuid and the devices above, or restore again"
+fi
+# Whether the superblocks still need the new identity (mdadm writes it while assembling).
+update_uuid=false
+((${#unrenamed[@]})) && [[ $new_uuid != "$md_uuid" ]] && update_uuid=true
 if [[ $raid_devices != "${#volumes[@]}" ]]; then
   fail MemberCountMismatch "the superblocks say the array has ${raid_devices:-?} devices, ${#volumes[@]} volume ids were given"
 fi
 dup=$(printf '%s\n' "${dev_uuids[@]}" | grep -v '^$' | sort | uniq -d | awk 'NR == 1')
 [[ -z $dup ]] || fail DuplicateMember "two volumes carry the same member (device uuid $dup): copies of one disk?"
 
-# 2b. No other disk may carry this array's UUID. mdadm refuses a second active array of one UUID
-#     (a copy next to the live array cannot work), and with old members still attached, mdadm
-#     --assemble --scan or udev's incremental assembly at the next boot may build the array from
-#     old and new members (RAID 0 event counts cannot tell them apart), or from the old ones
-#     alone, hiding every write made to the restored array.
+# 2b. Other disks. Those that carry the set's identity (old members, or the live array a copy is
+#     restored next to) keep it: once this array has its new identity they can never be taken
+#     into it, at this boot or any later one, so they are only reported. A disk that already
+#     carries the new identity is refused (CopyAttached): two sets of disks under one identity
+#     are what mdadm --assemble --scan or udev's incremental assembly could mix at a boot (RAID 0
+#     event counts cannot tell them apart), and that is what the new identity exists to rule out.
 given_disks=" "
 for m in "${members[@]}"; do given_disks+="$(parent_disk "$m") "; done
-copies=()
+copies=() old_members=()
 for dev in /sys/class/block/*; do
   name=${dev##*/}
   case $name in md* | loop* | ram* | zram* | dm-* | sr*) continue ;; esac
   [[ $given_disks == *" $(parent_disk "/dev/$name") "* ]] && continue
   u=$(kv MD_UUID "$(mdadm --examine --export "/dev/$name" 2>/dev/null || true)")
-  [[ $u == "$md_uuid" ]] || continue
+  [[ $u == "$md_uuid" || $u == "$new_uuid" ]] || continue
   vol=$(serial_volume_id "$(device_serial "/dev/$name")")
-  copies+=("/dev/$name${vol:+ ($vol)}")
+  if [[ $u == "$new_uuid" ]]; then
+    copies+=("/dev/$name${vol:+ ($vol)}")
+  else
+    old_members+=("/dev/$name${vol:+ ($vol)}")
+  fi
 done
 if ((${#copies[@]})); then
-  fail CopyAttached "other disks carry md UUID $md_uuid: ${copies[*]}. Another copy of this array is attached; detach it (its volumes are kept), or restore with mode replace, which releases the array and detaches its members first. Nothing was changed"
+  fail CopyAttached "other disks already carry md UUID $new_uuid, the identity this restore gives: ${copies[*]}. Two sets of disks under one identity could be mixed at a boot; detach those (their volumes are kept) and assemble again. Nothing was changed"
+fi
+if ((${#old_members[@]})) && [[ $new_uuid != "$md_uuid" ]]; then
+  warnings+=("disks of the set's own array (md UUID $md_uuid) are attached: ${old_members[*]}; they keep that identity and cannot join the restored array ($new_uuid)")
 fi
 
 # 3. Arrays that already hold our members: our own MdDevice (nothing to do), or one that udev's
@@ -247,7 +276,7 @@ for name in "${names[@]}"; do
       fail MemberInUse "/dev/$name is in use by /dev/$holder"
     fi
     huuid=$(kv MD_UUID "$(mdadm --detail --export "/dev/$holder" 2>/dev/null || true)")
-    if [[ -n $huuid && $huuid != "$md_uuid" ]]; then
+    if [[ -n $huuid && $huuid != "$md_uuid" && $huuid != "$new_uuid" ]]; then
       fail MemberInUse "/dev/$name is a member of /dev/$holder (array $huuid)"
     fi
     [[ $holder == "$md_name" ]] && continue
@@ -264,11 +293,13 @@ if [[ -d /sys/block/$md_name/md ]] && [[ -n $(md_member_names "$md_name") ]]; th
   cur_state=$(cat "/sys/block/$md_name/md/array_state" 2>/dev/null || true)
   want=$(printf '%s\n' "${names[@]}" | sort)
   have=$(md_member_names "$md_name" | sort)
-  if [[ -n $cur_uuid && $cur_uuid != "$md_uuid" ]]; then
+  if [[ -n $cur_uuid && $cur_uuid != "$md_uuid" && $cur_uuid != "$new_uuid" ]]; then
     fail MdDeviceBusy "$md_dev is already array $cur_uuid; choose another MdDevice or release it first"
-  elif [[ $want == "$have" && $cur_state =~ ^(clean|active|active-idle|read-auto|readonly)$ ]]; then
+  elif [[ $want == "$have" && $cur_uuid == "$new_uuid" && $cur_state =~ ^(clean|active|active-idle|read-auto|readonly)$ ]]; then
     already=true
-    say "$md_dev is already active with exactly these members"
+    say "$md_dev is already active as $new_uuid with exactly these members"
+  elif [[ $want == "$have" && -n $(mount_targets "$md_name") ]]; then
+    fail MdDeviceBusy "$md_dev holds exactly these members under the set's identity $md_uuid and is mounted: it cannot get its own identity while mounted. Unmount it and run again. Nothing was changed"
   elif [[ -n $(mount_targets "$md_name") ]]; then
     fail MdDeviceBusy "$md_dev is mounted but holds other devices ($(echo "$have" | paste -sd' ' -)) than requested"
   else
@@ -306,14 +337,21 @@ if ! $already; then
         stopped+=("/dev/$holder")
       done < <(md_holders "$name")
     done
-    if out=$(mdadm --assemble "$md_dev" --uuid="$md_uuid" "${members[@]}" 2>&1); then
+    # Exactly the devices checked above. --config=none: an ARRAY line for MdDevice in mdadm.conf
+    # (the released array's, or an earlier restore's) must not stand in for the identity.
+    if $update_uuid; then
+      assemble_args=(--config=none --update=uuid --uuid="$new_uuid")
+    else
+      assemble_args=(--config=none --uuid="$new_uuid")
+    fi
+    if out=$(mdadm --assemble "$md_dev" "${assemble_args[@]}" "${members[@]}" 2>&1); then
       say "$out"
       made_md=true
       break
     fi
     say "mdadm --assemble (attempt $attempt): $out"
     if ((attempt >= 3)); then
-      fail AssembleFailed "mdadm --assemble $md_dev --uuid=$md_uuid ${members[*]} failed: $(tail -n 3 <<<"$out" | paste -sd' ' -)"
+      fail AssembleFailed "mdadm --assemble $md_dev ${assemble_args[*]} ${members[*]} failed: $(tail -n 3 <<<"$out" | paste -sd' ' -)"
     fi
     sleep 2
   done
@@ -337,6 +375,9 @@ if [[ $degraded != 0 ]]; then
 fi
 level=$(cat "/sys/block/$md_name/md/level")
 metadata=$(cat "/sys/block/$md_name/md/metadata_version")
+live_uuid=$(kv MD_UUID "$(mdadm --detail --export "$md_dev" 2>/dev/null || true)")
+[[ $live_uuid == "$new_uuid" ]] ||
+  fail AssembleFailed "$md_dev came up as array ${live_uuid:-of unknown UUID}, not $new_uuid"
 
 members_json=() slots=()
 for i in "${!volumes[@]}"; do
@@ -351,12 +392,20 @@ fi
 
 # 6. Mount. ReadOnly mounts the filesystem read-only; the array itself stays writable so that
 #    ext4/xfs can replay the journal of a crash-consistent copy. (norecovery/noload would show a
-#    filesystem with its last transactions missing, so they are not used.)
+#    filesystem with its last transactions missing, so they are not used.) Restored data is data:
+#    nosuid and nodev always (a set-user-ID file or a device node on it grants nothing), noexec
+#    too on a read-only copy.
 fs=$(blkid -p -o export "$md_dev" 2>/dev/null || true)
-fs_type=$(kv TYPE "$fs") fs_uuid=$(kv UUID "$fs")
+fs_type=$(kv TYPE "$fs") fs_uuid=$(kv UUID "$fs") fs_label=$(kv LABEL "$fs")
 [[ -n $fs_type && -n $fs_uuid ]] || fail NoFilesystem "$md_dev holds no filesystem that blkid recognises"
-opts=defaults
-[[ $read_only == true ]] && opts=ro
+opts=rw,nosuid,nodev
+[[ $read_only == true ]] && opts=ro,nosuid,nodev,noexec
+# The same filesystem UUID mounted from another device: the live array a copy is restored next
+# to. XFS refuses a second mount of one UUID unless told nouuid (xfs(5)); ext4 does not check.
+twin=$(findmnt -rn -o SOURCE,UUID | awk -v u="$fs_uuid" -v d="$md_dev" '$2 == u && $1 != d {print $1; exit}')
+if [[ -n $twin && $fs_type == xfs ]]; then
+  opts+=,nouuid
+fi
 md_mm=$(dev_majmin "$md_name")
 mp_mm=$(findmnt -rn -o MAJ:MIN --mountpoint "$mount_point" 2>/dev/null | tail -n1 || true)
 elsewhere=$(mount_targets "$md_name" | grep -vxF "$mount_point" | awk 'NR == 1' || true)
@@ -378,6 +427,13 @@ elif [[ -n $mp_mm ]]; then
 else
   mkdir -p "$mount_point"
   if [[ -n $(ls -A "$mount_point" 2>/dev/null) ]]; then
+    # A system directory itself (/srv, /home, /var...) is allowed only as the array's own mount
+    # point, where the array was mounted: there it is an empty directory under the array. One
+    # with files in it is the system's (the OwnMountPoint claim is wrong): mounting there would
+    # hide them, and the fstab line would do so at every boot.
+    if [[ -n $(system_directory "$mount_point" false) ]]; then
+      fail MountPointNotEmpty "$mount_point is a system directory with files in it, so it is not where this array was mounted: it would hide them. Restore with another mountPoint. Nothing was mounted"
+    fi
     warnings+=("$mount_point was not empty; its files are hidden while the array is mounted")
   fi
   err=$(mount -t "$fs_type" -o "$opts" "$md_dev" "$mount_point" 2>&1) ||
@@ -405,17 +461,31 @@ write_if_changed() {
   echo written
 }
 
-# 7. Persist: ARRAY line by UUID, initramfs, fstab line by filesystem UUID. Each replaced or
-#    added, so a second run writes nothing.
+# 7. Persist: ARRAY line by the array's own UUID, initramfs, fstab line by
+#    /dev/disk/by-id/md-uuid-<UUID> (the link mdadm's udev rule 63-md-raid-arrays.rules makes for
+#    every array from MD_UUID), which only this array has: never by filesystem UUID or label,
+#    which the array's old members (a RAID 1/10 half can assemble on its own) or a copy next to it
+#    present too. Each replaced or added, so a second run writes nothing.
 conf_status=skipped initramfs_status=skipped fstab_status=skipped conf_path="" fstab_path=/etc/fstab
 stage=persist
 if [[ $persist == true ]]; then
   if [[ -d /etc/mdadm ]]; then conf_path=/etc/mdadm/mdadm.conf; else conf_path=/etc/mdadm.conf; fi
   [[ -f $conf_path ]] || : >>"$conf_path"
-  array_line="ARRAY $md_dev metadata=$metadata UUID=$md_uuid"
+  array_line="ARRAY $md_dev metadata=$metadata UUID=$new_uuid"
   # Records are a line plus its indented continuation lines. A record with our UUID is
-  # replaced; another array claiming our device name is commented out (it can no longer be it).
-  new_conf=$(awk -v line="$array_line" -v uuid="$md_uuid" -v dev="$md_dev" '
+  # replaced; another array claiming our device name is commented out (it can no longer be it);
+  # every other record (the live array a copy is restored next to) stays as it is.
+  # The set's own identity: the live array's while one runs under it here (a copy restored next
+  # to it), whose record stays; else the array this restore replaced, whose record goes.
+  replaced=$md_uuid
+  for a in /sys/block/md*; do
+    [[ -d $a/md && /dev/${a##*/} != "$md_dev" ]] || continue
+    if [[ $(kv MD_UUID "$(mdadm --detail --export "/dev/${a##*/}" 2>/dev/null || true)") == "$md_uuid" ]]; then
+      replaced=""
+    fi
+  done
+  if [[ $replaced == "$new_uuid" ]]; then replaced=""; fi
+  new_conf=$(awk -v line="$array_line" -v uuid="$new_uuid" -v dev="$md_dev" -v old="$replaced" '
     function flush(   n, i, parts, f, u) {
       if (rec == "") return
       n = split(rec, parts, "\n")
@@ -423,7 +493,7 @@ if [[ $persist == true ]]; then
       u = tolower(rec)
       if (f[1] == "ARRAY" && index(u, "uuid=" uuid) > 0) {
         if (!done) { print line; done = 1 }
-      } else if (f[1] == "ARRAY" && f[2] == dev) {
+      } else if (f[1] == "ARRAY" && (f[2] == dev || (old != "" && index(u, "uuid=" old) > 0))) {
         for (i = 1; i <= n; i++) print "# raidsnap: " dev " is now " uuid ": " parts[i]
       } else {
         for (i = 1; i <= n; i++) print parts[i]
@@ -434,7 +504,7 @@ if [[ $persist == true ]]; then
     { flush(); rec = $0 }
     END { flush(); if (!done) print line }
   ' "$conf_path")
-  conf_had=$(grep -v '^[[:space:]]*#' "$conf_path" | grep -ci "uuid=$md_uuid" || true)
+  conf_had=$(grep -v '^[[:space:]]*#' "$conf_path" | grep -ci -e "uuid=$new_uuid" -e "^ARRAY[[:space:]]\+${md_dev}[[:space:]]" ${replaced:+-e "uuid=$replaced"} || true)
   wrote=$(printf '%s\n' "$new_conf" | write_if_changed "$conf_path")
   if [[ $wrote == unchanged ]]; then
     conf_status=unchanged
@@ -460,17 +530,36 @@ if [[ $persist == true ]]; then
     warnings+=("neither update-initramfs nor dracut is installed: the initramfs was not updated")
   fi
 
-  fs_opts="defaults,nofail,x-systemd.device-timeout=30s"
-  [[ $read_only == true ]] && fs_opts="ro,nofail,x-systemd.device-timeout=30s"
+  fs_opts="$opts,nofail,x-systemd.device-timeout=30s"
   pass=0
   [[ $fs_type == ext* ]] && pass=2
-  fstab_line="UUID=$fs_uuid $mount_point $fs_type $fs_opts 0 $pass"
+  by_md="/dev/disk/by-id/md-uuid-$new_uuid"
+  fstab_line="$by_md $mount_point $fs_type $fs_opts 0 $pass"
   [[ -f $fstab_path ]] || : >>"$fstab_path"
-  had=$(awk -v u="UUID=$fs_uuid" -v mp="$mount_point" '
-    $1 !~ /^#/ && NF >= 2 { s = $1; gsub(/"/, "", s); if (s == u || $2 == mp) n++ } END { print n + 0 }' "$fstab_path")
-  new_fstab=$(awk -v u="UUID=$fs_uuid" -v mp="$mount_point" -v line="$fstab_line" '
+  # Lines for another mount point that name this filesystem by UUID or label (the live array's,
+  # when a copy is restored next to it) would now match two devices: at the next boot either
+  # could be mounted there. Each is pointed at the array mounted there now, by its own md UUID;
+  # one that cannot be (nothing mounted there from an md array) stops the persist.
+  rewrites=""
+  while read -r spec mp; do
+    [[ -n $mp ]] || continue
+    src=$(findmnt -rn -o SOURCE --mountpoint "$mp" 2>/dev/null | tail -n1 || true)
+    other=""
+    [[ $src == /dev/md* && $src != "$md_dev" ]] &&
+      other=$(kv MD_UUID "$(mdadm --detail --export "$src" 2>/dev/null || true)")
+    [[ -n $other && $other != "$new_uuid" ]] ||
+      fail PersistFailed "$fstab_path names this filesystem ($spec) for $mp, and no other md array is mounted there to name instead: at the next boot $mp could get the restored array. Change that line to name its device by /dev/disk/by-id/md-uuid-<its UUID>, then run again"
+    rewrites+="$spec $mp /dev/disk/by-id/md-uuid-$other"$'\n'
+  done < <(awk -v u="$fs_uuid" -v l="$fs_label" -v mp="$mount_point" '
+    $1 !~ /^#/ && NF >= 2 && $2 != mp { s = $1; gsub(/"/, "", s)
+      if (s == "UUID=" u || s == "/dev/disk/by-uuid/" u || (l != "" && (s == "LABEL=" l || s == "/dev/disk/by-label/" l))) print $1, $2 }' "$fstab_path")
+  had=$(awk -v u="UUID=$fs_uuid" -v mp="$mount_point" -v m="$by_md" '
+    $1 !~ /^#/ && NF >= 2 { s = $1; gsub(/"/, "", s); if (s == u || s == m || $2 == mp) n++ } END { print n + 0 }' "$fstab_path")
+  new_fstab=$(awk -v u="UUID=$fs_uuid" -v mp="$mount_point" -v m="$by_md" -v line="$fstab_line" -v rw="$rewrites" '
+    BEGIN { n = split(rw, r, "\n"); for (i = 1; i <= n; i++) if (r[i] != "") { split(r[i], f, " "); to[f[1] " " f[2]] = f[3] } }
+    $1 !~ /^#/ && NF >= 2 && (($1 " " $2) in to) { k = $1 " " $2; $1 = to[k]; print; next }
     $1 !~ /^#/ && NF >= 2 { s = $1; gsub(/"/, "", s)
-      if (s == u || $2 == mp) { if (!done) { print line; done = 1 }; next } }
+      if ($2 == mp || s == m || (s == u && $2 == mp)) { if (!done) { print line; done = 1 }; next } }
     { print }
     END { if (!done) print line }' "$fstab_path")
   wrote=$(printf '%s\n' "$new_fstab" | write_if_changed "$fstab_path")
@@ -497,8 +586,8 @@ for x in "${warnings[@]}"; do
 done
 s=""
 for x in "${stopped[@]}"; do s+="${s:+,}$(json_str "$x")"; done
-printf '{"ok":true,"mdDevice":%s,"uuid":%s,"level":%s,"metadata":%s,"members":[%s],"mountPoint":%s,"filesystem":{"type":%s,"uuid":%s},"readOnly":%s,"alreadyAssembled":%s,"stoppedArrays":[%s],"persisted":{"mdadmConf":%s,"mdadmConfPath":%s,"initramfs":%s,"fstab":%s},"changed":%s,"warnings":[%s]}\n' \
-  "$(json_str "$md_dev")" "$(json_str "$md_uuid")" "$(json_str "$level")" "$(json_str "$metadata")" \
+printf '{"ok":true,"mdDevice":%s,"uuid":%s,"setMdUuid":%s,"level":%s,"metadata":%s,"members":[%s],"mountPoint":%s,"filesystem":{"type":%s,"uuid":%s},"readOnly":%s,"alreadyAssembled":%s,"stoppedArrays":[%s],"persisted":{"mdadmConf":%s,"mdadmConfPath":%s,"initramfs":%s,"fstab":%s},"changed":%s,"warnings":[%s]}\n' \
+  "$(json_str "$md_dev")" "$(json_str "$new_uuid")" "$(json_str "$md_uuid")" "$(json_str "$level")" "$(json_str "$metadata")" \
   "$(IFS=,; printf '%s' "${members_json[*]}")" "$(json_str "$mount_point")" "$(json_str "$fs_type")" \
   "$(json_str "$fs_uuid")" "$read_only" "$already" "$s" "$(json_str "$conf_status")" \
   "$(json_str_or_null "$conf_path")" "$(json_str "$initramfs_status")" "$(json_str "$fstab_status")" \

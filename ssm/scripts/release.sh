@@ -96,8 +96,9 @@ if [[ -n $md_uuid ]]; then
   done
 fi
 
-# Processes that use the filesystem at $1 or the device $2: open files, working or root
-# directory, program or mapped files. "pid(command)" each, on one line.
+# Processes that use the filesystem at $1 (empty: no filesystem, only the device) or the device
+# $2: open files, working or root directory, program or mapped files. "pid(command)" each, on
+# one line.
 users_of() {
   local p l t pid mp=$1 dev=$2
   local -a found=()
@@ -106,7 +107,7 @@ users_of() {
     [[ $pid == "$$" || $pid == "$BASHPID" ]] && continue
     for l in "$p"/cwd "$p"/root "$p"/exe "$p"/fd/*; do
       t=$(readlink "$l" 2>/dev/null) || continue
-      if [[ $t == "$mp" || $t == "$mp"/* || $t == "$dev" ]]; then
+      if [[ -n $mp && ($t == "$mp" || $t == "$mp"/*) ]] || [[ $t == "$dev" ]]; then
         found+=("$pid($(cat "$p/comm" 2>/dev/null || true))")
         continue 2
       fi
@@ -134,8 +135,8 @@ if [[ -n $mp_mm && $mp_mm != "$md_mm" ]]; then
 fi
 
 # What else a member's volume carries that is in use: its other partitions (or, for a member
-# that is a partition, the whole disk) mounted, held (device mapper, LVM, another md array) or
-# used as swap. Detaching the volume takes all of it away, so such a member is a blocker like a
+# that is a partition, the whole disk) mounted, held (device mapper, LVM, another md array),
+# used as swap, or open in a process (a database on a raw partition). Detaching the volume takes all of it away, so such a member is a blocker like a
 # filesystem in use, whether or not the array still serves. "name (volume) what" each.
 sibling_users() {
   local rd name disk vol part pname mm where held
@@ -161,6 +162,8 @@ sibling_users() {
         found+=("$pname (${vol:-no volume id}) held by ${held% }")
       elif grep -q "^/dev/$pname " /proc/swaps 2>/dev/null; then
         found+=("$pname (${vol:-no volume id}) used as swap")
+      elif [[ $pname != "$disk" ]] && users=$(users_of "" "/dev/$pname") && [[ -n $users ]]; then
+        found+=("$pname (${vol:-no volume id}) open in $users")
       fi
     done
   done

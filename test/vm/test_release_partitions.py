@@ -83,3 +83,41 @@ for _ in $(seq 50); do umount /logs 2>/dev/null && break; sleep 0.1; done
     # once /logs is unmounted, the release goes through
     assert b.rc_of("free") == 0, b.explain("free")
     assert b.json_of("free")["ok"] is True
+
+
+def test_release_refuses_a_member_volume_whose_other_partition_a_process_has_open(
+    tmp_path: Path, rng: random.Random
+) -> None:
+    """Nothing mounted on p2, but a process writes to the raw partition (a database on a raw
+    device): detaching the volume would take it away under its writer just the same."""
+    (tmp_path / "disks").mkdir()
+    disks = [partitioned(tmp_path / "disks" / f"d{i}.img", new_volume_id(rng)) for i in range(2)]
+    p1 = " ".join(f"$(by_id {d.serial})p1" for d in disks)
+    cmds = Commands()
+    rel = {"MdDevice": "/dev/md0", "MountPoint": "/data"}
+    scenario = f"""
+set -e
+mdadm --create /dev/md0 --run --assume-clean --level=0 --chunk=64 --raid-devices=2 \\
+  --metadata=1.2 {p1} >/work/create.log 2>&1
+mkfs.ext4 -q -F /dev/md0
+mkdir -p /data && mount /dev/md0 /data
+raw=$(by_id {disks[0].serial})p2
+setsid bash -c "exec 3<>$raw; while :; do printf rec >&3; sleep 0.2; done" &
+writer=$!
+set +e
+sleep 1
+{cmds.ssm("raw_open", "release", **rel)}
+readlink /proc/$writer/fd/3 >/work/writer.fd
+findmnt -rn -o SOURCE --mountpoint /data >/work/data.after
+kill -- -$writer; wait $writer 2>/dev/null
+"""
+    b = record("release sibling partition open", boot(tmp_path / "vm", scenario, disks, commands=cmds))
+
+    assert b.rc_of("raw_open") == 1, b.explain("raw_open")
+    out = b.json_of("raw_open")
+    assert (out["ok"], out["error"]) == (False, "MemberDiskInUse"), out
+    assert "p2" in out["message"] and "open in" in out["message"], out
+    assert disks[0].volume_id in out["message"] and "Nothing was changed" in out["message"], out
+    # The writer still has its partition, and the array is still mounted.
+    assert b.text("writer.fd").strip().endswith("p2")
+    assert b.text("data.after").strip() == "/dev/md0"

@@ -46,3 +46,48 @@ by_id() { readlink -f "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_$1"; }
 
 # Keep a copy of a guest file for the host (missing files are left out).
 keep() { [ -f "$1" ] && cp "$1" "/work/$2"; return 0; }
+
+# md_links: what mdadm's udev rule 63-md-raid-arrays.rules does for every running array on a real
+# boot (SYMLINK+="disk/by-id/md-uuid-$env{MD_UUID}", MD_UUID from mdadm --detail --export), for
+# the scenarios that assemble without udevd; fstab names restored arrays by these links.
+md_links() {
+  local md u
+  mkdir -p /dev/disk/by-id
+  for md in /sys/block/md*; do
+    [ -d "$md/md" ] || continue
+    u=$(mdadm --detail --export "/dev/${md##*/}" 2>/dev/null | sed -n 's/^MD_UUID=//p')
+    [ -n "$u" ] && ln -sfn "../../${md##*/}" "/dev/disk/by-id/md-uuid-$u"
+  done
+  return 0
+}
+
+# ebs_relink: the EBS by-id links again, after disks were detached or attached (a PCI remove or
+# rescan gives them new kernel names), as udev's rule would.
+ebs_relink() {
+  local ns dev serial
+  rm -f /dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_*
+  for ns in /sys/block/nvme*n*; do
+    [ -e "$ns" ] || continue
+    dev=${ns##*/}
+    serial=$(ebs-serial "$dev")
+    [ -n "$serial" ] && ln -sfn "../../$dev" "/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_$serial"
+  done
+  return 0
+}
+
+# detach SERIAL...: take the disks away as a detach does (the NVMe controller leaves the bus).
+detach() {
+  local s d
+  for s in "$@"; do
+    d=$(by_id "$s")
+    echo 1 >"/sys/block/${d#/dev/}/device/device/remove"
+  done
+  ebs_relink
+}
+
+# reattach: bring every detached disk back (a PCI rescan), as attaching the volumes again does.
+reattach() {
+  echo 1 >/sys/bus/pci/rescan
+  sleep 1
+  ebs_relink
+}
