@@ -21,7 +21,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -78,7 +78,7 @@ class InstanceState:
     # dropped off): no block device, no serial to read.
     dropped: set[str] = field(default_factory=set)
     mdadm_conf: dict[str, str] = field(default_factory=dict)  # md uuid -> ARRAY line
-    fstab: dict[str, str] = field(default_factory=dict)  # fs uuid -> line
+    fstab: dict[str, str] = field(default_factory=dict)  # mount point -> line
     prewarmed: list[str] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
 
@@ -478,6 +478,10 @@ class Hosts:
     def _do_assemble(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
         wanted = p["VolumeIds"].split(",")
         md_uuid, md_device, mount = p["MdUuid"], p["MdDevice"], p["MountPoint"]
+        # assemble.sh gives the array this identity while assembling (mdadm --update=uuid);
+        # a hand run without one gets a generated one.
+        new_uuid = p.get("NewMdUuid") or _md_uuid()
+        ids = {md_uuid, new_uuid}
         read_only, persist = p["ReadOnly"] == "true", p["Persist"] == "true"
         dup = sorted(v for v in set(wanted) if wanted.count(v) > 1)
         if dup:
@@ -496,12 +500,20 @@ class Hosts:
                 return self._refuse(
                     "NoMdSuperblock", f"{vid} ({devices[vid]}) carries no md superblock"
                 )
-            if sb.md_uuid != md_uuid:
+            if sb.md_uuid not in ids:
                 return self._refuse(
                     "UuidMismatch",
-                    f"{vid} ({devices[vid]}) belongs to md array {sb.md_uuid}, not {md_uuid}",
+                    f"{vid} ({devices[vid]}) belongs to md array {sb.md_uuid}, not {md_uuid} "
+                    f"(nor {new_uuid}, the identity this restore gives)",
                 )
         supers = [sb for sb in blocks.values() if sb is not None]
+        if len({sb.md_uuid for sb in supers}) > 1:
+            return self._refuse(
+                "UuidMismatch",
+                f"some members already carry the new identity {new_uuid} and some still carry "
+                f"{md_uuid}: an earlier assemble stopped while it wrote the superblocks. Nothing "
+                "was changed",
+            )
         if supers[0].raid_devices != len(wanted):
             return self._refuse(
                 "MemberCountMismatch",
@@ -513,36 +525,58 @@ class Hosts:
             return self._refuse(
                 "DuplicateMember", "two volumes carry the same member: copies of one disk?"
             )
+        # Disks of the set's own array keep its identity and cannot join this one; only disks
+        # that already carry the new identity are refused (assemble.sh step 2b).
         copies = [
             f"{dev} ({vid})"
             for vid, dev in devices.items()
-            if vid not in wanted and (sb := self.superblock(vid)) and sb.md_uuid == md_uuid
+            if vid not in wanted
+            and new_uuid != md_uuid
+            and (sb := self.superblock(vid))
+            and sb.md_uuid == new_uuid
         ]
         if copies:
             return self._refuse(
                 "CopyAttached",
-                f"other disks carry md UUID {md_uuid}: {' '.join(copies)}. Another copy of this "
-                "array is attached; detach it (its volumes are kept), or restore with mode "
-                "replace, which releases the array and detaches its members first. Nothing was "
+                f"other disks already carry md UUID {new_uuid}, the identity this restore gives: "
+                f"{' '.join(copies)}. Two sets of disks under one identity could be mixed at a "
+                "boot; detach those (their volumes are kept) and assemble again. Nothing was "
                 "changed",
             )
+        old_members = [
+            f"{dev} ({vid})"
+            for vid, dev in devices.items()
+            if vid not in wanted
+            and new_uuid != md_uuid
+            and (sb := self.superblock(vid))
+            and sb.md_uuid == md_uuid
+        ]
+        warnings = (
+            [
+                f"disks of the set's own array (md UUID {md_uuid}) are attached: "
+                f"{' '.join(old_members)}; they keep that identity and cannot join the restored "
+                f"array ({new_uuid})"
+            ]
+            if old_members
+            else []
+        )
         state = self.state(ctx.instance_id)
         by_slot = sorted(wanted, key=lambda v: blocks[v].slot if blocks[v] else 0)  # type: ignore[union-attr]
         current = state.arrays.get(md_device)
-        if current and current.md_uuid != md_uuid and not current.failed:
+        if current and current.md_uuid not in ids and not current.failed:
             return self._refuse(
                 "MdDeviceBusy",
                 f"{md_device} is already array {current.md_uuid}; choose another MdDevice or "
                 "release it first",
             )
-        stale = current is not None and current.md_uuid == md_uuid and not current.failed
+        stale = current is not None and current.md_uuid in ids and not current.failed
         if stale and current and current.members != by_slot and current.mount_point:
             have = " ".join(devices.get(v, v) for v in current.members)
             return self._refuse(
                 "MdDeviceBusy",
                 f"{md_device} is mounted but holds other devices ({have}) than requested",
             )
-        fs = self.filesystems.get(md_uuid)
+        fs = self.filesystems.get(md_uuid) or self.filesystems.get(new_uuid)
         if fs is None:
             return self._refuse(
                 "NoFilesystem", f"{md_device} holds no filesystem that blkid recognises"
@@ -550,10 +584,15 @@ class Hosts:
         other = self._mounted(ctx.instance_id, mount)
         if other is not None and other.device != md_device and not other.failed:
             return self._refuse("MountPointBusy", f"{mount} already has another filesystem mounted")
-        already = bool(current and current.md_uuid == md_uuid and current.members == by_slot)
+        already = bool(current and current.md_uuid == new_uuid and current.members == by_slot)
         changed = not (already and current and current.mount_point == mount)
         changed = changed or bool(current and current.read_only != read_only)
-        state.arrays[md_device] = MdArray(md_device, md_uuid, by_slot, mount, read_only)
+        for vid in by_slot:
+            sb = blocks[vid]
+            if sb is not None and sb.md_uuid != new_uuid:
+                self.superblocks[vid] = replace(sb, md_uuid=new_uuid)
+        self.filesystems[new_uuid] = fs
+        state.arrays[md_device] = MdArray(md_device, new_uuid, by_slot, mount, read_only)
         persisted: dict[str, Any] = {
             "mdadmConf": "skipped",
             "mdadmConfPath": None,
@@ -561,16 +600,19 @@ class Hosts:
             "fstab": "skipped",
         }
         if persist:
-            line = f"ARRAY {md_device} metadata=1.2 UUID={md_uuid}"
-            had = state.mdadm_conf.get(md_uuid)
+            line = f"ARRAY {md_device} metadata=1.2 UUID={new_uuid}"
+            had = state.mdadm_conf.get(new_uuid) or (
+                state.mdadm_conf.pop(md_uuid, None) if md_uuid != new_uuid else None
+            )
             conf = "unchanged" if had == line else ("replaced" if had else "added")
-            state.mdadm_conf[md_uuid] = line
-            opts = ("ro" if read_only else "defaults") + ",nofail,x-systemd.device-timeout=30s"
+            state.mdadm_conf[new_uuid] = line
+            opts = "ro,nosuid,nodev,noexec" if read_only else "rw,nosuid,nodev"
+            opts += ",nofail,x-systemd.device-timeout=30s"
             passno = 2 if fs.type.startswith("ext") else 0
-            tab_line = f"UUID={fs.uuid} {mount} {fs.type} {opts} 0 {passno}"
-            had_tab = state.fstab.get(fs.uuid)
+            tab_line = f"/dev/disk/by-id/md-uuid-{new_uuid} {mount} {fs.type} {opts} 0 {passno}"
+            had_tab = state.fstab.get(mount)
             tab = "unchanged" if had_tab == tab_line else ("replaced" if had_tab else "added")
-            state.fstab[fs.uuid] = tab_line
+            state.fstab[mount] = tab_line
             persisted = {
                 "mdadmConf": conf,
                 "mdadmConfPath": "/etc/mdadm/mdadm.conf",
@@ -583,7 +625,8 @@ class Hosts:
             {
                 "ok": True,
                 "mdDevice": md_device,
-                "uuid": md_uuid,
+                "uuid": new_uuid,
+                "setMdUuid": md_uuid,
                 "level": sb0.level,
                 "metadata": "1.2",
                 "members": [
@@ -596,7 +639,7 @@ class Hosts:
                 "stoppedArrays": [],
                 "persisted": persisted,
                 "changed": changed,
-                "warnings": [],
+                "warnings": warnings,
             },
             progress=f"assembled {md_device} from {len(by_slot)} members",
             duration=5.0,
@@ -735,6 +778,7 @@ SCRIPT_INPUTS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
     "assemble": (
         ("VolumeIds", VOLUME_IDS, None),
         ("MdUuid", r"^[0-9a-f]{8}(:[0-9a-f]{8}){3}$", None),
+        ("NewMdUuid", r"^([0-9a-f]{8}(:[0-9a-f]{8}){3})?$", ""),
         ("MdDevice", MD_DEVICE, "/dev/md0"),
         ("OwnMountPoint", TRUE_FALSE, "false"),
         ("MountPoint", "mount", None),

@@ -69,7 +69,7 @@ export class Drills extends Construct {
         id: 'DrillTeardown', module: 'drill_teardown',
         description: 'drill: release the copy, detach and delete only the volumes its restore created',
         statements: [
-          p.describe('ec2:DescribeVolumes', 'ec2:DescribeSnapshots'),
+          p.describe('ec2:DescribeVolumes'),
           ...p.sendCommand(docs.arns('release')),
           ...p.removeDrillVolumes(restoreName, DRILL_RESTORE_PREFIX),
           // The start time of its restore: with the ARN, the run whose volumes it removes.

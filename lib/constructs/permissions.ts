@@ -103,6 +103,7 @@ export const FSR_QUOTA = 'ebs/L-631ECBD3';
 /** Tag keys of the restore's conditions. */
 export const RESTORE_EXECUTION_TAG = 'raidsnap:restore-execution';
 export const REPLACED_BY_TAG = 'raidsnap:replaced-by';
+export const MD_UUID_TAG = 'raidsnap:md-uuid';
 
 /** IAM statements of the restore workflow. Volumes it creates carry raidsnap:restore-execution
  * from the moment they exist (CreateVolume's TagSpecifications), and every later action on them
@@ -202,6 +203,21 @@ export class RestorePermissions extends Permissions {
         'ForAllValues:StringEquals': { 'aws:TagKeys': [REPLACED_BY_TAG] },
         Null: { 'aws:TagKeys': 'false' },
         StringLike: { [`aws:ResourceTag/${REPLACED_BY_TAG}`]: `${this.executionArnPrefix(stateMachineName)}*` },
+      },
+    });
+  }
+
+  /** Once a restore assembled its volumes: tag them with the array's own new md UUID, that tag
+   * key only, and only on volumes a run of this workflow created (their restore-execution tag
+   * names one of its executions). */
+  tagRestoredIdentity(stateMachineName: string): iam.PolicyStatement {
+    return new iam.PolicyStatement({
+      actions: ['ec2:CreateTags'],
+      resources: [this.ec2Arn('volume/*')],
+      conditions: {
+        'ForAllValues:StringEquals': { 'aws:TagKeys': [MD_UUID_TAG] },
+        Null: { 'aws:TagKeys': 'false' },
+        StringLike: { [`aws:ResourceTag/${RESTORE_EXECUTION_TAG}`]: `${this.executionArnPrefix(stateMachineName)}*` },
       },
     });
   }

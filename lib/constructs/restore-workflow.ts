@@ -177,6 +177,7 @@ export class RestoreWorkflow extends Construct {
           ...lock.statements('DeleteItem'),
           // One more look at a prewarm the workflow could not follow, to say how far it got.
           p.readCommands()[0],
+          p.tagRestoredIdentity(this.stateMachineName),
         ],
       },
       {
@@ -192,6 +193,8 @@ export class RestoreWorkflow extends Construct {
           p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
           p.tagArrayInstance('ec2:DeleteTags'),
           p.untagReplacedMembers(this.stateMachineName),
+          // A failed run whose array was assembled and mounted keeps it: its md UUID is recorded.
+          p.tagRestoredIdentity(this.stateMachineName),
           ...lock.statements('GetItem', 'DeleteItem'),
         ],
       },

@@ -94,7 +94,8 @@ echo 'UUID={array.fs_uuid} /data {array.fs_type} defaults,nofail 0 0' >>/etc/fst
 # The replace released the array and detached its members (kept, tagged replaced-by).
 detach {serials}
 {restore}
-(cd /data && sha256sum -c --quiet /work/sums) >/work/verify.restore 2>&1; echo $? >>/work/verify.restore
+(cd /data && sha256sum -c --quiet /work/sums) >/work/verify.restore 2>&1
+echo $? >>/work/verify.restore
 head -c 1500000 /dev/urandom >/data/written-after-restore
 (cd /data && sha256sum written-after-restore) >/work/sums.after
 sync
@@ -112,8 +113,14 @@ done
 """
     b = record(
         f"replace {level}, old members attached again, two next boots",
-        boot(tmp_path / "vm", scenario, [*disks, *old], shuffle_seed=5, files={"sums": array.sums},
-             commands=cmds),
+        boot(
+            tmp_path / "vm",
+            scenario,
+            [*disks, *old],
+            shuffle_seed=5,
+            files={"sums": array.sums},
+            commands=cmds,
+        ),
     )
 
     assert b.rc_of("restore") == 0, b.explain("restore")
@@ -123,9 +130,10 @@ done
     conf = [ln for ln in b.text("mdadm.conf").splitlines() if ln.startswith("ARRAY")]
     assert conf == [f"ARRAY /dev/md0 metadata=1.2 UUID={NEW_UUID}"], b.text("mdadm.conf")
     fstab = [ln for ln in b.text("fstab").splitlines() if ln.strip() and not ln.startswith("#")]
+    passno = 2 if array.fs_type == "ext4" else 0
     assert fstab == [
         f"/dev/disk/by-id/md-uuid-{NEW_UUID} /data {array.fs_type} "
-        f"rw,nosuid,nodev,nofail,x-systemd.device-timeout=30s 0 {2 if array.fs_type == 'ext4' else 0}"
+        f"rw,nosuid,nodev,nofail,x-systemd.device-timeout=30s 0 {passno}"
     ]
     old_serials = {d.serial for d in old}
     for phase in ("scan", "udev"):
@@ -168,7 +176,8 @@ sha256sum /dev/md0 >/work/live.before
 {copy}
 sha256sum /dev/md0 >/work/live.after
 fsfreeze -u /data
-(cd /mnt/db1-copy && sha256sum -c --quiet /work/sums) >/work/copy.verify 2>&1; echo $? >>/work/copy.verify
+(cd /mnt/db1-copy && sha256sum -c --quiet /work/sums) >/work/copy.verify 2>&1
+echo $? >>/work/copy.verify
 {again}
 # The live array keeps being written.
 head -c 1500000 /dev/urandom >/data/written-after-copy
@@ -180,7 +189,8 @@ findmnt -rn -o TARGET,SOURCE,OPTIONS >/work/restored.mounts
 for phase in scan udev; do
   go_down $phase /mnt/db1-copy /data
   come_up $phase
-  {{ (cd /data && sha256sum -c --quiet /work/sums) && (cd /data && sha256sum -c --quiet /work/sums.after) &&
+  {{ (cd /data && sha256sum -c --quiet /work/sums) &&
+    (cd /data && sha256sum -c --quiet /work/sums.after) &&
     (cd /mnt/db1-copy && sha256sum -c --quiet /work/sums); }} >/work/$phase.verify 2>&1
   echo $? >>/work/$phase.verify
   test -e /mnt/db1-copy/written-after-copy; echo $? >/work/$phase.copy-has-later-write
@@ -188,8 +198,14 @@ done
 """
     b = record(
         f"read-only copy of {level} next to the live array, two next boots",
-        boot(tmp_path / "vm", scenario, [*live, *disks], shuffle_seed=8,
-             files={"sums": array.sums}, commands=cmds),
+        boot(
+            tmp_path / "vm",
+            scenario,
+            [*live, *disks],
+            shuffle_seed=8,
+            files={"sums": array.sums},
+            commands=cmds,
+        ),
     )
 
     assert b.rc_of("copy") == 0, b.explain("copy")

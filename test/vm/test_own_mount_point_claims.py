@@ -37,8 +37,18 @@ mkdir -p /var && echo system >/var/marker
 cp /etc/fstab /work/fstab.before
 set +e
 {cmds.ssm("release", "release", MdUuid=UUID, **own)}
-{cmds.ssm("assemble", "assemble", VolumeIds=",".join(d.volume_id for d in disks), MdUuid=UUID,
-          NewMdUuid=NEW, ReadOnly="false", Persist="true", **own)}
+{
+        cmds.ssm(
+            "assemble",
+            "assemble",
+            VolumeIds=",".join(d.volume_id for d in disks),
+            MdUuid=UUID,
+            NewMdUuid=NEW,
+            ReadOnly="false",
+            Persist="true",
+            **own,
+        )
+    }
 findmnt -rn -o SOURCE --mountpoint /var >/work/var.source
 cat /var/marker >/work/var.marker 2>&1
 cp /etc/fstab /work/fstab.after

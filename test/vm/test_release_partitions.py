@@ -111,7 +111,9 @@ readlink /proc/$writer/fd/3 >/work/writer.fd
 findmnt -rn -o SOURCE --mountpoint /data >/work/data.after
 kill -- -$writer; wait $writer 2>/dev/null
 """
-    b = record("release sibling partition open", boot(tmp_path / "vm", scenario, disks, commands=cmds))
+    b = record(
+        "release sibling partition open", boot(tmp_path / "vm", scenario, disks, commands=cmds)
+    )
 
     assert b.rc_of("raw_open") == 1, b.explain("raw_open")
     out = b.json_of("raw_open")

@@ -205,7 +205,15 @@ def members_from_tags(array: str, instance: ArrayInstance, note: str) -> Layout:
     members = tuple(
         Member(index=i, volume_id=vid, device=by_id[vid].device) for i, vid in enumerate(ordered)
     )
-    return Layout(members=members, source="tags", note=f"{note}; members taken from volume tags")
+    note = f"{note}; members taken from volume tags"
+    # Volumes a restore assembled carry the md UUID it gave the array: the set records that, so
+    # it stays restorable without anyone having to name the UUID.
+    identities = {volume_tag_map[vid].get(tags.MD_UUID, "") for vid in ordered}
+    md: dict[str, Any] = {}
+    if len(identities) == 1 and (found := identities.pop()):
+        md = {"uuid": found}
+        note += f"; md UUID {found} from their {tags.MD_UUID} tag (the restore that made them)"
+    return Layout(members=members, source="tags", note=note, md=md)
 
 
 def members_from_discovery(

@@ -38,7 +38,7 @@ def attached_to(view: VolumeView, instance_id: str) -> bool:
 
 
 def arrays_holding(
-    arrays: Sequence[Mapping[str, Any]], ours: Sequence[str], md_uuid: str
+    arrays: Sequence[Mapping[str, Any]], ours: Sequence[str], md_uuids: set[str]
 ) -> tuple[str | None, list[str]]:
     """What discover on the target says about this run's attached volumes (``ours``): why they
     must stay attached (an array of them is mounted, or is another array, or has members the
@@ -61,7 +61,7 @@ def arrays_holding(
         md
         for md in arrays
         if any(not m.get("volumeId") for m in md.get("members") or [])
-        and (md.get("uuid") == md_uuid or md.get("mountPoint"))
+        and (md.get("uuid") in md_uuids or md.get("mountPoint"))
     ]
     if unnamed:
         md = unnamed[0]
@@ -70,7 +70,7 @@ def arrays_holding(
             f"{', mounted at ' + str(md.get('mountPoint')) if md.get('mountPoint') else ''})"
             " has members the instance could not name, which may be this run's volumes"
         ), []
-    foreign = [md for md in holding if md.get("uuid") != md_uuid]
+    foreign = [md for md in holding if md.get("uuid") not in md_uuids]
     if foreign:
         return f"{foreign[0].get('device')} (array {foreign[0].get('uuid')}) holds them", []
     return None, [str(md["device"]) for md in holding]

@@ -75,6 +75,7 @@ def test_persisted_states_are_the_scripts_words_not_booleans() -> None:
         "ok": True,
         "mdDevice": "/dev/md0",
         "uuid": "a",
+        "setMdUuid": "b",
         "level": "raid0",
         "metadata": "1.2",
         "members": [],

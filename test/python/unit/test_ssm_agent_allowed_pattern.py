@@ -47,6 +47,7 @@ def test_no_deployed_document_runs_a_value_with_a_final_newline() -> None:
     valid = {
         "VolumeIds": "vol-0123456789abcdef0",
         "MdUuid": "01234567:89abcdef:01234567:89abcdef",
+        "NewMdUuid": "fedcba98:76543210:01234567:89abcdef",
         "MdDevice": "/dev/md0",
         "MountPoint": "/data/db",
         "ReadOnly": "true",

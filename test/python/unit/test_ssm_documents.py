@@ -42,6 +42,7 @@ EXPECTED_PARAMETERS = {
     "assemble": {
         "VolumeIds",
         "MdUuid",
+        "NewMdUuid",
         "MdDevice",
         "MountPoint",
         "OwnMountPoint",
@@ -58,6 +59,7 @@ VALID = {
     "MaxFreezeSeconds": "30",
     "VolumeIds": "vol-0123456789abcdef0,vol-0fedcba9876543210",
     "MdUuid": "90cb05cc:861c4468:b2f18f0f:60608708",
+    "NewMdUuid": "1f2e3d4c:5b6a7988:90cb05cc:861c4468",
     "MdDevice": "/dev/md0",
     "ReadOnly": "false",
     "Persist": "true",
@@ -264,9 +266,11 @@ def test_no_destructive_command(name: str) -> None:
 def test_assemble_names_the_array_and_its_devices() -> None:
     code = code_only(script_of("assemble"))
     assert re.search(
-        r'mdadm --assemble "\$md_dev" --uuid="\$md_uuid" "\$\{members\[@\]\}"',
+        r'mdadm --assemble "\$md_dev" "\$\{assemble_args\[@\]\}" "\$\{members\[@\]\}"',
         script_of("assemble"),
     )
+    # exactly the checked devices, under the new identity, whatever mdadm.conf says
+    assert 'assemble_args=(--config=none --update=uuid --uuid="$new_uuid")' in script_of("assemble")
     assert "--run" not in code
 
 

@@ -59,7 +59,7 @@ def test_a_read_only_look_next_to_the_live_array_on_its_instance_is_refused_up_f
     assert "/dev/md10" not in emu.hosts.state(fx.instance_id).arrays
 
 
-def test_assemble_refuses_a_target_where_another_copy_of_the_array_is_attached(
+def test_a_stray_copy_of_a_member_on_the_target_keeps_its_identity_and_cannot_join(
     emu: Emulation,
 ) -> None:
     # GIVEN a copy target where someone attached a volume made by hand from one of the set's
@@ -81,11 +81,13 @@ def test_assemble_refuses_a_target_where_another_copy_of_the_array_is_attached(
     emu.clock.advance(emu.double.attach_seconds + 1)
     # WHEN a restore assembles the set there
     run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"})
-    # THEN the assemble document refused it, and the run removed only its own volumes
-    assert (run.status, run.error) == ("FAILED", "CommandFailed")
-    assert "CopyAttached" in (run.cause or ""), run.cause
-    assert stray in (run.cause or "")
-    assert "/dev/md0" not in emu.hosts.state(target).arrays
+    # THEN the restored array gets an md UUID of its own: the stray keeps the set's, so it can
+    # never be taken into the array at a boot; it is named in a warning and left as it was
+    assert run.status == "SUCCEEDED", run.cause
+    md = emu.hosts.state(target).arrays["/dev/md0"]
+    assert (md.md_uuid, md.members) == (run.output["newMdUuid"], run.output["volumeIds"])
+    assert md.md_uuid != fx.md_uuid and stray not in md.members
+    assert emu.hosts.superblock(stray).md_uuid == fx.md_uuid  # type: ignore[union-attr]
     (view,) = ec2.describe_volumes(VolumeIds=[stray])["Volumes"]
     assert view["Attachments"][0]["InstanceId"] == target
-    assert restored_volumes(run.arn) == []
+    assert "raidsnap:md-uuid" not in tags_of(view)

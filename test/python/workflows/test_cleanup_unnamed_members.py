@@ -55,7 +55,12 @@ def test_cleanup_keeps_a_mounted_array_whose_members_discover_could_not_name(
     # THEN the run fails (the poll failed), after discover showed the set's array mounted
     assert run.status == "FAILED"
     mounted = [md for md in seen if md["mountPoint"] == fx.mount_point]
-    assert [md["uuid"] for md in mounted] == [fx.md_uuid], seen
+    (assembled,) = [
+        c.params["Parameters"]["NewMdUuid"][0]
+        for c in emu.double.calls
+        if c.operation == "SendCommand" and str(c.params["DocumentName"]).endswith("-assemble")
+    ]
+    assert [md["uuid"] for md in mounted] == [assembled], seen
     # AND the mounted array keeps its volumes: the cleanup could not confirm that nothing uses
     # them, so none of them is detached or deleted
     created = [v["VolumeId"] for v in restored_volumes(run.arn)]

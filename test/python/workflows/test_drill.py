@@ -61,6 +61,15 @@ def snapshots_intact(set_id: str, members: int) -> bool:
     return len(snaps) == members and all(s["State"] == "completed" for s in snaps)
 
 
+def given_identity(emu: Emulation) -> list[str]:
+    """The NewMdUuid each assemble was sent with: the copy's own md UUID."""
+    return [
+        c.params["Parameters"]["NewMdUuid"][0]
+        for c in emu.double.calls
+        if c.operation == "SendCommand" and str(c.params["DocumentName"]).endswith("-assemble")
+    ]
+
+
 def test_a_drill_restores_the_set_read_only_checks_it_removes_it_and_reports(
     emu: Emulation, drill_world: tuple[ArrayFixture, str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -70,9 +79,12 @@ def test_a_drill_restores_the_set_read_only_checks_it_removes_it_and_reports(
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     out = run.output
     assert (out["setId"], out["targetInstanceId"]) == (set_id, drill_host)
+    # The copy carries an md UUID of its own, never the set's
+    (copy_uuid,) = given_identity(emu)
+    assert copy_uuid != fx.md_uuid
     assert out["verification"] == {
         "setId": set_id,
-        "mdUuid": fx.md_uuid,
+        "mdUuid": copy_uuid,
         "filesystem": "xfs",
         "members": 3,
         "readOnly": True,
@@ -160,7 +172,7 @@ def test_a_drill_whose_restore_fails_still_tears_down_and_reports_the_failure(
 def test_a_drill_whose_copy_is_not_the_array_fails_after_removing_it(
     emu: Emulation, drill_world: tuple[ArrayFixture, str, str]
 ) -> None:
-    fx, _set_id, drill_host = drill_world
+    _fx, _set_id, drill_host = drill_world
     # Discovery on the drill instance shows another array at the drill's md device
     emu.hosts.fail_next(
         "discover",
@@ -200,7 +212,11 @@ def test_a_drill_whose_copy_is_not_the_array_fails_after_removing_it(
         if c.operation == "SendCommand" and str(c.params["DocumentName"]).endswith("-release")
     ]
     assert release == [
-        {"MdDevice": ["/dev/md100"], "MountPoint": ["/mnt/raidsnap-drill"], "MdUuid": [fx.md_uuid]}
+        {
+            "MdDevice": ["/dev/md100"],
+            "MountPoint": ["/mnt/raidsnap-drill"],
+            "MdUuid": given_identity(emu),
+        }
     ]
     live = boto3.client("ec2").describe_volumes(
         Filters=[{"Name": "tag-key", "Values": ["raidsnap:restore-execution"]}]
@@ -231,7 +247,7 @@ def test_a_drill_preempted_after_assembly_releases_its_copy_and_the_next_drill_p
 ) -> None:
     # GIVEN a drill whose restore is stopped after it assembled and mounted the copy (a
     # recovery preempts drills)
-    fx, _, drill_host = drill_world
+    _fx, _, drill_host = drill_world
     held = HeldStep(emu, "restore_finish")
     drill = emu.start("drill", {"array": "db1", "targetInstanceId": drill_host})
     held.wait()
@@ -257,7 +273,7 @@ def test_a_drill_preempted_after_assembly_releases_its_copy_and_the_next_drill_p
         if c.operation == "SendCommand" and str(c.params["DocumentName"]).endswith("-release")
     ]
     assert released and released[0]["MdDevice"] == ["/dev/md100"]
-    assert released[0]["MdUuid"] == [fx.md_uuid]
+    assert released[0]["MdUuid"] == given_identity(emu)[:1]
     assert "/dev/md100" not in emu.hosts.state(drill_host).arrays
     assert [
         v for v in restored_volumes(restore_arn) if v["State"] not in ("deleting", "deleted")

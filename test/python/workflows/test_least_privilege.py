@@ -26,6 +26,7 @@ from typing import Any
 import boto3
 import pytest
 from faults import crash
+from test_sweeper_user_arrays import fail_look_at_assemble
 
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Execution, Template, synthesize
@@ -302,6 +303,21 @@ def _scenario_restore_prewarm_cannot_be_followed(emu: Emulation) -> None:
     assert run.output["prewarm"]["status"] in ("success", "running")
 
 
+def _scenario_restore_kept_after_assembly_records_its_identity(emu: Emulation) -> None:
+    # The look at the assemble fails after the array was assembled and mounted: the failure
+    # path keeps it (the user's) and tags its volumes with the md UUID it got.
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    fail_look_at_assemble(emu)
+    run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    assert run.status == "FAILED"
+    md = emu.hosts.state(fx.instance_id).arrays["/dev/md0"]
+    tagged = boto3.client("ec2").describe_volumes(VolumeIds=md.members)["Volumes"]
+    assert {t["Value"] for v in tagged for t in v["Tags"] if t["Key"] == "raidsnap:md-uuid"} == {
+        md.md_uuid
+    }
+
+
 def _scenario_restore_of_an_encrypted_set(emu: Emulation) -> None:
     key = boto3.client("kms").create_key(Description="db1")["KeyMetadata"]["Arn"]
     fx = make_array(emu.hosts, "db1", 2, encrypted=True, kms_key_id=key)
@@ -383,6 +399,7 @@ def _scenario_attach_restore_refused_onto_a_copy(emu: Emulation) -> None:
 SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_restore_prewarm_cannot_be_followed,
     _scenario_restore_of_an_encrypted_set,
+    _scenario_restore_kept_after_assembly_records_its_identity,
     _scenario_restore_stopped_by_hand,
     _scenario_restore_volume_error_while_fsr_on,
     _scenario_restore_fsr_stuck_falls_back,

@@ -87,7 +87,8 @@ def test_an_alarm_starts_one_recovery_that_replaces_the_array_in_place(
     )
     # the array is assembled again on the instance, from the new volumes
     md = emu.hosts.state(fx.instance_id).arrays["/dev/md0"]
-    assert (md.md_uuid, md.members, md.failed) == (fx.md_uuid, out["volumeIds"], False)
+    assert (md.md_uuid, md.members, md.failed) == (out["newMdUuid"], out["volumeIds"], False)
+    assert out["newMdUuid"] != fx.md_uuid
     assert [v["VolumeId"] for v in restored_volumes(restore["executionArn"])] == out["volumeIds"]
     # the old members are kept, detached and tagged with the restore that replaced them
     ec2 = boto3.client("ec2")
@@ -218,7 +219,7 @@ def test_a_launch_into_the_group_restores_onto_the_new_instance_and_continues(
     out = run.output["restore"]
     assert (out["setId"], out["mode"], out["targetInstanceId"]) == (set_id, "attach", new)
     md = emu.hosts.state(new).arrays["/dev/md0"]
-    assert (md.md_uuid, md.members) == (fx.md_uuid, out["volumeIds"])
+    assert (md.md_uuid, md.members) == (out["newMdUuid"], out["volumeIds"])
     assert run.output["lifecycleAction"] == "CONTINUE"
     assert completed == [
         {

@@ -115,8 +115,12 @@ def assert_restored(  # noqa: PLR0917 - reads as the sentence it checks
     assert assemble["VolumeIds"] == [",".join(out["volumeIds"])]
     assert assemble["MdUuid"] == [fx.md_uuid]
     assert assemble["Persist"] == ["true"]
+    # and the restored array has an md UUID of its own, chosen by the run, tagged on its volumes
+    assert assemble["NewMdUuid"] == [out["newMdUuid"]] and out["newMdUuid"] != fx.md_uuid
+    assert out["mdUuid"] == fx.md_uuid
     md = emu.hosts.state(target).arrays["/dev/md0"]
-    assert (md.md_uuid, md.members) == (fx.md_uuid, out["volumeIds"])
+    assert (md.md_uuid, md.members) == (out["newMdUuid"], out["volumeIds"])
+    assert {tags_of(v).get("raidsnap:md-uuid") for v in created} == {out["newMdUuid"]}
     # Nothing of the set was touched, and the lock is free again
     assert snapshots_intact(set_id, n)
     assert lock_item(emu, "db1") is None
@@ -313,7 +317,29 @@ def test_a_restored_array_is_backed_up_again(emu: Emulation) -> None:
     assert again.output["instanceId"] == target
     assert again.output["memberVolumeIds"] == run.output["volumeIds"]
     new_set = sets_of("db1")[again.output["setId"]]
-    assert {tags_of(s)["raidsnap:md-uuid"] for s in new_set} == {fx.md_uuid}
+    # The set records the restored array's own md UUID, which discovery read on the instance
+    new_uuid = run.output["newMdUuid"]
+    assert new_uuid != fx.md_uuid
+    assert {tags_of(s)["raidsnap:md-uuid"] for s in new_set} == {new_uuid}
+    # and a replace from that set releases the array under that UUID and restores it: the new
+    # array gets an identity of its own again
+    emu.double.clock.advance(60)
+    second = emu.run(
+        "restore",
+        {
+            "array": "db1",
+            "setId": again.output["setId"],
+            "mode": "replace",
+            "initialization": "none",
+        },
+    )
+    assert second.status == "SUCCEEDED", second.cause
+    (release,) = commands_sent(emu, "release")
+    assert release["MdUuid"] == [new_uuid]
+    md = emu.hosts.state(target).arrays["/dev/md0"]
+    assert md.md_uuid == second.output["newMdUuid"] not in (new_uuid, fx.md_uuid)
+    assert md.members == second.output["volumeIds"]
+    assert second.output["replacedVolumeIds"] == sorted(run.output["volumeIds"])
 
 
 def test_restore_transitions_do_not_grow_with_members(template: object) -> None:

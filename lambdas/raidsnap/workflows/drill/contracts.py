@@ -70,6 +70,8 @@ class RestoreOutput(Contract):
     mdDevice: str | None = None
     mountPoint: str | None = None
     mdUuid: str | None = None
+    # The copy's own md UUID (every restored array gets one).
+    newMdUuid: str | None = None
     targetInstanceId: str | None = None
 
 

@@ -8,7 +8,8 @@ and its run nonce is asked of Step Functions: teardown removes only volumes tagg
 
 from __future__ import annotations
 
-from raidsnap.aws import commands, lock, snapshots, volumes
+from raidsnap import tags
+from raidsnap.aws import commands, lock, volumes
 from raidsnap.plan.cleanup import attached_to
 from raidsnap.plan.volumes import run_nonce
 from raidsnap.workflows.drill.contracts import (
@@ -54,16 +55,18 @@ def send_release(plan: Plan, restore: RestoreRun, release_document: str) -> Comm
     attached = sorted(vid for vid, view in views.items() if attached_to(view, target))
     if not attached:
         return Skipped(status="skipped", reason=f"no volume of {arn} is attached to {target}")
-    md_uuid = (restore.output.mdUuid if restore.output else None) or ""
+    # The copy's own identity, as the restore gave it (its output, else its volumes' tag).
+    md_uuid = (restore.output.newMdUuid if restore.output else None) or ""
+    md_uuid = md_uuid or views[attached[0]].tags.get(tags.MD_UUID, "")
     command_id = commands.send(
         release_document,
         target,
         {
             "MdDevice": plan.mdDevice,
             "MountPoint": plan.mountPoint,
-            # The snapshot's record, so that release refuses whatever other array the drill's
+            # The copy's own identity, so that release refuses whatever other array the drill's
             # md device might hold.
-            "MdUuid": md_uuid or snapshots.md_uuid_of_volume(attached[0]),
+            "MdUuid": md_uuid,
         },
         comment=f"raidsnap drill teardown {plan.array}",
         timeout=RELEASE_TIMEOUT_SECONDS,

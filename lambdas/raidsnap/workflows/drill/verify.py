@@ -71,14 +71,15 @@ def verify(call: CheckCall) -> Verification:
     set_id = (out.setId if out else None) or ""
     found = snapshot_sets.get_set(plan.array, set_id) if set_id else None
     recorded = dict(found.tag_values) if found else {}
-    md_uuid = recorded.get(tags.MD_UUID) or ((out.mdUuid if out else None) or "")
+    set_uuid = recorded.get(tags.MD_UUID) or ((out.mdUuid if out else None) or "")
+    copy_uuid = (out.newMdUuid if out else None) or ""
     fs_type = recorded.get(tags.FS_TYPE)
     seen = (call.discover.result.arrays if call.discover.result else None) or []
     md = next((a for a in seen if a.device == plan.mdDevice), None)
     if md is None:
         problems.append(f"discovery on {plan.targetInstanceId} finds no {plan.mdDevice}")
     else:
-        problems += _copy_problems(md, plan, md_uuid, volume_ids, fs_type)
+        problems += _copy_problems(md, plan, (set_uuid, copy_uuid), volume_ids, fs_type)
     if problems:
         raise DrillVerificationFailedError(
             f"set {set_id} of {plan.array} restored, but the copy on "
@@ -88,7 +89,11 @@ def verify(call: CheckCall) -> Verification:
         recorded.get(tags.MOUNT_POINT, ""), recovery_by_array().get(plan.array, {})
     )
     verification = Verification(
-        setId=set_id, mdUuid=md_uuid, filesystem=fs_type, members=len(volume_ids), readOnly=True
+        setId=set_id,
+        mdUuid=copy_uuid or set_uuid,
+        filesystem=fs_type,
+        members=len(volume_ids),
+        readOnly=True,
     )
     if warning is None:
         return verification
@@ -98,12 +103,20 @@ def verify(call: CheckCall) -> Verification:
 
 
 def _copy_problems(
-    md: DiscoveredArray, plan: Plan, md_uuid: str, volume_ids: list[str], fs_type: str | None
+    md: DiscoveredArray,
+    plan: Plan,
+    uuids: tuple[str, str],
+    volume_ids: list[str],
+    fs_type: str | None,
 ) -> list[str]:
-    """What differs between the array discovery found at the drill's md device and the set."""
+    """What differs between the array discovery found at the drill's md device and the set:
+    the copy must carry the identity the restore gave it, never the set's own."""
     problems = []
-    if md.uuid != md_uuid:
-        problems.append(f"md UUID is {md.uuid}, the set records {md_uuid}")
+    set_uuid, copy_uuid = uuids
+    if md.uuid == set_uuid:
+        problems.append(f"md UUID is {md.uuid}, the set's own: the copy got no identity of its own")
+    elif copy_uuid and md.uuid != copy_uuid:
+        problems.append(f"md UUID is {md.uuid}, the restore gave it {copy_uuid}")
     # A device without a working slot (a spare, a faulty one) sorts last: it is no member, and
     # the restore created none such.
     ordered = sorted(md.members or [], key=lambda m: (m.slot is None, m.slot or 0))

@@ -54,8 +54,11 @@ def start(array: str, instance_id: str, discover_document: str) -> Look:
     members = sorted({m.volume_id for m in facts.members}) if facts else []
     attached = {a.volume_id for a in instances.describe_instance(instance_id).attachments}
     restored = _restored_members(array, attached)
+    md_uuid = facts.tag_values.get(tags.MD_UUID) if facts else None
     if restored and not set(members) & attached:
         evidence = _restore_missing(instance_id, restored)
+        # That restore gave the array its own md UUID: the one discovery must find.
+        md_uuid = _restored_md_uuid(restored) or md_uuid
     else:
         evidence = [
             f"member {vid} of set {facts.set_id if facts else '?'} is no longer attached to "
@@ -67,7 +70,7 @@ def start(array: str, instance_id: str, discover_document: str) -> Look:
         instanceId=instance_id,
         checked=checked,
         evidence=evidence + volume_evidence(checked),
-        mdUuid=facts.tag_values.get(tags.MD_UUID) if facts else None,
+        mdUuid=md_uuid,
         mdLevel=facts.tag_values.get(tags.MD_LEVEL) if facts else None,
     )
     if not instances.agent_online(instance_id):
@@ -89,6 +92,14 @@ def _restored_members(array: str, attached: set[str]) -> set[str]:
     own_set = re.compile(rf"^{re.escape(array)}-\d{{8}}T\d{{6}}Z-")
     found = tags_of_existing(sorted(attached))
     return {v for v, t in found.items() if own_set.match(str(t.get(tags.RESTORED_FROM, "")))}
+
+
+def _restored_md_uuid(restored: set[str]) -> str | None:
+    """The md UUID the restore that made the array here tagged its volumes with, once
+    assembled (one value, else none)."""
+    found = {t.get(tags.MD_UUID, "") for t in tags_of_existing(sorted(restored)).values()}
+    found.discard("")
+    return found.pop() if len(found) == 1 else None
 
 
 def _restore_missing(instance_id: str, restored: set[str]) -> list[str]:

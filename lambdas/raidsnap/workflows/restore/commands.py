@@ -29,7 +29,7 @@ def send_command(call: CommandCall, documents: RestoreDocuments) -> CommandRun:
         params = {
             "MdDevice": plan.mdDevice,
             "MountPoint": plan.mountPoint,
-            "MdUuid": plan.mdUuid,
+            "MdUuid": plan.releaseMdUuid,
             "OwnMountPoint": _true_false(plan.ownMountPoint),
         }
     elif step == "assemble":
@@ -37,6 +37,8 @@ def send_command(call: CommandCall, documents: RestoreDocuments) -> CommandRun:
         params = {
             "VolumeIds": ids,
             "MdUuid": plan.mdUuid,
+            # The restored array's own identity: no old member can ever join it.
+            "NewMdUuid": plan.newMdUuid,
             "MdDevice": plan.mdDevice,
             "MountPoint": plan.mountPoint,
             "OwnMountPoint": _true_false(plan.ownMountPoint),

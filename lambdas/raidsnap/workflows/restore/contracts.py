@@ -54,7 +54,15 @@ class Plan(Contract):
     tagTarget: bool
     mode: RestoreMode
     mdDevice: str
+    # The set's md UUID: what the restored volumes carry until assembled.
     mdUuid: str
+    # The identity the restored array gets (assemble's NewMdUuid, mdadm --update=uuid), chosen
+    # here so that a retried assemble finds the array already under it. Empty in a plan made
+    # before restored arrays got their own: the document then generates one.
+    newMdUuid: str = ""
+    # The md UUID of the array on the target now (replace mode): what release must find there
+    # and what its old members carry. Empty: the set's (an array never restored).
+    liveMdUuid: str = ""
     mountPoint: str
     # The array's own mount point (a replace onto the one its set recorded): the documents may
     # then mount at a system directory itself (/srv, /home), never in a system tree.
@@ -64,6 +72,17 @@ class Plan(Contract):
     members: list[Member]
     sourceVolumeIds: list[str]
     notes: list[str] = Field(default_factory=list)
+
+    @property
+    def releaseMdUuid(self) -> str:
+        """The md UUID of the array a replace releases (and its old members carry)."""
+        return self.liveMdUuid or self.mdUuid
+
+    @property
+    def restoredMdUuids(self) -> set[str]:
+        """Every md UUID an array of this run's volumes can carry: the set's, until assembled,
+        and the new one."""
+        return {u for u in (self.mdUuid, self.newMdUuid) if u}
 
 
 class Fsr(Contract):
@@ -193,6 +212,8 @@ class Confirm(Contract):
     status: Literal["pending", "free", "kept"]
     phase: Literal["discover", "release"] | None = None
     queue: list[str] | None = None
+    # The md UUID of each queued device, as discover reported it: release checks it.
+    queueUuids: dict[str, str] | None = None
     commandId: str | None = None
     budgetSeconds: int | None = None
     reason: str | None = None
@@ -274,7 +295,10 @@ class Output(Contract):
     devices: list[str]
     mdDevice: str
     mountPoint: str
+    # The set's md UUID, and the restored array's own (what mdadm.conf, fstab and the volumes'
+    # raidsnap:md-uuid tag name; the next backup records it).
     mdUuid: str
+    newMdUuid: str
     targetInstanceId: str
     availabilityZone: str
     mode: str

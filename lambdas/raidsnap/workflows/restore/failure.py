@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
@@ -185,23 +185,44 @@ def _confirm_free(
             f"{answer.get('message') or looked.stderr_tail(2)})"
         )
     if confirm.phase == "discover":
-        reason, queue = plan_cleanup.arrays_holding(answer.get("arrays") or [], ours, plan.mdUuid)
+        arrays = answer.get("arrays") or []
+        reason, queue = plan_cleanup.arrays_holding(arrays, ours, plan.restoredMdUuids)
         if reason is not None:
+            _record_kept_identity(plan, arrays, ours)
             return kept(reason)
+        uuids = {str(md.get("device")): str(md.get("uuid") or "") for md in arrays}
     else:
         queue = list(confirm.queue or [])[1:]
+        uuids = dict(confirm.queueUuids or {})
     if not queue:
         return confirm.model_copy(update={"status": "free"})
     params = {
         "MdDevice": queue[0],
         "MountPoint": plan.mountPoint,
-        "MdUuid": plan.mdUuid,
+        "MdUuid": uuids.get(queue[0]) or plan.newMdUuid or plan.mdUuid,
         "OwnMountPoint": "true" if plan.ownMountPoint else "false",
     }
-    return _send(plan, confirm, "release", documents.release, params, queue=queue)
+    sent = _send(plan, confirm, "release", documents.release, params, queue=queue)
+    return sent.model_copy(update={"queueUuids": uuids}) if sent.status == "pending" else sent
 
 
 _TIMEOUTS = {"discover": DISCOVER_TIMEOUT_SECONDS, "release": RELEASE_TIMEOUT_SECONDS}
+
+
+def _record_kept_identity(plan: Plan, arrays: list[dict[str, Any]], ours: list[str]) -> None:
+    """A run that failed after its array was assembled under its new identity and mounted keeps
+    it (it is the user's): tag its volumes with that md UUID, as Finish would have, so that a
+    replace after this one knows what to release. Best effort: the tag is a record, not a
+    condition of anything this run does."""
+    for md in arrays:
+        members = [str(m.get("volumeId")) for m in md.get("members") or []]
+        if md.get("uuid") == plan.newMdUuid and plan.newMdUuid and set(members) <= set(ours):
+            try:
+                tagging.add(members, tags.MD_UUID, plan.newMdUuid)
+            except ClientError as err:
+                logger.warning(
+                    "could not tag the kept array's volumes", extra={"error": error_code(err)}
+                )
 
 
 def _send(

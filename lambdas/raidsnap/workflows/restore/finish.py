@@ -8,7 +8,7 @@ from botocore.exceptions import ClientError
 from pydantic import JsonValue
 
 from raidsnap import tags
-from raidsnap.aws import commands, error_code, lock
+from raidsnap.aws import commands, error_code, lock, tagging
 from raidsnap.environment import RestoreSettings
 from raidsnap.errors import cause_message, public_name
 from raidsnap.observability import count, for_array
@@ -42,6 +42,8 @@ def finish(call: StateCall, settings: RestoreSettings) -> Finished:
             f"{plan.array} now follow the restored array"
         )
     assembled = (state.assemble.result if state.assemble else None) or {}
+    new_uuid = str(assembled.get("uuid") or plan.newMdUuid)
+    _record_identity(plan, v, new_uuid, notes, warnings)
     prewarm_out = _prewarm_outcome(state, v, warnings)
     requested, used = plan.initialization.requested, v.initialization
     if requested == "fsr" and used == "fsr":
@@ -65,6 +67,7 @@ def finish(call: StateCall, settings: RestoreSettings) -> Finished:
         mdDevice=str(assembled.get("mdDevice") or plan.mdDevice),
         mountPoint=str(assembled.get("mountPoint") or plan.mountPoint),
         mdUuid=plan.mdUuid,
+        newMdUuid=new_uuid,
         targetInstanceId=plan.targetInstanceId,
         availabilityZone=plan.availabilityZone,
         mode=plan.mode,
@@ -78,6 +81,27 @@ def finish(call: StateCall, settings: RestoreSettings) -> Finished:
         notes=notes,
     )
     return Finished(output=output)
+
+
+def _record_identity(
+    plan: Plan, v: Volumes, new_uuid: str, notes: list[str], warnings: list[str]
+) -> None:
+    """Tag the restored volumes with the array's own md UUID (raidsnap:md-uuid): what a replace
+    after this one releases, and what a backup records when discovery cannot run. The array is
+    the user's by now: a tag that cannot be written is a warning, nothing is undone for it."""
+    if not new_uuid or new_uuid == plan.mdUuid:
+        return
+    notes.append(
+        f"the restored array has its own md UUID {new_uuid} (the set's was {plan.mdUuid}): "
+        "old members of the set's array can never join it at a boot"
+    )
+    try:
+        tagging.add(v.ids, tags.MD_UUID, new_uuid)
+    except ClientError as err:
+        warnings.append(
+            f"could not tag {v.ids} {tags.MD_UUID}={new_uuid} ({error_code(err)}); the next "
+            "backup records the array's md UUID from the instance"
+        )
 
 
 def _assembled(state: RestoreState) -> tuple[Plan, Volumes]:

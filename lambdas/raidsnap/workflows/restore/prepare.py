@@ -22,6 +22,7 @@ from raidsnap.observability import logger
 from raidsnap.plan import devices as plan_devices
 from raidsnap.plan import volumes as plan_volumes
 from raidsnap.sets import SnapshotSet
+from raidsnap.workflows.restore import identity
 from raidsnap.workflows.restore.contracts import Initialization, Member, Plan, PrepareCall
 
 
@@ -48,6 +49,7 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
     _refuse_unready_agent(target.instance_id)
     members = plan_volumes.member_specs(request, snapshot_set, notes)
     md_uuid = plan_volumes.md_uuid(request, snapshot_set)
+    live = identity.live_md_uuid(request.array, target) if request.mode == "replace" else ""
     mount_point, own_mount_point = plan_volumes.mount_point(request, snapshot_set, notes)
     initialization = _initialization(request, settings)
     _take_lock(
@@ -74,6 +76,8 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
         mode=request.mode,
         mdDevice=md_device,
         mdUuid=md_uuid,
+        newMdUuid=identity.new_md_uuid(),
+        liveMdUuid=live,
         mountPoint=mount_point,
         ownMountPoint=own_mount_point,
         readOnly=request.readOnly,

@@ -95,7 +95,9 @@ def _start(
         tagging.remove(tagged, tags.REPLACED_BY, state.execution.id)
     params = {
         "VolumeIds": ",".join(ids),
-        "MdUuid": plan.mdUuid,
+        # The old members keep the identity they have: this is the user's own array back.
+        "MdUuid": plan.releaseMdUuid,
+        "NewMdUuid": plan.releaseMdUuid,
         "MdDevice": plan.mdDevice,
         "MountPoint": plan.mountPoint,
         # Where release found the array mounted: its own mount point.
@@ -154,7 +156,7 @@ def old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
     answer = c.release or {}
     if plan is None or not released(plan, answer):
         return []
-    md, mp, uuid, target = plan.mdDevice, plan.mountPoint, plan.mdUuid, plan.targetInstanceId
+    md, mp, uuid, target = plan.mdDevice, plan.mountPoint, plan.releaseMdUuid, plan.targetInstanceId
     pb = c.putBack
     if pb is not None and pb.status == "done":
         return [

@@ -158,10 +158,18 @@ def _unmapped_members(
             "attachments of the instance) and detach it by hand before restoring again: left "
             "attached, it would rejoin the array at the next boot"
         )
+    others = sorted(set(views) - found)
     notes.append(
         f"release found members {unmapped} without a volume id (their device was gone); EC2 "
-        f"still shows {sorted(found)} attached, recorded as the array's: detached with the "
-        "others"
+        f"still shows {sorted(found)} attached, which the array's record names: detached with "
+        "the others as the lost members"
+        + (
+            f". Also attached and not in the record: {others}; if one of them was a member "
+            "(added to the array by hand since the set was taken), it stays attached with the "
+            "old array's md UUID, which the restored array does not share, so it cannot join it"
+            if others
+            else ""
+        )
     )
     return found
 

@@ -63,13 +63,13 @@ def an_array(device: str, uuid: str, *members: str, mounted: str = "") -> dict[s
 
 def test_arrays_of_this_sets_volumes_that_are_not_mounted_are_released() -> None:
     arrays = [an_array("/dev/md0", UUID, "vol-1", "vol-2"), an_array("/dev/md1", UUID, "vol-9")]
-    assert arrays_holding(arrays, ["vol-1", "vol-2"], UUID) == (None, ["/dev/md0"])
-    assert arrays_holding([], ["vol-1"], UUID) == (None, [])
+    assert arrays_holding(arrays, ["vol-1", "vol-2"], {UUID}) == (None, ["/dev/md0"])
+    assert arrays_holding([], ["vol-1"], {UUID}) == (None, [])
 
 
 def test_a_mounted_array_of_them_is_the_users() -> None:
     arrays = [an_array("/dev/md0", UUID, "vol-1", mounted="/data")]
-    assert arrays_holding(arrays, ["vol-1"], UUID) == (
+    assert arrays_holding(arrays, ["vol-1"], {UUID}) == (
         "/dev/md0 is assembled and mounted at /data from ['vol-1']: an assembled, mounted "
         "array is the user's",
         [],
@@ -78,21 +78,21 @@ def test_a_mounted_array_of_them_is_the_users() -> None:
 
 def test_members_the_instance_could_not_name_prove_nothing_free() -> None:
     unnamed = an_array("/dev/md0", UUID, "")
-    assert arrays_holding([unnamed], ["vol-1"], UUID)[0] == (
+    assert arrays_holding([unnamed], ["vol-1"], {UUID})[0] == (
         "/dev/md0 (array " + UUID + ") has members the instance could not name, which may be "
         "this run's volumes"
     )
     mounted = an_array("/dev/md3", OTHER, "", mounted="/srv/x")
     assert "(array " + OTHER + ", mounted at /srv/x)" in str(
-        arrays_holding([mounted], ["vol-1"], UUID)[0]
+        arrays_holding([mounted], ["vol-1"], {UUID})[0]
     )
     # an unnamed member of another array that is not mounted says nothing about ours
-    assert arrays_holding([an_array("/dev/md4", OTHER, "")], ["vol-1"], UUID) == (None, [])
+    assert arrays_holding([an_array("/dev/md4", OTHER, "")], ["vol-1"], {UUID}) == (None, [])
 
 
 def test_another_array_holding_them_keeps_them() -> None:
     arrays = [an_array("/dev/md2", OTHER, "vol-1")]
-    assert arrays_holding(arrays, ["vol-1"], UUID) == (
+    assert arrays_holding(arrays, ["vol-1"], {UUID}) == (
         f"/dev/md2 (array {OTHER}) holds them",
         [],
     )
