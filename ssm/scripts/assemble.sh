@@ -402,7 +402,7 @@ opts=rw,nosuid,nodev
 [[ $read_only == true ]] && opts=ro,nosuid,nodev,noexec
 # The same filesystem UUID mounted from another device: the live array a copy is restored next
 # to. XFS refuses a second mount of one UUID unless told nouuid (xfs(5)); ext4 does not check.
-twin=$(findmnt -rn -o SOURCE,UUID | awk -v u="$fs_uuid" -v d="$md_dev" '$2 == u && $1 != d {print $1; exit}')
+twin=$(findmnt -rn -o SOURCE,UUID | awk -v u="$fs_uuid" -v d="$md_dev" '$2 == u && $1 != d && !n++ {print $1}')
 if [[ -n $twin && $fs_type == xfs ]]; then
   opts+=,nouuid
 fi
