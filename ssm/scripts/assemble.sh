@@ -427,11 +427,10 @@ elif [[ -n $mp_mm ]]; then
 else
   mkdir -p "$mount_point"
   if [[ -n $(ls -A "$mount_point" 2>/dev/null) ]]; then
-    # A system directory itself (/srv, /home, /var...) is allowed only as the array's own mount
-    # point, where the array was mounted: there it is an empty directory under the array. One
-    # with files in it is the system's (the OwnMountPoint claim is wrong): mounting there would
-    # hide them, and the fstab line would do so at every boot.
-    if [[ -n $(system_directory "$mount_point" false) ]]; then
+    # /var is allowed only as the array's own mount point; a running system always keeps files
+    # in its own /var, so one with files in it is the system's (the OwnMountPoint claim is
+    # wrong): mounting there would hide them, and the fstab line would do so at every boot.
+    if [[ $mount_point == /var ]]; then
       fail MountPointNotEmpty "$mount_point is a system directory with files in it, so it is not where this array was mounted: it would hide them. Restore with another mountPoint. Nothing was mounted"
     fi
     warnings+=("$mount_point was not empty; its files are hidden while the array is mounted")

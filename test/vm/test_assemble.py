@@ -15,6 +15,10 @@ from conftest import ArraySet, record
 pytestmark = pytest.mark.vm
 
 
+# The identity the restore gives the array (the workflow chooses one per run).
+NEW_UUID = "feedf00d:0badcafe:13572468:24681357"
+
+
 def assemble_params(
     disks: list[Disk],
     uuid: str,
@@ -27,6 +31,7 @@ def assemble_params(
     return {
         "VolumeIds": ",".join(d.volume_id for d in disks),
         "MdUuid": uuid,
+        "NewMdUuid": NEW_UUID,
         "MdDevice": "/dev/md0",
         "MountPoint": mount_point,
         "ReadOnly": read_only,
@@ -76,7 +81,7 @@ def test_raid0_restores_from_copies_and_persists(
     assert b.rc_of("first") == 0, b.explain("first")
     first = b.json_of("first")
     assert first["ok"] is True and first["changed"] is True
-    assert first["mdDevice"] == "/dev/md0" and first["uuid"] == raid0_set.uuid
+    assert first["mdDevice"] == "/dev/md0" and (first["uuid"], first["setMdUuid"]) == (NEW_UUID, raid0_set.uuid)
     assert first["level"] == "raid0" and first["filesystem"] == {
         "type": "xfs",
         "uuid": raid0_set.fs_uuid,
@@ -89,10 +94,11 @@ def test_raid0_restores_from_copies_and_persists(
     assert b.text("verify.rc").strip() == "0", b.text("verify")
 
     array_lines = [line for line in b.text("mdadm.conf.1").splitlines() if line.startswith("ARRAY")]
-    assert array_lines == [f"ARRAY /dev/md0 metadata=1.2 UUID={raid0_set.uuid}"]
+    assert array_lines == [f"ARRAY /dev/md0 metadata=1.2 UUID={NEW_UUID}"]
     fstab = [line for line in b.text("fstab.1").splitlines() if line.strip()]
     assert fstab == [
-        f"UUID={raid0_set.fs_uuid} /data xfs defaults,nofail,x-systemd.device-timeout=30s 0 0"
+        f"/dev/disk/by-id/md-uuid-{NEW_UUID} /data xfs "
+        "rw,nosuid,nodev,nofail,x-systemd.device-timeout=30s 0 0"
     ]
 
     assert b.rc_of("second") == 0, b.explain("second")
@@ -113,7 +119,7 @@ def test_raid0_restores_from_copies_and_persists(
     arrays = b.json_of("discover")["arrays"]
     assert (
         len(arrays) == 1
-        and arrays[0]["uuid"] == raid0_set.uuid
+        and arrays[0]["uuid"] == NEW_UUID
         and arrays[0]["mountPoint"] == "/data"
     )
     assert [m["volumeId"] for m in arrays[0]["members"]] == [d.volume_id for d in disks]
@@ -162,13 +168,14 @@ def test_raid10_restore_replaces_old_config_lines_read_only(
 
     conf = b.text("mdadm.conf.1").splitlines()
     assert [line for line in conf if line.startswith("ARRAY")] == [
-        f"ARRAY /dev/md0 metadata=1.2 UUID={raid10_set.uuid}"
+        f"ARRAY /dev/md0 metadata=1.2 UUID={NEW_UUID}"
     ]
     assert f"   UUID={raid10_set.uuid}" not in conf
     assert any(line.startswith("# raidsnap:") and other in line for line in conf)
     assert b.text("fstab.1").splitlines() == [
         "# static file systems",
-        f"UUID={raid10_set.fs_uuid} /data ext4 ro,nofail,x-systemd.device-timeout=30s 0 2",
+        f"/dev/disk/by-id/md-uuid-{NEW_UUID} /data ext4 "
+        "ro,nosuid,nodev,noexec,nofail,x-systemd.device-timeout=30s 0 2",
         "proc /proc proc defaults 0 0",
     ]
     second = b.json_of("second")

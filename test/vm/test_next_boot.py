@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_assemble import assemble_params
+from test_assemble import NEW_UUID, assemble_params
 from vmlib import Boot, Commands, Disk, boot, copy_disk
 
 from conftest import ArraySet, record
@@ -134,7 +134,7 @@ observe udev
             "mount": ["/dev/md0", "xfs"],
             "checksums": "0",
             # What the next backup's discovery sees: one array of this UUID, the new volume ids.
-            "discover": ("/dev/md0", raid0_set.uuid, "/data", [d.volume_id for d in disks]),
+            "discover": ("/dev/md0", NEW_UUID, "/data", [d.volume_id for d in disks]),
             # udev's incremental assembly (64-md-raid-assembly.rules) claimed each member.
             "udev": {d.serial: "md0" for d in disks} if phase == "udev" else None,
         }

@@ -16,6 +16,9 @@ from conftest import ArraySet, record
 pytestmark = pytest.mark.vm
 
 
+NEW_UUID = "5e5e5e5e:12341234:abcdabcd:00110011"
+
+
 def test_assemble_and_release_take_a_system_directory_only_as_the_array_own(
     raid0_set: ArraySet, tmp_path: Path, rng: random.Random
 ) -> None:
@@ -23,6 +26,7 @@ def test_assemble_and_release_take_a_system_directory_only_as_the_array_own(
     common = {
         "VolumeIds": ",".join(d.volume_id for d in disks),
         "MdUuid": raid0_set.uuid,
+        "NewMdUuid": NEW_UUID,
         "ReadOnly": "false",
         "Persist": "true",
     }
@@ -31,9 +35,9 @@ def test_assemble_and_release_take_a_system_directory_only_as_the_array_own(
     new = cmds.ssm("new", "assemble", wait, MountPoint="/srv", **common)
     tree = cmds.ssm("tree", "assemble", wait, MountPoint="/etc/db", OwnMountPoint="true", **common)
     own = cmds.ssm("own", "assemble", wait, MountPoint="/srv", OwnMountPoint="true", **common)
-    release_new = cmds.ssm("release_new", "release", MountPoint="/srv", MdUuid=raid0_set.uuid)
+    release_new = cmds.ssm("release_new", "release", MountPoint="/srv", MdUuid=NEW_UUID)
     release_own = cmds.ssm(
-        "release_own", "release", MountPoint="/srv", MdUuid=raid0_set.uuid, OwnMountPoint="true"
+        "release_own", "release", MountPoint="/srv", MdUuid=NEW_UUID, OwnMountPoint="true"
     )
     scenario = f"""
 mkdir -p /srv && echo srv-file >/srv/own-file
