@@ -81,7 +81,10 @@ def test_raid0_restores_from_copies_and_persists(
     assert b.rc_of("first") == 0, b.explain("first")
     first = b.json_of("first")
     assert first["ok"] is True and first["changed"] is True
-    assert first["mdDevice"] == "/dev/md0" and (first["uuid"], first["setMdUuid"]) == (NEW_UUID, raid0_set.uuid)
+    assert first["mdDevice"] == "/dev/md0" and (first["uuid"], first["setMdUuid"]) == (
+        NEW_UUID,
+        raid0_set.uuid,
+    )
     assert first["level"] == "raid0" and first["filesystem"] == {
         "type": "xfs",
         "uuid": raid0_set.fs_uuid,
@@ -117,11 +120,7 @@ def test_raid0_restores_from_copies_and_persists(
 
     # The restored array is what discovery now reports, with the NEW volume ids.
     arrays = b.json_of("discover")["arrays"]
-    assert (
-        len(arrays) == 1
-        and arrays[0]["uuid"] == NEW_UUID
-        and arrays[0]["mountPoint"] == "/data"
-    )
+    assert len(arrays) == 1 and arrays[0]["uuid"] == NEW_UUID and arrays[0]["mountPoint"] == "/data"
     assert [m["volumeId"] for m in arrays[0]["members"]] == [d.volume_id for d in disks]
     assert "md127" not in b.text("mdstat.after")
 
