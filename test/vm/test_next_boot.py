@@ -1,10 +1,11 @@
-"""The boot after an attach-mode restore. assemble.sh persists an ARRAY line by md UUID and an
-fstab line by filesystem UUID; what the user relies on is that the next boot, through either
-path a Linux host takes (``mdadm --assemble --scan`` from the initramfs, or udev's incremental
-assembly by 64-md-raid-assembly.rules), brings back exactly the restored volumes as the device
-the restore named, mounted where the restore mounted it, with the data and every write made
-since. And that attach mode refuses, changing nothing, where old members with the same md UUID
-are attached, since those could take the new members' place at that boot."""
+"""The boot after an attach-mode restore. assemble.sh persists an ARRAY line by the array's own
+new md UUID and an fstab line by /dev/disk/by-id/md-uuid-<that UUID>; what the user relies on
+is that the next boot, through either path a Linux host takes (``mdadm --assemble --scan`` from
+the initramfs, or udev's incremental assembly by 64-md-raid-assembly.rules), brings back exactly
+the restored volumes as the device the restore named, mounted where the restore mounted it,
+with the data and every write made since. And that assemble refuses, changing nothing, where
+other disks already carry the identity it gives, since those could be mixed with it at a
+boot."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 from test_assemble import NEW_UUID, assemble_params
-from vmlib import Boot, Commands, Disk, boot, copy_disk
+from vmlib import Boot, Commands, Disk, boot
 
 from conftest import ArraySet, record
 
@@ -75,6 +76,7 @@ go_down() {{ # PHASE
   umount /data; echo $? >/work/$1.umount.rc
   # Every array stops, whatever it is called: each boot starts from the disks alone.
   mdadm --stop --scan >/work/$1.stop 2>&1; echo $? >>/work/$1.stop
+  rm -f /dev/disk/by-id/md-uuid-*
   echo 3 >/proc/sys/vm/drop_caches
   md_members >/work/$1.members.down
 }}
@@ -89,6 +91,8 @@ observe() {{ # PHASE
 
 go_down scan
 mdadm --assemble --scan >/work/scan.assemble 2>&1; echo $? >>/work/scan.assemble
+# The by-id links udev's 63-md-raid-arrays.rules makes at every real boot (fstab names them).
+md_links
 mount -a >/work/scan.mount-a 2>&1; echo $? >>/work/scan.mount-a
 observe scan
 {discover["scan"]}
@@ -182,76 +186,46 @@ def next_boot(b: Boot, phase: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("case", ["old_member_attached", "old_array_mounted"])
-def test_attach_mode_is_refused_while_old_members_are_attached_and_nothing_changes(
-    case: str, raid0_set: ArraySet, tmp_path: Path, rng: random.Random
+def test_assemble_refuses_where_other_disks_already_carry_the_new_identity(
+    raid0_set: ArraySet, tmp_path: Path, rng: random.Random
 ) -> None:
-    disks = raid0_set.copies(tmp_path / "disks", rng)
-    # The old members: the source array's disks under their own volume ids.
-    old = [
-        copy_disk(d, tmp_path / "disks" / f"old{i}.img", d.volume_id)
-        for i, d in enumerate(raid0_set.disks)
-    ]
-    if case == "old_member_attached":
-        # One old member left attached, assembled nowhere: at the next boot it could stand in
-        # for the new member of its slot (RAID 0 event counts cannot tell them apart).
-        attached = [*disks, old[1]]
-        prelude = ""
-        mount_point, md_device = "/data", "/dev/md0"
-    else:
-        # The live array on its own host, mounted from its own persisted lines; the copy is
-        # asked for next to it under another device and mount point.
-        attached = [*disks, *old]
-        members = " ".join(f"$(by_id {d.serial})" for d in old)
-        prelude = f"""
-mdadm --assemble /dev/md0 --uuid={raid0_set.uuid} {members} >/work/old.assemble 2>&1
-mkdir -p /data && mount /dev/md0 /data
-echo 'ARRAY /dev/md0 metadata=1.2 UUID={raid0_set.uuid}' >>/etc/mdadm/mdadm.conf
-echo 'UUID={raid0_set.fs_uuid} /data xfs defaults,nofail 0 0' >>/etc/fstab
-"""
-        mount_point, md_device = "/mnt/db1-copy", "/dev/md10"
-    # Every disk no array holds: hashed before and after the boot (the mounted old members
-    # change under their own filesystem).
-    untouched = attached if case == "old_member_attached" else disks
-    before = {d.path: d.sha256() for d in untouched}
-    params = assemble_params(disks, raid0_set.uuid, mount_point=mount_point)
-    params["MdDevice"] = md_device
+    """Old members of the set's array keep its identity and are only reported
+    (test_new_identity.py). What stays refused is a second set of disks under the identity the
+    restore gives: at a boot, mdadm could mix the two."""
+    first = raid0_set.copies(tmp_path / "a", rng)
+    second = raid0_set.copies(tmp_path / "b", rng)
     cmds = Commands()
-    assemble = cmds.ssm("assemble", "assemble", {"RAIDSNAP_DEVICE_WAIT_SECONDS": "10"}, **params)
+    made = cmds.ssm("made", "assemble", None, **assemble_params(first, raid0_set.uuid))
+    params = assemble_params(second, raid0_set.uuid, mount_point="/mnt/b")
+    params["MdDevice"] = "/dev/md1"
+    again = cmds.ssm("again", "assemble", {"RAIDSNAP_DEVICE_WAIT_SECONDS": "10"}, **params)
     scenario = f"""
 {MD_MEMBERS}
-{prelude}
+{made}
+umount /data && mdadm --stop /dev/md0 >/work/stop.log 2>&1
 cp /etc/mdadm/mdadm.conf /work/conf.before; cp /etc/fstab /work/fstab.before
-md_members >/work/members.before
 findmnt -rn -o SOURCE,TARGET >/work/mounts.before
-{assemble}
+{again}
 cp /etc/mdadm/mdadm.conf /work/conf.after; cp /etc/fstab /work/fstab.after
-md_members >/work/members.after
 findmnt -rn -o SOURCE,TARGET >/work/mounts.after
-cat /proc/mdstat >/work/mdstat.after
-ls /etc/mdadm /etc >/work/etc.after
+md_members >/work/members.after
 """
+    before = {d.path: d.sha256() for d in second}
     b = record(
-        f"refuse attach, {case}",
-        boot(tmp_path / "vm", scenario, attached, shuffle_seed=9, commands=cmds),
+        "refuse a second set of disks under one identity",
+        boot(tmp_path / "vm", scenario, [*first, *second], shuffle_seed=9, commands=cmds),
     )
 
-    assert b.rc_of("assemble") == 1, b.explain("assemble")
-    out = b.json_of("assemble")
+    assert b.rc_of("made") == 0, b.explain("made")
+    assert b.rc_of("again") == 1, b.explain("again")
+    out = b.json_of("again")
     assert (out["ok"], out["error"]) == (False, "CopyAttached"), out
-    # The message names the old volumes, so the operator knows what to detach.
-    named = old if case == "old_array_mounted" else [old[1]]
-    assert all(d.volume_id in out["message"] for d in named), out["message"]
-    assert not any(d.volume_id in out["message"] for d in disks), out["message"]
-    # Nothing changed: the same arrays with the same members (the live one still mounted), the
-    # same mounts, mdadm.conf and fstab byte for byte, no backup files, no member written.
-    expected = as_md0(old) if case == "old_array_mounted" else set()
-    assert md_members(b, "members.before") == expected, b.text("old.assemble")
-    assert md_members(b, "members.after") == expected, b.text("mdstat.after")
+    # It names the disks that carry the identity already, so the operator knows what to detach.
+    assert all(d.volume_id in out["message"] for d in first), out["message"]
+    assert not any(d.volume_id in out["message"] for d in second), out["message"]
+    # Nothing changed: no array, the same mounts, mdadm.conf and fstab, no member written.
+    assert md_members(b, "members.after") == set()
     assert b.text("mounts.after") == b.text("mounts.before")
-    if case == "old_array_mounted":
-        assert "/dev/md0 /data" in b.text("mounts.after").splitlines()
     assert b.text("conf.after") == b.text("conf.before")
     assert b.text("fstab.after") == b.text("fstab.before")
-    assert "raidsnap" not in b.text("etc.after"), b.text("etc.after")
-    assert {d.path: d.sha256() for d in untouched} == before
+    assert {d.path: d.sha256() for d in second} == before
