@@ -42,6 +42,10 @@ class Manifest:
     degraded: bool = False
     missing_slots: tuple[int, ...] = ()
     consistency: str = "crash"
+    # What discovery said of the array when the set was taken (mountPoint, device, uuid):
+    # unlike the snapshots' tags, which anyone allowed to tag snapshots can change, only the
+    # backup's own functions write this, so a restore's safety decisions rest on it.
+    md: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def snapshot_ids(self) -> set[str]:
@@ -78,6 +82,12 @@ class SnapshotSet:
     @property
     def recorded(self) -> bool:
         return self.manifest is not None
+
+    @property
+    def recorded_md(self) -> Mapping[str, str]:
+        """The md facts the backup recorded in the manifest (empty for sets taken before it
+        did, and for sets taken from the volume tags)."""
+        return dict(self.manifest.md) if self.manifest is not None else {}
 
     @property
     def degraded(self) -> bool:

@@ -50,6 +50,8 @@ def _to_item(m: Manifest) -> dict[str, Any]:
         "missingSlots": list(m.missing_slots),
         "consistency": m.consistency,
     }
+    if m.md:
+        raw["md"] = dict(m.md)
     if m.started is not None:
         raw["started"] = _iso(m.started)
     return {k: _SERIALIZE.serialize(v) for k, v in raw.items()}
@@ -70,6 +72,7 @@ def _from_item(item: Mapping[str, Any]) -> Manifest:
         degraded=bool(raw.get("degraded", False)),
         missing_slots=tuple(int(s) for s in raw.get("missingSlots") or []),
         consistency=str(raw.get("consistency", "crash")),
+        md={str(k): str(v) for k, v in (raw.get("md") or {}).items()},
     )
 
 

@@ -80,6 +80,11 @@ def create_set(
         degraded=layout.degraded,
         missing_slots=layout.missing_slots,
         consistency=consistency,
+        md={
+            key: str(layout.md[fact])
+            for key, fact in (("mountPoint", "mountPoint"), ("device", "device"), ("uuid", "uuid"))
+            if layout.md.get(fact)
+        },
     )
     manifest = manifests.begin(intent)
     if manifest.status == "taken":

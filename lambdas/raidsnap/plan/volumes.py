@@ -206,8 +206,7 @@ def mount_point(
     count as /etc. A tag that is not a usable path otherwise (garbled, or relative) is harmless:
     the default is used, with a note."""
     default = f"/mnt/{request.array}"  # below /mnt: array names start with a letter or digit
-    tagged = snapshot_set.tag_values.get(tags.MOUNT_POINT, "")
-    recorded = normal_path(tagged) if re.fullmatch(MOUNT_POINT_PATTERN, tagged) else None
+    tagged, recorded = _recorded_mount_point(snapshot_set, notes)
 
     def own(path: str) -> bool:
         return request.mode == "replace" and normal_path(path) == recorded
@@ -238,13 +237,30 @@ def mount_point(
             f"directory {found}; {where}. Pass mountPoint explicitly (for example "
             f"{default!r}). Nothing was changed",
         )
-    if recorded is not None:
+    if re.fullmatch(MOUNT_POINT_PATTERN, tagged):
         return tagged, own(tagged)
     if tagged:
         notes.append(f"the set's mount point {tagged!r} is not usable; mounted at {default}")
     else:
         notes.append(f"the set records no mount point; mounted at {default}")
     return default, False
+
+
+def _recorded_mount_point(snapshot_set: SnapshotSet, notes: list[str]) -> tuple[str, str | None]:
+    """Where the set says the array was mounted, and that place normalized when the backup's
+    own record (the manifest) says so. The manifest wins over the tag, which anyone allowed to
+    tag snapshots may change; only the manifest's record makes a mount point the array's own."""
+    tagged = snapshot_set.tag_values.get(tags.MOUNT_POINT, "")
+    in_manifest = snapshot_set.recorded_md.get("mountPoint", "")
+    if in_manifest and in_manifest != tagged:
+        if tagged:
+            notes.append(
+                f"the set's {tags.MOUNT_POINT} tag says {tagged!r}, but its record says "
+                f"{in_manifest!r}: the record is used"
+            )
+        tagged = in_manifest
+    usable = in_manifest and re.fullmatch(MOUNT_POINT_PATTERN, in_manifest)
+    return tagged, normal_path(in_manifest) if usable else None
 
 
 def recovery_mount_problem(recorded: str, recovery: Mapping[str, str]) -> str | None:

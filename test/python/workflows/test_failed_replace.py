@@ -11,6 +11,7 @@ from typing import Any
 import boto3
 from faults import crash
 
+from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import backed_up, make_array, restored_volumes, tags_of
 
@@ -80,3 +81,39 @@ def test_a_replace_that_fails_after_the_old_members_left_says_how_to_bring_them_
     assert "aws ec2 attach-volume" in cause and f"--instance-id {fx.instance_id}" in cause
     assert f"mdadm --assemble /dev/md0 --uuid={fx.md_uuid}" in cause, cause
     assert "mount /dev/md0 /data" in cause, cause
+
+
+def test_the_cause_after_a_failed_replace_with_a_lost_member_says_where_its_members_are(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1 (RAID 0 of 3) whose third member's NVMe device dropped off
+    fx = make_array(emu.hosts, "db1", 3, unrelated=1)
+    backed_up(emu.hosts, emu.run, fx)
+    emu.hosts.drop_device(fx.instance_id, fx.member_ids[2])
+    # WHEN a replace releases it, detaches every old member, and then the assemble fails
+    emu.hosts.fail_next(
+        "assemble",
+        CommandOutcome(
+            status="Failed",
+            stdout='{"ok": false, "error": "AssembleFailed", "message": "not enough to start"}',
+            stderr="mdadm: /dev/md0 assembled from 2 drives - not enough to start the array.",
+            exit_code=1,
+            duration_seconds=3,
+        ),
+    )
+    run = _replace(emu)
+    # THEN the run fails, and its cause says the old members are detached (all of them, the
+    # lost one too) and kept, with the commands that attach each one back, never that they are
+    # still attached
+    assert run.status == "FAILED"
+    cause = run.cause or ""
+    attached = {
+        v["VolumeId"]
+        for v in boto3.client("ec2").describe_volumes(VolumeIds=fx.member_ids)["Volumes"]
+        if any(a["State"] == "attached" for a in v["Attachments"])
+    }
+    assert attached == set(), attached
+    assert "still attached" not in cause, cause
+    for vid in fx.member_ids:
+        assert f"aws ec2 attach-volume --volume-id {vid} " in cause, cause
+    assert "mdadm --assemble /dev/md0" in cause, cause

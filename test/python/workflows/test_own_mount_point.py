@@ -17,6 +17,7 @@ from raidsnap_emulation.world import (
     create_topics,
     launch_instance,
     make_array,
+    sets_of,
 )
 
 
@@ -105,3 +106,26 @@ def test_a_drill_warns_when_a_configured_recovery_could_never_mount_the_array(
     assert "recovery.mountPoint" in warning
     subjects = [c.params["Subject"] for c in emu.double.calls if c.operation == "Publish"]
     assert "raidsnap drill of db1: passed with a warning" in subjects
+
+
+def test_a_retagged_mount_point_does_not_steer_a_replace_over_a_system_directory(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1 mounted at /data and backed up, and then someone allowed to tag snapshots sets
+    # raidsnap:mount-point=/var on its newest set
+    fx = make_array(emu.hosts, "db1", 2, mount_point="/data")
+    set_id = backed_up(emu.hosts, emu.run, fx)
+    snaps = [s["SnapshotId"] for s in sets_of("db1")[set_id]]
+    ec2 = boto3.client("ec2")
+    ec2.create_tags(Resources=snaps, Tags=[{"Key": "raidsnap:mount-point", "Value": "/var"}])
+    # AND a member is lost, the broken array unmounted by hand (nothing on the instance shows
+    # where it was mounted)
+    emu.hosts.drop_device(fx.instance_id, fx.member_ids[1])
+    emu.hosts.state(fx.instance_id).arrays["/dev/md0"].mount_point = None
+    # WHEN a replace runs without a mountPoint, as a recovery sends it
+    run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    # THEN it mounts where the backup recorded the array, and says the tag disagreed
+    assert run.status == "SUCCEEDED", run.cause
+    mounted = {md.mount_point for md in emu.hosts.state(fx.instance_id).arrays.values()}
+    assert mounted == {"/data"} and run.output["mountPoint"] == "/data"
+    assert any("tag says '/var'" in n and "'/data'" in n for n in run.output["notes"])

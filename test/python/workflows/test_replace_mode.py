@@ -144,3 +144,36 @@ def test_an_unmapped_member_ec2_cannot_name_refuses_the_replace(emu: Emulation) 
     for vid in (live[2], fx.other_volume_ids[0]):
         (vol,) = ec2.describe_volumes(VolumeIds=[vid])["Volumes"]
         assert vol["Attachments"][0]["InstanceId"] == fx.instance_id
+
+
+def test_a_member_added_by_hand_since_the_set_and_then_lost_is_named_honestly(
+    emu: Emulation,
+) -> None:
+    # GIVEN RAID 1 db1 (m0, m1) backed up; m1's device dropped off and the operator, following
+    # raidsnap's degraded-array advice, removed it from md and added a new volume Z; then Z's
+    # device dropped off too, before any backup recorded it
+    fx = make_array(emu.hosts, "db1", 2, level="raid1", unrelated=1)
+    backed_up(emu.hosts, emu.run, fx)
+    m0, m1 = fx.member_ids
+    ec2 = boto3.client("ec2")
+    z = ec2.create_volume(AvailabilityZone=fx.availability_zone, Size=32, VolumeType="gp3")[
+        "VolumeId"
+    ]
+    emu.clock.advance(emu.double.volume_seconds + 1)
+    ec2.attach_volume(VolumeId=z, InstanceId=fx.instance_id, Device="/dev/sdq")
+    emu.clock.advance(emu.double.attach_seconds + 1)
+    emu.hosts.superblocks[z] = emu.hosts.superblocks[m1]
+    emu.hosts.state(fx.instance_id).dropped.add(m1)
+    emu.hosts.state(fx.instance_id).arrays["/dev/md0"].members = [m0, z]
+    emu.hosts.drop_device(fx.instance_id, z)
+    # WHEN a replace runs
+    run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    # THEN EC2 cannot say which attached volume the lost member is: the record's m1 is detached
+    # as it, and the output names Z, not in the record, as left attached; Z keeps the old md
+    # UUID, which the restored array does not share, so it cannot join it at a boot
+    assert run.status == "SUCCEEDED", run.cause
+    md = emu.hosts.state(fx.instance_id).arrays["/dev/md0"]
+    assert md.md_uuid == run.output["newMdUuid"] != emu.hosts.superblocks[z].md_uuid
+    (note,) = [n for n in run.output["notes"] if "without a volume id" in n]
+    assert m1 in note and z in note and "not in the record" in note, note
+    assert "cannot join" in note, note

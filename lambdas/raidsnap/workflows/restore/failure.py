@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from botocore.exceptions import ClientError
@@ -209,7 +210,7 @@ def _confirm_free(
 _TIMEOUTS = {"discover": DISCOVER_TIMEOUT_SECONDS, "release": RELEASE_TIMEOUT_SECONDS}
 
 
-def _record_kept_identity(plan: Plan, arrays: list[dict[str, Any]], ours: list[str]) -> None:
+def _record_kept_identity(plan: Plan, arrays: list[Mapping[str, Any]], ours: list[str]) -> None:
     """A run that failed after its array was assembled under its new identity and mounted keeps
     it (it is the user's): tag its volumes with that md UUID, as Finish would have, so that a
     replace after this one knows what to release. Best effort: the tag is a record, not a

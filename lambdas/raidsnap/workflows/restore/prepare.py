@@ -61,9 +61,7 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
         notes=notes,
     )
     # After the lock, as always: its note comes before the device's in the output.
-    md_device = plan_devices.md_device(
-        request.mdDevice, snapshot_set.tag_values.get(tags.MD_DEVICE, ""), notes
-    )
+    md_device = plan_devices.md_device(request.mdDevice, _recorded_md_device(snapshot_set), notes)
     return Plan(
         array=request.array,
         setId=snapshot_set.set_id,
@@ -86,6 +84,12 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
         sourceVolumeIds=[m.volume_id for m in snapshot_set.by_index()],
         notes=notes,
     )
+
+
+def _recorded_md_device(snapshot_set: SnapshotSet) -> str:
+    """The md device the set was taken from: the backup's own record first, the tag (anyone's
+    who may tag snapshots) only for sets recorded before it kept one."""
+    return snapshot_set.recorded_md.get("device") or snapshot_set.tag_values.get(tags.MD_DEVICE, "")
 
 
 def _initialization(request: RestoreInput, settings: RestoreSettings) -> Initialization:

@@ -148,6 +148,25 @@ def _follow(plan: Plan, pb: PutBack) -> PutBack:
     return pb.model_copy(update={"status": "done"})
 
 
+def _not_attached(ids: list[str], target: str) -> list[str]:
+    """The volumes of ``ids`` that are not attached to ``target`` now (all of them when EC2
+    cannot be asked: the way back then includes attaching each, which fails harmlessly for
+    one that is attached)."""
+    try:
+        views = volumes.describe(ids)
+    except ClientError:
+        return list(ids)
+    return [
+        v
+        for v in ids
+        if v not in views
+        or not any(
+            a.instance_id == target and a.state in ("attached", "attaching")
+            for a in views[v].attachments
+        )
+    ]
+
+
 def old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
     """What became of the array the replace released, in words a person can act on: put back,
     or out of service with the exact way back (only where that way is safe: never while a
@@ -166,7 +185,8 @@ def old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
         ]
     ids, _why = _released_members(answer)
     old = state.old.volumeIds if state.old else []
-    ids = ids or old
+    # The members release named, and those the run detached (a lost member among them).
+    ids = list(dict.fromkeys([*ids, *old]))
     out_of_service = (
         f"{md} of {plan.array} is not in service on {target}: the replace released it "
         f"(unmounted {mp}, stopped the array)"
@@ -181,7 +201,9 @@ def old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
             "(silently losing writes); release and detach those first"
         ]
     devices = dict(state.old.devices) if state.old else {}
-    detached = list(pb.detached) if pb is not None else []
+    # Where the old members are now, as EC2 says: a put-back that stopped early (a member
+    # lost) never recorded what the run had detached.
+    detached = _not_attached(ids, target) if pb is None or not pb.detached else list(pb.detached)
     steps = [
         f"aws ec2 attach-volume --volume-id {v} --instance-id {target} --device "
         f"{devices.get(v, '/dev/sd' + 'fghijklmnopqrstuvwxyz'[i % 21])}"

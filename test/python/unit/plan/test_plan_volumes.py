@@ -11,13 +11,15 @@ from raidsnap.errors import IncompleteSnapshotSetError, InvalidInputError
 from raidsnap.models import RestoreInput
 from raidsnap.plan import volumes as plan
 from raidsnap.plan.volumes import Attachment, VolumeSpec, VolumeView
-from raidsnap.sets import SetMember, SnapshotSet
+from raidsnap.sets import Manifest, SetMember, SnapshotSet
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 UUID = "0a1b2c3d:4e5f6071:8293a4b5:c6d7e8f9"
 
 
-def a_set(count: int = 2, size: int = 100, **tags: str) -> SnapshotSet:
+def a_set(
+    count: int = 2, size: int = 100, recorded: dict[str, str] | None = None, **tags: str
+) -> SnapshotSet:
     members = tuple(
         SetMember(
             snapshot_id=f"snap-{i}",
@@ -34,7 +36,11 @@ def a_set(count: int = 2, size: int = 100, **tags: str) -> SnapshotSet:
         )
         for i in reversed(range(count))
     )
-    return SnapshotSet("s1", "db1", count, members)
+    manifest = None
+    if recorded is not None:
+        # What the backup wrote in the set's manifest (its md facts).
+        manifest = Manifest("db1", "s1", "arn", "taken", count, {}, md=recorded)
+    return SnapshotSet("s1", "db1", count, members, manifest)
 
 
 def request(**fields: Any) -> RestoreInput:
@@ -120,9 +126,13 @@ def test_md_uuid_from_the_input_or_the_set() -> None:
 def test_mount_point_from_the_input_the_set_or_the_default() -> None:
     notes: list[str] = []
     assert plan.mount_point(request(mountPoint="/data"), a_set(), notes) == ("/data", False)
-    tagged = a_set(**{"raidsnap:mount-point": "/srv/db"})
+    tagged = a_set(recorded={"mountPoint": "/srv/db"}, **{"raidsnap:mount-point": "/srv/db"})
     assert plan.mount_point(request(), tagged, notes) == ("/srv/db", False)
     assert plan.mount_point(request(mode="replace"), tagged, notes) == ("/srv/db", True)
+    # A tag alone (a set recorded before the manifest kept md facts) is where to mount, never
+    # the array's own mount point: anyone allowed to tag snapshots may have written it.
+    only_tag = a_set(**{"raidsnap:mount-point": "/srv/db"})
+    assert plan.mount_point(request(mode="replace"), only_tag, notes) == ("/srv/db", False)
     assert notes == []
     assert plan.mount_point(request(), a_set(), notes) == ("/mnt/db1", False)
     garbled = a_set(**{"raidsnap:mount-point": "data dir"})
@@ -141,7 +151,7 @@ def test_a_set_tagged_with_a_system_directory_is_refused() -> None:
 
 
 def test_a_system_directory_itself_is_the_array_own_mount_point_only_in_a_replace() -> None:
-    srv = a_set(**{"raidsnap:mount-point": "/srv"})
+    srv = a_set(recorded={"mountPoint": "/srv"}, **{"raidsnap:mount-point": "/srv"})
     assert plan.mount_point(request(mode="replace"), srv, []) == ("/srv", True)
     assert plan.mount_point(request(mode="replace", mountPoint="/srv"), srv, []) == ("/srv", True)
     with pytest.raises(InvalidInputError, match="but this is an attach restore"):
@@ -176,3 +186,16 @@ def test_owned_by_needs_both_tags_and_a_run() -> None:
     assert not plan.owned_by(view, "arn:1", "r2")
     assert not plan.owned_by(view, "arn:2", "r1")
     assert not plan.owned_by(view, "arn:1", "")
+
+
+def test_the_manifest_record_wins_over_a_changed_tag_and_says_so() -> None:
+    notes: list[str] = []
+    changed = a_set(recorded={"mountPoint": "/data"}, **{"raidsnap:mount-point": "/var"})
+    assert plan.mount_point(request(mode="replace"), changed, notes) == ("/data", True)
+    assert notes == [
+        "the set's raidsnap:mount-point tag says '/var', but its record says '/data': the "
+        "record is used"
+    ]
+    # and a system directory named only by a tag is never the array's own
+    with pytest.raises(InvalidInputError, match="system directory /var"):
+        plan.mount_point(request(mode="replace"), a_set(**{"raidsnap:mount-point": "/var"}), [])
