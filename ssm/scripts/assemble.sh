@@ -23,27 +23,47 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/devices.sh"
 # and the array it assembled (never one that was already there). A half-made restore left
 # assembled would keep its volumes busy and, at the next boot, mounted from fstab without anyone
 # having checked it.
-made_mount=false made_md=false failing=false
+made_mount=false made_md=false failing=false conf_undo="" conf_path="" initramfs_status=skipped
 
 undo_ours() {
-  local undone=""
+  local -a undone=()
   if $made_mount; then
     if umount "$mount_point" 2>/dev/null; then
-      undone+="unmounted $mount_point"
+      undone+=("unmounted $mount_point")
       made_mount=false
     else
-      undone+="could not unmount $mount_point (in use?); it stays mounted"
+      undone+=("could not unmount $mount_point (in use?); it stays mounted")
     fi
   fi
   if $made_md && ! $made_mount; then
     if md_stop "$md_name"; then
-      undone+="${undone:+, }stopped $md_dev"
+      undone+=("stopped $md_dev")
     else
-      undone+="${undone:+, }could not stop $md_dev"
+      undone+=("could not stop $md_dev")
     fi
     made_md=false
   fi
-  printf '%s' "$undone"
+  # mdadm.conf as it was before this run wrote it (an ARRAY line for an array just stopped
+  # would replace the released array's at the next boot).
+  if [[ -n $conf_undo && -f $conf_undo ]]; then
+    if cmp -s "$conf_undo" "$conf_path"; then
+      rm -f "$conf_undo"
+    else
+      mv -f "$conf_undo" "$conf_path"
+      undone+=("put $conf_path back as it was")
+      if [[ $initramfs_status == updated ]]; then
+        if { update-initramfs -u || dracut -f; } >/dev/null 2>&1; then
+          undone+=("updated the initramfs again")
+        else
+          undone+=("could not update the initramfs again: run update-initramfs -u (or dracut -f)")
+        fi
+      fi
+    fi
+    conf_undo=""
+  fi
+  local out="" x
+  for x in "${undone[@]}"; do out+="${out:+, }$x"; done
+  printf '%s' "$out"
 }
 
 # Every existing directory above the mount point, on the path as given and as resolved, must be
@@ -224,7 +244,7 @@ for i in "${!volumes[@]}"; do
   say "$vol -> $member (array $seen_uuid, $(kv MD_LEVEL "$examine"), $n devices)"
 done
 if ((${#renamed[@]} && ${#unrenamed[@]})) && [[ $new_uuid != "$md_uuid" ]]; then
-  fail UuidMismatch "${renamed[*]} already carry the new identity $new_uuid and ${unrenamed[*]} still carry $md_uuid: an earlier assemble stopped while it wrote the superblocks. Nothing was changed; assemble them by hand with mdadm --assemble $md_dev --config=none --update=uuid --uuid=$new_uuid and the devices above, or restore again"
+  fail UuidMismatch "${renamed[*]} already carry the new identity $new_uuid and ${unrenamed[*]} still carry $md_uuid: an earlier assemble stopped while it wrote the superblocks, and mdadm assembles no array from members that disagree. Nothing was changed; restore again (a new restore creates new volumes from the snapshots)"
 fi
 # Whether the superblocks still need the new identity (mdadm writes it while assembling).
 update_uuid=false
@@ -298,6 +318,10 @@ if [[ -d /sys/block/$md_name/md ]] && [[ -n $(md_member_names "$md_name") ]]; th
   elif [[ $want == "$have" && $cur_uuid == "$new_uuid" && $cur_state =~ ^(clean|active|active-idle|read-auto|readonly)$ ]]; then
     already=true
     say "$md_dev is already active as $new_uuid with exactly these members"
+  elif [[ $want == "$have" && $(cat "/sys/block/$md_name/md/degraded" 2>/dev/null || echo 0) != 0 ]]; then
+    # Running degraded from exactly these members: stopping it to give it its identity would
+    # only bring it back degraded. Someone's array as it was: left running.
+    fail AssembleFailed "$md_dev is running degraded from these members; left it running as it was"
   elif [[ $want == "$have" && -n $(mount_targets "$md_name") ]]; then
     fail MdDeviceBusy "$md_dev holds exactly these members under the set's identity $md_uuid and is mounted: it cannot get its own identity while mounted. Unmount it and run again. Nothing was changed"
   elif [[ -n $(mount_targets "$md_name") ]]; then
@@ -400,6 +424,11 @@ fs_type=$(kv TYPE "$fs") fs_uuid=$(kv UUID "$fs") fs_label=$(kv LABEL "$fs")
 [[ -n $fs_type && -n $fs_uuid ]] || fail NoFilesystem "$md_dev holds no filesystem that blkid recognises"
 opts=rw,nosuid,nodev
 [[ $read_only == true ]] && opts=ro,nosuid,nodev,noexec
+# A user's own array put back (it keeps its identity) is mounted as it was before the replace.
+if [[ $new_uuid == "$md_uuid" ]]; then
+  opts=defaults
+  [[ $read_only == true ]] && opts=ro
+fi
 # The same filesystem UUID mounted from another device: the live array a copy is restored next
 # to. XFS refuses a second mount of one UUID unless told nouuid (xfs(5)); ext4 does not check.
 twin=$(findmnt -rn -o SOURCE,UUID | awk -v u="$fs_uuid" -v d="$md_dev" '$2 == u && $1 != d && !n++ {print $1}')
@@ -427,11 +456,12 @@ elif [[ -n $mp_mm ]]; then
 else
   mkdir -p "$mount_point"
   if [[ -n $(ls -A "$mount_point" 2>/dev/null) ]]; then
-    # /var is allowed only as the array's own mount point; a running system always keeps files
-    # in its own /var, so one with files in it is the system's (the OwnMountPoint claim is
-    # wrong): mounting there would hide them, and the fstab line would do so at every boot.
-    if [[ $mount_point == /var ]]; then
-      fail MountPointNotEmpty "$mount_point is a system directory with files in it, so it is not where this array was mounted: it would hide them. Restore with another mountPoint. Nothing was mounted"
+    # A system directory itself (/srv, /home, /var...) is allowed only as the array's own mount
+    # point, where the array was mounted: there it is the empty directory under the array. One
+    # with files in it is the system's (the OwnMountPoint claim is wrong, or stale): mounting
+    # there would hide them, and the fstab line would do so at every boot.
+    if [[ -n $(system_directory "$mount_point" false) ]]; then
+      fail MountPointNotEmpty "$mount_point is a system directory with files in it, so it is not where this array was mounted: it would hide them. Move them away if they are the array's leftovers, or restore with another mountPoint. Nothing was mounted"
     fi
     warnings+=("$mount_point was not empty; its files are hidden while the array is mounted")
   fi
@@ -469,7 +499,37 @@ conf_status=skipped initramfs_status=skipped fstab_status=skipped conf_path="" f
 stage=persist
 if [[ $persist == true ]]; then
   if [[ -d /etc/mdadm ]]; then conf_path=/etc/mdadm/mdadm.conf; else conf_path=/etc/mdadm.conf; fi
+  [[ -f $fstab_path ]] || : >>"$fstab_path"
+  fs_opts="$opts,nofail,x-systemd.device-timeout=30s"
+  pass=0
+  [[ $fs_type == ext* ]] && pass=2
+  by_md="/dev/disk/by-id/md-uuid-$new_uuid"
+  fstab_line="$by_md $mount_point $fs_type $fs_opts 0 $pass"
+  # Every check that can stop the persist comes before anything is written. Lines for another
+  # mount point that name this filesystem by UUID or label (the live array's, when a copy is
+  # restored next to it) would now match two devices: at the next boot either could be mounted
+  # there. Each is pointed at the array mounted there now, by its own md UUID; one that cannot
+  # be (nothing mounted there from an md array) stops the persist. Mount points are compared as
+  # mount(8) reads them, without trailing slashes.
+  rewrites=""
+  while read -r spec mp; do
+    [[ -n $mp ]] || continue
+    src=$(findmnt -rn -o SOURCE --mountpoint "$mp" 2>/dev/null | tail -n1 || true)
+    other=""
+    [[ $src == /dev/md* && $src != "$md_dev" ]] &&
+      other=$(kv MD_UUID "$(mdadm --detail --export "$src" 2>/dev/null || true)")
+    [[ -n $other && $other != "$new_uuid" ]] ||
+      fail PersistFailed "$fstab_path names this filesystem ($spec) for $mp, and no other md array is mounted there to name instead: at the next boot $mp could get the restored array. Change that line to name its device by /dev/disk/by-id/md-uuid-<its UUID>, then run again. mdadm.conf and fstab were not changed"
+    rewrites+="$spec $mp /dev/disk/by-id/md-uuid-$other"$'\n'
+  done < <(awk -v u="$fs_uuid" -v l="$fs_label" -v mp="$mount_point" '
+    function norm(p) { while (length(p) > 1 && substr(p, length(p)) == "/") p = substr(p, 1, length(p) - 1); return p }
+    $1 !~ /^#/ && NF >= 2 && norm($2) != mp { s = $1; gsub(/"/, "", s)
+      if (s == "UUID=" u || s == "/dev/disk/by-uuid/" u || (l != "" && (s == "LABEL=" l || s == "/dev/disk/by-label/" l))) print $1, $2 }' "$fstab_path")
+
   [[ -f $conf_path ]] || : >>"$conf_path"
+  # What undo_ours puts back if anything below fails: mdadm.conf as it was.
+  conf_undo=$(mktemp "$(dirname "$conf_path")/.raidsnap-undo.XXXXXX")
+  cp -p "$conf_path" "$conf_undo"
   array_line="ARRAY $md_dev metadata=$metadata UUID=$new_uuid"
   # Records are a line plus its indented continuation lines. A record with our UUID is
   # replaced; another array claiming our device name is commented out (it can no longer be it);
@@ -529,36 +589,15 @@ if [[ $persist == true ]]; then
     warnings+=("neither update-initramfs nor dracut is installed: the initramfs was not updated")
   fi
 
-  fs_opts="$opts,nofail,x-systemd.device-timeout=30s"
-  pass=0
-  [[ $fs_type == ext* ]] && pass=2
-  by_md="/dev/disk/by-id/md-uuid-$new_uuid"
-  fstab_line="$by_md $mount_point $fs_type $fs_opts 0 $pass"
-  [[ -f $fstab_path ]] || : >>"$fstab_path"
-  # Lines for another mount point that name this filesystem by UUID or label (the live array's,
-  # when a copy is restored next to it) would now match two devices: at the next boot either
-  # could be mounted there. Each is pointed at the array mounted there now, by its own md UUID;
-  # one that cannot be (nothing mounted there from an md array) stops the persist.
-  rewrites=""
-  while read -r spec mp; do
-    [[ -n $mp ]] || continue
-    src=$(findmnt -rn -o SOURCE --mountpoint "$mp" 2>/dev/null | tail -n1 || true)
-    other=""
-    [[ $src == /dev/md* && $src != "$md_dev" ]] &&
-      other=$(kv MD_UUID "$(mdadm --detail --export "$src" 2>/dev/null || true)")
-    [[ -n $other && $other != "$new_uuid" ]] ||
-      fail PersistFailed "$fstab_path names this filesystem ($spec) for $mp, and no other md array is mounted there to name instead: at the next boot $mp could get the restored array. Change that line to name its device by /dev/disk/by-id/md-uuid-<its UUID>, then run again"
-    rewrites+="$spec $mp /dev/disk/by-id/md-uuid-$other"$'\n'
-  done < <(awk -v u="$fs_uuid" -v l="$fs_label" -v mp="$mount_point" '
-    $1 !~ /^#/ && NF >= 2 && $2 != mp { s = $1; gsub(/"/, "", s)
-      if (s == "UUID=" u || s == "/dev/disk/by-uuid/" u || (l != "" && (s == "LABEL=" l || s == "/dev/disk/by-label/" l))) print $1, $2 }' "$fstab_path")
   had=$(awk -v u="UUID=$fs_uuid" -v mp="$mount_point" -v m="$by_md" '
-    $1 !~ /^#/ && NF >= 2 { s = $1; gsub(/"/, "", s); if (s == u || s == m || $2 == mp) n++ } END { print n + 0 }' "$fstab_path")
-  new_fstab=$(awk -v u="UUID=$fs_uuid" -v mp="$mount_point" -v m="$by_md" -v line="$fstab_line" -v rw="$rewrites" '
+    function norm(p) { while (length(p) > 1 && substr(p, length(p)) == "/") p = substr(p, 1, length(p) - 1); return p }
+    $1 !~ /^#/ && NF >= 2 { s = $1; gsub(/"/, "", s); if (s == u || s == m || norm($2) == mp) n++ } END { print n + 0 }' "$fstab_path")
+  new_fstab=$(awk -v mp="$mount_point" -v m="$by_md" -v line="$fstab_line" -v rw="$rewrites" '
+    function norm(p) { while (length(p) > 1 && substr(p, length(p)) == "/") p = substr(p, 1, length(p) - 1); return p }
     BEGIN { n = split(rw, r, "\n"); for (i = 1; i <= n; i++) if (r[i] != "") { split(r[i], f, " "); to[f[1] " " f[2]] = f[3] } }
     $1 !~ /^#/ && NF >= 2 && (($1 " " $2) in to) { k = $1 " " $2; $1 = to[k]; print; next }
     $1 !~ /^#/ && NF >= 2 { s = $1; gsub(/"/, "", s)
-      if ($2 == mp || s == m || (s == u && $2 == mp)) { if (!done) { print line; done = 1 }; next } }
+      if (norm($2) == mp || s == m) { if (!done) { print line; done = 1 }; next } }
     { print }
     END { if (!done) print line }' "$fstab_path")
   wrote=$(printf '%s\n' "$new_fstab" | write_if_changed "$fstab_path")
@@ -572,6 +611,8 @@ if [[ $persist == true ]]; then
       systemctl daemon-reload >/dev/null 2>&1 || warnings+=("systemctl daemon-reload failed")
     fi
   fi
+  rm -f "$conf_undo"
+  conf_undo=""
   say "persisted: mdadm.conf $conf_status ($conf_path), initramfs $initramfs_status, fstab $fstab_status"
 fi
 

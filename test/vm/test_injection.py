@@ -63,6 +63,7 @@ PARAMETERS: dict[str, list[str]] = {
     "assemble": [
         "VolumeIds",
         "MdUuid",
+        "NewMdUuid",
         "MdDevice",
         "MountPoint",
         "OwnMountPoint",
@@ -81,8 +82,13 @@ VALID_ANYWAY = {("thaw", "MaxFreezeSeconds", "empty")}
 
 # Strings that are a parameter's documented default, not an attack on it, so no case is made:
 # an empty FreezeToken makes freeze choose its own token (a real freeze), an empty MdUuid is
-# release's hand run that checks no UUID (a real release).
-NOT_HOSTILE = {("freeze", "FreezeToken", "empty"), ("release", "MdUuid", "empty")}
+# release's hand run that checks no UUID (a real release), an empty NewMdUuid is assemble's hand
+# run that generates the new identity.
+NOT_HOSTILE = {
+    ("freeze", "FreezeToken", "empty"),
+    ("release", "MdUuid", "empty"),
+    ("assemble", "NewMdUuid", "empty"),
+}
 
 # The token a backup's freeze and thaw share (32 lowercase hex digits).
 TOKEN = "0123456789abcdef0123456789abcdef"  # noqa: S105 - a freeze token, not a secret
@@ -369,6 +375,8 @@ def guest_cases(
         "assemble": {
             "VolumeIds": disks_vols,
             "MdUuid": uuid,
+            # The array's own identity kept: assemble finds it assembled and changes nothing.
+            "NewMdUuid": uuid,
             "MdDevice": MD_DEVICE,
             "MountPoint": MOUNT_POINT,
             "OwnMountPoint": "false",

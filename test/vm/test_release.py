@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
+from test_assemble import NEW_UUID
 from vmlib import Commands, boot
 
 from conftest import ArraySet, record
@@ -23,6 +24,7 @@ def test_release_stops_array_and_keeps_superblocks(
     assemble = {
         "VolumeIds": vols,
         "MdUuid": raid0_set.uuid,
+        "NewMdUuid": NEW_UUID,
         "MdDevice": "/dev/md0",
         "MountPoint": "/data",
         "ReadOnly": "false",

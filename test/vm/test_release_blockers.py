@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+from test_assemble import NEW_UUID
 from vmlib import Commands, boot
 
 from conftest import ArraySet, record
@@ -26,12 +27,14 @@ def test_release_refuses_each_blocker_and_changes_nothing(
     assemble = {
         "VolumeIds": ",".join(d.volume_id for d in disks),
         "MdUuid": raid0_set.uuid,
+        "NewMdUuid": NEW_UUID,
         "MdDevice": "/dev/md0",
         "MountPoint": "/data",
         "ReadOnly": "false",
         "Persist": "false",
     }
-    rel = {"MdDevice": "/dev/md0", "MountPoint": "/data", "MdUuid": raid0_set.uuid}
+    # The restored array carries its own identity: release is told that one.
+    rel = {"MdDevice": "/dev/md0", "MountPoint": "/data", "MdUuid": NEW_UUID}
     state = (
         "{ findmnt -rn -o SOURCE --mountpoint /data; "
         "cat /sys/block/md0/md/array_state 2>/dev/null || echo gone; }"

@@ -249,9 +249,15 @@ def mount_point(
 def _recorded_mount_point(snapshot_set: SnapshotSet, notes: list[str]) -> tuple[str, str | None]:
     """Where the set says the array was mounted, and that place normalized when the backup's
     own record (the manifest) says so. The manifest wins over the tag, which anyone allowed to
-    tag snapshots may change; only the manifest's record makes a mount point the array's own."""
+    tag snapshots may change; only the manifest's record makes a mount point the array's own,
+    except for a set recorded before manifests kept md facts, whose tag is all there is."""
     tagged = snapshot_set.tag_values.get(tags.MOUNT_POINT, "")
     in_manifest = snapshot_set.recorded_md.get("mountPoint", "")
+    if not snapshot_set.recorded_md:
+        # A set recorded before the manifest kept md facts: its tag, as then. The scripts still
+        # refuse a system directory with files in it as the array's own (MountPointNotEmpty).
+        legacy = re.fullmatch(MOUNT_POINT_PATTERN, tagged) is not None
+        return tagged, normal_path(tagged) if legacy else None
     if in_manifest and in_manifest != tagged:
         if tagged:
             notes.append(
@@ -259,7 +265,7 @@ def _recorded_mount_point(snapshot_set: SnapshotSet, notes: list[str]) -> tuple[
                 f"{in_manifest!r}: the record is used"
             )
         tagged = in_manifest
-    usable = in_manifest and re.fullmatch(MOUNT_POINT_PATTERN, in_manifest)
+    usable = bool(in_manifest) and re.fullmatch(MOUNT_POINT_PATTERN, in_manifest) is not None
     return tagged, normal_path(in_manifest) if usable else None
 
 

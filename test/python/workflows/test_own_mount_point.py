@@ -18,6 +18,7 @@ from raidsnap_emulation.world import (
     launch_instance,
     make_array,
     sets_of,
+    sets_table,
 )
 
 
@@ -129,3 +130,28 @@ def test_a_retagged_mount_point_does_not_steer_a_replace_over_a_system_directory
     mounted = {md.mount_point for md in emu.hosts.state(fx.instance_id).arrays.values()}
     assert mounted == {"/data"} and run.output["mountPoint"] == "/data"
     assert any("tag says '/var'" in n and "'/data'" in n for n in run.output["notes"])
+
+
+@pytest.mark.parametrize("mount_point", ["/srv", "/home"])
+def test_a_set_recorded_before_manifests_kept_md_facts_still_recovers_in_place(
+    emu: Emulation, mount_point: str
+) -> None:
+    # GIVEN db1 at a system directory itself, whose newest set was recorded before manifests
+    # kept the md facts (only its snapshots' tags say where the array was mounted)
+    fx = make_array(emu.hosts, "db1", 3, mount_point=mount_point)
+    set_id = backed_up(emu.hosts, emu.run, fx)
+    boto3.client("dynamodb").update_item(
+        TableName=sets_table(),
+        Key={"array": {"S": "db1"}, "setId": {"S": set_id}},
+        UpdateExpression="REMOVE md",
+    )
+    # AND a member is lost, so no new backup can record them
+    emu.hosts.lose_member(fx.instance_id, fx.member_ids[1])
+    # WHEN the operator replaces the array, naming its mount point
+    run = emu.run(
+        "restore",
+        {"array": "db1", "mode": "replace", "initialization": "none", "mountPoint": mount_point},
+    )
+    # THEN it is put back where it was, as before manifests kept the record
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert mounted_at(emu, fx.instance_id, mount_point) == [run.output["newMdUuid"]]

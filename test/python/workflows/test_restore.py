@@ -19,6 +19,7 @@ from raidsnap_emulation.world import (
     make_old_set,
     restored_volumes,
     sets_of,
+    sets_table,
     tags_of,
     terminate,
 )
@@ -633,12 +634,25 @@ def tag_set(set_id: str, key: str, value: str) -> None:
     boto3.client("ec2").create_tags(Resources=ids, Tags=[{"Key": key, "Value": value}])
 
 
+def recorded_before_md_facts(set_id: str) -> None:
+    """The set's manifest as backups wrote it before they kept the md facts: its tags are then
+    all a restore has to go by (a set with the record goes by the record,
+    test_own_mount_point.py)."""
+    boto3.client("dynamodb").update_item(
+        TableName=sets_table(),
+        Key={"array": {"S": "db1"}, "setId": {"S": set_id}},
+        UpdateExpression="REMOVE md",
+    )
+
+
 @pytest.mark.parametrize("tagged", ["/etc", "/etc/cron.d", "//etc/"])
 def test_a_set_whose_mount_point_tag_is_a_system_directory_is_refused_unless_one_is_given(
     emu: Emulation, tagged: str
 ) -> None:
-    # GIVEN a set whose raidsnap:mount-point tag was changed to a system directory
+    # GIVEN a set recorded before manifests kept md facts, whose raidsnap:mount-point tag was
+    # changed to a system directory
     fx, set_id, target = world(emu, 3)
+    recorded_before_md_facts(set_id)
     tag_set(set_id, "raidsnap:mount-point", tagged)
     request = {"array": "db1", "targetInstanceId": target, "initialization": "none"}
     # WHEN it is restored without a mountPoint, THEN it is refused before any change
@@ -665,6 +679,7 @@ def test_a_set_whose_mount_point_tag_is_no_path_is_mounted_at_the_default(
     emu: Emulation,
 ) -> None:
     _, set_id, target = world(emu, 2)
+    recorded_before_md_facts(set_id)
     tag_set(set_id, "raidsnap:mount-point", "srv/pg data")
     run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"})
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"

@@ -196,9 +196,9 @@ def old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
     if ours:
         return [
             out_of_service + f". Its old members {ids} are intact. Do not attach or assemble "
-            f"them while this run's volumes {ours} are attached to {target}: they carry the "
-            f"same md UUID {uuid}, and md could build the array from old and new members "
-            "(silently losing writes); release and detach those first"
+            f"them while this run's volumes {ours} are attached to {target}: until assembled "
+            f"they may carry the same md UUID {uuid}, and md could build the array from old "
+            "and new members (silently losing writes); release and detach those first"
         ]
     devices = dict(state.old.devices) if state.old else {}
     # Where the old members are now, as EC2 says: a put-back that stopped early (a member

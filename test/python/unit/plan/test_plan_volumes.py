@@ -129,10 +129,13 @@ def test_mount_point_from_the_input_the_set_or_the_default() -> None:
     tagged = a_set(recorded={"mountPoint": "/srv/db"}, **{"raidsnap:mount-point": "/srv/db"})
     assert plan.mount_point(request(), tagged, notes) == ("/srv/db", False)
     assert plan.mount_point(request(mode="replace"), tagged, notes) == ("/srv/db", True)
-    # A tag alone (a set recorded before the manifest kept md facts) is where to mount, never
-    # the array's own mount point: anyone allowed to tag snapshots may have written it.
+    # A set recorded before the manifest kept md facts: its tag, as then
     only_tag = a_set(**{"raidsnap:mount-point": "/srv/db"})
-    assert plan.mount_point(request(mode="replace"), only_tag, notes) == ("/srv/db", False)
+    assert plan.mount_point(request(mode="replace"), only_tag, notes) == ("/srv/db", True)
+    # One whose record names no mount point (the array was mounted nowhere): the tag is where to
+    # mount, never the array's own
+    unmounted = a_set(recorded={"device": "/dev/md0"}, **{"raidsnap:mount-point": "/srv/db"})
+    assert plan.mount_point(request(mode="replace"), unmounted, notes) == ("/srv/db", False)
     assert notes == []
     assert plan.mount_point(request(), a_set(), notes) == ("/mnt/db1", False)
     garbled = a_set(**{"raidsnap:mount-point": "data dir"})
@@ -196,6 +199,7 @@ def test_the_manifest_record_wins_over_a_changed_tag_and_says_so() -> None:
         "the set's raidsnap:mount-point tag says '/var', but its record says '/data': the "
         "record is used"
     ]
-    # and a system directory named only by a tag is never the array's own
+    # and a system directory the record does not name is never the array's own
+    retagged = a_set(recorded={"device": "/dev/md0"}, **{"raidsnap:mount-point": "/var"})
     with pytest.raises(InvalidInputError, match="system directory /var"):
-        plan.mount_point(request(mode="replace"), a_set(**{"raidsnap:mount-point": "/var"}), [])
+        plan.mount_point(request(mode="replace"), retagged, [])
