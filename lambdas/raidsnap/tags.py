@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 PREFIX = "raidsnap:"
 
 ARRAY = "raidsnap:array"
@@ -32,6 +34,16 @@ RESTORED_MEMBER_INDEX = "raidsnap:restored-member-index"
 # (execution names, hence ARNs, are unique for 90 days only).
 RESTORE_RUN = "raidsnap:restore-run"
 REPLACED_BY = "raidsnap:replaced-by"
+# Not in the design's list: a volume of a read-only copy (a look at older data, a drill), which
+# may sit next to the live array on its instance. Backups, recovery evidence and replace mode
+# never take it for one of the array's own members.
+READ_ONLY_COPY = "raidsnap:read-only-copy"
+
+
+def is_copy(volume_tags: Mapping[str, str]) -> bool:
+    return volume_tags.get(READ_ONLY_COPY) == "true"
+
+
 # Not in the design's list, but needed to make a retried CreateSnapshots step idempotent: the
 # execution that took the set, so a retry finds the set instead of taking a second one.
 BACKUP_EXECUTION = "raidsnap:backup-execution"

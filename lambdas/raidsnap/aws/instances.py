@@ -188,7 +188,7 @@ def members_from_tags(array: str, instance: ArrayInstance, note: str) -> Layout:
     tagged = [
         vid
         for vid, vt in volume_tag_map.items()
-        if vt.get(tags.ARRAY) == array and vid != instance.boot_volume_id
+        if vt.get(tags.ARRAY) == array and vid != instance.boot_volume_id and not tags.is_copy(vt)
     ]
     if not tagged:
         raise ArrayNotFoundError(
@@ -224,11 +224,20 @@ def members_from_discovery(
     if not arrays:
         return None
     attached = {a.volume_id for a in instance.attachments}
-    tagged = {
-        vid for vid, vt in volume_tags(sorted(attached)).items() if vt.get(tags.ARRAY) == array
-    }
+    found = volume_tags(sorted(attached))
+    tagged = {vid for vid, vt in found.items() if vt.get(tags.ARRAY) == array}
+    # A read-only copy next to the array (a look at older data) is never the array.
+    copies = {vid for vid, vt in found.items() if tags.is_copy(vt)}
+    arrays = [md for md in arrays if not _volume_ids(md) or not _volume_ids(md) <= copies]
+    if not arrays:
+        return None
+    tagged -= copies
 
     return _layout_of(_choose(array, instance, arrays, tagged), instance, attached)
+
+
+def _volume_ids(md: dict[str, Any]) -> set[str]:
+    return {str(m["volumeId"]) for m in md["members"] if m.get("volumeId")}
 
 
 def _choose(

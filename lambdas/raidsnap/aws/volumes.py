@@ -26,6 +26,7 @@ def create(
     set_id: str,
     initialization_rate: int | None,
     extra_tags: Mapping[str, str],
+    read_only: bool = False,
 ) -> str:
     """CreateVolume for one member. Size and encryption come from the snapshot: a volume from an
     encrypted snapshot is encrypted with the snapshot's KMS key unless another key is named,
@@ -40,6 +41,8 @@ def create(
         tags.RESTORE_RUN: run,
         "Name": f"{array}-{spec.index} ({set_id})",
     }
+    if read_only:
+        volume_tags[tags.READ_ONLY_COPY] = "true"
     tag_spec: TagSpecificationTypeDef = {
         "ResourceType": "volume",
         "Tags": [{"Key": k, "Value": v} for k, v in volume_tags.items()],

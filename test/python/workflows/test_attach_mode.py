@@ -28,35 +28,74 @@ def changes(emu: Emulation, since: int) -> list[str]:
     ]
 
 
-def test_a_read_only_look_next_to_the_live_array_on_its_instance_is_refused_up_front(
-    emu: Emulation,
-) -> None:
+def test_a_read_only_look_next_to_the_live_array_on_its_instance(emu: Emulation) -> None:
     # GIVEN db1, live and mounted on its instance, with last night's set
     fx = make_array(emu.hosts, "db1", 3)
     backed_up(emu.hosts, emu.run, fx)
-    mark = len(emu.double.calls)
+    look = {
+        "array": "db1",
+        "mountPoint": "/mnt/db1-yesterday",
+        "mdDevice": "/dev/md10",
+        "readOnly": True,
+        "initialization": "none",
+    }
     # WHEN a read-only copy is asked for next to it, on the same instance
-    run = emu.run(
-        "restore",
-        {
-            "array": "db1",
-            "mountPoint": "/mnt/db1-yesterday",
-            "mdDevice": "/dev/md10",
-            "readOnly": True,
-            "initialization": "none",
-        },
+    run = emu.run("restore", look)
+    # THEN the copy is mounted read-only next to the live array, under an md UUID of its own,
+    # its volumes marked as a copy
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    state = emu.hosts.state(fx.instance_id)
+    copy = state.arrays["/dev/md10"]
+    assert (copy.members, copy.mount_point, copy.read_only) == (
+        run.output["volumeIds"],
+        "/mnt/db1-yesterday",
+        True,
     )
-    # THEN it is refused before any change, naming the field and the way out
-    assert (run.status, run.error) == ("FAILED", "InvalidInput")
-    cause = run.cause or ""
-    assert cause.startswith("mode:"), cause
-    assert "same md UUID" in cause and "another instance" in cause, cause
-    assert changes(emu, mark) == []
-    assert restored_volumes(run.arn) == []
+    assert copy.md_uuid == run.output["newMdUuid"] != fx.md_uuid
+    assert all(tags_of(v)["raidsnap:read-only-copy"] == "true" for v in restored_volumes(run.arn))
     # AND the live array is as it was
-    md = emu.hosts.state(fx.instance_id).arrays["/dev/md0"]
-    assert (md.members, md.failed, md.mount_point) == (fx.member_ids, False, fx.mount_point)
-    assert "/dev/md10" not in emu.hosts.state(fx.instance_id).arrays
+    md = state.arrays["/dev/md0"]
+    assert (md.members, md.failed, md.mount_point, md.md_uuid) == (
+        fx.member_ids,
+        False,
+        fx.mount_point,
+        fx.md_uuid,
+    )
+    # AND the next backup takes the live array, never the copy
+    emu.clock.advance(60)
+    backup = emu.run("backup", {"array": "db1"})
+    assert backup.status == "SUCCEEDED", backup.cause
+    assert backup.output["memberVolumeIds"] == fx.member_ids
+
+
+def test_next_to_the_array_only_a_read_only_copy_with_places_of_its_own_is_restored(
+    emu: Emulation,
+) -> None:
+    fx = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, fx)
+    mark = len(emu.double.calls)
+    base = {"array": "db1", "initialization": "none"}
+    # A writable copy next to the array: which one is the array would be a guess
+    writable = emu.run("restore", base | {"mountPoint": "/mnt/x", "mdDevice": "/dev/md10"})
+    assert (writable.status, writable.error) == ("FAILED", "InvalidInput")
+    assert (writable.cause or "").startswith("mode:"), writable.cause
+    assert "read-only copy" in (writable.cause or "") and "another instance" in (
+        writable.cause or ""
+    )
+    # A read-only copy on the array's own md device or mount point (the defaults)
+    same_device = emu.run("restore", base | {"readOnly": True, "mountPoint": "/mnt/x"})
+    assert (same_device.status, same_device.error) == ("FAILED", "InvalidInput")
+    assert (same_device.cause or "").startswith("mdDevice:"), same_device.cause
+    same_mount = emu.run(
+        "restore",
+        base | {"readOnly": True, "mdDevice": "/dev/md10", "mountPoint": fx.mount_point},
+    )
+    assert (same_mount.status, same_mount.error) == ("FAILED", "InvalidInput")
+    assert (same_mount.cause or "").startswith("mountPoint:"), same_mount.cause
+    # Each refused before any change
+    assert changes(emu, mark) == []
+    for run in (writable, same_device, same_mount):
+        assert restored_volumes(run.arn) == []
 
 
 def test_a_stray_copy_of_a_member_on_the_target_keeps_its_identity_and_cannot_join(

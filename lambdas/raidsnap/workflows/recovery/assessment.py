@@ -91,7 +91,11 @@ def _restored_members(array: str, attached: set[str]) -> set[str]:
     replaced its members (tagged replaced-by) with these, so they are the members now."""
     own_set = re.compile(rf"^{re.escape(array)}-\d{{8}}T\d{{6}}Z-")
     found = tags_of_existing(sorted(attached))
-    return {v for v, t in found.items() if own_set.match(str(t.get(tags.RESTORED_FROM, "")))}
+    return {
+        v
+        for v, t in found.items()
+        if own_set.match(str(t.get(tags.RESTORED_FROM, ""))) and not tags.is_copy(t)
+    }
 
 
 def _restored_md_uuid(restored: set[str]) -> str | None:

@@ -39,6 +39,9 @@ def live_md_uuid(array: str, target: instances.ArrayInstance) -> str:
     restored = {
         t.get(tags.MD_UUID, "")
         for t in instances.volume_tags(sorted(attached)).values()
-        if t.get(tags.ARRAY) == array and t.get(tags.RESTORED_FROM) and t.get(tags.MD_UUID)
+        if t.get(tags.ARRAY) == array
+        and t.get(tags.RESTORED_FROM)
+        and t.get(tags.MD_UUID)
+        and not tags.is_copy(t)
     }
     return restored.pop() if len(restored) == 1 else ""

@@ -56,7 +56,7 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
         request,
         settings,
         execution_arn=execution_arn,
-        set_id=snapshot_set.set_id,
+        snapshot_set=snapshot_set,
         target=target,
         notes=notes,
     )
@@ -129,10 +129,11 @@ def _take_lock(
     settings: RestoreSettings,
     *,
     execution_arn: str,
-    set_id: str,
+    snapshot_set: SnapshotSet,
     target: instances.ArrayInstance,
     notes: list[str],
 ) -> None:
+    set_id = snapshot_set.set_id
     taken_over = lock.acquire(
         settings.lock_table,
         request.array,
@@ -147,7 +148,7 @@ def _take_lock(
         # After the lock is written: a backup writes its hold before it looks at the lock.
         lock.refuse_while_backup_holds(settings.lock_table, request.array)
         if request.mode == "attach":
-            _refuse_copies_attached(request.array, target)
+            _refuse_copies_attached(request, target, snapshot_set)
     except RaidsnapError:
         lock.release(settings.lock_table, request.array, execution_arn)
         raise
@@ -158,28 +159,58 @@ def _take_lock(
         )
 
 
-def _refuse_copies_attached(array: str, target: instances.ArrayInstance) -> None:
-    """Attach mode needs a target without any copy of the array: mdadm refuses a second array
-    with an md UUID that is already active, and with old members still attached, mdadm
-    --assemble --scan or udev at the next boot may build the array from old and new members
-    (RAID 0 event counts cannot tell them apart). Volumes a set was taken from, or that carry
-    the array's tag (every restored volume does), count as copies; the assemble document
-    checks the superblocks themselves on the instance as well."""
+def _refuse_copies_attached(
+    request: RestoreInput, target: instances.ArrayInstance, snapshot_set: SnapshotSet
+) -> None:
+    """Where the array (or a copy of it) is attached, attach mode restores only a read-only
+    copy, under an md device and a mount point of its own. The copy gets its own md UUID, so
+    md can never mix it with the array, and its volumes are tagged raidsnap:read-only-copy, so
+    backups, recovery evidence and replace mode never take them for the array's members. A
+    writable second copy next to the array is refused: both would be written, and which one is
+    the array would be a guess. Volumes a set was taken from, or that carry the array's tag
+    (every restored volume does), count as copies."""
+    array = request.array
     attached = sorted({a.volume_id for a in target.attachments} - {target.boot_volume_id or ""})
     if not attached:
         return
     sources = {m.volume_id for s in snapshot_sets.list_sets(array) for m in s.members}
     tagged = {v for v, t in instances.volume_tags(attached).items() if t.get(tags.ARRAY) == array}
     copies = sorted((sources | tagged) & set(attached))
-    if copies:
+    if not copies:
+        return
+    if not request.readOnly:
         raise InvalidInputError(
             "mode",
-            f"attach needs a target without a copy of {array}, but {copies} of {array} are "
-            f"attached to {target.instance_id}: mdadm cannot assemble a second array with the "
-            "same md UUID next to the live one, and at the next boot old and new members could "
-            "be mixed. Restore onto another instance, or use mode replace (it releases the "
-            "array there and detaches its members, keeping them). Nothing was changed",
+            f"{copies} of {array} are attached to {target.instance_id}: next to the array, "
+            "attach restores only a read-only copy (readOnly true, with an mdDevice and a "
+            "mountPoint of its own); a second writable copy there would leave which one is the "
+            "array a guess. Restore onto another instance, or use mode replace (it releases "
+            "the array there and detaches its members, keeping them). Nothing was changed",
         )
+    _refuse_the_arrays_own_places(request, target, snapshot_set)
+
+
+def _refuse_the_arrays_own_places(
+    request: RestoreInput, target: instances.ArrayInstance, snapshot_set: SnapshotSet
+) -> None:
+    """A read-only copy next to the array needs its own md device and mount point: the array's
+    (as its set recorded them) are taken."""
+    device = _recorded_md_device(snapshot_set)
+    mount = snapshot_set.recorded_md.get("mountPoint") or snapshot_set.tag_values.get(
+        tags.MOUNT_POINT, ""
+    )
+    for field, given, taken in (
+        ("mdDevice", request.mdDevice, device),
+        ("mountPoint", request.mountPoint, mount),
+    ):
+        if given is None or given == taken:
+            raise InvalidInputError(
+                field,
+                f"a read-only copy of {request.array} next to the array on "
+                f"{target.instance_id} needs a {field} of its own (the array's is "
+                f"{taken or 'unknown'}); give one, for example mdDevice /dev/md10 and "
+                f"mountPoint /mnt/{request.array}-copy. Nothing was changed",
+            )
 
 
 def _resolve_set(request: RestoreInput, notes: list[str]) -> SnapshotSet:

@@ -50,6 +50,7 @@ def create_volumes(call: CreateCall) -> Volumes:
                 set_id=plan.setId,
                 initialization_rate=rate,
                 extra_tags=member.tags,
+                read_only=plan.readOnly,
             )
         )
     for_array(plan.array)
@@ -143,6 +144,7 @@ def _unmapped_members(
         for vid, view in views.items()
         if view.tags.get(tags.RESTORED_FROM, "").startswith(f"{plan.array}-")
         and view.tags.get(tags.ARRAY) == plan.array
+        and not tags.is_copy(view.tags)
     }
     found = (recorded | restored) & set(views)
     # Fewer named than lost is fine only when nothing else is attached that could be one of
