@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -17,9 +17,11 @@ from typing import Annotated, Any
 import typer
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
+from rich.segment import Segment
 from rich.text import Text
 
 from raidsnap.aws import snapshot_sets
+from raidsnap.aws.notifications import printable
 from raidsnap.models import Consistency, Initialization, RestoreMode, VolumeType
 
 from . import backends, inputs, queries
@@ -147,11 +149,24 @@ def _target(
     return Target(emulation, seed_backups, region, profile, stack)
 
 
+class SafeConsole(Console):
+    """A console that never hands the terminal a control character that came with the data
+    shown (a tag value, a cause, an execution name may hold any character, escape sequences
+    included, and rich prints them as text): each becomes a space. Line breaks and tabs stay;
+    rich's own styling is not text and is untouched."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(
+            seg if seg.control else Segment(printable(seg.text), seg.style, seg.control)
+            for seg in buffer
+        )
+
+
 def _consoles() -> tuple[Console, Console]:
     """Results on stdout, progress and errors on stderr. Not on a terminal, lines are long
     enough that set ids and causes are never cut."""
-    out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-    err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+    out = SafeConsole(highlight=False, width=None if sys.stdout.isatty() else 160)
+    err = SafeConsole(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
     return out, err
 
 

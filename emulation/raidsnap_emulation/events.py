@@ -312,7 +312,7 @@ class Services:
     ) -> Delivery:
         params: dict[str, Any] = {"TopicArn": topic, "Message": message}
         if subject:
-            params["Subject"] = subject[:100]
+            params["Subject"] = subject[:99]
         keys = {"aws:SourceArn": source, "aws:SourceAccount": ACCOUNT}
         decisions = self.emu.iam.as_service(
             service, "sns", "Publish", params, source=keys, kms_source_keys=kms_source_keys

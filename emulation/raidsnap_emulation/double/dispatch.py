@@ -7,6 +7,7 @@ import contextlib
 import copy
 import re
 import threading
+import unicodedata
 import uuid
 from collections.abc import Iterator
 
@@ -37,6 +38,7 @@ class AwsDouble(Ssm, Health, Ec2, Faults):
         super().__init__(clock, region)
         self._depth = 0
         self._handlers[("cloudformation", "ListStackResources")] = self._list_stack_resources
+        self._handlers[("sns", "Publish")] = self._sns_publish
 
     @contextlib.contextmanager
     def install(self) -> Iterator[AwsDouble]:
@@ -162,6 +164,17 @@ class AwsDouble(Ssm, Health, Ec2, Faults):
         if end < len(events):
             answer["nextToken"] = str(end)
         return answer
+
+    def _sns_publish(self, params: Params) -> Answer:
+        """SNS Publish refuses a Subject that is not one line of printable text shorter than 100
+        characters (API reference, Publish: "Subjects must be UTF-8 text with no line breaks or
+        control characters, and less than 100 characters long"); moto accepts any."""
+        subject = params.get("Subject")
+        if isinstance(subject, str) and (
+            len(subject) >= 100 or any(unicodedata.category(c) == "Cc" for c in subject)
+        ):
+            raise AwsError("InvalidParameter", "Invalid parameter: Subject")
+        return self._moto("sns", "Publish", params)
 
     @staticmethod
     def _list_stack_resources(params: Params) -> Answer:

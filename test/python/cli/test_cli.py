@@ -18,7 +18,7 @@ from typer.testing import CliRunner, Result
 
 from raidsnap_cli.app import app
 from raidsnap_emulation import backend
-from raidsnap_emulation.double import AwsError
+from raidsnap_emulation.double import AwsError, CommandOutcome
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import ArrayFixture, make_array, make_old_set, record_set
 
@@ -490,3 +490,27 @@ def test_emulation_without_its_packages_exits_1_naming_what_to_install(
     assert result.exit_code == 1, result.output
     assert "moto is not installed" in plain(result.output)
     assert "raidsnap-cli[emulation]" in plain(result.output)
+
+
+def test_escapes_an_instance_prints_reach_the_terminal_as_plain_text(cli: Cli) -> None:
+    # GIVEN an instance whose assemble fails printing escape sequences (a colour change and a
+    # window-title write) on stderr: the cause carries its stderr tail
+    def world(emu: Emulation, fx: ArrayFixture) -> None:
+        emu.hosts.fail_next(
+            "assemble",
+            CommandOutcome(
+                status="Failed",
+                stdout='{"ok": false, "error": "AssembleFailed", "message": "boom"}',
+                stderr="mdadm: \x1b[31mboom\x1b]0;pwned\x07 done",
+                exit_code=1,
+                duration_seconds=3,
+            ),
+        )
+
+    run = cli(
+        "restore", "db1", "--emulation", "--seed-backups", "1", "--mode", "replace", prepare=world
+    )
+    # THEN the cause is shown, without the control characters
+    assert run.exit_code == 1, run.output
+    assert "\x1b" not in run.output and "\x07" not in run.output
+    assert "[31mboom ]0;pwned done" in plain(run.output), run.output

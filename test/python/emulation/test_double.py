@@ -970,3 +970,14 @@ def test_delete_tags_without_tags_deletes_every_user_defined_tag(
 
     left = ec2.describe_tags(Filters=[{"Name": "resource-id", "Values": [host.instance_id]}])
     assert left["Tags"] == []
+
+
+@pytest.mark.parametrize("subject", ["two\nlines", "escape \x1b[31m", "x" * 100])
+def test_sns_publish_refuses_a_subject_aws_refuses(double: AwsDouble, subject: str) -> None:
+    sns = boto3.client("sns", region_name="us-east-1")
+    topic = sns.create_topic(Name="t")["TopicArn"]
+    with pytest.raises(ClientError) as info:
+        sns.publish(TopicArn=topic, Subject=subject, Message="m")
+    assert error_code(info) == "InvalidParameter"
+    # one line of printable text shorter than 100 characters goes out
+    assert sns.publish(TopicArn=topic, Subject="y" * 99, Message="m")["MessageId"]
