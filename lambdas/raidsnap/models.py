@@ -257,6 +257,9 @@ class RestoreInput(BaseModel):
     # None: the device recorded with the set (raidsnap:md-device), else /dev/md0.
     mdDevice: MdDevice | None = None
     mdUuid: MdUuid | None = None
+    # The md UUID the restored array gets (every restored array gets its own); None: the run
+    # chooses one. A caller that must know it before the run ends (a drill) chooses it.
+    newMdUuid: MdUuid | None = None
     readOnly: bool = False
     mode: RestoreMode = "attach"
 

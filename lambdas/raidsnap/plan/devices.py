@@ -1,8 +1,11 @@
-"""Device names: which names new EBS attachments get, and which md device a restore uses."""
+"""Device names and identities: which names new EBS attachments get, which md device a restore
+uses, and the md UUID a restored array gets."""
 
 from __future__ import annotations
 
+import hashlib
 import re
+import uuid
 from collections.abc import Iterable
 
 # Device names for EBS data volumes on Linux: /dev/sd[f-z] first, as EC2 recommends, then the
@@ -42,3 +45,10 @@ def md_device(given: str | None, recorded: str, notes: list[str]) -> str:
     if recorded:
         notes.append(f"the set's md device {recorded!r} is not usable; {DEFAULT_MD_DEVICE} used")
     return DEFAULT_MD_DEVICE
+
+
+def new_md_uuid(seed: str | None = None) -> str:
+    """A fresh md UUID in mdadm's notation (four groups of 8 hex digits); from ``seed`` the same
+    one every time (a step that is retried chooses the same identity)."""
+    raw = hashlib.sha256(seed.encode()).hexdigest()[:32] if seed else uuid.uuid4().hex
+    return ":".join(raw[i : i + 8] for i in range(0, 32, 8))

@@ -4,6 +4,7 @@ onto a drill instance, checks the copy, removes it, and reports."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import boto3
@@ -319,3 +320,52 @@ def test_a_drill_whose_teardown_fails_before_removing_anything_does_not_pass(
     assert "delete them by hand" in str(run.cause)
     (note,) = published(emu)
     assert note["Subject"] == "raidsnap drill of db1: FAILED (DrillTeardownFailed)"
+
+
+def test_a_drill_stopped_before_its_restore_ended_releases_its_copy_by_its_identity(
+    emu: Emulation, drill_world: tuple[ArrayFixture, str, str]
+) -> None:
+    # GIVEN a drill whose restore assembled and mounted the copy and then, during its prewarm,
+    # was stopped (a recovery preempts drills): no output, its volumes never tagged
+    _fx, _set_id, drill_host = drill_world
+    router = emu.router
+    assert router is not None
+    command_fn = next(
+        n for n, f in router.functions.items() if f.handler.endswith(".restore_command.handler")
+    )
+    reached, go_on = threading.Event(), threading.Event()
+
+    def invoke(params: dict[str, Any]) -> Any:
+        name = str(params["FunctionName"]).rsplit(":", 1)[-1]
+        body = json.loads(params.get("Payload") or b"{}")
+        if name == command_fn and body.get("step") == "prewarm" and not reached.is_set():
+            reached.set()
+            go_on.wait(120)
+            raise RuntimeError("the execution was stopped")
+        return router(params)
+
+    emu.double.route("lambda", "Invoke", invoke)
+    drill = emu.start(
+        "drill", {"array": "db1", "targetInstanceId": drill_host, "initialization": "prewarm"}
+    )
+    assert reached.wait(60), "the restore never reached its prewarm"
+    sfn = boto3.client("stepfunctions")
+    restore_arn = next(
+        e["executionArn"]
+        for e in sfn.list_executions(stateMachineArn=emu.state_machines["restore"])["executions"]
+        if e["name"].startswith("drill-")
+    )
+    assert "/dev/md100" in emu.hosts.state(drill_host).arrays
+    sfn.stop_execution(executionArn=restore_arn, error="Preempted", cause="a recovery")
+    go_on.set()
+    emu.wait(drill)
+    # THEN its teardown releases the copy naming the identity the drill gave it, so that release
+    # refuses whatever else the md device might hold
+    released = [
+        c.params["Parameters"]
+        for c in emu.double.calls
+        if c.operation == "SendCommand" and str(c.params["DocumentName"]).endswith("-release")
+    ]
+    assert released and released[0]["MdDevice"] == ["/dev/md100"]
+    assert released[0]["MdUuid"] == given_identity(emu)[:1] != [""]
+    assert "/dev/md100" not in emu.hosts.state(drill_host).arrays

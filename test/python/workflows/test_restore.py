@@ -800,3 +800,20 @@ def test_a_read_only_copy_is_mounted_read_only_and_not_recorded_for_boot(emu: Em
     state = emu.hosts.state(viewer)
     assert state.arrays["/dev/md10"].read_only
     assert (state.fstab, state.mdadm_conf) == ({}, {})
+
+
+def test_a_new_md_uuid_given_is_the_arrays_and_the_sets_own_is_refused(emu: Emulation) -> None:
+    fx, _set_id, target = world(emu, 2)
+    request = {"array": "db1", "targetInstanceId": target, "initialization": "none"}
+    mark = len(emu.double.calls)
+    # The set's own identity: a restored array never shares it
+    shared = emu.run("restore", request | {"newMdUuid": fx.md_uuid})
+    assert (shared.status, shared.error) == ("FAILED", "InvalidInput")
+    assert (shared.cause or "").startswith("newMdUuid:"), shared.cause
+    assert changes(emu, mark) == []
+    # One of the caller's: the array gets it
+    chosen = "0123abcd:4567ef01:89abcdef:01234567"
+    run = emu.run("restore", request | {"newMdUuid": chosen})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["newMdUuid"] == chosen
+    assert emu.hosts.state(target).arrays["/dev/md0"].md_uuid == chosen

@@ -31,6 +31,9 @@ class RestoreRequest(Contract):
     mountPoint: str
     mdDevice: str
     initialization: str
+    # The copy's own md UUID, chosen by the drill so that its teardown can name it to release
+    # even when the restore never reached its end.
+    newMdUuid: str | None = None
 
 
 class PlanExecution(Contract):

@@ -10,6 +10,7 @@ from raidsnap.environment import DrillSettings
 from raidsnap.errors import InvalidInputError
 from raidsnap.models import parse_drill_input
 from raidsnap.observability import logger
+from raidsnap.plan.devices import new_md_uuid
 from raidsnap.workflows.drill.contracts import Plan, PlanExecution, PrepareCall, RestoreRequest
 
 # Every restore a drill starts is named drill-<hash>: the drill's IAM policy lets it delete
@@ -62,5 +63,6 @@ def prepare(call: PrepareCall, settings: DrillSettings) -> Plan:
             mountPoint=request.mountPoint,
             mdDevice=request.mdDevice,
             initialization=request.initialization,
+            newMdUuid=new_md_uuid(f"drill copy {execution_id}"),
         ),
     )

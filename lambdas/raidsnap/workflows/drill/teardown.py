@@ -57,7 +57,12 @@ def send_release(plan: Plan, restore: RestoreRun, release_document: str) -> Comm
         return Skipped(status="skipped", reason=f"no volume of {arn} is attached to {target}")
     # The copy's own identity, as the restore gave it (its output, else its volumes' tag).
     md_uuid = (restore.output.newMdUuid if restore.output else None) or ""
-    md_uuid = md_uuid or views[attached[0]].tags.get(tags.MD_UUID, "")
+    md_uuid = (
+        md_uuid
+        or views[attached[0]].tags.get(tags.MD_UUID, "")
+        or plan.restoreInput.newMdUuid
+        or ""
+    )
     command_id = commands.send(
         release_document,
         target,

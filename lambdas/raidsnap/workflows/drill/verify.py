@@ -72,7 +72,7 @@ def verify(call: CheckCall) -> Verification:
     found = snapshot_sets.get_set(plan.array, set_id) if set_id else None
     recorded = dict(found.tag_values) if found else {}
     set_uuid = recorded.get(tags.MD_UUID) or ((out.mdUuid if out else None) or "")
-    copy_uuid = (out.newMdUuid if out else None) or ""
+    copy_uuid = (out.newMdUuid if out else None) or plan.restoreInput.newMdUuid or ""
     fs_type = recorded.get(tags.FS_TYPE)
     seen = (call.discover.result.arrays if call.discover.result else None) or []
     md = next((a for a in seen if a.device == plan.mdDevice), None)

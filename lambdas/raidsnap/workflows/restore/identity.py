@@ -13,16 +13,11 @@ that created them tagged them with once assembled).
 
 from __future__ import annotations
 
-import uuid
-
 from raidsnap import tags
 from raidsnap.aws import instances, snapshot_sets
+from raidsnap.plan.devices import new_md_uuid
 
-
-def new_md_uuid() -> str:
-    """A fresh md UUID in mdadm's notation (four groups of 8 hex digits)."""
-    raw = uuid.uuid4().hex
-    return ":".join(raw[i : i + 8] for i in range(0, 32, 8))
+__all__ = ["live_md_uuid", "new_md_uuid"]
 
 
 def live_md_uuid(array: str, target: instances.ArrayInstance) -> str:

@@ -49,6 +49,12 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
     _refuse_unready_agent(target.instance_id)
     members = plan_volumes.member_specs(request, snapshot_set, notes)
     md_uuid = plan_volumes.md_uuid(request, snapshot_set)
+    if request.newMdUuid == md_uuid:
+        raise InvalidInputError(
+            "newMdUuid",
+            f"{md_uuid} is the set's own md UUID: a restored array never shares it with the "
+            "array its set came from. Give another, or none (the run chooses one)",
+        )
     live = identity.live_md_uuid(request.array, target) if request.mode == "replace" else ""
     mount_point, own_mount_point = plan_volumes.mount_point(request, snapshot_set, notes)
     initialization = _initialization(request, settings)
@@ -74,7 +80,7 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
         mode=request.mode,
         mdDevice=md_device,
         mdUuid=md_uuid,
-        newMdUuid=identity.new_md_uuid(),
+        newMdUuid=request.newMdUuid or identity.new_md_uuid(),
         liveMdUuid=live,
         mountPoint=mount_point,
         ownMountPoint=own_mount_point,
