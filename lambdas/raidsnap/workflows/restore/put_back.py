@@ -170,7 +170,7 @@ def _not_attached(ids: list[str], target: str) -> list[str]:
 def old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
     """What became of the array the replace released, in words a person can act on: put back,
     or out of service with the exact way back (only where that way is safe: never while a
-    volume of this run, which carries the same md UUID, is still attached)."""
+    volume of this run, which may carry the same md UUID until assembled, is still attached)."""
     plan = state.plan
     answer = c.release or {}
     if plan is None or not released(plan, answer):
