@@ -49,12 +49,7 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
     _refuse_unready_agent(target.instance_id)
     members = plan_volumes.member_specs(request, snapshot_set, notes)
     md_uuid = plan_volumes.md_uuid(request, snapshot_set)
-    if request.newMdUuid == md_uuid:
-        raise InvalidInputError(
-            "newMdUuid",
-            f"{md_uuid} is the set's own md UUID: a restored array never shares it with the "
-            "array its set came from. Give another, or none (the run chooses one)",
-        )
+    new_md_uuid = _new_md_uuid(request, md_uuid)
     live = identity.live_md_uuid(request.array, target) if request.mode == "replace" else ""
     mount_point, own_mount_point = plan_volumes.mount_point(request, snapshot_set, notes)
     initialization = _initialization(request, settings)
@@ -80,7 +75,7 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
         mode=request.mode,
         mdDevice=md_device,
         mdUuid=md_uuid,
-        newMdUuid=request.newMdUuid or identity.new_md_uuid(),
+        newMdUuid=new_md_uuid,
         liveMdUuid=live,
         mountPoint=mount_point,
         ownMountPoint=own_mount_point,
@@ -90,6 +85,17 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
         sourceVolumeIds=[m.volume_id for m in snapshot_set.by_index()],
         notes=notes,
     )
+
+
+def _new_md_uuid(request: RestoreInput, md_uuid: str) -> str:
+    """The identity the restored array gets: the caller's (never the set's own), else a new one."""
+    if request.newMdUuid == md_uuid:
+        raise InvalidInputError(
+            "newMdUuid",
+            f"{md_uuid} is the set's own md UUID: a restored array never shares it with the "
+            "array its set came from. Give another, or none (the run chooses one)",
+        )
+    return request.newMdUuid or identity.new_md_uuid()
 
 
 def _recorded_md_device(snapshot_set: SnapshotSet) -> str:
