@@ -177,3 +177,27 @@ def test_a_member_added_by_hand_since_the_set_and_then_lost_is_named_honestly(
     (note,) = [n for n in run.output["notes"] if "without a volume id" in n]
     assert m1 in note and z in note and "not in the record" in note, note
     assert "cannot join" in note, note
+
+
+def test_a_failed_member_detached_from_ec2_is_no_reason_to_refuse_with_a_scratch_volume_there(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1 (RAID 0 of 3) with a scratch volume attached beside it, backed up; then a
+    # member fails and is force-detached (EC2 shows it detached, the instance cannot read it)
+    fx = make_array(emu.hosts, "db1", 3, unrelated=1)
+    backed_up(emu.hosts, emu.run, fx)
+    lost = fx.member_ids[1]
+    ec2 = boto3.client("ec2")
+    ec2.detach_volume(VolumeId=lost, Force=True)
+    emu.clock.advance(emu.double.detach_seconds + 1)
+    emu.hosts.lose_member(fx.instance_id, lost)
+    mark = len(emu.double.calls)
+    # WHEN the array is replaced
+    run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    # THEN the lost member is the set's volume that is attached no more: the replace goes on,
+    # detaching the two it can name and never the scratch volume
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert detached(emu, mark) >= {fx.member_ids[0], fx.member_ids[2]}
+    assert fx.other_volume_ids[0] not in detached(emu, mark)
+    (note,) = [n for n in run.output["notes"] if "without a volume id" in n]
+    assert f"the record's ['{lost}'] are attached no more" in note, note

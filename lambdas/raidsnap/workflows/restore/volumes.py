@@ -120,8 +120,21 @@ def _reported_members(call: DetachCall) -> list[Released]:
     return [Released.model_validate(r) for r in reported if isinstance(r, dict)]
 
 
+def _gone_members(call: DetachCall, attached: set[str]) -> set[str]:
+    """Volumes the set was taken from that are attached to the instance no more, and were not
+    replaced by an earlier restore (tagged replaced-by): members that left, as a member does
+    when it is detached (or force-detached) after it failed."""
+    away = sorted(set(call.plan.sourceVolumeIds) - attached)
+    views = volumes.describe(away) if away else {}
+    return {vid for vid, view in views.items() if tags.REPLACED_BY not in view.tags}
+
+
 def _unmapped_members(
-    call: DetachCall, unaccounted: set[str], reported: list[Released], notes: list[str]
+    call: DetachCall,
+    unaccounted: set[str],
+    reported: list[Released],
+    notes: list[str],
+    gone: set[str],
 ) -> set[str]:
     """The volumes of members the release document reported without a volume id: their NVMe
     device is gone (the controller dropped off), so the instance cannot read their serial, while
@@ -147,9 +160,12 @@ def _unmapped_members(
         and not tags.is_copy(view.tags)
     }
     found = (recorded | restored) & set(views)
-    # Fewer named than lost is fine only when nothing else is attached that could be one of
-    # them: those members' volumes are no longer attached at all.
-    unsure = len(found) > len(unmapped) or (len(found) < len(unmapped) and set(views) - found)
+    # Fewer named than lost is fine only when the rest are accounted for: members of the record
+    # that are attached no more (detached after they failed), or, when nothing else is attached
+    # that could be one of them, members no longer attached at all.
+    short = len(found) < len(unmapped)
+    explained = len(found) + len(gone) >= len(unmapped)
+    unsure = len(found) > len(unmapped) or (short and not explained and set(views) - found)
     if unsure:
         raise MemberNotIdentifiedError(
             f"the release document on {plan.targetInstanceId} found members {unmapped} of "
@@ -157,23 +173,32 @@ def _unmapped_members(
             f"attachments do not say which volumes they are (unaccounted: "
             f"{sorted(unaccounted)}, of which the array's record names {sorted(found)}). No old "
             "member was detached. Find the volume of each lost member (the EC2 console's "
-            "attachments of the instance) and detach it by hand before restoring again: left "
-            "attached, it would rejoin the array at the next boot"
+            "attachments of the instance) and detach it by hand before restoring again, so that "
+            "every old member is kept apart from the restored array"
         )
-    others = sorted(set(views) - found)
-    notes.append(
-        f"release found members {unmapped} without a volume id (their device was gone); EC2 "
-        f"still shows {sorted(found)} attached, which the array's record names: detached with "
-        "the others as the lost members"
-        + (
-            f". Also attached and not in the record: {others}; if one of them was a member "
+    notes.append(_lost_note(unmapped, found, gone, sorted(set(views) - found)))
+    return found
+
+
+def _lost_note(unmapped: list[str], found: set[str], gone: set[str], others: list[str]) -> str:
+    """What the replace did about members the instance could not name, in words."""
+    parts = [f"release found members {unmapped} without a volume id (their device was gone)"]
+    if found:
+        parts.append(
+            f"EC2 still shows {sorted(found)} attached, which the array's record names: "
+            "detached with the others as the lost members"
+        )
+    if len(found) < len(unmapped) and gone:
+        parts.append(
+            f"the record's {sorted(gone)} are attached no more (detached after they failed)"
+        )
+    if others:
+        parts.append(
+            f"also attached and not in the record: {others}; if one of them was a member "
             "(added to the array by hand since the set was taken), it stays attached with the "
             "old array's md UUID, which the restored array does not share, so it cannot join it"
-            if others
-            else ""
         )
-    )
-    return found
+    return "; ".join(parts)
 
 
 def detach_old(call: DetachCall) -> OldMembers:
@@ -194,7 +219,9 @@ def detach_old(call: DetachCall) -> OldMembers:
         reported = _reported_members(call)
         candidates = {str(r.volumeId or "") for r in reported} - {""}
         notes: list[str] = []
-        lost = _unmapped_members(call, attached - ours - candidates, reported, notes)
+        lost = _unmapped_members(
+            call, attached - ours - candidates, reported, notes, _gone_members(call, attached)
+        )
         old_ids = sorted(((candidates & attached) | lost) - ours)
         if old_ids:
             # Only tag now: the role may detach only volumes tagged replaced-by, and IAM may
