@@ -7,6 +7,7 @@ is plan.evidence's; this module gathers it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import datetime
 
 from raidsnap import tags
@@ -65,7 +66,7 @@ def start(array: str, instance_id: str, discover_document: str) -> Look:
             f"{instance_id}"
             for vid in _missing(instance_id, [v for v in members if v not in attached])
         ]
-    checked = sorted((set(members) & attached) | restored)
+    checked = sorted((set(members) & attached) | set(restored))
     look = Look(
         instanceId=instance_id,
         checked=checked,
@@ -86,31 +87,32 @@ def start(array: str, instance_id: str, discover_document: str) -> Look:
     return look.model_copy(update={"commandId": command_id, "status": "pending", **poll.as_dict()})
 
 
-def _restored_members(array: str, attached: set[str]) -> set[str]:
-    """Attached volumes restored from a set of this array: a restore since the set was taken
-    replaced its members (tagged replaced-by) with these, so they are the members now."""
+def _restored_members(array: str, attached: set[str]) -> dict[str, Mapping[str, str]]:
+    """Attached volumes restored from a set of this array, with their tags: a restore since the
+    set was taken replaced its members (tagged replaced-by) with these, so they are the members
+    now."""
     own_set = re.compile(rf"^{re.escape(array)}-\d{{8}}T\d{{6}}Z-")
     found = tags_of_existing(sorted(attached))
     return {
-        v
+        v: t
         for v, t in found.items()
         if own_set.match(str(t.get(tags.RESTORED_FROM, ""))) and not tags.is_copy(t)
     }
 
 
-def _restored_md_uuid(restored: set[str]) -> str | None:
+def _restored_md_uuid(restored: Mapping[str, Mapping[str, str]]) -> str | None:
     """The md UUID the restore that made the array here tagged its volumes with, once
     assembled (one value, else none)."""
-    found = {t.get(tags.MD_UUID, "") for t in tags_of_existing(sorted(restored)).values()}
+    found = {t.get(tags.MD_UUID, "") for t in restored.values()}
     found.discard("")
     return found.pop() if len(found) == 1 else None
 
 
-def _restore_missing(instance_id: str, restored: set[str]) -> list[str]:
+def _restore_missing(instance_id: str, restored: Mapping[str, Mapping[str, str]]) -> list[str]:
     """Members of the restore that made the array on this instance (its volumes share one
     restore execution and run) that are no longer attached here: a volume of that run that is
     detached, or a member slot of it that no attached volume fills."""
-    found = tags_of_existing(sorted(restored))
+    found = restored
     runs = {
         (t.get(tags.RESTORE_EXECUTION, ""), t.get(tags.RESTORE_RUN, "")) for t in found.values()
     }

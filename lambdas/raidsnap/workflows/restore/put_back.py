@@ -10,6 +10,7 @@ from raidsnap import tags
 from raidsnap.aws import commands, error_code, tagging, volumes
 from raidsnap.environment import RestoreDocuments
 from raidsnap.models import Poll
+from raidsnap.plan.volumes import VolumeView
 from raidsnap.workflows.restore.commands import ASSEMBLE_TIMEOUT_SECONDS
 from raidsnap.workflows.restore.contracts import Cleanup, Plan, PutBack, RestoreState
 
@@ -77,11 +78,7 @@ def _start(
     if why is not None:
         return PutBack(status="failed", reason=why)
     views = volumes.describe(ids)
-    gone = [
-        vid
-        for vid in ids
-        if vid not in views or (a := views[vid].on(target)) is None or a.state != "attached"
-    ]
+    gone = _not_attached(ids, target, views)
     if gone:
         return PutBack(
             status="failed",
@@ -148,23 +145,22 @@ def _follow(plan: Plan, pb: PutBack) -> PutBack:
     return pb.model_copy(update={"status": "done"})
 
 
-def _not_attached(ids: list[str], target: str) -> list[str]:
-    """The volumes of ``ids`` that are not attached to ``target`` now (all of them when EC2
-    cannot be asked: the way back then includes attaching each, which fails harmlessly for
-    one that is attached)."""
+def _not_attached(ids: list[str], target: str, views: dict[str, VolumeView]) -> list[str]:
+    """The volumes of ``ids`` that are not attached to ``target`` (per ``views``, EC2's)."""
+    return [
+        vid
+        for vid in ids
+        if vid not in views or (a := views[vid].on(target)) is None or a.state != "attached"
+    ]
+
+
+def _where_now(ids: list[str], target: str) -> list[str]:
+    """The old members not attached to ``target`` now (all of them when EC2 cannot be asked:
+    the way back then includes attaching each, which fails harmlessly for one that is)."""
     try:
-        views = volumes.describe(ids)
+        return _not_attached(ids, target, volumes.describe(ids))
     except ClientError:
         return list(ids)
-    return [
-        v
-        for v in ids
-        if v not in views
-        or not any(
-            a.instance_id == target and a.state in ("attached", "attaching")
-            for a in views[v].attachments
-        )
-    ]
 
 
 def old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
@@ -203,7 +199,7 @@ def old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
     devices = dict(state.old.devices) if state.old else {}
     # Where the old members are now, as EC2 says: a put-back that stopped early (a member
     # lost) never recorded what the run had detached.
-    detached = _not_attached(ids, target) if pb is None or not pb.detached else list(pb.detached)
+    detached = _where_now(ids, target) if pb is None or not pb.detached else list(pb.detached)
     steps = [
         f"aws ec2 attach-volume --volume-id {v} --instance-id {target} --device "
         f"{devices.get(v, '/dev/sd' + 'fghijklmnopqrstuvwxyz'[i % 21])}"
