@@ -9,9 +9,16 @@ from __future__ import annotations
 
 import json
 
+from raidsnap.text import printable
+
 
 class RaidsnapError(Exception):
-    """Base of every error a person is meant to read."""
+    """Base of every error a person is meant to read. Its text (the run's Cause, which the
+    console, the CLI and the failure notification show) never carries a control character: a
+    tag value or an instance's stderr quoted in it could otherwise drive a terminal."""
+
+    def __str__(self) -> str:
+        return printable(super().__str__())
 
 
 class InvalidInputError(RaidsnapError):
@@ -28,6 +35,11 @@ class ConfigurationError(RaidsnapError):
 
 class ArrayNotFoundError(RaidsnapError):
     pass
+
+
+class ArrayInstanceChangedError(RaidsnapError):
+    """The instance tagged with the array is not the one raidsnap recorded for it: a tag alone
+    never moves an array (an operator confirms a move with ``raidsnap move``)."""
 
 
 class SnapshotSetNotFoundError(RaidsnapError):

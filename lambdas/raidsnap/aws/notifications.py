@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import os
 import re
-import unicodedata
 
 from raidsnap import clients
 from raidsnap.observability import logger
+from raidsnap.text import printable
 
 # SNS Publish (API reference): "Subjects must be UTF-8 text with no line breaks or control
 # characters, and less than 100 characters long." A subject that breaks this fails the Publish,
 # and the notification is lost.
 MAX_SUBJECT = 99
-
-
-def printable(text: str, *, keep_lines: bool = True) -> str:
-    """``text`` without control characters (a tag value may hold any character EC2 allows,
-    terminal escape sequences included): each becomes a space; line breaks and tabs stay where
-    ``keep_lines``."""
-    kept = "\n\t" if keep_lines else ""
-    return "".join(
-        c if c in kept or unicodedata.category(c) not in ("Cc", "Cf") else " " for c in text
-    )
 
 
 def subject_of(text: str) -> str:

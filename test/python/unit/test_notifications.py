@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from raidsnap.aws import notifications
+from raidsnap.errors import ArrayNotFoundError, InvalidInputError
 
 
 class Sns:
@@ -44,3 +45,13 @@ def test_a_message_keeps_its_lines_and_loses_its_escapes(sns: Sns) -> None:
 def test_an_empty_subject_is_still_a_subject(sns: Sns) -> None:
     notifications.publish("arn:topic", "\n\x1b", "m")
     assert sns.sent[0]["Subject"] == "raidsnap"
+
+
+def test_a_cause_that_quotes_a_tag_or_stderr_carries_no_control_character() -> None:
+    # A cause quotes tag values and an instance's stderr; the console, the CLI and the failure
+    # notification show it as it is
+    err = InvalidInputError("targetInstanceId", "tag is \x1b]0;pwned\x07db1\x1b[2J\nnext line")
+    text = str(err)
+    assert "\x1b" not in text and "\x07" not in text
+    assert text == "targetInstanceId: tag is  ]0;pwned db1 [2J\nnext line"
+    assert str(ArrayNotFoundError("a\u202eb")) == "a b"  # a bidi override (Cf) too
