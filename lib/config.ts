@@ -25,6 +25,9 @@ export interface ArrayDefaults {
   readonly initialization: Initialization;
   readonly timezone: string;
   readonly maxFreezeSeconds: number;
+  /** The directories restored arrays may be mounted under ("<array>" stands for the array's
+   * name); a restore may also mount an array where its own set recorded it. */
+  readonly allowedMountPoints: readonly string[];
 }
 
 export interface ScheduleConfig {
@@ -97,7 +100,9 @@ const MD_DEVICE = /^\/dev\/md[0-9]{1,3}$/;
 export const DRILL_DEFAULTS = { mountPoint: '/mnt/raidsnap-drill', mdDevice: '/dev/md100', initialization: 'none' as DrillInitialization };
 const TIMEZONE = /^(UTC|[A-Za-z]+(\/[A-Za-z0-9_+-]+){1,2})$/;
 
+export const DEFAULT_ALLOWED_MOUNT_POINTS = ['/data', '/mnt', '/srv', '/opt/<array>'];
 export const BUILT_IN_DEFAULTS: ArrayDefaults = {
+  allowedMountPoints: DEFAULT_ALLOWED_MOUNT_POINTS,
   retention: 7,
   consistency: 'crash',
   initialization: 'prewarm',
@@ -143,9 +148,11 @@ function matching(value: unknown, field: string, pattern: RegExp, what: string):
 function parseDefaults(raw: unknown): ArrayDefaults {
   if (raw === undefined) return BUILT_IN_DEFAULTS;
   if (!isObject(raw)) throw new ConfigError('defaults', 'must be a mapping');
-  only(raw, 'defaults', ['retention', 'consistency', 'initialization', 'timezone', 'maxFreezeSeconds']);
+  only(raw, 'defaults', ['retention', 'consistency', 'initialization', 'timezone', 'maxFreezeSeconds', 'allowedMountPoints']);
   const d = BUILT_IN_DEFAULTS;
   return {
+    allowedMountPoints: raw.allowedMountPoints === undefined ? d.allowedMountPoints
+      : allowedMountPoints(raw.allowedMountPoints, 'defaults.allowedMountPoints'),
     retention: raw.retention === undefined ? d.retention : integer(raw.retention, 'defaults.retention', 1, 1000),
     consistency: raw.consistency === undefined ? d.consistency : oneOf(raw.consistency, 'defaults.consistency', ['crash', 'fsfreeze'] as const),
     initialization: raw.initialization === undefined ? d.initialization
@@ -194,6 +201,8 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     : oneOf(raw.initialization, `${field}.initialization`, ['fsr', 'rate', 'prewarm', 'none'] as const);
   const recovery = raw.recovery === undefined ? undefined : parseRecovery(raw.recovery, `${field}.recovery`, initialization);
   const drill = raw.drill === undefined ? undefined : parseDrill(raw.drill, `${field}.drill`, defaults);
+  if (recovery?.mountPoint) refuseUnallowed(recovery.mountPoint, `${field}.recovery.mountPoint`, name, defaults);
+  if (drill) refuseUnallowed(drill.mountPoint, `${field}.drill.mountPoint`, name, defaults);
   if (recovery && drill && [recovery.instanceId, recovery.replacementInstanceId].includes(drill.targetInstanceId)) {
     throw new ConfigError(`${field}.drill.targetInstanceId`, 'must be a separate drill instance, not the array\'s instance or its replacement');
   }
@@ -245,6 +254,36 @@ function parseRecovery(raw: unknown, field: string, arrayInitialization: Initial
 const SYSTEM_TREES = ['/bin', '/boot', '/dev', '/etc', '/lib', '/lib32', '/lib64', '/libx32', '/proc', '/root',
   '/run', '/sbin', '/sys', '/usr', '/tmp', '/var/tmp', '/var/run', '/var/lock', '/var/spool', '/var/log'];
 const SYSTEM_DIRECTORIES = ['/var', '/home', '/opt', '/srv', '/mnt', '/media'];
+
+/** An allowed place must not open a system tree: not "/", not in a tree, not above one (/var
+ * holds /var/log, and /var/lib/cloud, whose scripts run as root at boot). */
+function allowedMountPoints(raw: unknown, field: string): string[] {
+  if (!Array.isArray(raw) || raw.length === 0) throw new ConfigError(field, 'must be a non-empty list of directories');
+  return raw.map((entry, i) => {
+    const at = `${field}[${i}]`;
+    const value = matching(typeof entry === 'string' ? entry.replace(/<array>/g, 'array') : entry, at, MOUNT_POINT,
+      'an absolute path of plain segments, not "/" ("<array>" stands for the array\'s name)');
+    const normal = path.posix.normalize(value).replace(/\/+$/, '') || '/';
+    const tree = SYSTEM_TREES.find((t) => normal === t || normal.startsWith(`${t}/`) || t.startsWith(`${normal}/`));
+    if (normal === '/' || tree) throw new ConfigError(at, `opens the system tree ${tree ?? '/'}: a restored filesystem is never mounted there`);
+    return entry as string;
+  });
+}
+
+/** Whether a mount point lies under one of the allowed places. */
+export function mountPointAllowed(mountPoint: string, array: string, allowed: readonly string[]): boolean {
+  const normal = path.posix.normalize(mountPoint).replace(/\/+$/, '');
+  return allowed.some((a) => {
+    const base = path.posix.normalize(a.replace(/<array>/g, array)).replace(/\/+$/, '');
+    return normal === base || normal.startsWith(`${base}/`);
+  });
+}
+
+function refuseUnallowed(mountPoint: string, field: string, array: string, defaults: ArrayDefaults): void {
+  if (!mountPointAllowed(mountPoint, array, defaults.allowedMountPoints)) {
+    throw new ConfigError(field, `${mountPoint} is not under defaults.allowedMountPoints (${defaults.allowedMountPoints.join(', ')}): a restore would refuse it; add its directory there or choose one under them`);
+  }
+}
 
 function recoveryMountPoint(raw: unknown, field: string, mode: RecoveryMode, replacement?: string, group?: string): string {
   const value = matching(raw, field, MOUNT_POINT, 'an absolute path of plain segments, not "/"');

@@ -1,6 +1,6 @@
 import { Stack, StackProps } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
-import { RaidsnapConfig } from './config';
+import { ArrayConfig, RaidsnapConfig } from './config';
 import { BackupWorkflow } from './constructs/backup-workflow';
 import { Documents } from './constructs/documents';
 import { Drills } from './constructs/drills';
@@ -15,6 +15,16 @@ import { Sweeper } from './constructs/sweeper';
 
 export interface RaidsnapStackProps extends StackProps {
   readonly config: RaidsnapConfig;
+}
+
+/** The instances the config names for each array: its instance, its replacement, its drill
+ * instance, and the Auto Scaling group whose launches become its instance. */
+function arrayInstances(arrays: ArrayConfig[]): Record<string, { instances: string[]; autoScalingGroup?: string }> {
+  return Object.fromEntries(arrays.map((a) => [a.name, {
+    instances: [a.recovery?.instanceId, a.recovery?.replacementInstanceId, a.drill?.targetInstanceId]
+      .filter((i): i is string => Boolean(i)),
+    ...(a.recovery?.autoScalingGroup ? { autoScalingGroup: a.recovery.autoScalingGroup } : {}),
+  }]));
 }
 
 /** Composition only: each part lives in lib/constructs. */
@@ -34,7 +44,13 @@ export class RaidsnapStack extends Stack {
     this.documents = new Documents(this, 'Documents');
     const sets = new SnapshotSets(this, 'SnapshotSets');
     const factory = new FunctionFactory(this, 'Functions', {
-      environment: { SNAPSHOT_SETS_TABLE: sets.table.tableName },
+      environment: {
+        SNAPSHOT_SETS_TABLE: sets.table.tableName,
+        // Where restored arrays may be mounted, and which instances the config names for each
+        // array (plan/targets.py): a restore acts on nothing else.
+        ALLOWED_MOUNT_POINTS: JSON.stringify(props.config.defaults.allowedMountPoints),
+        ARRAY_INSTANCES: JSON.stringify(arrayInstances(arrays)),
+      },
     });
     const restoreLock = new RestoreLock(this, 'RestoreLock');
     this.backup = new BackupWorkflow(this, 'Backup', {

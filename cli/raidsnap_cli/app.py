@@ -21,10 +21,10 @@ from rich.segment import Segment
 from rich.text import Text
 
 from raidsnap.aws import snapshot_sets
-from raidsnap.aws.notifications import printable
 from raidsnap.models import Consistency, Initialization, RestoreMode, VolumeType
+from raidsnap.text import printable
 
-from . import backends, inputs, queries
+from . import backends, inputs, move, queries
 from .backends import AwsOptions, Backend, BackendError
 from .follow import follow, new_events
 from .views import (
@@ -530,6 +530,41 @@ def _path(steps: list[str]) -> str:
         else:
             folded.append((step, 1))
     return " → ".join(f"{s} x{n}" if n > 1 else s for s, n in folded)
+
+
+@app.command(name="move")
+def move_command(
+    *,
+    array: Annotated[str, typer.Argument(help="The array, as its raidsnap:array tag names it.")],
+    instance_id: Annotated[
+        str, typer.Argument(metavar="INSTANCE", help="The instance the array now lives on.")
+    ],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    emulation: EmulationFlag = False,
+    seed_backups: SeedBackups = 0,
+    region: Region = None,
+    profile: Profile = None,
+    stack: Stack = "raidsnap",
+) -> None:
+    """Confirm that ARRAY now lives on INSTANCE (tagged raidsnap:array=ARRAY).
+
+    raidsnap never moves an array on a tag alone: while the tagged instance is not the one it
+    recorded, backups are refused (ArrayInstanceChanged). This records the move, and who made it."""
+    target = _target(emulation, seed_backups, region, profile, stack)
+    out, err = _consoles()
+    with _backend(target, err) as backend:
+        try:
+            done = move.move(
+                backend,
+                array,
+                instance_id,
+                confirm=lambda q: yes or typer.confirm(q, default=False, err=True),
+                out=out,
+            )
+        except move.MoveError as error:
+            err.print(Text(f"error: {error}", style="red"))
+            raise typer.Exit(EXIT_FAILED) from None
+    raise typer.Exit(0 if done else EXIT_FAILED)
 
 
 def main() -> None:

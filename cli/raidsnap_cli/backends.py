@@ -23,7 +23,7 @@ import boto3
 
 from raidsnap import clients
 
-from .resolve import ResolveError, manifest_table, resolve
+from .resolve import ResolveError, lock_table, manifest_table, resolve
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -49,6 +49,7 @@ class Backend:
     outlives_command: bool
     _resolve: Callable[[], tuple[dict[str, str], str]]
     _resolve_sets: Callable[[], str]
+    _resolve_lock: Callable[[], str]
     _machines: dict[str, str] | None = field(default=None, init=False)
     _found_by: str = field(default="", init=False)
 
@@ -57,6 +58,13 @@ class Backend:
         as the functions do: name it before reading sets."""
         try:
             os.environ["SNAPSHOT_SETS_TABLE"] = self._resolve_sets()
+        except ResolveError as err:
+            raise BackendError(str(err)) from None
+
+    def lock_table(self) -> str:
+        """The restore lock table, where each array's recorded instance is kept."""
+        try:
+            return self._resolve_lock()
         except ResolveError as err:
             raise BackendError(str(err)) from None
 
@@ -110,6 +118,7 @@ def aws(options: AwsOptions) -> Iterator[Backend]:
         _resolve_sets=lambda: manifest_table(
             cloudformation, session.client("dynamodb"), options.stack
         ),
+        _resolve_lock=lambda: lock_table(cloudformation, session.client("dynamodb"), options.stack),
     )
 
 
@@ -144,6 +153,9 @@ def emulation(seed_backups: int) -> Iterator[Backend]:
                 outlives_command=False,
                 _resolve=lambda: (dict(account.state_machines), "the emulation"),
                 _resolve_sets=lambda: manifest_table(
+                    session.client("cloudformation"), session.client("dynamodb"), "raidsnap"
+                ),
+                _resolve_lock=lambda: lock_table(
                     session.client("cloudformation"), session.client("dynamodb"), "raidsnap"
                 ),
             )

@@ -117,11 +117,29 @@ TABLE_TYPE = "AWS::DynamoDB::Table"
 # The logical id CDK gives the manifest table (lib/constructs/snapshot-sets.ts) starts so.
 SETS_TABLE_ID = "SnapshotSetsTable"
 SETS_KEYS = {"array": "HASH", "setId": "RANGE"}
+LOCK_TABLE_ID = "RestoreLockTable"
+LOCK_KEYS = {"array": "HASH"}
 
 
 def manifest_table(cloudformation: Any, dynamodb: Any, stack: str) -> str:
     """The stack's table of set manifests: from the stack's resources, else the one table in
     this account and region keyed as raidsnap keys its manifests (array, setId)."""
+    return _table(
+        cloudformation, dynamodb, stack, SETS_TABLE_ID, keys=SETS_KEYS, what="set manifests"
+    )
+
+
+def lock_table(cloudformation: Any, dynamodb: Any, stack: str) -> str:
+    """The stack's restore lock table (which also records each array's instance): from the
+    stack's resources, else the one table here keyed (array) alone."""
+    return _table(
+        cloudformation, dynamodb, stack, LOCK_TABLE_ID, keys=LOCK_KEYS, what="restore locks"
+    )
+
+
+def _table(
+    cloudformation: Any, dynamodb: Any, stack: str, logical: str, *, keys: dict[str, str], what: str
+) -> str:
     try:
         pages = cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack)
         named = [
@@ -129,7 +147,7 @@ def manifest_table(cloudformation: Any, dynamodb: Any, stack: str) -> str:
             for page in pages
             for r in page["StackResourceSummaries"]
             if r["ResourceType"] == TABLE_TYPE
-            and r["LogicalResourceId"].startswith(SETS_TABLE_ID)
+            and r["LogicalResourceId"].startswith(logical)
             and r.get("PhysicalResourceId")
         ]
     except ClientError as err:
@@ -147,13 +165,14 @@ def manifest_table(cloudformation: Any, dynamodb: Any, stack: str) -> str:
             k["AttributeName"]: k["KeyType"]
             for k in dynamodb.describe_table(TableName=name)["Table"]["KeySchema"]
         }
-        == SETS_KEYS
+        == keys
     ]
     if len(keyed) != 1:
         found = ", ".join(sorted(keyed)) or "none"
+        shape = ", ".join(keys)
         raise ResolveError(
-            f"cannot tell which table holds raidsnap's set manifests: stack {stack!r} names "
-            f"none (or cannot be read), and tables keyed (array, setId) here: {found}; check "
+            f"cannot tell which table holds raidsnap's {what}: stack {stack!r} names "
+            f"none (or cannot be read), and tables keyed ({shape}) here: {found}; check "
             "--stack, --region and --profile"
         )
     return str(keyed[0])

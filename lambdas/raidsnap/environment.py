@@ -244,3 +244,31 @@ class SweeperSettings:
                 f"{prefix!r}"
             )
         return cls(lock_table=_require("LOCK_TABLE"), restore_executions=prefix)
+
+
+def _json_env(name: str, default: str) -> object:
+    raw = os.environ.get(name, "").strip() or default
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        raise ConfigurationError(f"{name} is not valid JSON") from None
+
+
+def array_instances() -> dict[str, dict[str, object]]:
+    """What the config names for each configured array (ARRAY_INSTANCES, a JSON map of array to
+    {"instances": [ids], "autoScalingGroup": name}; every configured array has an entry)."""
+    mapping = _json_env("ARRAY_INSTANCES", "{}")
+    if not isinstance(mapping, dict) or not all(isinstance(v, dict) for v in mapping.values()):
+        raise ConfigurationError("ARRAY_INSTANCES must map array names to settings")
+    return {str(k): dict(v) for k, v in mapping.items()}
+
+
+def allowed_mount_points() -> list[str] | None:
+    """The directories restored arrays may be mounted under (ALLOWED_MOUNT_POINTS, a JSON list;
+    unset: None, the default list)."""
+    value = _json_env("ALLOWED_MOUNT_POINTS", "null")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigurationError("ALLOWED_MOUNT_POINTS must be a JSON list of paths")
+    return [str(v) for v in value]

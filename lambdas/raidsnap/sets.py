@@ -46,6 +46,9 @@ class Manifest:
     # unlike the snapshots' tags, which anyone allowed to tag snapshots can change, only the
     # backup's own functions write this, so a restore's safety decisions rest on it.
     md: Mapping[str, str] = field(default_factory=dict)
+    # The instance the set was taken from: the array's recorded instance (raidsnap.homes) as
+    # of this set, which a tag alone never moves.
+    instance_id: str = ""
 
     @property
     def snapshot_ids(self) -> set[str]:

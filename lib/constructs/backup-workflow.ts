@@ -48,8 +48,9 @@ export class BackupWorkflow extends Construct {
     // restore lock table, added and removed with UpdateItem); whether the restore holding the
     // lock still runs is asked of Step Functions.
     const restoreName = `${Stack.of(this).stackName}-restore`;
+    // PutItem: the array's recorded instance, when the configuration names the one it is on now.
     const holdArray = props.restoreLock
-      ? [...lockStatements(['GetItem', 'UpdateItem']), new RestorePermissions(this).describeExecutions(restoreName)]
+      ? [...lockStatements(['GetItem', 'UpdateItem', 'PutItem']), new RestorePermissions(this).describeExecutions(restoreName)]
       : [];
     const releaseHold = lockStatements(['UpdateItem']);
     const specs: FunctionSpec[] = [
@@ -60,6 +61,8 @@ export class BackupWorkflow extends Construct {
           p.describe('ec2:DescribeInstances', 'ssm:DescribeInstanceInformation'),
           ...p.sendCommand(docs.arns('discover')),
           ...holdArray,
+          // The array's recorded instance: the newest set's (raidsnap.aws.homes).
+          ...props.sets.statements('Query'),
         ],
       },
       {

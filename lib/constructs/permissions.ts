@@ -222,17 +222,32 @@ export class RestorePermissions extends Permissions {
     });
   }
 
-  /** Tag (or untag) an instance with the array tag key only: a restore onto a new instance
-   * whose predecessor is gone makes it the array's instance. */
-  tagArrayInstance(...actions: string[]): iam.PolicyStatement {
+  /** Tag an instance with the array tag key only, and only an instance that carries none: a
+   * restore makes an untagged instance the configuration names (or the array's recorded one)
+   * the array's instance, and never re-tags another array's instance, even if its code were
+   * wrong ("Tag your Amazon EC2 resources": aws:ResourceTag is the tag the resource has before
+   * the request; Null true: it has no raidsnap:array). */
+  tagArrayInstance(): iam.PolicyStatement {
     return new iam.PolicyStatement({
-      actions,
+      actions: ['ec2:CreateTags'],
       resources: [this.ec2Arn('instance/*')],
       conditions: {
         'ForAllValues:StringEquals': { 'aws:TagKeys': [ARRAY_TAG] },
-        // ForAllValues holds when the request names no tag key at all, and DeleteTags without
-        // Tags deletes every user-defined tag of the resource: the key must be present.
-        Null: { 'aws:TagKeys': 'false' },
+        // ForAllValues holds when the request names no tag key at all: the key must be present.
+        Null: { 'aws:TagKeys': 'false', [`aws:ResourceTag/${ARRAY_TAG}`]: 'true' },
+      },
+    });
+  }
+
+  /** Take the array tag (that key only) off an instance that carries it. */
+  untagArrayInstance(): iam.PolicyStatement {
+    return new iam.PolicyStatement({
+      actions: ['ec2:DeleteTags'],
+      resources: [this.ec2Arn('instance/*')],
+      conditions: {
+        'ForAllValues:StringEquals': { 'aws:TagKeys': [ARRAY_TAG] },
+        // DeleteTags without Tags deletes every user-defined tag of the resource.
+        Null: { 'aws:TagKeys': 'false', [`aws:ResourceTag/${ARRAY_TAG}`]: 'false' },
       },
     });
   }

@@ -75,7 +75,7 @@ export class Recovery extends Construct {
         p.readCommands()[0],
         // Attach mode onto a replacement: the array's tag (that key only) moves off the failed
         // instance, and back onto it if the restore fails.
-        p.tagArrayInstance('ec2:CreateTags', 'ec2:DeleteTags'),
+        p.tagArrayInstance(), p.untagArrayInstance(),
         ...(groups.length ? [p.completeLifecycleActions(groups)] : []),
         // The restore it starts and follows (its history says when the array is assembled).
         new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [restoreArn] }),

@@ -167,14 +167,17 @@ export class RestoreWorkflow extends Construct {
         statements: [
           p.describe('ec2:DescribeInstances', 'ec2:DescribeVolumes'),
           ...p.manageRestoredVolumes('ec2:AttachVolume'),
-          p.tagArrayInstance('ec2:CreateTags'),
+          p.tagArrayInstance(),
         ],
       },
       {
         id: 'RestoreFinish', module: 'restore_finish',
         description: 'release the restore lock and shape the output',
         statements: [
-          ...lock.statements('DeleteItem'),
+          // PutItem: the target recorded as the array's instance when the restore made it so.
+          ...lock.statements('DeleteItem', 'GetItem', 'PutItem'),
+          ...props.sets.statements('Query'),
+          p.describe('ec2:DescribeInstances'),
           // One more look at a prewarm the workflow could not follow, to say how far it got.
           p.readCommands()[0],
           p.tagRestoredIdentity(this.stateMachineName),
@@ -191,7 +194,7 @@ export class RestoreWorkflow extends Construct {
           p.readCommands()[0],
           ...p.manageRestoredVolumes('ec2:DetachVolume', 'ec2:DeleteVolume'),
           p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
-          p.tagArrayInstance('ec2:DeleteTags'),
+          p.untagArrayInstance(),
           p.untagReplacedMembers(this.stateMachineName),
           // A failed run whose array was assembled and mounted keeps it: its md UUID is recorded.
           p.tagRestoredIdentity(this.stateMachineName),

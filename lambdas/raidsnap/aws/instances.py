@@ -78,8 +78,9 @@ def _instance_from(raw: Mapping[str, Any]) -> ArrayInstance:
     )
 
 
-def find_instance(array: str) -> ArrayInstance:
-    """The one running instance tagged ``raidsnap:array=<array>``."""
+def tagged_running(array: str) -> list[tuple[ArrayInstance, dict[str, str]]]:
+    """Every running instance tagged ``raidsnap:array=<array>``, with its tags. Which of them
+    is the array's is raidsnap.aws.homes' to say: a tag alone never moves an array."""
     pages = (
         clients.ec2()
         .get_paginator("describe_instances")
@@ -91,18 +92,7 @@ def find_instance(array: str) -> ArrayInstance:
         )
     )
     found = [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
-    if not found:
-        raise ArrayNotFoundError(
-            f"no running instance is tagged {tags.ARRAY}={array}; tag the instance that holds "
-            "the array, or check the array name"
-        )
-    if len(found) > 1:
-        ids = ", ".join(sorted(i["InstanceId"] for i in found))
-        raise ArrayNotFoundError(
-            f"several running instances are tagged {tags.ARRAY}={array} ({ids}); "
-            "an array lives on one instance"
-        )
-    return _instance_from(found[0])
+    return [(_instance_from(i), tags.as_dict(i.get("Tags"))) for i in found]  # type: ignore[arg-type]
 
 
 def describe_instance(instance_id: str) -> ArrayInstance:

@@ -52,6 +52,8 @@ def _to_item(m: Manifest) -> dict[str, Any]:
     }
     if m.md:
         raw["md"] = dict(m.md)
+    if m.instance_id:
+        raw["instanceId"] = m.instance_id
     if m.started is not None:
         raw["started"] = _iso(m.started)
     return {k: _SERIALIZE.serialize(v) for k, v in raw.items()}
@@ -73,6 +75,7 @@ def _from_item(item: Mapping[str, Any]) -> Manifest:
         missing_slots=tuple(int(s) for s in raw.get("missingSlots") or []),
         consistency=str(raw.get("consistency", "crash")),
         md={str(k): str(v) for k, v in (raw.get("md") or {}).items()},
+        instance_id=str(raw.get("instanceId", "")),
     )
 
 

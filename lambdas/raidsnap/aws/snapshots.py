@@ -85,6 +85,7 @@ def create_set(
             for key, fact in (("mountPoint", "mountPoint"), ("device", "device"), ("uuid", "uuid"))
             if layout.md.get(fact)
         },
+        instance_id=instance.instance_id,
     )
     manifest = manifests.begin(intent)
     if manifest.status == "taken":

@@ -62,6 +62,8 @@ class Plan(Contract):
     discovery: DiscoveryLook
     agentTooOld: str | None = None
     hold: bool = False
+    # What the run found about the array's instance (another instance carrying its tag).
+    notes: list[str] = Field(default_factory=list)
 
 
 class Member(Contract):

@@ -4,7 +4,7 @@ discover the array's members on it."""
 from __future__ import annotations
 
 from raidsnap import sets
-from raidsnap.aws import commands, instances, lock
+from raidsnap.aws import commands, homes, instances, lock
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table, retention_for
 from raidsnap.models import (
     BackupInput,
@@ -67,7 +67,8 @@ def prepare(call: PrepareCall, documents: Documents, settings: BackupSettings) -
 def _prepare(
     request: BackupInput, execution: ExecutionRef, documents: Documents, settings: BackupSettings
 ) -> Plan:
-    instance = instances.find_instance(request.array)
+    notes: list[str] = []
+    instance = homes.array_instance(restore_lock_table(), request.array, notes)
     started = times.parse_time(execution.startTime or times.iso(times.now()))
     set_id = sets.make_set_id(request.array, started, execution.id)
     logger.append_keys(array=request.array, set_id=set_id)
@@ -81,6 +82,7 @@ def _prepare(
         instanceId=instance.instance_id,
         availabilityZone=instance.availability_zone,
         discovery=DiscoveryLook(status="skipped", reason="SSM agent is not online"),
+        notes=notes,
     )
     agent = instances.agent(instance.instance_id)
     if not agent.online:
@@ -120,7 +122,7 @@ def collect_members(call: MembersCall) -> Members:
     if layout is None:
         layout = instances.members_from_tags(plan.array, instance, note or "no discovery")
         logger.warning("members from volume tags", extra={"reason": layout.note})
-    notes: list[str] = []
+    notes: list[str] = list(plan.notes)
     if layout.without_slot:
         notes.append(
             f"not members (spares, or members md marked faulty): {', '.join(layout.without_slot)}"

@@ -8,10 +8,11 @@ from botocore.exceptions import ClientError
 from pydantic import JsonValue
 
 from raidsnap import tags
-from raidsnap.aws import commands, error_code, lock, tagging
+from raidsnap.aws import commands, error_code, homes, instances, lock, tagging
 from raidsnap.environment import RestoreSettings
 from raidsnap.errors import cause_message, public_name
 from raidsnap.observability import count, for_array
+from raidsnap.plan import targets as plan_targets
 from raidsnap.workflows.restore.contracts import (
     Finished,
     Output,
@@ -20,6 +21,35 @@ from raidsnap.workflows.restore.contracts import (
     StateCall,
     Volumes,
 )
+
+
+def _record_move(plan: Plan, table: str, notes: list[str], warnings: list[str]) -> None:
+    """Record the target as the array's instance when the restore made it so (raidsnap.aws
+    .homes): backups then follow the restored array, and a tag alone still moves nothing. A
+    read-only copy, or a copy next to the array's instance that still holds it, moves nothing.
+    The array is mounted by now: what cannot be recorded is a warning, never a failure."""
+    if plan.readOnly:
+        return
+    try:
+        _, target_tags = instances.instance_facts(plan.targetInstanceId)
+        if target_tags.get(tags.ARRAY) != plan.array:
+            return
+        home = homes.recorded(table, plan.array)
+        still = False
+        if home is not None and home.instance_id != plan.targetInstanceId:
+            held_state, held_tags = instances.instance_facts(home.instance_id)
+            still = held_state == "running" and held_tags.get(tags.ARRAY) == plan.array
+        if not plan_targets.moves_home(plan.targetInstanceId, homes.as_recorded(home), still):
+            return
+        homes.record_move(table, plan.array, plan.targetInstanceId, f"restore {plan.executionArn}")
+    except ClientError as err:
+        warnings.append(
+            f"{plan.targetInstanceId} could not be recorded as {plan.array}'s instance "
+            f"({error_code(err)}); until it is, its backups are refused: run raidsnap move "
+            f"{plan.array} {plan.targetInstanceId}"
+        )
+        return
+    notes.append(f"{plan.targetInstanceId} is now recorded as {plan.array}'s instance")
 
 
 def finish(call: StateCall, settings: RestoreSettings) -> Finished:
@@ -44,6 +74,7 @@ def finish(call: StateCall, settings: RestoreSettings) -> Finished:
     assembled = (state.assemble.result if state.assemble else None) or {}
     new_uuid = str(assembled.get("uuid") or plan.newMdUuid)
     _record_identity(plan, v, new_uuid, notes, warnings)
+    _record_move(plan, settings.lock_table, notes, warnings)
     prewarm_out = _prewarm_outcome(state, v, warnings)
     requested, used = plan.initialization.requested, v.initialization
     if requested == "fsr" and used == "fsr":

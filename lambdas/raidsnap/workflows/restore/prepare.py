@@ -7,8 +7,8 @@ import uuid
 from datetime import UTC
 
 from raidsnap import tags
-from raidsnap.aws import instances, lock, snapshot_sets
-from raidsnap.environment import RestoreSettings, initialization_for
+from raidsnap.aws import homes, instances, lock, snapshot_sets
+from raidsnap.environment import RestoreSettings, allowed_mount_points, initialization_for
 from raidsnap.errors import (
     ArrayNotFoundError,
     IncompleteSnapshotSetError,
@@ -20,6 +20,7 @@ from raidsnap.errors import (
 from raidsnap.models import RestoreInput, parse_restore_input
 from raidsnap.observability import logger
 from raidsnap.plan import devices as plan_devices
+from raidsnap.plan import targets as plan_targets
 from raidsnap.plan import volumes as plan_volumes
 from raidsnap.sets import SnapshotSet
 from raidsnap.workflows.restore import identity
@@ -38,7 +39,7 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
     run = plan_volumes.run_nonce(execution_arn, str(started)) if started else uuid.uuid4().hex[:16]
     notes: list[str] = []
     snapshot_set = _resolve_set(request, notes)
-    target, tag_target, target_tag = _resolve_target(request)
+    target, tag_target, target_tag = _resolve_target(request, settings.lock_table, notes)
     if request.mode == "replace" and target_tag != request.array:
         raise InvalidInputError(
             "mode",
@@ -52,6 +53,7 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
     new_md_uuid = _new_md_uuid(request, md_uuid)
     live = identity.live_md_uuid(request.array, target) if request.mode == "replace" else ""
     mount_point, own_mount_point = plan_volumes.mount_point(request, snapshot_set, notes)
+    _refuse_unallowed_mount_point(request, mount_point, snapshot_set)
     initialization = _initialization(request, settings)
     _take_lock(
         request,
@@ -96,6 +98,35 @@ def _new_md_uuid(request: RestoreInput, md_uuid: str) -> str:
             "array its set came from. Give another, or none (the run chooses one)",
         )
     return request.newMdUuid or identity.new_md_uuid()
+
+
+def _refuse_unallowed_mount_point(
+    request: RestoreInput, mount_point: str, snapshot_set: SnapshotSet
+) -> None:
+    """A restored array is mounted only under the allowed directories (allowedMountPoints in the
+    configuration), or where its own set's manifest recorded it: not wherever a restore input
+    or a snapshot tag says. A directory such as /var/lib/cloud/scripts/per-boot is no system
+    tree, but whatever a filesystem mounted there holds runs as root at the next boot."""
+    allowed = allowed_mount_points() or list(plan_targets.DEFAULT_ALLOWED_MOUNT_POINTS)
+    recorded = snapshot_set.recorded_md.get("mountPoint")
+    if plan_targets.mount_point_allowed(mount_point, request.array, allowed, recorded):
+        return
+    places = ", ".join(a.replace("<array>", request.array) for a in allowed)
+    source = (
+        ""
+        if request.mountPoint is not None
+        else (
+            f" (no mountPoint was given; the {tags.MOUNT_POINT} tag of set {snapshot_set.set_id} "
+            "holds it)"
+        )
+    )
+    raise InvalidInputError(
+        "mountPoint",
+        f"{mount_point!r}{source} is not a place raidsnap mounts a restored array: it must lie "
+        f"under {places}, or be the mount point set {snapshot_set.set_id} recorded "
+        f"({recorded or 'none'}). Choose one there, or add the directory to allowedMountPoints "
+        "in the configuration. Nothing was changed",
+    )
 
 
 def _recorded_md_device(snapshot_set: SnapshotSet) -> str:
@@ -290,11 +321,17 @@ def _why_incomplete(s: SnapshotSet) -> str:
     )
 
 
-def _resolve_target(request: RestoreInput) -> tuple[instances.ArrayInstance, bool, str | None]:
-    """The target instance, whether the restore must tag it with the array, and its tag."""
+def _resolve_target(
+    request: RestoreInput, table: str, notes: list[str]
+) -> tuple[instances.ArrayInstance, bool, str | None]:
+    """The target instance, whether the restore must tag it with the array, and its tag.
+
+    Without a target: the array's instance as raidsnap recorded it (raidsnap.aws.homes). A
+    target given is acted on only when it is the array's (tagged for it, recorded, or named in
+    the configuration) or tagged for a copy (plan.targets.tag_target)."""
     if request.targetInstanceId is None:
         try:
-            instance = instances.find_instance(request.array)
+            instance = homes.array_instance(table, request.array, notes)
         except ArrayNotFoundError as err:
             raise ArrayNotFoundError(
                 f"{err}. To restore onto another instance, give targetInstanceId"
@@ -306,24 +343,33 @@ def _resolve_target(request: RestoreInput) -> tuple[instances.ArrayInstance, boo
         raise InvalidInputError(
             "targetInstanceId", f"instance {instance_id} does not exist in this region"
         )
+    held = target_tags.get(tags.ARRAY) or ""
+    tag_target = plan_targets.tag_target(
+        request.array,
+        instance_id,
+        target_tags,
+        homes.as_recorded(homes.recorded(table, request.array)),
+        homes.configured(request.array),
+        another_array=held not in ("", request.array) and homes.known_array(table, held),
+    )
     if state != "running":
         raise InstanceNotReadyError(
             f"target {instance_id} is {state}, not running; start it and restore again"
         )
-    target_tag = target_tags.get(tags.ARRAY)
-    tag_target = False
-    if target_tag is None:
-        try:
-            holder: instances.ArrayInstance | None = instances.find_instance(request.array)
-        except ArrayNotFoundError:
-            holder = None
-        if holder is not None and holder.instance_id != instance_id:
-            raise InvalidInputError(
-                "targetInstanceId",
-                f"{instance_id} is not tagged {tags.ARRAY} and {holder.instance_id} still holds "
-                f"{request.array}; to restore a copy there, tag {instance_id} "
-                f"{tags.ARRAY}=<a name for the copy> first",
-            )
-        # The array's instance is gone: the target becomes the array's instance.
-        tag_target = True
-    return instances.describe_instance(instance_id), tag_target, target_tag
+    if tag_target:
+        _refuse_a_second_holder(request.array, instance_id)
+    return instances.describe_instance(instance_id), tag_target, held or None
+
+
+def _refuse_a_second_holder(array: str, instance_id: str) -> None:
+    """An untagged target becomes the array's instance only when no other running instance is
+    tagged with the array: two would leave which one holds it a guess."""
+    holders = sorted(i.instance_id for i, _ in instances.tagged_running(array))
+    if holders:
+        raise InvalidInputError(
+            "targetInstanceId",
+            f"{instance_id} is not tagged {tags.ARRAY} and {', '.join(holders)} still "
+            f"carr{'y' if len(holders) > 1 else 'ies'} {tags.ARRAY}={array}; restoring there "
+            f"would make two instances {array}'s. Use mode replace on the array's instance, or "
+            "restore a read-only copy onto an instance tagged for a copy. Nothing was changed",
+        )

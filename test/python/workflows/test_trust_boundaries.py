@@ -1,0 +1,186 @@
+"""Whoever may start a restore, or tag an instance or a snapshot, must not reach beyond the array
+they name: not onto another array's instance, not onto an instance nobody named for the array,
+not to a mount point where a filesystem runs as root, and a tag alone never moves an array."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+
+from raidsnap.aws import homes
+from raidsnap_emulation.harness import Emulation
+from raidsnap_emulation.iam.authorizer import AccessDeniedError
+from raidsnap_emulation.world import (
+    backed_up,
+    instance_tags,
+    launch_instance,
+    lock_table,
+    make_array,
+    sets_of,
+    terminate,
+)
+
+READS = ("Describe", "Get", "List")
+PER_BOOT = "/var/lib/cloud/scripts/per-boot"
+
+
+def changes(emu: Emulation, since: int) -> list[str]:
+    return [
+        f"{c.service}:{c.operation}"
+        for c in emu.double.calls[since:]
+        if c.applied and c.service in ("ec2", "ssm") and not c.operation.startswith(READS)
+    ]
+
+
+def test_a_restore_never_acts_on_another_arrays_instance(emu: Emulation) -> None:
+    # GIVEN db1 live on its instance, and a team's own array "evil" with a set of its own
+    db1 = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, db1)
+    evil = make_array(emu.hosts, "evil", 2, unrelated=0)
+    backed_up(emu.hosts, emu.run, evil)
+    fstab = dict(emu.hosts.state(db1.instance_id).fstab)
+    mark = len(emu.double.calls)
+    # WHEN evil's owner restores evil onto db1's instance, at a directory cloud-init runs
+    run = emu.run(
+        "restore",
+        {
+            "array": "evil",
+            "targetInstanceId": db1.instance_id,
+            "mountPoint": PER_BOOT,
+            "initialization": "none",
+        },
+    )
+    # THEN it is refused on the target, and nothing changed anywhere
+    assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
+    assert "targetInstanceId" in run.cause and "db1" in run.cause
+    assert "another array's" in run.cause
+    assert changes(emu, mark) == []
+    after = emu.hosts.state(db1.instance_id)
+    assert sorted(after.arrays) == ["/dev/md0"]
+    assert dict(after.fstab) == fstab
+    assert instance_tags(db1.instance_id)["raidsnap:array"] == "db1"
+
+
+def test_a_restore_never_takes_an_untagged_instance_nobody_named(emu: Emulation) -> None:
+    # GIVEN evil's instance is gone, and another team's untagged "payments" instance runs
+    evil = make_array(emu.hosts, "evil", 2, unrelated=0)
+    backed_up(emu.hosts, emu.run, evil)
+    terminate(evil.instance_id)
+    payments = launch_instance("payments", "us-east-1a", tag_array=False)
+    mark = len(emu.double.calls)
+    # WHEN evil is restored onto it
+    run = emu.run(
+        "restore", {"array": "evil", "targetInstanceId": payments, "initialization": "none"}
+    )
+    # THEN it is refused: the instance is not tagged, and nobody named it for evil
+    assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
+    assert "targetInstanceId" in run.cause and "carries no raidsnap:array" in run.cause
+    assert changes(emu, mark) == []
+    assert "raidsnap:array" not in instance_tags(payments)
+
+
+def test_a_mount_point_outside_the_allowed_places_is_refused(emu: Emulation) -> None:
+    # GIVEN evil moved to a new instance of its own (tagged for it)
+    evil = make_array(emu.hosts, "evil", 2, unrelated=0)
+    backed_up(emu.hosts, emu.run, evil)
+    terminate(evil.instance_id)
+    new = launch_instance("evil", "us-east-1a")
+    mark = len(emu.double.calls)
+    # WHEN the restore asks for a directory whose files run as root at each boot
+    run = emu.run(
+        "restore",
+        {
+            "array": "evil",
+            "targetInstanceId": new,
+            "mountPoint": PER_BOOT,
+            "initialization": "none",
+        },
+    )
+    # THEN it is refused on the mount point, naming the allowed places, and nothing changed
+    assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
+    assert "mountPoint" in run.cause and "/data, /mnt, /srv, /opt/evil" in run.cause
+    assert changes(emu, mark) == []
+    # AND under an allowed place it is restored, and the new instance becomes evil's
+    ok = emu.run(
+        "restore",
+        {
+            "array": "evil",
+            "targetInstanceId": new,
+            "mountPoint": "/srv/evil",
+            "initialization": "none",
+        },
+    )
+    assert ok.status == "SUCCEEDED", f"{ok.error}: {ok.cause}"
+    assert f"{new} is now recorded as evil's instance" in ok.output["notes"]
+    emu.clock.advance(60)
+    backup = emu.run("backup", {"array": "evil"})
+    assert backup.status == "SUCCEEDED", f"{backup.error}: {backup.cause}"
+    assert backup.output["memberVolumeIds"] == ok.output["volumeIds"]
+
+
+def test_a_squatters_tag_does_not_block_the_arrays_backups(emu: Emulation) -> None:
+    # GIVEN db1 backed up from its instance, and someone tags their own instance db1
+    db1 = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, db1)
+    squatter = launch_instance("db1", "us-east-1a")
+    # WHEN the next backup runs
+    emu.clock.advance(3600)
+    run = emu.run("backup", {"array": "db1"})
+    # THEN it backs up db1's own instance, and says which other instance carries the tag
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["memberVolumeIds"] == db1.member_ids
+    assert any(squatter in n and "raidsnap move db1" in n for n in run.output["notes"])
+
+
+def test_while_the_arrays_instance_is_stopped_a_squatter_is_neither_backed_up_nor_restored_onto(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1 backed up, then its instance stopped; another team's array tagged db1
+    db1 = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, db1)
+    ec2 = boto3.client("ec2")
+    ec2.stop_instances(InstanceIds=[db1.instance_id])
+    other = make_array(emu.hosts, "other", 2, unrelated=0)
+    ec2.create_tags(Resources=[other.instance_id], Tags=[{"Key": "raidsnap:array", "Value": "db1"}])
+    sets_before = sets_of("db1")
+    mark = len(emu.double.calls)
+    # WHEN a backup of db1 runs
+    emu.clock.advance(3600)
+    run = emu.run("backup", {"array": "db1"})
+    # THEN it is refused by name, naming both instances and the command that confirms a move
+    assert (run.status, run.error) == ("FAILED", "ArrayInstanceChanged"), run.cause
+    assert other.instance_id in run.cause and db1.instance_id in run.cause
+    assert f"raidsnap move db1 {other.instance_id}" in run.cause
+    assert changes(emu, mark) == [] and sets_of("db1") == sets_before
+    # AND a restore of latest onto "db1's instance" is refused the same way
+    restore = emu.run("restore", {"array": "db1", "initialization": "none"})
+    assert (restore.status, restore.error) == ("FAILED", "ArrayInstanceChanged"), restore.cause
+    assert changes(emu, mark) == []
+    assert sorted(emu.hosts.state(other.instance_id).arrays) == ["/dev/md0"]
+    # AND once an operator confirms the move (what `raidsnap move db1 <id>` records), the
+    # backup follows the array there
+    homes.record_move(lock_table(), "db1", other.instance_id, "operator test")
+    emu.clock.advance(60)
+    moved = emu.run("backup", {"array": "db1"})
+    assert moved.status == "SUCCEEDED", f"{moved.error}: {moved.cause}"
+    assert moved.output["memberVolumeIds"] == other.member_ids
+
+
+def test_the_restore_role_cannot_tag_another_arrays_instance_even_if_its_code_tried(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1's instance (tagged db1) and an untagged instance
+    db1 = make_array(emu.hosts, "db1", 1, unrelated=0)
+    untagged = launch_instance("spare", "us-east-1a", tag_array=False)
+    attach = next(p for p in emu.iam.stack.principals if p.startswith("RestoreRestoreAttach"))
+    params = {"Tags": [{"Key": "raidsnap:array", "Value": "evil"}]}
+    # WHEN the attach step's role tags db1's instance with another array
+    # THEN IAM denies it: the grant covers only instances that carry no raidsnap:array
+    with pytest.raises(AccessDeniedError, match="UnauthorizedOperation"):
+        emu.iam.authorize("ec2", "CreateTags", {"Resources": [db1.instance_id], **params}, attach)
+    # AND an untagged instance (a configured replacement) it may tag
+    emu.iam.authorize("ec2", "CreateTags", {"Resources": [untagged], **params}, attach)
+    # AND the clean-up's role may take the tag off only an instance that carries it
+    cleanup = next(p for p in emu.iam.stack.principals if p.startswith("RestoreRestoreCleanup"))
+    with pytest.raises(AccessDeniedError):
+        emu.iam.authorize("ec2", "DeleteTags", {"Resources": [untagged], **params}, cleanup)
