@@ -64,6 +64,16 @@ describe('config', () => {
       'arrays.db1.drill.initialization'],
     [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0' }, drill: { schedule: 'rate(7 days)', targetInstanceId: 'i-0123456789abcdef0' } } } },
       'arrays.db1.drill.targetInstanceId'],
+    // Where restored arrays may be mounted: never "/", a system tree, or above one (/var holds
+    // /var/log and /var/lib/cloud); and a configured mount point must lie under the list.
+    [{ defaults: { allowedMountPoints: ['/'] } }, 'defaults.allowedMountPoints[0]'],
+    [{ defaults: { allowedMountPoints: ['/data', '/var'] } }, 'defaults.allowedMountPoints[1]'],
+    [{ defaults: { allowedMountPoints: ['/etc/db'] } }, 'defaults.allowedMountPoints[0]'],
+    [{ defaults: { allowedMountPoints: [] } }, 'defaults.allowedMountPoints'],
+    [{ defaults: { allowedMountPoints: '/data' } }, 'defaults.allowedMountPoints'],
+    [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', mountPoint: '/home/db' } } } }, 'arrays.db1.recovery.mountPoint'],
+    [{ arrays: { db1: { drill: { schedule: 'rate(7 days)', targetInstanceId: 'i-0123456789abcdef0', mountPoint: '/home/drill' } } } },
+      'arrays.db1.drill.mountPoint'],
   ])('%j is refused naming %s', (raw, field) => {
     expect(() => parseConfig(raw)).toThrow(ConfigError);
     try {
@@ -87,6 +97,20 @@ describe('config', () => {
       targetInstanceId: 'i-0aaaabbbbccccdddd', mountPoint: '/mnt/raidsnap-drill', mdDevice: '/dev/md100', initialization: 'none',
     });
     expect(config.arrays.analytics.drill).toBeUndefined();
+  });
+
+  test('allowedMountPoints defaults to /data, /mnt, /srv, /opt/<array>, and a list of its own admits its places', () => {
+    expect(parseConfig({}).defaults.allowedMountPoints).toEqual(['/data', '/mnt', '/srv', '/opt/<array>']);
+    const own = parseConfig({
+      defaults: { allowedMountPoints: ['/home', '/opt/<array>'] },
+      arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', mountPoint: '/home/db' } } },
+    });
+    expect(own.defaults.allowedMountPoints).toEqual(['/home', '/opt/<array>']);
+    expect(own.arrays.db1.recovery?.mountPoint).toBe('/home/db');
+    expect(() => parseConfig({
+      defaults: { allowedMountPoints: ['/opt/<array>'] },
+      arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', mountPoint: '/opt/db2' } } },
+    })).toThrow('arrays.db1.recovery.mountPoint');
   });
 
   test('a recovery may name its mount point: a system directory itself only for a replace in place', () => {
