@@ -85,7 +85,7 @@ guest_binaries=(
   cat cp mv rm ln ls mkdir rmdir touch chmod stat sort uniq head tail tr cut wc date sleep timeout
   dd sync sha256sum od readlink realpath basename dirname env id printf echo test seq nohup kill
   true false tee stdbuf mktemp comm paste expr sum md5sum du df
-  grep sed mawk awk find xargs ps pgrep pkill
+  grep sed mawk awk find xargs ps pgrep pkill setpriv
 )
 
 copy_with_libs() {

@@ -39,13 +39,29 @@ def assemble_params(
     }
 
 
-def restore_scenario(cmds: Commands, params: dict[str, str], name: str, prelude: str = "") -> str:
+# A set-user-ID copy of id(1) on the restored filesystem, run by an unprivileged user: under
+# nosuid it runs with that user's own ids; the same copy on the root filesystem (suid honoured)
+# is the control that shows the check can fail.
+SUID_PROBE = """
+chmod a+rx / /usr && chmod -R a+rX /usr/lib /usr/lib64  # readable by the unprivileged user
+cp /usr/bin/id /data/suid-id && chmod 4755 /data/suid-id
+cp /usr/bin/id /tmp/suid-id && chmod 4755 /tmp/suid-id
+setpriv --reuid=65534 --regid=65534 --clear-groups /data/suid-id -u >/work/suid.data 2>&1
+setpriv --reuid=65534 --regid=65534 --clear-groups /tmp/suid-id -u >/work/suid.control 2>&1
+rm -f /data/suid-id
+"""
+
+
+def restore_scenario(
+    cmds: Commands, params: dict[str, str], name: str, prelude: str = "", after: str = ""
+) -> str:
     return f"""
 {prelude}
 cat /proc/mdstat >/work/mdstat.before
 {cmds.ssm("first", "assemble", **params)}
 (cd /data && sha256sum -c --quiet /work/sums) >/work/verify 2>&1; echo $? >/work/verify.rc
 findmnt -rn -o OPTIONS --mountpoint /data >/work/mount.options
+{after}
 keep /etc/mdadm/mdadm.conf mdadm.conf.1
 keep /etc/fstab fstab.1
 {cmds.ssm("second", "assemble", **params)}
@@ -71,7 +87,9 @@ def test_raid0_restores_from_copies_and_persists(
         "restore raid0 (no udev)",
         boot(
             tmp_path / "vm",
-            restore_scenario(cmds, assemble_params(disks, raid0_set.uuid), "db1"),
+            restore_scenario(
+                cmds, assemble_params(disks, raid0_set.uuid), "db1", after=SUID_PROBE
+            ),
             disks,
             files={"sums": raid0_set.sums},
             commands=cmds,
@@ -95,6 +113,10 @@ def test_raid0_restores_from_copies_and_persists(
     # No update-initramfs or dracut in the test VM: reported, not failed.
     assert first["persisted"]["initramfs"] == "skipped-no-tool"
     assert b.text("verify.rc").strip() == "0", b.text("verify")
+    # A set-user-ID root binary on the restored array does not elevate (nosuid); on the root
+    # filesystem the same copy does
+    assert "nosuid" in b.text("mount.options").split(",")
+    assert (b.text("suid.data").strip(), b.text("suid.control").strip()) == ("65534", "0")
 
     array_lines = [line for line in b.text("mdadm.conf.1").splitlines() if line.startswith("ARRAY")]
     assert array_lines == [f"ARRAY /dev/md0 metadata=1.2 UUID={NEW_UUID}"]
