@@ -93,10 +93,10 @@ describe('monitoring', () => {
     expect(JSON.stringify(alarms[0].Properties.AlarmActions)).toContain('MonitoringNotifications');
   });
 
-  test('what retention could not delete and what the sweeper found each page the operators', () => {
+  test('what retention could not delete, what the sweeper found and an array tag on a second instance each page the operators', () => {
     const alarms = Object.values(resourcesOf(template, 'AWS::CloudWatch::Alarm'))
       .filter((a) => a.Properties.Namespace === 'raidsnap' && a.Properties.MetricName !== 'NewestCompleteSetAgeMinutes');
-    expect(alarms.map((a) => a.Properties.MetricName).sort()).toEqual(['LeftoversFound', 'SnapshotsNotDeleted']);
+    expect(alarms.map((a) => a.Properties.MetricName).sort()).toEqual(['ArrayTagConflicts', 'LeftoversFound', 'SnapshotsNotDeleted']);
     for (const a of alarms) {
       expect(a.Properties).toMatchObject({
         Threshold: 1,

@@ -41,6 +41,7 @@ export class Monitoring extends Construct {
   readonly reporter: lambda.Function;
   readonly rpoAlarms: Record<string, cloudwatch.Alarm> = {};
   readonly retentionAlarm: cloudwatch.Alarm;
+  readonly tagConflictAlarm: cloudwatch.Alarm;
   readonly dashboard: cloudwatch.Dashboard;
 
   constructor(scope: Construct, id: string, props: MonitoringProps) {
@@ -156,6 +157,25 @@ export class Monitoring extends Construct {
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
     this.notify(this.retentionAlarm);
+
+    // A backup or restore that found the array's tag on another instance beside the one it
+    // recorded goes on with the recorded one (raidsnap.aws.homes); someone tagged an instance
+    // that is not the array's, or the array moved without anyone confirming it.
+    this.tagConflictAlarm = new cloudwatch.Alarm(this, 'ArrayTagConflicts', {
+      alarmDescription: 'raidsnap: another instance carries an array\'s raidsnap:array tag besides the instance raidsnap recorded for it; the run\'s notes name both. Remove the tag from the other instance, or confirm a move with raidsnap move <array> <instance-id>',
+      metric: new cloudwatch.Metric({
+        namespace: 'raidsnap',
+        metricName: 'ArrayTagConflicts',
+        dimensionsMap: { service: 'raidsnap' },
+        statistic: 'Sum',
+        period: Duration.hours(6),
+      }),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    this.notify(this.tagConflictAlarm);
 
     this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
       dashboardName: `${stack.stackName}-raidsnap`,
