@@ -27,11 +27,18 @@ class ArrayFixture:
     mount_point: str
 
 
-def launch_instance(name: str, availability_zone: str, tag_array: bool = True) -> str:
+def launch_instance(
+    name: str, availability_zone: str, tag_array: bool = True, auto_scaling_group: str = ""
+) -> str:
+    """A running instance; ``auto_scaling_group``: launched by that group, which tags its
+    instances aws:autoscaling:groupName ("Tag Auto Scaling groups and instances", Amazon EC2
+    Auto Scaling User Guide)."""
     ec2 = boto3.client("ec2")
     tags = [{"Key": "Name", "Value": name}]
     if tag_array:
         tags.append({"Key": "raidsnap:array", "Value": name})
+    if auto_scaling_group:
+        tags.append({"Key": "aws:autoscaling:groupName", "Value": auto_scaling_group})
     spec: Any = {"ResourceType": "instance", "Tags": tags}
     instance = ec2.run_instances(
         ImageId="ami-0abcdef1234567890",
@@ -395,10 +402,27 @@ def configure_recovery(emu: Any, array: str, **settings: str) -> None:
         current = json.loads(fn.environment.get("RECOVERY_BY_ARRAY") or "{}")
         current[array] = {"mode": "replace", **settings}
         fn.environment["RECOVERY_BY_ARRAY"] = json.dumps(current)
+    named = [settings[k] for k in ("instanceId", "replacementInstanceId") if settings.get(k)]
+    name_in_config(emu, array, *named, auto_scaling_group=settings.get("autoScalingGroup", ""))
     alarm = recovery_alarm(emu, array)
     if alarm and settings.get("instanceId"):
         # A stack deployed with this instance configured has its alarm watching it.
         _point_alarm(alarm, settings["instanceId"])
+
+
+def name_in_config(emu: Any, array: str, *instance_ids: str, auto_scaling_group: str = "") -> None:
+    """The config names these instances for the array (as its recovery instance, replacement or
+    drill instance would): a restore may act on them, and tag them if untagged (plan.targets).
+    Every function gets the map (ARRAY_INSTANCES), as from one config file."""
+    for fn in emu.router.functions.values():
+        if "ARRAY_INSTANCES" not in fn.environment:
+            continue
+        instances = json.loads(fn.environment.get("ARRAY_INSTANCES") or "{}")
+        entry = instances.setdefault(array, {"instances": []})
+        entry["instances"] = sorted({*entry.get("instances", []), *instance_ids})
+        if auto_scaling_group:
+            entry["autoScalingGroup"] = auto_scaling_group
+        fn.environment["ARRAY_INSTANCES"] = json.dumps(instances)
 
 
 def recovery_started_by_alarm(emu: Any, alarm: str) -> str:

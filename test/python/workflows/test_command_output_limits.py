@@ -13,7 +13,13 @@ import json
 
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation
-from raidsnap_emulation.world import backed_up, launch_instance, make_array, terminate
+from raidsnap_emulation.world import (
+    backed_up,
+    launch_instance,
+    make_array,
+    name_in_config,
+    terminate,
+)
 
 
 def test_a_prewarm_that_fails_after_long_progress_reports_why(emu: Emulation) -> None:
@@ -21,6 +27,7 @@ def test_a_prewarm_that_fails_after_long_progress_reports_why(emu: Emulation) ->
     backed_up(emu.hosts, emu.run, fx)
     terminate(fx.instance_id)
     target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    name_in_config(emu, "db1", target)
     # prewarm.sh's own words: 40 minutes of progress every 10 s over 8 members, then its failure
     devices = [f"nvme{i + 1}n1" for i in range(8)]
     progress = [

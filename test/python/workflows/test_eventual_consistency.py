@@ -8,7 +8,13 @@ from __future__ import annotations
 import boto3
 
 from raidsnap_emulation.harness import Emulation
-from raidsnap_emulation.world import backed_up, launch_instance, make_array, terminate
+from raidsnap_emulation.world import (
+    backed_up,
+    launch_instance,
+    make_array,
+    name_in_config,
+    terminate,
+)
 
 
 def applied(emu: Emulation, operation: str, since: int = 0) -> int:
@@ -34,6 +40,7 @@ def test_a_restore_while_ec2_lags_creates_one_tagged_volume_per_member(emu: Emul
     backed_up(emu.hosts, emu.run, fx)
     terminate(fx.instance_id)
     target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    name_in_config(emu, "db1", target)
     mark = len(emu.double.calls)
     emu.double.eventually_consistent(calls=2)
     run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"})

@@ -44,6 +44,7 @@ from raidsnap_emulation.world import (
     lock_table,
     make_array,
     make_old_set,
+    name_in_config,
     sets_of,
     tags_of,
     terminate,
@@ -74,6 +75,17 @@ def _scenario_backup_happy(emu: Emulation) -> None:
     for i in range(8):
         make_old_set(emu.hosts, fx, f"db1-old-{i}")
     assert emu.run("backup", {"array": "db1"}).status == "SUCCEEDED"
+
+
+def _scenario_backup_follows_the_array_to_a_configured_instance(emu: Emulation) -> None:
+    old = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, old)
+    terminate(old.instance_id)
+    new = make_array(emu.hosts, "db1", 2)
+    name_in_config(emu, "db1", new.instance_id)
+    emu.clock.advance(60)
+    run = emu.run("backup", {"array": "db1"})
+    assert run.status == "SUCCEEDED", run.cause
 
 
 def _scenario_backup_fsfreeze(emu: Emulation) -> None:
@@ -222,6 +234,7 @@ def _scenario_restore_prewarm_onto_new_instance(emu: Emulation) -> None:
     backed_up(emu.hosts, emu.run, fx)
     terminate(fx.instance_id)
     target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    name_in_config(emu, "db1", target)
     run = emu.run(
         "restore", {"array": "db1", "targetInstanceId": target, "initialization": "prewarm"}
     )
@@ -233,6 +246,7 @@ def _scenario_restore_fails_and_cleans_up(emu: Emulation) -> None:
     backed_up(emu.hosts, emu.run, fx)
     terminate(fx.instance_id)
     target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    name_in_config(emu, "db1", target)
     emu.hosts.fail_next(
         "assemble", CommandOutcome(status="Failed", stderr="mdadm: no", exit_code=1)
     )
@@ -411,6 +425,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_backup_and_restore_exclude_each_other,
     _scenario_backup_freeze_hangs,
     _scenario_backup_happy,
+    _scenario_backup_follows_the_array_to_a_configured_instance,
     _scenario_backup_fsfreeze,
     _scenario_backup_agent_offline,
     _scenario_backup_discovery_hangs,
@@ -444,7 +459,9 @@ def _scenario_launch_recovery_keeps_its_hook_alive(emu: Emulation) -> None:
     emu.hosts.prewarm_mib_per_second = 10.0  # a prewarm longer than one heartbeat interval
     configure_recovery(emu, "analytics", instanceId=fx.instance_id, autoScalingGroup="analytics")
     terminate(fx.instance_id)
-    new = launch_instance("analytics-asg", fx.availability_zone, tag_array=False)
+    new = launch_instance(
+        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
+    )
     token = "4c5d6e7f-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
     emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
     started = emu.invoke(

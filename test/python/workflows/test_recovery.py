@@ -210,7 +210,9 @@ def test_a_launch_into_the_group_restores_onto_the_new_instance_and_continues(
     configure_recovery(emu, "analytics", instanceId=fx.instance_id, autoScalingGroup="analytics")
     # GIVEN the group replaced the lost instance with a new one, held in Pending:Wait
     terminate(fx.instance_id)
-    new = launch_instance("analytics-asg", fx.availability_zone, tag_array=False)
+    new = launch_instance(
+        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
+    )
     # WHEN its launch lifecycle action reaches the recovery trigger
     token = "4c5d6e7f-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
     run = recover(emu, launch_event("analytics", new, token=token, hook="raidsnap-analytics"))
@@ -239,7 +241,9 @@ def test_a_launch_whose_restore_fails_is_abandoned_with_the_restore_error(
     completed = lifecycle_calls(emu)
     configure_recovery(emu, "analytics", instanceId=fx.instance_id, autoScalingGroup="analytics")
     terminate(fx.instance_id)
-    new = launch_instance("analytics-asg", fx.availability_zone, tag_array=False)
+    new = launch_instance(
+        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
+    )
     emu.hosts.fail_next(
         "assemble",
         CommandOutcome(

@@ -155,7 +155,9 @@ def test_a_launch_whose_continue_fails_once_is_not_abandoned_with_the_array_moun
 
     emu.double.route("autoscaling", "CompleteLifecycleAction", complete)
     terminate(fx.instance_id)
-    new = launch_instance("analytics-asg", fx.availability_zone, tag_array=False)
+    new = launch_instance(
+        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
+    )
     started = emu.invoke(
         "recovery_start", launch_event("analytics", new, hook="raidsnap-analytics")
     )

@@ -168,7 +168,9 @@ def test_a_launch_hook_is_kept_alive_through_a_long_prewarm_and_completed_once_a
     emu.hosts.prewarm_mib_per_second = 200.0
     configure_recovery(emu, "analytics", instanceId=fx.instance_id, autoScalingGroup="analytics")
     terminate(fx.instance_id)
-    new = launch_instance("analytics-asg", fx.availability_zone, tag_array=False)
+    new = launch_instance(
+        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
+    )
     token = "4c5d6e7f-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
     emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
     # WHEN the launch reaches the recovery trigger
@@ -211,7 +213,9 @@ def test_a_launch_hook_is_kept_alive_by_heartbeats_while_fsr_optimizes_for_over_
         initialization="fsr",
     )
     terminate(fx.instance_id)
-    new = launch_instance("analytics-asg", fx.availability_zone, tag_array=False)
+    new = launch_instance(
+        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
+    )
     token = "5d6e7f80-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
     emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
     started = emu.invoke(

@@ -17,6 +17,7 @@ from raidsnap_emulation.world import (
     lock_table,
     make_array,
     make_old_set,
+    name_in_config,
     restored_volumes,
     sets_of,
     sets_table,
@@ -58,7 +59,10 @@ def world(
     if not replacement:
         return fx, set_id, fx.instance_id
     terminate(fx.instance_id)
-    return fx, set_id, launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    # The config names it for db1 (a replacement): the restore may take it and tag it.
+    name_in_config(emu, "db1", target)
+    return fx, set_id, target
 
 
 def snapshots_intact(set_id: str, members: int) -> bool:
@@ -616,6 +620,7 @@ def test_a_set_taken_without_discovery_needs_the_md_uuid_given(emu: Emulation) -
     set_id = backed_up(emu.hosts, emu.run, fx)
     terminate(fx.instance_id)
     target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    name_in_config(emu, "db1", target)
     # WHEN it is restored without an md UUID, THEN it is refused before any change
     mark = len(emu.double.calls)
     request = {"array": "db1", "targetInstanceId": target, "initialization": "none"}

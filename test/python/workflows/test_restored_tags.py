@@ -13,6 +13,7 @@ from raidsnap_emulation.world import (
     backed_up,
     launch_instance,
     make_array,
+    name_in_config,
     restored_volumes,
     sets_table,
     tags_of,
@@ -27,6 +28,7 @@ def test_a_snapshot_of_a_restored_volume_with_copied_tags_joins_no_set(
     set_id = backed_up(emu.hosts, emu.run, fx)
     terminate(fx.instance_id)
     target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    name_in_config(emu, "db1", target)
     run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"})
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     # GIVEN snapshots of every restored volume, carrying all of that volume's tags

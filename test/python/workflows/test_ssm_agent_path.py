@@ -19,6 +19,7 @@ from raidsnap_emulation.world import (
     backed_up,
     launch_instance,
     make_array,
+    name_in_config,
     sets_of,
     terminate,
 )
@@ -65,6 +66,7 @@ def test_restore_with_misplaced_interpolation_fails_at_assemble_as_the_script_do
     set_id = backed_up(emu.hosts, emu.run, fx)
     terminate(fx.instance_id)
     target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    name_in_config(emu, "db1", target)
     # (without discovery the set records no md UUID: the operator gives it)
     restore = {"array": "db1", "setId": set_id, "targetInstanceId": target, "mdUuid": fx.md_uuid}
     run = emu.run("restore", restore)

@@ -16,6 +16,7 @@ from raidsnap_emulation.world import (
     launch_instance,
     lock_table,
     make_array,
+    name_in_config,
     sets_of,
     terminate,
 )
@@ -184,3 +185,22 @@ def test_the_restore_role_cannot_tag_another_arrays_instance_even_if_its_code_tr
     cleanup = next(p for p in emu.iam.stack.principals if p.startswith("RestoreRestoreCleanup"))
     with pytest.raises(AccessDeniedError):
         emu.iam.authorize("ec2", "DeleteTags", {"Resources": [untagged], **params}, cleanup)
+
+
+def test_a_backup_follows_the_array_to_an_instance_the_config_names(emu: Emulation) -> None:
+    # GIVEN db1 backed up on its instance, which is then lost; its array rebuilt on another
+    # instance, tagged db1, that the configuration names for db1 (its replacement)
+    old = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, old)
+    terminate(old.instance_id)
+    new = make_array(emu.hosts, "db1", 2)
+    name_in_config(emu, "db1", new.instance_id)
+    # WHEN the next backups run
+    emu.clock.advance(60)
+    run = emu.run("backup", {"array": "db1"})
+    # THEN they take the array there, say so, and record the move
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["memberVolumeIds"] == new.member_ids
+    assert any("moved from" in n and "configuration names" in n for n in run.output["notes"])
+    moved = homes.moved(lock_table(), "db1")
+    assert moved is not None and (moved.instance_id, moved.by) == (new.instance_id, "configuration")
