@@ -163,6 +163,20 @@ describe.each([['without a config', undefined], ['with the example config', EXAM
     }
   });
 
+  test('the run nonce secret: only its value, only that secret, only for the functions that compute a nonce', () => {
+    const { template } = synth(config);
+    const secrets = Object.keys(resourcesOf(template, 'AWS::SecretsManager::Secret'));
+    expect(secrets).toHaveLength(1);
+    const reads = all.filter((g) => g.action.startsWith('secretsmanager:'));
+    expect(reads.map((g) => [g.action, g.resource, g.condition])).toEqual(
+      reads.map(() => ['secretsmanager:GetSecretValue', `<${secrets[0]}>`, {}]));
+    expect(reads.map((g) => g.policy.replace(/Role.*$/, '')).sort()).toEqual([
+      'DrillsDrillTeardown', 'RestoreRestoreAbandoned', 'RestoreRestorePrepare', 'SweeperSweep',
+    ]);
+    const generated = resourcesOf(template, 'AWS::SecretsManager::Secret')[secrets[0]].Properties.GenerateSecretString;
+    expect(generated).toEqual({ ExcludePunctuation: true, PasswordLength: 64 });
+  });
+
   test('functions may invoke nothing; only state machines and schedules invoke functions', () => {
     const invokes = all.filter((g) => g.action === 'lambda:InvokeFunction');
     for (const g of invokes) expect(g.policy).toMatch(/(StateMachineRole|ReportSetAgeRole|Schedule|Recovery|Drill)/);

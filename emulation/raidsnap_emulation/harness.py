@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from secrets import token_hex
 from types import SimpleNamespace
 from typing import Any
 
@@ -64,7 +65,7 @@ from raidsnap_emulation.environ import thread_environ
 from raidsnap_emulation.events import Services
 from raidsnap_emulation.host import Hosts
 from raidsnap_emulation.iam.authorizer import Authorizer
-from raidsnap_emulation.template import ACCOUNT, REGION, Template
+from raidsnap_emulation.template import ACCOUNT, REGION, Template, secret_name
 
 __all__ = ["ACCOUNT", "REGION", "Emulation", "Execution", "Template", "synthesize"]
 
@@ -279,6 +280,7 @@ class Emulation:
         self.document_names = self._create_documents()
         self.hosts = Hosts(self.double, self.document_names, REGION)
         self._create_tables()
+        self._create_secrets()
         self._create_topics()
         self._create_alarms()
         self.router = LambdaRouter(self._functions(), self.clock)
@@ -374,6 +376,13 @@ class Emulation:
                 AttributeDefinitions=props["AttributeDefinitions"],
                 BillingMode="PAY_PER_REQUEST",
             )
+
+    def _create_secrets(self) -> None:
+        """Each secret as CloudFormation makes it from GenerateSecretString: a random value no
+        one sees, under the ARN the template's Ref resolves to."""
+        client = boto3.client("secretsmanager", region_name=REGION)
+        for logical_id in self.template.of_type("AWS::SecretsManager::Secret"):
+            client.create_secret(Name=secret_name(logical_id), SecretString=token_hex(32))
 
     def _create_topics(self) -> None:
         sns = boto3.client("sns", region_name=REGION)

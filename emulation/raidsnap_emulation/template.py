@@ -24,6 +24,15 @@ _PSEUDO = {
 }
 
 
+# The six characters Secrets Manager appends to a secret's name in its ARN (any will do here).
+ARN_SUFFIX = "-Xy12Ab"
+
+
+def secret_name(logical_id: str) -> str:
+    """The name the emulation gives a secret of the template (with the suffix AWS would add)."""
+    return f"{logical_id}{ARN_SUFFIX}"
+
+
 class Template:
     """A synthesized CloudFormation template with its intrinsics resolved on demand."""
 
@@ -56,6 +65,11 @@ class Template:
             return f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{logical_id}"
         if kind == "AWS::IAM::Role":
             return self._name(logical_id, "RoleName")
+        if kind == "AWS::SecretsManager::Secret":
+            # Ref gives the secret's ARN, whose name Secrets Manager ends with a hyphen and six
+            # random characters (AWS::SecretsManager::Secret, "Return values"; Secrets Manager
+            # User Guide, "Secret ARN"): the emulation creates it under exactly that name.
+            return f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{secret_name(logical_id)}"
         return logical_id
 
     def get_att(self, logical_id: str, attribute: str) -> str:

@@ -61,6 +61,11 @@ def servicequotas() -> Any:  # no mypy_boto3_service_quotas stubs are pinned; te
     return boto3.client("service-quotas", config=_CONFIG)
 
 
+@cache
+def secretsmanager() -> Any:  # no mypy_boto3_secretsmanager stubs are pinned; tests check calls
+    return boto3.client("secretsmanager", config=_CONFIG)
+
+
 def reset() -> None:
     """Forget cached clients (tests switch regions and mocks between cases)."""
     ec2.cache_clear()
@@ -71,3 +76,4 @@ def reset() -> None:
     sns.cache_clear()
     cloudwatch.cache_clear()
     servicequotas.cache_clear()
+    secretsmanager.cache_clear()

@@ -218,6 +218,11 @@ def configured_arrays() -> list[str]:
     return [a for a in os.environ.get("CONFIGURED_ARRAYS", "").split(",") if a]
 
 
+def run_nonce_secret() -> str:
+    """The secret in every restore run's nonce (RUN_NONCE_SECRET: its ARN)."""
+    return _require("RUN_NONCE_SECRET")
+
+
 def topic_arn() -> str:
     return _require("TOPIC_ARN")
 

@@ -46,6 +46,7 @@ export class Drills extends Construct {
     const restoreName = props.restore.stateMachineName;
     const environment = {
       RESTORE_STATE_MACHINE_ARN: props.restore.stateMachine.stateMachineArn,
+      RUN_NONCE_SECRET: props.restore.runSecret.secretArn,
       DISCOVER_DOCUMENT: docs.names.discover,
       RELEASE_DOCUMENT: docs.names.release,
       // The check warns when a configured recovery of the array could never mount it.
@@ -74,6 +75,8 @@ export class Drills extends Construct {
           ...p.removeDrillVolumes(restoreName, DRILL_RESTORE_PREFIX),
           // The start time of its restore: with the ARN, the run whose volumes it removes.
           p.describeExecutions(restoreName, DRILL_RESTORE_PREFIX),
+          // With the restore's start time, its nonce: the run whose volumes it removes.
+          p.readRunSecret(props.restore.runSecret),
         ],
       },
       {

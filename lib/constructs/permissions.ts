@@ -1,5 +1,6 @@
 import { Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 
 /** IAM statements shared by the workflows. Mutating EC2 actions carry raidsnap tag
@@ -320,6 +321,13 @@ export class RestorePermissions extends Permissions {
         StringLike: { [`aws:ResourceTag/${RESTORE_EXECUTION_TAG}`]: `${this.executionArnPrefix(stateMachineName)}*` },
       },
     });
+  }
+
+  /** Read the deployment's run nonce secret, that secret only, and only its value
+   * (secretsmanager:GetSecretValue authorizes the Secret resource type: Service Authorization
+   * Reference); no DescribeSecret, no other version stage. */
+  readRunSecret(secret: secretsmanager.ISecret): iam.PolicyStatement {
+    return new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [secret.secretArn] });
   }
 
   /** DescribeExecution of this workflow's own executions (is a lock's holder still running?).

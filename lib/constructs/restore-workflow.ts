@@ -4,6 +4,7 @@ import * as events from 'aws-cdk-lib/aws-events';
 import * as eventTargets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { ArrayConfig, ArrayDefaults } from '../config';
@@ -92,6 +93,9 @@ const TIMEOUT = Duration.days(3);
 /** statemachines/restore.asl.json and the functions it calls, each with only its permissions. */
 export class RestoreWorkflow extends Construct {
   readonly stateMachine: sfn.StateMachine;
+  /** The per-deployment secret in every run's nonce (raidsnap.aws.run_secret): without it, no
+   * one can compute a run's nonce from what Step Functions shows of the run. */
+  readonly runSecret: secretsmanager.Secret;
   readonly functions: Record<string, lambda.Function>;
   readonly stateMachineName: string;
 
@@ -101,7 +105,15 @@ export class RestoreWorkflow extends Construct {
     const docs = props.documents;
     const lock = props.lock;
     this.stateMachineName = `${Stack.of(this).stackName}-restore`;
+    this.runSecret = new secretsmanager.Secret(this, 'RunSecret', {
+      description: 'raidsnap: the key of every restore run\'s nonce (an HMAC of its execution ARN and start time); generated, never shown',
+      generateSecretString: { passwordLength: 64, excludePunctuation: true },
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    acknowledge(this.runSecret, 'AwsSolutions-SMG4',
+      'not a credential: it keys the nonce each run tags its volumes with, and a new value would leave the runs in flight unable to name their own volumes');
     const environment = {
+      RUN_NONCE_SECRET: this.runSecret.secretArn,
       ASSEMBLE_DOCUMENT: docs.names.assemble,
       RELEASE_DOCUMENT: docs.names.release,
       PREWARM_DOCUMENT: docs.names.prewarm,
@@ -121,6 +133,7 @@ export class RestoreWorkflow extends Construct {
           ...lock.statements('GetItem', 'PutItem', 'DeleteItem'),
           ...props.sets.statements('GetItem', 'Query'),
           p.describeExecutions(this.stateMachineName),
+          p.readRunSecret(this.runSecret),
         ],
       },
       {
@@ -137,8 +150,9 @@ export class RestoreWorkflow extends Construct {
       },
       {
         id: 'RestoreCreateVolumes', module: 'restore_create_volumes',
-        description: 'create the member volumes of a restore',
-        statements: p.createVolumes(),
+        description: 'create the member volumes of a restore and record them as the run\'s own',
+        // UpdateItem: the run's record of the volumes it created (all its cleanups may delete).
+        statements: [...p.createVolumes(), ...lock.statements('UpdateItem')],
       },
       {
         id: 'RestoreCheckVolumes', module: 'restore_check_volumes',
@@ -209,6 +223,8 @@ export class RestoreWorkflow extends Construct {
           ...p.manageRestoredVolumes('ec2:DeleteVolume'),
           p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
           ...lock.statements('GetItem', 'DeleteItem', 'Scan'),
+          // The run's nonce, from its ARN and start time: which volumes and record are its own.
+          p.readRunSecret(this.runSecret),
         ],
       },
     ];

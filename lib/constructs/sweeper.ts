@@ -47,8 +47,11 @@ export class Sweeper extends Construct {
         p.deleteRestoredVolumes(restoreName),
         p.describeExecutions(restoreName, '', true),
         ...props.lock.statements('Scan', 'DeleteItem'),
+        // An ended run's nonce, from its ARN and start time: which tagged volumes are its own.
+        p.readRunSecret(props.restore.runSecret),
       ],
       environment: {
+        RUN_NONCE_SECRET: props.restore.runSecret.secretArn,
         LOCK_TABLE: props.lock.table.tableName,
         RESTORE_EXECUTION_PREFIX: prefix,
       },

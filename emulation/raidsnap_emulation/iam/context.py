@@ -134,6 +134,7 @@ class Builder:
             ("service-quotas", "GetServiceQuota"): self._quota,
             ("cloudwatch", "DescribeAlarms"): self._alarms,
             ("cloudwatch", "PutMetricAlarm"): self._alarms,
+            ("secretsmanager", "GetSecretValue"): self._secret,
         }
         for op in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan"):
             self._ops[("dynamodb", op)] = self._table
@@ -461,6 +462,16 @@ class Builder:
 
     def _topic(self, model: sar.ActionModel, params: Params) -> list[_Target]:
         return [_Target("topic", str(params["TopicArn"]), {})]
+
+    def _secret(self, model: sar.ActionModel, params: Params) -> list[_Target]:
+        """GetSecretValue authorizes the Secret it names, by the secret's full ARN, and sets
+        secretsmanager:SecretId to the id the request gave (Service Authorization Reference,
+        AWS Secrets Manager). The stack names its secret by that ARN (the template's Ref);
+        version ids and stages are never asked for, so their keys are absent."""
+        secret_id = str(params["SecretId"])
+        if not secret_id.startswith("arn:"):
+            raise UnsupportedPolicyError("GetSecretValue by name is not modelled")
+        return [_Target("Secret", secret_id, {"secretsmanager:SecretId": (secret_id,)})]
 
     def _table(self, model: sar.ActionModel, params: Params) -> list[_Target]:
         name = str(params["TableName"])

@@ -4,6 +4,7 @@ the set recorded, checked against what EC2 accepts before anything is created.""
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -83,13 +84,16 @@ class VolumeView:
         return next((a for a in self.attachments if a.instance_id == instance_id), None)
 
 
-def run_nonce(execution_arn: str, start: str | int | datetime) -> str:
-    """The nonce of one run of an execution: its ARN and its start time (to the millisecond,
-    as Step Functions reports it everywhere: the context object's StartTime, DescribeExecution's
-    startDate, the status change event's startDate in epoch ms). Execution names are unique for
-    90 days only, so the ARN alone may name an earlier run whose volumes are a live array; the
-    start time tells the runs apart, and anyone holding the ARN and start time finds the same
-    nonce without it being stored anywhere."""
+def run_nonce(execution_arn: str, start: str | int | datetime, secret: bytes) -> str:
+    """The nonce of one run of an execution: an HMAC of its ARN and its start time (to the
+    millisecond, as Step Functions reports it everywhere: the context object's StartTime,
+    DescribeExecution's startDate, the status change event's startDate in epoch ms) under the
+    deployment's ``secret`` (raidsnap.aws.run_secret). Execution names are unique for 90 days
+    only, so the ARN alone may name an earlier run whose volumes are a live array; the start
+    time tells the runs apart. Without the secret nobody can compute it from what Step
+    Functions shows, so nobody can tag a volume of their own as a run's."""
+    if not secret:
+        raise ValueError("a run nonce needs the deployment's secret")
     if isinstance(start, datetime):
         when = start
     elif isinstance(start, int):
@@ -97,7 +101,8 @@ def run_nonce(execution_arn: str, start: str | int | datetime) -> str:
     else:
         when = datetime.fromisoformat(start.replace("Z", "+00:00"))
     millis = int(when.timestamp() * 1000)
-    return hashlib.sha256(f"{execution_arn}@{millis}".encode()).hexdigest()[:16]
+    message = f"{execution_arn}@{millis}".encode()
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()[:16]
 
 
 def client_token(execution_arn: str, run: str, index: int) -> str:

@@ -2,8 +2,11 @@
 
 Such a run never reaches its Catch, so its own cleanup never runs. This turns off the Fast
 Snapshot Restore it enabled, releases its lock, and deletes the volumes it created that are not
-attached. A volume that is attached is left alone and reported: the run may have been stopped
-after the array was assembled and mounted, and taking it away could destroy data in use."""
+attached: those it recorded creating (raidsnap.aws.created) and whose tags name the run. A
+volume that is attached is left alone and reported: the run may have been stopped after the
+array was assembled and mounted, and taking it away could destroy data in use. A volume tagged
+as the run's that it never recorded is left alone and reported as unknown: tags prove nothing.
+Once nothing the record names is left, the record goes."""
 
 from __future__ import annotations
 
@@ -12,14 +15,14 @@ import json
 from pydantic import Field
 
 from raidsnap import tags
-from raidsnap.aws import fsr, lock, volumes
+from raidsnap.aws import created, fsr, lock, run_secret, volumes
 from raidsnap.environment import RestoreSettings
 from raidsnap.errors import RaidsnapError
 from raidsnap.models import Contract
 from raidsnap.observability import logger
 from raidsnap.plan.cleanup import disposition
 from raidsnap.plan.fsr import by_zone
-from raidsnap.plan.volumes import owned_by, run_nonce
+from raidsnap.plan.volumes import VolumeView, owned_by
 
 ENDED_WITHOUT_CATCH = ("ABORTED", "TIMED_OUT")
 
@@ -53,6 +56,8 @@ class Cleaned(Contract):
     cleaned: bool
     deletedVolumeIds: list[str] = Field(default_factory=list)
     attachedVolumeIds: list[str] = Field(default_factory=list)
+    # Tagged as the run's, never recorded by it: left alone.
+    unknownVolumeIds: list[str] = Field(default_factory=list)
     fsrDisabled: list[str] = Field(default_factory=list)
     lockReleased: list[str] = Field(default_factory=list)
 
@@ -81,6 +86,40 @@ def _disable_own_fsr(table: str, arn: str) -> list[str]:
     return disabled
 
 
+def _release_locks(table: str, arn: str, names: set[str | None]) -> list[str]:
+    released: list[str] = []
+    for array in sorted(n for n in names if n):
+        holder = lock.current(table, array)
+        if holder is None or holder.execution_arn != arn:
+            continue
+        if lock.release(table, array, arn):
+            released.append(array)
+    return released
+
+
+def _remove(
+    views: dict[str, VolumeView], mine: frozenset[str], arn: str, run: str
+) -> dict[str, list[str]]:
+    """Delete the run's recorded volumes that are detached; say what became of each volume
+    tagged as the run's: deleted, attached, pending (on its way) or unknown (not recorded)."""
+    found: dict[str, list[str]] = {k: [] for k in ("deleted", "attached", "pending", "unknown")}
+    for vid, view in sorted(views.items()):
+        if not owned_by(view, arn, run):
+            continue
+        if vid not in mine:
+            found["unknown"].append(vid)
+            continue
+        state = disposition(view)
+        if state == "attached":
+            found["attached"].append(vid)
+        elif state in ("detaching", "creating"):
+            found["pending"].append(vid)
+        elif state == "deletable":
+            volumes.delete(vid)
+            found["deleted"].append(vid)
+    return found
+
+
 def clean_up(event: StatusChange, settings: RestoreSettings) -> Cleaned:
     """Handle one "Step Functions Execution Status Change" event of the restore workflow."""
     detail = event.detail or StatusChangeDetail()
@@ -88,46 +127,47 @@ def clean_up(event: StatusChange, settings: RestoreSettings) -> Cleaned:
     status = detail.status or ""
     if not arn or status not in ENDED_WITHOUT_CATCH:
         return Cleaned(executionArn=arn, status=status, cleaned=False)
+    table = settings.lock_table
     # This run's volumes only: a later execution may have the same name, hence the same ARN.
-    run = run_nonce(arn, detail.startDate) if detail.startDate else ""
+    run = run_secret.nonce(arn, detail.startDate) if detail.startDate else ""
+    mine = created.recorded(table, arn, run)
     views = volumes.created_by(arn, run) if run else {}
+    views |= volumes.describe(mine - set(views))
     names = {v.tags.get(tags.ARRAY) for v in views.values()} | {_array_of(detail)}
-    fsr_disabled = _disable_own_fsr(settings.lock_table, arn)
-    released: list[str] = []
-    for array in sorted(n for n in names if n):
-        holder = lock.current(settings.lock_table, array)
-        if holder is None or holder.execution_arn != arn:
-            continue
-        if lock.release(settings.lock_table, array, arn):
-            released.append(array)
-    deleted, attached, pending = [], [], []
-    for vid, view in sorted(views.items()):
-        if not owned_by(view, arn, run):
-            continue
-        found = disposition(view)
-        if found == "attached":
-            attached.append(vid)
-        elif found in ("detaching", "creating"):
-            pending.append(vid)
-        elif found == "deletable":
-            volumes.delete(vid)
-            deleted.append(vid)
+    fsr_disabled = _disable_own_fsr(table, arn)
+    released = _release_locks(table, arn, names)
+    found = _remove(views, mine, arn, run)
+    pending = found["pending"]
     result = Cleaned(
         executionArn=arn,
         status=status,
         cleaned=True,
-        deletedVolumeIds=deleted,
-        attachedVolumeIds=attached,
+        deletedVolumeIds=found["deleted"],
+        attachedVolumeIds=found["attached"],
+        unknownVolumeIds=found["unknown"],
         fsrDisabled=fsr_disabled,
         lockReleased=released,
     )
-    if attached:
+    if result.attachedVolumeIds:
         logger.warning(
             "volumes of a stopped restore are attached and were left alone",
-            extra={"execution": arn, "volumes": attached},
+            extra={"execution": arn, "volumes": result.attachedVolumeIds},
+        )
+    if result.unknownVolumeIds:
+        logger.warning(
+            "volumes tagged as a stopped restore's that it never recorded were left alone",
+            extra={"execution": arn, "volumes": result.unknownVolumeIds},
         )
     if pending:
         raise CleanupPendingError(
             f"volumes {pending} of {arn} are still detaching or creating; retried shortly"
         )
+    if mine and mine <= set(result.deletedVolumeIds) | _gone(mine, views):
+        created.drop(table, arn, run)
     return result
+
+
+def _gone(mine: frozenset[str], views: dict[str, VolumeView]) -> set[str]:
+    """Recorded volumes EC2 shows deleting or deleted. One it does not show at all may be one
+    not yet visible (EC2 is eventually consistent): its record stays for the sweeper."""
+    return {vid for vid in mine if vid in views and disposition(views[vid]) == "gone"}

@@ -11,13 +11,20 @@ what belongs to restores that have ended, and removes it:
   a running restore claims the same pair or EC2 shows it was enabled again since (another
   EnablingTime: someone else's); the claim is then dropped.
 - Volumes tagged with a restore execution of this stack that FAILED, TIMED_OUT or was ABORTED
-  are deleted when detached, if that run never reached Assemble. An attached volume is never
+  are deleted when detached, if that run never reached Assemble and recorded creating them
+  (raidsnap.aws.created). Tags prove nothing (anyone allowed ec2:CreateTags can write them): a
+  volume tagged with the run's execution and nonce that the run never recorded is reported as
+  unknown and never deleted. An attached volume is never
   touched (the array may be mounted and in use), nor is a volume of a restore that SUCCEEDED
   (the restored array is the user's, even after they detach it), of one that reached Assemble
   (the assemble command may have built and mounted the array before the run failed: it is the
   user's, as the run's own failure path says), of one still RUNNING, of one Step Functions no
   longer knows, of any other state machine, or a volume a later replace restore kept as an old
   member (raidsnap:replaced-by).
+- A run's record goes once the run has ended and nothing it names is left to remove: its
+  volumes are gone (or are the user's: the run succeeded, reached Assemble, or a replace kept
+  them), or the record is not of the run Step Functions knows by that ARN (which the sweeper
+  never deletes by), so the table does not grow with every restore.
 - One FSR pair or volume the sweeper cannot remove (a refusal from EC2, a snapshot that lost
   the tags its grant needs) is reported and skipped; it does not stop the rest of the sweep.
 """
@@ -31,7 +38,7 @@ from datetime import datetime
 from botocore.exceptions import ClientError
 
 from raidsnap import tags
-from raidsnap.aws import error_code, executions, fsr, lock, volumes
+from raidsnap.aws import created, error_code, executions, fsr, lock, run_secret, volumes
 from raidsnap.models import Contract
 from raidsnap.observability import count, logger
 from raidsnap.plan import fsr as plan_fsr
@@ -50,6 +57,7 @@ class SweepReport(Contract):
 
     fsrDisabled: list[str]
     claimsDropped: list[str]
+    recordsDropped: list[str]
     deletedVolumeIds: list[str]
     attachedVolumeIds: list[str]
     pendingVolumeIds: list[str]
@@ -63,6 +71,7 @@ class SweepReport(Contract):
 class Sweep:
     fsr_disabled: list[str] = field(default_factory=list)  # snapshot@zone
     claims_dropped: list[str] = field(default_factory=list)
+    records_dropped: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     attached: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
@@ -81,6 +90,7 @@ class Sweep:
         return SweepReport(
             fsrDisabled=self.fsr_disabled,
             claimsDropped=self.claims_dropped,
+            recordsDropped=self.records_dropped,
             deletedVolumeIds=self.deleted,
             attachedVolumeIds=self.attached,
             pendingVolumeIds=self.pending,
@@ -97,6 +107,7 @@ class _Statuses:
 
     def __init__(self) -> None:
         self._known: dict[str, tuple[str, datetime | None]] = {}
+        self._secret: bytes | None = None
 
     def _look(self, execution_arn: str) -> tuple[str, datetime | None]:
         if execution_arn not in self._known:
@@ -109,7 +120,11 @@ class _Statuses:
     def nonce(self, execution_arn: str) -> str | None:
         """The raidsnap:restore-run of the run Step Functions knows by this ARN."""
         started = self._look(execution_arn)[1]
-        return run_nonce(execution_arn, started) if started is not None else None
+        if started is None:
+            return None
+        if self._secret is None:
+            self._secret = run_secret.secret()
+        return run_nonce(execution_arn, started, self._secret)
 
 
 def sweep(lock_table: str, restore_executions: str) -> Sweep:
@@ -117,7 +132,9 @@ def sweep(lock_table: str, restore_executions: str) -> Sweep:
     result = Sweep()
     status = _Statuses()
     _sweep_fsr(lock_table, status, result)
-    _sweep_volumes(restore_executions, status, result)
+    records = {(r.execution_arn, r.run): r.volume_ids for r in created.records(lock_table)}
+    _sweep_volumes(restore_executions, status, records, result)
+    _drop_records(lock_table, status, records, result)
     if result.found or result.attached:
         logger.warning("the sweeper found what ended restores left", extra=result.report().dump())
     # One number the alarm watches (anything found means a run did not clean up after itself),
@@ -163,7 +180,9 @@ def _sweep_fsr(table: str, status: _Statuses, result: Sweep) -> None:
         result.claims_dropped.append(claim.execution_arn)
 
 
-def _sweep_volumes(prefix: str, status: _Statuses, result: Sweep) -> None:
+def _sweep_volumes(
+    prefix: str, status: _Statuses, records: dict[tuple[str, str], frozenset[str]], result: Sweep
+) -> None:
     by_run: dict[str, list[VolumeView]] = defaultdict(list)
     for view in volumes.tagged_with(tags.RESTORE_EXECUTION):
         by_run[view.tags.get(tags.RESTORE_EXECUTION, "")].append(view)
@@ -178,13 +197,14 @@ def _sweep_volumes(prefix: str, status: _Statuses, result: Sweep) -> None:
             continue
         assembled = reached_assemble(arn)
         run = status.nonce(arn)
+        mine = records.get((arn, run or ""), frozenset())
         for view in views:
             found = disposition(view)
             if found == "gone":
                 continue
-            if run is None or view.tags.get(tags.RESTORE_RUN) != run:
+            if run is None or view.tags.get(tags.RESTORE_RUN) != run or view.volume_id not in mine:
                 # An earlier run of the same name (names are reused after 90 days), or a volume
-                # no run recorded as its own: not the ended run's to remove.
+                # the run never recorded creating (whatever its tags say): not the ended run's.
                 result.unknown.append(view.volume_id)
                 continue
             if assembled or tags.REPLACED_BY in view.tags:
@@ -201,6 +221,27 @@ def _sweep_volumes(prefix: str, status: _Statuses, result: Sweep) -> None:
                     result.refused.append(f"{view.volume_id}: {error_code(err)}")
                     continue
                 result.deleted.append(view.volume_id)
+
+
+def _drop_records(
+    table: str, status: _Statuses, records: dict[tuple[str, str], frozenset[str]], result: Sweep
+) -> None:
+    """Drop the record of each run that has ended with nothing left to remove."""
+    for (arn, run), ids in sorted(records.items()):
+        state = status(arn)
+        if state not in (*ENDED_BADLY, "SUCCEEDED", "GONE"):
+            continue  # running, or waiting for a redrive: its record is still in use
+        if state in ENDED_BADLY and run == status.nonce(arn) and not reached_assemble(arn):
+            views = volumes.describe(ids)
+            left = [
+                v
+                for v in views.values()
+                if disposition(v) != "gone" and tags.REPLACED_BY not in v.tags
+            ]
+            if left:
+                continue  # still to remove once detached
+        created.drop(table, arn, run)
+        result.records_dropped.append(f"{arn}#{run}")
 
 
 def reached_assemble(execution_arn: str) -> bool:

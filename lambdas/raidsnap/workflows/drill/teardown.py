@@ -9,9 +9,8 @@ and its run nonce is asked of Step Functions: teardown removes only volumes tagg
 from __future__ import annotations
 
 from raidsnap import tags
-from raidsnap.aws import commands, lock, volumes
+from raidsnap.aws import commands, lock, run_secret, volumes
 from raidsnap.plan.cleanup import attached_to
-from raidsnap.plan.volumes import run_nonce
 from raidsnap.workflows.drill.contracts import (
     Command,
     Plan,
@@ -110,4 +109,4 @@ def restore_run(restore_arn: str) -> str:
     or "" when that restore never started. Drill names, and with them their restores' names,
     may come again after 90 days: the ARN alone could name an earlier run."""
     started = lock.describe(restore_arn)[1]
-    return run_nonce(restore_arn, started) if started is not None else ""
+    return run_secret.nonce(restore_arn, started) if started is not None else ""

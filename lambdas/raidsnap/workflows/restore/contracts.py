@@ -248,6 +248,8 @@ class Cleanup(Contract):
     detachAsks: dict[str, int] | None = None
     deleted: list[str] | None = None
     kept: list[str] | None = None
+    # Volumes tagged as this run's that it never recorded creating: left alone, reported.
+    unknown: list[str] | None = None
     # Replace mode: the release document's answer as the failure path learned it (from the
     # run's state, or by asking SSM when the step that would have read it failed); {} when the
     # run sent none.

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from raidsnap import tags
-from raidsnap.aws import commands, error_code, fsr, lock, tagging, volumes
+from raidsnap.aws import commands, created, error_code, fsr, lock, tagging, volumes
 from raidsnap.environment import RestoreDocuments, RestoreSettings
 from raidsnap.errors import cause_message, public_name
 from raidsnap.models import Poll
@@ -62,13 +62,20 @@ def _disable_run_fsr(state: RestoreState, table: str, c: Cleanup, arn: str, zone
     c.fsrDone = True
 
 
-def _run_volumes(state: RestoreState, arn: str, run: str) -> dict[str, plan_volumes.VolumeView]:
-    """Only this run's volumes: those its state recorded, and those tagged with its nonce (a
-    CreateVolume whose answer was lost). A run that failed before Prepare chose its nonce
-    created nothing; an earlier execution of the same name is another run."""
-    known = set(state.volumes.ids if state.volumes else [])
+def _run_volumes(
+    state: RestoreState, table: str, arn: str, run: str
+) -> tuple[dict[str, plan_volumes.VolumeView], list[str]]:
+    """Only this run's volumes: those it recorded creating (raidsnap.aws.created), which its
+    state and its tags must name too; and, apart, the volumes that carry its tags but that it
+    never recorded, which it leaves alone and reports (tags prove nothing: anyone may write
+    them). A run that failed before Prepare chose its nonce created nothing; an earlier
+    execution of the same name is another run."""
+    mine = created.recorded(table, arn, run)
+    known = set(state.volumes.ids if state.volumes else []) | mine
     views = volumes.created_by(arn, run) if arn and run else {}
-    return views | volumes.describe(known - set(views))
+    views |= volumes.describe(known - set(views))
+    unknown = sorted(vid for vid in views if vid not in mine)
+    return {vid: v for vid, v in views.items() if vid in mine}, unknown
 
 
 def cleanup(call: StateCall, settings: RestoreSettings, documents: RestoreDocuments) -> Cleanup:
@@ -89,7 +96,7 @@ def cleanup(call: StateCall, settings: RestoreSettings, documents: RestoreDocume
     if array and zone and not c.fsrDone and not _fsr_disabled_already(state):
         _disable_run_fsr(state, settings.lock_table, c, arn, zone)
     run = plan.run if plan else ""
-    views = _run_volumes(state, arn, run)
+    views, c.unknown = _run_volumes(state, settings.lock_table, arn, run)
     target = plan.targetInstanceId if plan else ""
     on_target = sorted(
         vid
@@ -136,6 +143,9 @@ def _done(state: RestoreState, table: str, c: Cleanup, kept: list[str], left: li
         tagging.remove([plan.targetInstanceId], tags.ARRAY, array)
     if array and arn:
         lock.release(table, array, arn)
+    run = plan.run if plan else ""
+    if not kept and not left and created.recorded(table, arn, run) <= set(c.deleted or []):
+        created.drop(table, arn, run)  # nothing it names is left: the sweeper has no use for it
     c.status = "done"
     c.kept = kept
     c.cause = c.cause + _cleanup_summary(state, c, left)
@@ -270,6 +280,12 @@ def _cleanup_summary(state: RestoreState, c: Cleanup, left: list[str]) -> str:
             f"{c.confirm.reason if c.confirm else None}. They are this run's (tagged "
             f"{tags.RESTORE_RUN}={run}): keep the array, or release it and delete "
             "them by hand"
+        )
+    if c.unknown:
+        parts.append(
+            f"left volumes {c.unknown} as they are: they carry this run's tags, but the run "
+            "never recorded creating them, so they are not known to be its own; find out who "
+            "created them before deleting any"
         )
     if left:
         parts.append(

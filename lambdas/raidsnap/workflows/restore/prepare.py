@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC
 
 from raidsnap import tags
-from raidsnap.aws import homes, instances, lock, snapshot_sets
+from raidsnap.aws import homes, instances, lock, run_secret, snapshot_sets
 from raidsnap.environment import RestoreSettings, allowed_mount_points, initialization_for
 from raidsnap.errors import (
     ArrayNotFoundError,
@@ -36,7 +36,7 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
     started = call.execution.startTime
     # Without the context object's start time (a hand invocation) the run still gets a nonce
     # of its own; only the clean-up after a stopped run could not find its volumes then.
-    run = plan_volumes.run_nonce(execution_arn, str(started)) if started else uuid.uuid4().hex[:16]
+    run = run_secret.nonce(execution_arn, str(started)) if started else uuid.uuid4().hex[:16]
     notes: list[str] = []
     snapshot_set = _resolve_set(request, notes)
     target, tag_target, target_tag = _resolve_target(request, settings.lock_table, notes)

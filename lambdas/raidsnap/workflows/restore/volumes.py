@@ -4,7 +4,8 @@ and attach the new ones."""
 from __future__ import annotations
 
 from raidsnap import tags
-from raidsnap.aws import fsr, instances, tagging, volumes
+from raidsnap.aws import created, fsr, instances, tagging, volumes
+from raidsnap.environment import RestoreSettings
 from raidsnap.errors import MemberNotIdentifiedError, VolumeFailedError
 from raidsnap.models import Poll
 from raidsnap.observability import count, for_array
@@ -29,9 +30,13 @@ DETACH_POLL_SECONDS = 5
 DETACH_BUDGET_SECONDS = 600
 
 
-def create_volumes(call: CreateCall) -> Volumes:
+def create_volumes(call: CreateCall, settings: RestoreSettings) -> Volumes:
     """Create every member's volume, in the target's AZ, each with a token derived from the
-    execution so that a retried step creates nothing twice."""
+    execution so that a retried step creates nothing twice; and record each id as the run's own
+    the moment CreateVolume answers, before anything else can fail (raidsnap.aws.created: what
+    the run's cleanups may delete). A step that fails between the two is retried: CreateVolume
+    with the same ClientToken answers the same volume id, which is recorded then. A volume
+    whose id the run never recorded is never deleted, only reported."""
     plan = call.plan
     init = plan.initialization
     rate = init.rate if init.used == "rate" else None
@@ -40,19 +45,19 @@ def create_volumes(call: CreateCall) -> Volumes:
         spec = plan_volumes.VolumeSpec(
             member.index, member.snapshotId, member.volumeType, member.iops, member.throughput
         )
-        ids.append(
-            volumes.create(
-                spec,
-                zone=plan.availabilityZone,
-                execution_arn=plan.executionArn,
-                run=plan.run,
-                array=plan.array,
-                set_id=plan.setId,
-                initialization_rate=rate,
-                extra_tags=member.tags,
-                read_only=plan.readOnly,
-            )
+        vid = volumes.create(
+            spec,
+            zone=plan.availabilityZone,
+            execution_arn=plan.executionArn,
+            run=plan.run,
+            array=plan.array,
+            set_id=plan.setId,
+            initialization_rate=rate,
+            extra_tags=member.tags,
+            read_only=plan.readOnly,
         )
+        created.record(settings.lock_table, plan.executionArn, plan.run, [vid])
+        ids.append(vid)
     for_array(plan.array)
     count("VolumesCreated", len(ids))
     poll = Poll(VOLUME_POLL_SECONDS, VOLUME_BUDGET_SECONDS)

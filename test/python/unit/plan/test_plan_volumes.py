@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from datetime import UTC, datetime
 from typing import Any
 
@@ -163,13 +165,33 @@ def test_a_system_directory_itself_is_the_array_own_mount_point_only_in_a_replac
         plan.mount_point(request(mode="replace", mountPoint="/home"), srv, [])
 
 
+SECRET = b"the deployment's secret"
+
+
 def test_run_nonce_is_the_same_for_every_spelling_of_the_start() -> None:
     arn = "arn:aws:states:us-east-1:1:execution:restore:r1"
-    as_text = plan.run_nonce(arn, "2026-11-01T00:00:00.123Z")
-    assert plan.run_nonce(arn, datetime(2026, 11, 1, 0, 0, 0, 123000, tzinfo=UTC)) == as_text
-    assert plan.run_nonce(arn, 1_793_491_200_123) == as_text
-    assert plan.run_nonce(arn, "2026-11-01T00:00:00.124Z") != as_text
+    as_text = plan.run_nonce(arn, "2026-11-01T00:00:00.123Z", SECRET)
+    when = datetime(2026, 11, 1, 0, 0, 0, 123000, tzinfo=UTC)
+    assert plan.run_nonce(arn, when, SECRET) == as_text
+    assert plan.run_nonce(arn, 1_793_491_200_123, SECRET) == as_text
+    assert plan.run_nonce(arn, "2026-11-01T00:00:00.124Z", SECRET) != as_text
     assert len(as_text) == 16
+
+
+def test_run_nonce_cannot_be_computed_from_the_arn_and_start_alone() -> None:
+    # GIVEN what anyone allowed DescribeExecution sees of a run: its ARN and start time
+    arn, start = "arn:aws:states:us-east-1:1:execution:restore:r1", 1_793_491_200_123
+    nonce = plan.run_nonce(arn, start, SECRET)
+    # THEN the nonce is none of the digests those alone give, and another deployment's secret
+    # gives another nonce
+    public = f"{arn}@{start}".encode()
+    assert nonce not in (
+        hashlib.sha256(public).hexdigest()[:16],
+        hmac.new(b"", public, hashlib.sha256).hexdigest()[:16],
+    )
+    assert plan.run_nonce(arn, start, b"another deployment") != nonce
+    with pytest.raises(ValueError, match="secret"):
+        plan.run_nonce(arn, start, b"")
 
 
 def test_client_token_per_run_and_member_within_ec2s_limit() -> None:
