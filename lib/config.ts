@@ -9,6 +9,14 @@ export interface RaidsnapConfig {
   readonly defaults: ArrayDefaults;
   readonly arrays: Record<string, ArrayConfig>;
   readonly notifications: NotificationsConfig;
+  /** Unset: no tag protection policy is made. */
+  readonly tagProtection?: TagProtectionConfig;
+}
+
+/** The managed policy that keeps raidsnap:* tags to raidsnap and its administrators. */
+export interface TagProtectionConfig {
+  /** IAM roles and users (their ARNs) who may still write raidsnap:* tags by hand. */
+  readonly administrators: readonly string[];
 }
 
 export interface NotificationsConfig {
@@ -327,12 +335,27 @@ function parseNotifications(raw: unknown): NotificationsConfig {
   };
 }
 
+// An IAM role or user ARN (paths allowed, no wildcards: each administrator is named).
+const PRINCIPAL_ARN = /^arn:aws[a-z-]*:iam::\d{12}:(role|user)\/[A-Za-z0-9+=,.@_\/-]{1,512}$/;
+
+function parseTagProtection(raw: unknown): TagProtectionConfig | undefined {
+  if (raw === undefined || raw === null) return undefined;
+  if (!isObject(raw)) throw new ConfigError('tagProtection', 'must be a mapping');
+  only(raw, 'tagProtection', ['administrators']);
+  const admins = raw.administrators ?? [];
+  if (!Array.isArray(admins)) throw new ConfigError('tagProtection.administrators', 'must be a list of IAM role or user ARNs');
+  return {
+    administrators: admins.map((a, i) => matching(a, `tagProtection.administrators[${i}]`, PRINCIPAL_ARN,
+      'an IAM role or user ARN (arn:aws:iam::<account>:role/<name> or :user/<name>)')),
+  };
+}
+
 export function parseConfig(raw: unknown): RaidsnapConfig {
   if (raw === undefined || raw === null) {
     return { defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] } };
   }
   if (!isObject(raw)) throw new ConfigError('(top level)', 'must be a mapping');
-  only(raw, '(top level)', ['defaults', 'arrays', 'notifications']);
+  only(raw, '(top level)', ['defaults', 'arrays', 'notifications', 'tagProtection']);
   const defaults = parseDefaults(raw.defaults);
   const arrays: Record<string, ArrayConfig> = {};
   if (raw.arrays !== undefined) {
@@ -341,7 +364,8 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
       arrays[name] = parseArray(name, value, defaults);
     }
   }
-  return { defaults, arrays, notifications: parseNotifications(raw.notifications) };
+  const tagProtection = parseTagProtection(raw.tagProtection);
+  return { defaults, arrays, notifications: parseNotifications(raw.notifications), ...(tagProtection ? { tagProtection } : {}) };
 }
 
 /** Read the config file named by the `config` context value; no file means no config. */

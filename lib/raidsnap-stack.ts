@@ -12,6 +12,7 @@ import { RestoreLock, RestoreWorkflow } from './constructs/restore-workflow';
 import { Schedules } from './constructs/schedules';
 import { SnapshotSets } from './constructs/snapshot-sets';
 import { Sweeper } from './constructs/sweeper';
+import { TagProtection } from './constructs/tag-protection';
 
 export interface RaidsnapStackProps extends StackProps {
   readonly config: RaidsnapConfig;
@@ -37,6 +38,7 @@ export class RaidsnapStack extends Stack {
   readonly restore: RestoreWorkflow;
   readonly schedules: Schedules;
   readonly sweeper: Sweeper;
+  readonly tagProtection?: TagProtection;
 
   constructor(scope: Construct, id: string, props: RaidsnapStackProps) {
     super(scope, id, props);
@@ -80,5 +82,9 @@ export class RaidsnapStack extends Stack {
     this.drills.notifyTo(this.monitoring.topic, stackKey(this));
     notifyRecoveryTo(this.recovery, this.monitoring.topic, stackKey(this));
     notifyAlarms(this.recovery, this.monitoring);
+    // Last: it names every role made above.
+    if (props.config.tagProtection) {
+      this.tagProtection = new TagProtection(this, 'TagProtection', { config: props.config.tagProtection });
+    }
   }
 }

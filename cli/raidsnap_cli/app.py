@@ -1,4 +1,4 @@
-"""The ``raidsnap`` command: sets, backup, restore, status.
+"""The ``raidsnap`` command: sets, backup, restore, status, move, doctor, tag-protection-policy.
 
 Exit codes: 0 the run succeeded (or the question was answered), 1 the run failed or AWS could
 not be asked (the error is shown), 2 bad usage (nothing was started), 3 the run timed out or was
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
+import boto3
 import typer
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
@@ -24,7 +25,7 @@ from raidsnap.aws import snapshot_sets
 from raidsnap.models import Consistency, Initialization, RestoreMode, VolumeType
 from raidsnap.text import printable
 
-from . import backends, inputs, move, queries
+from . import backends, inputs, move, queries, trust
 from .backends import AwsOptions, Backend, BackendError
 from .follow import follow, new_events
 from .views import (
@@ -565,6 +566,60 @@ def move_command(
             err.print(Text(f"error: {error}", style="red"))
             raise typer.Exit(EXIT_FAILED) from None
     raise typer.Exit(0 if done else EXIT_FAILED)
+
+
+def _session(region: str | None, profile: str | None) -> Any:
+    return boto3.Session(region_name=region, profile_name=profile)
+
+
+@app.command()
+def doctor(region: Region = None, profile: Profile = None, stack: Stack = "raidsnap") -> None:
+    """Check what raidsnap relies on in this account; each finding is one line, with the next
+    step when something is missing. Today: whether raidsnap:* tags are protected."""
+    out, err = _consoles()
+    try:
+        ok, line = trust.protection_line(_session(region, profile).client("iam"), stack)
+    except BotoCoreError as error:
+        err.print(Text(f"AWS error: {error}", style="red"))
+        raise typer.Exit(EXIT_FAILED) from None
+    # One finding, one line, however long: a script can grep it, a person reads it whole.
+    out.print(Text(line, style="green" if ok else "yellow"), soft_wrap=True)
+
+
+@app.command("tag-protection-policy")
+def tag_protection_policy(
+    admin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--admin",
+            help="An IAM role or user ARN that may still write raidsnap:* tags (repeat for more).",
+        ),
+    ] = None,
+    region: Region = None,
+    profile: Profile = None,
+    stack: Stack = "raidsnap",
+) -> None:
+    """Print the tag-protection policy as a service control policy for an AWS Organization:
+    the deployed stack's own roles and the --admin ARNs are exempt. This is the one place raw
+    JSON is printed: it is meant to be pasted into the Organizations console or saved to a file."""
+    _, err = _consoles()
+    try:
+        session = _session(region, profile)
+        identity = session.client("sts").get_caller_identity()
+        partition = identity["Arn"].split(":")[1]
+        roles = trust.stack_roles(
+            session.client("cloudformation"), stack, partition, identity["Account"]
+        )
+    except ClientError as error:
+        info = error.response.get("Error", {})
+        err.print(Text(f"AWS error {info.get('Code')}: {info.get('Message')}", style="red"))
+        raise typer.Exit(EXIT_FAILED) from None
+    except BotoCoreError as error:
+        err.print(Text(f"AWS error: {error}", style="red"))
+        raise typer.Exit(EXIT_FAILED) from None
+    sys.stdout.write(
+        json.dumps(trust.scp_document(partition, [*roles, *(admin or [])]), indent=2) + "\n"
+    )
 
 
 def main() -> None:

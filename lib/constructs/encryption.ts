@@ -17,14 +17,41 @@ export function stackKey(scope: IConstruct): kms.Key {
     rotationPeriod: Duration.days(365),
     removalPolicy: RemovalPolicy.RETAIN,
   });
-  // CloudWatch Logs encrypts each raidsnap log group with this key, and only this account's.
+  // CloudWatch Logs may use the key for raidsnap's own log groups only: CloudWatch Logs puts the
+  // log group's ARN in the encryption context of every request it makes with the key
+  // (kms:EncryptionContext:aws:logs:arn, matched with ArnLike as AWS's own
+  // CloudWatchLogsAPIKeyAccess policy does:
+  // https://docs.aws.amazon.com/aws-managed-policy/latest/reference/CloudWatchLogsAPIKeyAccess.html;
+  // the key policy: https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/encrypt-log-data-kms.html),
+  // and the condition names raidsnap's two name prefixes (below).
+  // The group names are explicit because a condition on the key cannot name the groups' own ARNs:
+  // each group names the key, so the key naming them would be a circular reference.
   key.addToResourcePolicy(new iam.PolicyStatement({
     principals: [new iam.ServicePrincipal(`logs.${stack.region}.amazonaws.com`)],
     actions: ['kms:Encrypt*', 'kms:Decrypt*', 'kms:ReEncrypt*', 'kms:GenerateDataKey*', 'kms:Describe*'],
     resources: ['*'],
     conditions: {
-      ArnLike: { 'kms:EncryptionContext:aws:logs:arn': `arn:${stack.partition}:logs:${stack.region}:${stack.account}:log-group:*` },
+      ArnLike: {
+        'kms:EncryptionContext:aws:logs:arn': Object.values(LOG_GROUP_PREFIX).map((prefix) =>
+          `arn:${stack.partition}:logs:${stack.region}:${stack.account}:log-group:${prefix(stack.stackName)}*`),
+      },
     },
   }));
   return key;
+}
+
+/** Where raidsnap's log groups live, by kind: functions under one prefix, state machines under
+ * /aws/vendedlogs/ (the prefix Step Functions recommends, which keeps the CloudWatch Logs resource
+ * policy that its log delivery writes small). The stack name keeps two stacks apart. */
+export const LOG_GROUP_PREFIX = {
+  functions: (stackName: string) => `/raidsnap/${stackName}/functions/`,
+  states: (stackName: string) => `/aws/vendedlogs/states/raidsnap/${stackName}/`,
+};
+
+/** The log group name for a construct of `kind`: the prefix, then the construct's path below
+ * the stack (unique in it). */
+export function logGroupName(scope: IConstruct, kind: keyof typeof LOG_GROUP_PREFIX, id?: string): string {
+  const stack = Stack.of(scope);
+  const below = scope.node.scopes.slice(stack.node.scopes.length).map((c) => c.node.id);
+  return LOG_GROUP_PREFIX[kind](stack.stackName) + [...below, ...(id ? [id] : [])].join('/');
 }

@@ -6,7 +6,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as ssm from 'aws-cdk-lib/aws-ssm';
 import { Construct } from 'constructs';
-import { stackKey } from './encryption';
+import { logGroupName, stackKey } from './encryption';
 import { acknowledge, REASONS } from '../nag';
 import { VOLUMES_OF_TAGGED_INSTANCE } from './permissions';
 
@@ -67,6 +67,7 @@ export class FunctionFactory extends Construct {
 
   create(scope: Construct, spec: FunctionSpec): lambda.Function {
     const logGroup = new logs.LogGroup(scope, `${spec.id}Logs`, {
+      logGroupName: logGroupName(scope, 'functions', spec.id),
       retention: logs.RetentionDays.THREE_MONTHS,
       encryptionKey: stackKey(scope),
     });

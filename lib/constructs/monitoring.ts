@@ -2,7 +2,6 @@ import { Duration, Lazy, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as events from 'aws-cdk-lib/aws-events';
-import * as eventTargets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as scheduler from 'aws-cdk-lib/aws-scheduler';
@@ -33,6 +32,17 @@ export interface MonitoringProps {
   readonly sets: SnapshotSets;
 }
 
+/** An EventBridge target that publishes to the topic and grants nothing itself: the stock
+ * target's grant adds an unconditioned topic policy and key policy statement for every
+ * EventBridge rule of any account; Monitoring writes conditioned ones instead. */
+class TopicTarget implements events.IRuleTarget {
+  constructor(private readonly topic: sns.ITopic, private readonly message: events.RuleTargetInput) {}
+
+  bind(): events.RuleTargetConfig {
+    return { arn: this.topic.topicArn, input: this.message, targetResource: this.topic };
+  }
+}
+
 /** What an operator watches: a notification for every failed run and every recovery, the age
  * of each array's newest complete set with an alarm past its RPO, and one dashboard. */
 export class Monitoring extends Construct {
@@ -48,36 +58,58 @@ export class Monitoring extends Construct {
     super(scope, id);
     const stack = Stack.of(this);
     const key = stackKey(this);
+    // Named, so that the key policy below can name the topic: the topic names the key, and the
+    // key naming the topic's generated ARN would be a circular reference.
+    const topicName = `${stack.stackName}-notifications`;
     this.topic = new sns.Topic(this, 'Notifications', {
+      topicName,
       displayName: 'raidsnap',
       masterKey: key,
       enforceSSL: true,
     });
-    // EventBridge and CloudWatch alarms publish to the encrypted topic: they need the key.
+    const topicArn = `arn:${stack.partition}:sns:${stack.region}:${stack.account}:${topicName}`;
+    // EventBridge and CloudWatch alarms publish to the encrypted topic: they need the key, for
+    // this topic only. SNS names the topic in the encryption context of every request it makes
+    // with the key on a publisher's behalf (kms:EncryptionContext:aws:sns:topicArn, the key AWS
+    // documents for a service publishing to an SSE topic: "Set up an SNS topic with server-side
+    // encryption", https://docs.aws.amazon.com/gamelift/latest/flexmatchguide/queue-notification-sns-sse.html;
+    // the statement itself: https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html#compatibility-with-aws-services).
+    // CloudWatch alarms also carry aws:SourceAccount (the confused-deputy keys CloudWatch documents
+    // for alarm actions). For EventBridge, AWS documents aws:SourceArn/aws:SourceAccount on the
+    // topic policy (below) but not in a key policy for a rule publishing to an encrypted topic
+    // (its key-policy page covers event buses only), so its key statement holds to the
+    // encryption context, which SNS sets whoever publishes.
     key.addToResourcePolicy(new iam.PolicyStatement({
-      principals: [new iam.ServicePrincipal('events.amazonaws.com'), new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+      sid: 'EventBridgePublishesToTheTopic',
+      principals: [new iam.ServicePrincipal('events.amazonaws.com')],
       actions: ['kms:GenerateDataKey*', 'kms:Decrypt'],
       resources: ['*'],
-      conditions: { StringEquals: { 'aws:SourceAccount': stack.account } },
+      conditions: { StringEquals: { 'kms:EncryptionContext:aws:sns:topicArn': topicArn } },
+    }));
+    key.addToResourcePolicy(new iam.PolicyStatement({
+      sid: 'AlarmsPublishToTheTopic',
+      principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+      actions: ['kms:GenerateDataKey*', 'kms:Decrypt'],
+      resources: ['*'],
+      conditions: { StringEquals: { 'aws:SourceAccount': stack.account, 'kms:EncryptionContext:aws:sns:topicArn': topicArn } },
     }));
     for (const email of props.emails) this.topic.addSubscription(new subscriptions.EmailSubscription(email));
 
     const machines = Object.values(props.workflows);
     const detail = (path: string) => events.EventField.fromPath(`$.detail.${path}`);
-    new events.Rule(this, 'RunFailed', {
+    const rules: events.Rule[] = [];
+    rules.push(new events.Rule(this, 'RunFailed', {
       description: 'raidsnap: a backup, restore or drill run failed, timed out or was aborted',
       eventPattern: {
         source: ['aws.states'],
         detailType: ['Step Functions Execution Status Change'],
         detail: { stateMachineArn: machines.map((m) => m.stateMachineArn), status: ['FAILED', 'TIMED_OUT', 'ABORTED'] },
       },
-      targets: [new eventTargets.SnsTopic(this.topic, {
-        message: events.RuleTargetInput.fromText(
-          `raidsnap run ${detail('name')} ${detail('status')}: ${detail('error')}: ${detail('cause')} (${detail('executionArn')})`),
-      })],
-    });
+      targets: [new TopicTarget(this.topic, events.RuleTargetInput.fromText(
+        `raidsnap run ${detail('name')} ${detail('status')}: ${detail('error')}: ${detail('cause')} (${detail('executionArn')})`))],
+    }));
     if (props.workflows.restore) {
-      new events.Rule(this, 'Recovered', {
+      rules.push(new events.Rule(this, 'Recovered', {
         description: 'raidsnap: a restore completed, the array is back',
         eventPattern: {
           source: ['aws.states'],
@@ -89,12 +121,23 @@ export class Monitoring extends Construct {
             name: [{ 'anything-but': { prefix: DRILL_RESTORE_PREFIX } }],
           },
         },
-        targets: [new eventTargets.SnsTopic(this.topic, {
-          message: events.RuleTargetInput.fromText(
-            `raidsnap restore ${detail('name')} succeeded: ${detail('output')}`),
-        })],
-      });
+        targets: [new TopicTarget(this.topic, events.RuleTargetInput.fromText(
+          `raidsnap restore ${detail('name')} succeeded: ${detail('output')}`))],
+      }));
     }
+    // EventBridge may publish only for these rules of this account: aws:SourceArn is the ARN of
+    // the rule that sends the event, aws:SourceAccount its account ("Using IAM policy conditions
+    // in Amazon EventBridge", https://docs.aws.amazon.com/eventbridge/latest/userguide/eb-use-conditions.html).
+    this.topic.addToResourcePolicy(new iam.PolicyStatement({
+      sid: 'RulesPublish',
+      principals: [new iam.ServicePrincipal('events.amazonaws.com')],
+      actions: ['sns:Publish'],
+      resources: [this.topic.topicArn],
+      conditions: {
+        ArnEquals: { 'aws:SourceArn': rules.map((r) => r.ruleArn) },
+        StringEquals: { 'aws:SourceAccount': stack.account },
+      },
+    }));
 
     const p = new Permissions(this);
     this.reporter = props.factory.create(this, {

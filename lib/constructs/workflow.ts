@@ -6,7 +6,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { REPO_ROOT } from './functions';
-import { stackKey } from './encryption';
+import { logGroupName, stackKey } from './encryption';
 import { acknowledge, arnRef, REASONS } from '../nag';
 
 export interface WorkflowProps {
@@ -154,6 +154,7 @@ export class Workflow extends Construct {
       throw new Error(`raidsnap: ${props.definitionFile}: placeholders without a value: [${missing.join(', ')}]; values without a placeholder: [${unused.join(', ')}]`);
     }
     const logGroup = new logs.LogGroup(this, 'Logs', {
+      logGroupName: logGroupName(this, 'states'),
       retention: logs.RetentionDays.THREE_MONTHS,
       removalPolicy: RemovalPolicy.RETAIN,
       encryptionKey: stackKey(this),
