@@ -175,11 +175,24 @@ describe('recovery with the example config', () => {
   test('the recovery step may move the array tag (that key only) between instances, and touch nothing else', () => {
     const statements = statementsOf(template, 'recovery_step');
     const tagging = statements.filter((s) => actionsOf(s).some((a) => /^ec2:(Create|Delete)Tags$/.test(a)));
-    expect(tagging).toEqual([expect.objectContaining({
-      Action: ['ec2:CreateTags', 'ec2:DeleteTags'],
-      Condition: { 'ForAllValues:StringEquals': { 'aws:TagKeys': ['raidsnap:array'] }, Null: { 'aws:TagKeys': 'false' } },
-    })]);
-    expect(JSON.stringify(tagging[0].Resource)).toMatch(/:instance\/\*"\]\]\}$/);
+    // The tag goes onto an instance that carries none, and off one that carries it.
+    expect(tagging).toEqual([
+      expect.objectContaining({
+        Action: 'ec2:CreateTags',
+        Condition: {
+          'ForAllValues:StringEquals': { 'aws:TagKeys': ['raidsnap:array'] },
+          Null: { 'aws:TagKeys': 'false', 'aws:ResourceTag/raidsnap:array': 'true' },
+        },
+      }),
+      expect.objectContaining({
+        Action: 'ec2:DeleteTags',
+        Condition: {
+          'ForAllValues:StringEquals': { 'aws:TagKeys': ['raidsnap:array'] },
+          Null: { 'aws:TagKeys': 'false', 'aws:ResourceTag/raidsnap:array': 'false' },
+        },
+      }),
+    ]);
+    for (const t of tagging) expect(JSON.stringify(t.Resource)).toMatch(/:instance\/\*"\]\]\}$/);
     const mutating = statements.flatMap(actionsOf).filter((a) => /^ec2:(?!Describe)/.test(a));
     expect(mutating.sort()).toEqual(['ec2:CreateTags', 'ec2:DeleteTags']);
   });
