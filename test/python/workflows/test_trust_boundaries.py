@@ -18,6 +18,7 @@ from raidsnap_emulation.world import (
     make_array,
     name_in_config,
     sets_of,
+    sets_table,
     terminate,
 )
 
@@ -204,3 +205,54 @@ def test_a_backup_follows_the_array_to_an_instance_the_config_names(emu: Emulati
     assert any("moved from" in n and "configuration names" in n for n in run.output["notes"])
     moved = homes.moved(lock_table(), "db1")
     assert moved is not None and (moved.instance_id, moved.by) == (new.instance_id, "configuration")
+
+
+def test_snapshot_tags_do_not_steer_where_a_restore_mounts(emu: Emulation) -> None:
+    # GIVEN db1 backed up from /data on /dev/md0; then someone allowed to tag snapshots points its
+    # newest set at another (allowed, non-system) place and md device
+    fx = make_array(emu.hosts, "db1", 2, mount_point="/data")
+    set_id = backed_up(emu.hosts, emu.run, fx)
+    snaps = [str(s["SnapshotId"]) for s in sets_of("db1")[set_id]]
+    boto3.client("ec2").create_tags(
+        Resources=snaps,
+        Tags=[
+            {"Key": "raidsnap:mount-point", "Value": "/srv/other"},
+            {"Key": "raidsnap:md-device", "Value": "/dev/md9"},
+        ],
+    )
+    terminate(fx.instance_id)
+    new = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    name_in_config(emu, "db1", new)
+    # WHEN latest is restored without a mount point or md device, as a recovery sends it
+    run = emu.run("restore", {"array": "db1", "targetInstanceId": new, "initialization": "none"})
+    # THEN it goes where the backup recorded the array, and says the tag disagreed
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert (run.output["mountPoint"], run.output["mdDevice"]) == ("/data", "/dev/md0")
+    assert sorted(emu.hosts.state(new).arrays) == ["/dev/md0"]
+    assert any("/srv/other" in n for n in run.output["notes"])
+
+
+def test_a_legacy_sets_tag_cannot_mount_it_where_files_run_as_root(emu: Emulation) -> None:
+    # GIVEN a set recorded before manifests kept md facts (its tags are all there is), whose
+    # mount-point tag someone set to a directory cloud-init runs at every boot
+    fx = make_array(emu.hosts, "db1", 2, mount_point="/data")
+    set_id = backed_up(emu.hosts, emu.run, fx)
+    boto3.client("dynamodb").update_item(
+        TableName=sets_table(),
+        Key={"array": {"S": "db1"}, "setId": {"S": set_id}},
+        UpdateExpression="REMOVE md",
+    )
+    snaps = [str(s["SnapshotId"]) for s in sets_of("db1")[set_id]]
+    boto3.client("ec2").create_tags(
+        Resources=snaps, Tags=[{"Key": "raidsnap:mount-point", "Value": PER_BOOT}]
+    )
+    terminate(fx.instance_id)
+    new = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    name_in_config(emu, "db1", new)
+    mark = len(emu.double.calls)
+    # WHEN latest is restored without a mount point
+    run = emu.run("restore", {"array": "db1", "targetInstanceId": new, "initialization": "none"})
+    # THEN the tag's place is refused by the allowed places, and nothing changed
+    assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
+    assert "mountPoint" in run.cause and "tag of set" in run.cause
+    assert changes(emu, mark) == []
