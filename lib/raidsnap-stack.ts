@@ -66,7 +66,7 @@ export class RaidsnapStack extends Stack {
       factory, arrays, restore: this.restore, lock: restoreLock, documents: this.documents, sets,
     });
     this.drills = new Drills(this, 'Drills', {
-      factory, arrays, documents: this.documents, restore: this.restore, commandPoll: this.backup.functions.CommandPoll, sets,
+      factory, arrays, documents: this.documents, restore: this.restore, lock: restoreLock, commandPoll: this.backup.functions.CommandPoll, sets,
     });
     this.schedules = new Schedules(this, 'Schedules', { arrays, backup: this.backup.stateMachine });
     this.monitoring = new Monitoring(this, 'Monitoring', {

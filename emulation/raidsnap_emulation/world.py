@@ -495,7 +495,7 @@ def create_topics(emu: Any) -> list[str]:
     """The stack's SNS topics, as the template names them (the harness creates none)."""
     sns = boto3.client("sns")
     return [
-        sns.create_topic(Name=logical_id)["TopicArn"]
+        sns.create_topic(Name=str(emu.template.get_att(logical_id, "TopicName")))["TopicArn"]
         for logical_id in emu.template.of_type("AWS::SNS::Topic")
     ]
 

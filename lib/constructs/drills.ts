@@ -14,7 +14,7 @@ import { FunctionFactory, FunctionSpec } from './functions';
 import { RestorePermissions } from './permissions';
 import { nagArn } from '../nag';
 import { acknowledgeNestedRestore, DRILL_RESTORE_PREFIX } from './recovery';
-import { RestoreWorkflow } from './restore-workflow';
+import { RestoreLock, RestoreWorkflow } from './restore-workflow';
 import { SnapshotSets } from './snapshot-sets';
 import { Workflow } from './workflow';
 
@@ -25,6 +25,8 @@ export interface DrillsProps {
   readonly arrays: readonly ArrayConfig[];
   readonly documents: Documents;
   readonly restore: RestoreWorkflow;
+  /** The restore lock table: the drill restore's own record of the volumes it created. */
+  readonly lock: RestoreLock;
   /** The shared CommandPoll function (made by the backup workflow). */
   readonly commandPoll: lambda.IFunction;
   /** The sets' manifests: the check reads what the restored set recorded. */
@@ -47,6 +49,7 @@ export class Drills extends Construct {
     const environment = {
       RESTORE_STATE_MACHINE_ARN: props.restore.stateMachine.stateMachineArn,
       RUN_NONCE_SECRET: props.restore.runSecret.secretArn,
+      RESTORE_LOCK_TABLE: props.lock.table.tableName,
       DISCOVER_DOCUMENT: docs.names.discover,
       RELEASE_DOCUMENT: docs.names.release,
       // The check warns when a configured recovery of the array could never mount it.
@@ -77,6 +80,8 @@ export class Drills extends Construct {
           p.describeExecutions(restoreName, DRILL_RESTORE_PREFIX),
           // With the restore's start time, its nonce: the run whose volumes it removes.
           p.readRunSecret(props.restore.runSecret),
+          // The restore's own record of the volumes it created: only those are removed.
+          ...props.lock.statements('GetItem'),
         ],
       },
       {

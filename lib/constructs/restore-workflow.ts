@@ -201,7 +201,8 @@ export class RestoreWorkflow extends Construct {
         id: 'RestoreCleanup', module: 'restore_cleanup',
         description: 'after a failed restore: remove only what the run created, release its lock',
         statements: [
-          p.describe('ec2:DescribeVolumes'),
+          // DescribeInstances: whether the target carries the tag the run put on it.
+          p.describe('ec2:DescribeVolumes', 'ec2:DescribeInstances'),
           // Before detaching an attached volume: does any md device or mount use it? And after a
           // replace released the array: assemble it again from its old members (put back).
           ...p.sendCommand(docs.arns('discover', 'release', 'assemble')),

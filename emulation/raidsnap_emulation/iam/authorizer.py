@@ -224,12 +224,16 @@ class Authorizer:
         if service == "sns" and operation == "Publish":
             key = self.stack.encryption_keys.get(str(params["TopicArn"]))
             if key is not None:
+                # SNS asks KMS with the topic as encryption context (its key policy examples
+                # condition on kms:EncryptionContext:aws:sns:topicArn; e.g. "Set up an SNS topic
+                # with server-side encryption", Amazon GameLift Servers guide).
+                context = {"kms:EncryptionContext:aws:sns:topicArn": (str(params["TopicArn"]),)}
                 requests += self.builder.kms_requests(
                     ["GenerateDataKey", "Decrypt"],
                     key,
                     principal,
                     None,
-                    extra if kms_source_keys else None,
+                    {**(extra if kms_source_keys else {}), **context},
                 )
         out = []
         for request in requests:

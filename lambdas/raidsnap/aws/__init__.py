@@ -26,6 +26,11 @@ THROTTLE_CODES = frozenset(
         "TooManyRequestsException",
         "SnapshotCreationPerVolumeRateExceeded",
         "ConcurrentSnapshotLimitExceeded",
+        # DynamoDB's throttling (botocore model, ProvisionedThroughputExceededException: "The
+        # request was denied due to request throttling"; on-demand tables too, per partition
+        # key range: "DynamoDB throttling resolution guide"). A restore that cannot write its
+        # record of a volume it created retries the step rather than fail and leave it.
+        "ProvisionedThroughputExceededException",
     }
 )
 

@@ -149,20 +149,30 @@ def tag_target(
 
     Allowed: an instance tagged for this array; the array's recorded instance or one the config
     names for it (tagged by the restore if untagged: it becomes the array's instance); an
-    instance tagged for a copy, with a name that is no array raidsnap knows
-    (``another_array`` False). Never an untagged instance nobody named for the array, and never
-    another array's instance: ``raidsnap:array`` is the mark that lets raidsnap's documents run
-    on an instance, and a restore must not put it, or a filesystem, where its array has no
-    business."""
+    instance tagged for a copy of this array, with a name made from the array's own
+    (``<array>-drill``, ``<array>-copy``, ...) that is no array raidsnap knows. Never another
+    array's instance, whatever the config or the record says (``another_array``: its tag names
+    an array raidsnap knows), never an instance tagged with a name that is not this array's
+    (an array found by its tags alone, not yet backed up, is known by nothing else), and never
+    an untagged instance nobody named for the array: ``raidsnap:array`` is the mark that lets
+    raidsnap's documents run on an instance, and a restore must not put it, or a filesystem,
+    where its array has no business."""
     held = target_tags.get(tags.ARRAY)
     if held == array:
         return False
+    if held is not None and (another_array or not is_copy_name(held, array)):
+        raise _not_the_arrays(
+            array,
+            target_id,
+            f"it carries {tags.ARRAY}={held}, "
+            + ("another array's" if another_array else f"a name that is not {array}'s"),
+            "a restore never acts on another array's instance; restore onto an instance of "
+            f"{array}'s own, or tag one for a copy ({tags.ARRAY}={array}-copy)",
+        )
     own = (recorded is not None and recorded.instance_id == target_id) or configured.names(
         target_id, target_tags
     )
-    if own:
-        return held is None
-    if held is None:
+    if held is None and not own:
         raise _not_the_arrays(
             array,
             target_id,
@@ -171,15 +181,12 @@ def tag_target(
             f"if it is meant to hold {array}, tag it {tags.ARRAY}={array} first (that tag is "
             "the confirmation of someone allowed to tag instances)",
         )
-    if another_array:
-        raise _not_the_arrays(
-            array,
-            target_id,
-            f"it carries {tags.ARRAY}={held}, another array's",
-            "a restore never acts on another array's instance; restore onto an instance of "
-            f"{array}'s own, or one tagged for a copy",
-        )
-    return False
+    return held is None
+
+
+def is_copy_name(name: str, array: str) -> bool:
+    """A name for a copy of ``array``: the array's own name, a dash, and more."""
+    return name.startswith(f"{array}-") and len(name) > len(array) + 1
 
 
 def _not_the_arrays(array: str, target_id: str, why: str, next_step: str) -> InvalidInputError:

@@ -14,7 +14,14 @@ from test_restore_abandoned import status_change, stop_while_held
 from test_sweeper import live_volumes, sweep
 
 from raidsnap_emulation.harness import Emulation
-from raidsnap_emulation.world import HeldStep, backed_up, make_array, sets_of
+from raidsnap_emulation.world import (
+    HeldStep,
+    backed_up,
+    create_topics,
+    launch_instance,
+    make_array,
+    sets_of,
+)
 
 
 def tag_of(volume: dict[str, Any], key: str) -> str:
@@ -127,3 +134,36 @@ def test_a_failed_runs_own_cleanup_never_deletes_a_volume_it_did_not_record(
     assert live_volumes(arn) == [v for v in live_volumes(arn) if v["VolumeId"] == foreign]
     assert exists(foreign)
     assert foreign in (run.cause or ""), run.cause
+
+
+def test_a_drills_teardown_never_deletes_a_volume_its_restore_did_not_create(
+    emu: Emulation,
+) -> None:
+    # GIVEN a drill held as its teardown begins, its restore's volumes made and tagged
+    create_topics(emu)
+    fx = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, fx)
+    drill_host = launch_instance("db1-drill", fx.availability_zone, tag_array=False)
+    boto3.client("ec2").create_tags(
+        Resources=[drill_host], Tags=[{"Key": "raidsnap:array", "Value": "db1-drill"}]
+    )
+    held = HeldStep(emu, "drill_teardown")
+    arn = emu.start("drill", {"array": "db1", "targetInstanceId": drill_host})
+    held.wait()
+    restore_arn = next(
+        str(tag_of(v, "raidsnap:restore-execution"))
+        for v in boto3.client("ec2").describe_volumes()["Volumes"]
+        if any(t["Key"] == "raidsnap:restore-execution" for t in v.get("Tags", []))
+    )
+    (made,) = {tag_of(v, "raidsnap:restore-run") for v in live_volumes(restore_arn)}
+    # AND someone copies the restore's tags onto a volume of their own
+    foreign = impostor(fx.availability_zone, restore_arn, made)
+
+    # WHEN the teardown goes on
+    held.release()
+    run = emu.wait(arn)
+
+    # THEN the restore's own volumes are gone, and the impostor is kept
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert [v["VolumeId"] for v in live_volumes(restore_arn)] == [foreign]
+    assert exists(foreign)

@@ -134,7 +134,8 @@ def test_a_drill_restores_the_set_read_only_checks_it_removes_it_and_reports(
     assert "Array" in metric["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]
     assert (metric["Array"], metric["DrillSucceeded"]) == ("db1", [1.0])
     (note,) = published(emu)
-    assert note["TopicArn"].endswith(":" + next(iter(emu.template.of_type("AWS::SNS::Topic"))))
+    topic = next(iter(emu.template.of_type("AWS::SNS::Topic")))
+    assert note["TopicArn"].endswith(":" + str(emu.template.get_att(topic, "TopicName")))
     assert note["Subject"] == "raidsnap drill of db1: passed"
     assert set_id in note["Message"]
 

@@ -254,5 +254,90 @@ def test_a_legacy_sets_tag_cannot_mount_it_where_files_run_as_root(emu: Emulatio
     run = emu.run("restore", {"array": "db1", "targetInstanceId": new, "initialization": "none"})
     # THEN the tag's place is refused by the allowed places, and nothing changed
     assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
-    assert "mountPoint" in run.cause and "tag of set" in run.cause
+    assert "mountPoint" in run.cause and "no mountPoint was given" in run.cause
     assert changes(emu, mark) == []
+
+
+def test_a_copy_onto_a_second_tagged_instance_while_the_arrays_is_stopped_moves_nothing(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1 backed up from its instance, which is then stopped (maintenance, not lost), and
+    # a second instance tagged db1 (someone's scratch copy, or a squatter's)
+    db1 = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, db1)
+    ec2 = boto3.client("ec2")
+    ec2.stop_instances(InstanceIds=[db1.instance_id])
+    second = launch_instance("db1", db1.availability_zone)
+    # WHEN db1 is restored, writable, onto the second instance
+    emu.clock.advance(60)
+    request = {"array": "db1", "targetInstanceId": second, "initialization": "none"}
+    run = emu.run("restore", request | {"mountPoint": "/data"})
+    # THEN the array stays recorded on its own instance, and the run says how to move it
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert homes.moved(lock_table(), "db1") is None
+    assert any(f"raidsnap move db1 {second}" in n for n in run.output["notes"])
+    # AND once db1's instance is back, its backups take db1's own members
+    ec2.start_instances(InstanceIds=[db1.instance_id])
+    emu.clock.advance(3600)
+    backup = emu.run("backup", {"array": "db1"})
+    assert backup.status == "SUCCEEDED", f"{backup.error}: {backup.cause}"
+    assert backup.output["memberVolumeIds"] == db1.member_ids
+
+
+def test_no_config_entry_makes_another_arrays_instance_a_target(emu: Emulation) -> None:
+    # GIVEN db2 live and backed up on an instance that a stale config entry names for db1
+    db1 = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, db1)
+    db2 = make_array(emu.hosts, "db2", 2, unrelated=0)
+    backed_up(emu.hosts, emu.run, db2)
+    name_in_config(emu, "db1", db2.instance_id)
+    mark = len(emu.double.calls)
+    # WHEN db1 is restored onto db2's instance, inside db2's mount point
+    run = emu.run("restore", copy_request("db1", db2.instance_id))
+    # THEN it is refused, and nothing changed there
+    assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
+    assert "db2, another array's" in run.cause
+    assert changes(emu, mark) == [] and sorted(emu.hosts.state(db2.instance_id).arrays) == [
+        "/dev/md0"
+    ]
+
+
+def test_an_array_found_by_its_tags_alone_is_no_copy_target(emu: Emulation) -> None:
+    # GIVEN an array "ledger" found by its tags only (no config, its first backup not run yet)
+    db1 = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, db1)
+    ledger = make_array(emu.hosts, "ledger", 2, unrelated=0)
+    mark = len(emu.double.calls)
+    # WHEN db1 is restored onto ledger's instance
+    run = emu.run("restore", copy_request("db1", ledger.instance_id))
+    # THEN it is refused: only a name made from db1's own (db1-copy, db1-drill) marks a copy
+    assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
+    assert "raidsnap:array=ledger, a name that is not db1's" in run.cause
+    assert changes(emu, mark) == [] and sorted(emu.hosts.state(ledger.instance_id).arrays) == [
+        "/dev/md0"
+    ]
+
+
+def test_a_copy_elsewhere_never_takes_the_mount_point_its_array_chose(emu: Emulation) -> None:
+    # GIVEN db1 mounted by its own instance at a directory whose files run as root at boot
+    db1 = make_array(emu.hosts, "db1", 2, mount_point=PER_BOOT)
+    backed_up(emu.hosts, emu.run, db1)
+    copy = launch_instance("db1-copy", db1.availability_zone)
+    mark = len(emu.double.calls)
+    # WHEN a copy is restored onto another instance without a mount point
+    request = {"array": "db1", "targetInstanceId": copy, "mdDevice": "/dev/md5"}
+    run = emu.run("restore", request | {"initialization": "none"})
+    # THEN the recorded place is refused there (it counts only on the array's own instance)
+    assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
+    assert "mountPoint" in run.cause and "a copy on another instance never takes" in run.cause
+    assert changes(emu, mark) == [] and emu.hosts.state(copy).arrays == {}
+
+
+def copy_request(array: str, target: str) -> dict[str, object]:
+    return {
+        "array": array,
+        "targetInstanceId": target,
+        "mountPoint": "/data/copy",
+        "mdDevice": "/dev/md5",
+        "initialization": "none",
+    }

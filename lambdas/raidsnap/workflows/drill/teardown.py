@@ -3,14 +3,19 @@
 Both steps run whatever step before them failed (the Catches lead here), so they read only the
 plan, which exists once Prepare succeeded, and what the restore reported, which is empty when
 it did not succeed. The restore's execution ARN is the plan's (the drill named that restore),
-and its run nonce is asked of Step Functions: teardown removes only volumes tagged with both.
+and its run nonce is asked of Step Functions: teardown removes only volumes tagged with both,
+and of those only the ones the restore recorded creating (raidsnap.aws.created) or reported in
+its output. Tags prove nothing: once the restore's volumes exist, anyone who may read their
+tags and write tags could copy them onto a volume of their own.
 """
 
 from __future__ import annotations
 
 from raidsnap import tags
-from raidsnap.aws import commands, lock, run_secret, volumes
+from raidsnap.aws import commands, created, lock, run_secret, volumes
+from raidsnap.environment import restore_lock_table
 from raidsnap.plan.cleanup import attached_to
+from raidsnap.plan.volumes import VolumeView
 from raidsnap.workflows.drill.contracts import (
     Command,
     Plan,
@@ -50,7 +55,7 @@ def send_release(plan: Plan, restore: RestoreRun, release_document: str) -> Comm
     arn = restore_arn(plan, restore)
     run = restore_run(arn)
     target = plan.targetInstanceId
-    views = volumes.created_by(arn, run) if run else {}
+    views = _its_own(restore, arn, run)
     attached = sorted(vid for vid, view in views.items() if attached_to(view, target))
     if not attached:
         return Skipped(status="skipped", reason=f"no volume of {arn} is attached to {target}")
@@ -85,7 +90,7 @@ def remove_volumes(plan: Plan, restore: RestoreRun, before: Teardown) -> Teardow
     arn = restore_arn(plan, restore)
     run = before.run if before.run is not None else restore_run(arn)
     looks = before.looks + 1
-    views = volumes.created_by(arn, run) if run else {}
+    views = _its_own(restore, arn, run)
     # remove_created counts the detach requests and adds what it deleted in place.
     asks, deleted = dict(before.detachAsks), list(before.deleted)
     progress = {"detachAsks": asks, "deleted": deleted}
@@ -102,6 +107,16 @@ def remove_volumes(plan: Plan, restore: RestoreRun, before: Teardown) -> Teardow
     if more:
         result.waitSeconds = TEARDOWN_POLL_SECONDS
     return result
+
+
+def _its_own(restore: RestoreRun, arn: str, run: str) -> dict[str, VolumeView]:
+    """The volumes tagged as the run's that it created: in its record, or in its output."""
+    if not run:
+        return {}
+    table = restore_lock_table()
+    known = set(restore.output.volumeIds if restore.output else [])
+    known |= created.recorded(table, arn, run) if table else frozenset()
+    return {vid: v for vid, v in volumes.created_by(arn, run).items() if vid in known}
 
 
 def restore_run(restore_arn: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from raidsnap import tags
-from raidsnap.aws import commands, created, error_code, fsr, lock, tagging, volumes
+from raidsnap.aws import commands, created, error_code, fsr, instances, lock, tagging, volumes
 from raidsnap.environment import RestoreDocuments, RestoreSettings
 from raidsnap.errors import cause_message, public_name
 from raidsnap.models import Poll
@@ -139,8 +139,7 @@ def _done(state: RestoreState, table: str, c: Cleanup, kept: list[str], left: li
     plan, arn = state.plan, state.execution.id
     array = plan.array if plan else None
     if array and plan and plan.tagTarget and plan.targetInstanceId and not kept:
-        # Only the tag this run added: DeleteTags with a value removes it only when it matches.
-        tagging.remove([plan.targetInstanceId], tags.ARRAY, array)
+        _untag_target(plan.targetInstanceId, array)
     if array and arn:
         lock.release(table, array, arn)
     run = plan.run if plan else ""
@@ -296,3 +295,11 @@ def _cleanup_summary(state: RestoreState, c: Cleanup, left: list[str]) -> str:
     if not parts:
         return ""
     return " [cleanup: " + "; ".join(parts) + "; snapshots untouched]"
+
+
+def _untag_target(instance_id: str, array: str) -> None:
+    """Take off the tag this run put on its target, if it got that far: DeleteTags with a value
+    removes it only when it matches, and the grant allows it only on an instance that carries
+    the tag (a run that failed before its attach step never tagged the target)."""
+    if instances.instance_facts(instance_id)[1].get(tags.ARRAY) == array:
+        tagging.remove([instance_id], tags.ARRAY, array)

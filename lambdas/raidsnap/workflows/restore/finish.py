@@ -38,8 +38,16 @@ def _record_move(plan: Plan, table: str, notes: list[str], warnings: list[str]) 
         still = False
         if home is not None and home.instance_id != plan.targetInstanceId:
             held_state, held_tags = instances.instance_facts(home.instance_id)
-            still = held_state == "running" and held_tags.get(tags.ARRAY) == plan.array
+            # Stopped (or rebooting) still holds the array; terminated or unknown does not.
+            gone = held_state in ("unknown", "shutting-down", "terminated")
+            still = not gone and held_tags.get(tags.ARRAY) == plan.array
         if not plan_targets.moves_home(plan.targetInstanceId, homes.as_recorded(home), still):
+            if home is not None and home.instance_id != plan.targetInstanceId:
+                notes.append(
+                    f"{plan.array} stays recorded on {home.instance_id}, which still holds it: "
+                    f"this is a copy. If {plan.targetInstanceId} is now {plan.array}'s instance, "
+                    f"confirm it: raidsnap move {plan.array} {plan.targetInstanceId}"
+                )
             return
         homes.record_move(table, plan.array, plan.targetInstanceId, f"restore {plan.executionArn}")
     except ClientError as err:

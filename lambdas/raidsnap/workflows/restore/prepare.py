@@ -40,12 +40,7 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
     notes: list[str] = []
     snapshot_set = _resolve_set(request, notes)
     target, tag_target, target_tag = _resolve_target(request, settings.lock_table, notes)
-    if request.mode == "replace" and target_tag != request.array:
-        raise InvalidInputError(
-            "mode",
-            f"replace releases the array on the instance that holds it, but {target.instance_id} "
-            f"is not tagged {tags.ARRAY}={request.array}; use mode attach",
-        )
+    _refuse_replace_elsewhere(request, target, target_tag)
     logger.append_keys(array=request.array, set_id=snapshot_set.set_id)
     _refuse_unready_agent(target.instance_id)
     members = plan_volumes.member_specs(request, snapshot_set, notes)
@@ -53,7 +48,9 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
     new_md_uuid = _new_md_uuid(request, md_uuid)
     live = identity.live_md_uuid(request.array, target) if request.mode == "replace" else ""
     mount_point, own_mount_point = plan_volumes.mount_point(request, snapshot_set, notes)
-    _refuse_unallowed_mount_point(request, mount_point, snapshot_set)
+    if not own_mount_point:  # a replace puts the array back where the instance released it
+        own = target_tag == request.array or tag_target
+        _refuse_unallowed_mount_point(request, mount_point, snapshot_set, own_target=own)
     initialization = _initialization(request, settings)
     _take_lock(
         request,
@@ -100,31 +97,45 @@ def _new_md_uuid(request: RestoreInput, md_uuid: str) -> str:
     return request.newMdUuid or identity.new_md_uuid()
 
 
+def _refuse_replace_elsewhere(
+    request: RestoreInput, target: instances.ArrayInstance, target_tag: str | None
+) -> None:
+    if request.mode == "replace" and target_tag != request.array:
+        raise InvalidInputError(
+            "mode",
+            f"replace releases the array on the instance that holds it, but {target.instance_id} "
+            f"is not tagged {tags.ARRAY}={request.array}; use mode attach",
+        )
+
+
 def _refuse_unallowed_mount_point(
-    request: RestoreInput, mount_point: str, snapshot_set: SnapshotSet
+    request: RestoreInput, mount_point: str, snapshot_set: SnapshotSet, *, own_target: bool
 ) -> None:
     """A restored array is mounted only under the allowed directories (allowedMountPoints in the
     configuration), or where its own set's manifest recorded it: not wherever a restore input
     or a snapshot tag says. A directory such as /var/lib/cloud/scripts/per-boot is no system
-    tree, but whatever a filesystem mounted there holds runs as root at the next boot."""
+    tree, but whatever a filesystem mounted there holds runs as root at the next boot. The
+    recorded place counts only on the array's own instance: a copy restored elsewhere must not
+    take a place the array's instance chose for itself (``own_target``)."""
     allowed = allowed_mount_points() or list(plan_targets.DEFAULT_ALLOWED_MOUNT_POINTS)
-    recorded = snapshot_set.recorded_md.get("mountPoint")
+    recorded = snapshot_set.recorded_md.get("mountPoint") if own_target else None
     if plan_targets.mount_point_allowed(mount_point, request.array, allowed, recorded):
         return
     places = ", ".join(a.replace("<array>", request.array) for a in allowed)
     source = (
         ""
         if request.mountPoint is not None
-        else (
-            f" (no mountPoint was given; the {tags.MOUNT_POINT} tag of set {snapshot_set.set_id} "
-            "holds it)"
-        )
+        else f" (no mountPoint was given; set {snapshot_set.set_id} names it)"
+    )
+    own = (
+        f", or be the mount point set {snapshot_set.set_id} recorded ({recorded or 'none'})"
+        if own_target
+        else " (a copy on another instance never takes the place the array's own set recorded)"
     )
     raise InvalidInputError(
         "mountPoint",
         f"{mount_point!r}{source} is not a place raidsnap mounts a restored array: it must lie "
-        f"under {places}, or be the mount point set {snapshot_set.set_id} recorded "
-        f"({recorded or 'none'}). Choose one there, or add the directory to allowedMountPoints "
+        f"under {places}{own}. Choose one there, or add the directory to allowedMountPoints "
         "in the configuration. Nothing was changed",
     )
 
