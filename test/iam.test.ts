@@ -178,6 +178,14 @@ describe.each([['without a config', undefined], ['with the example config', EXAM
     const reads = all.filter((g) => g.action.startsWith('secretsmanager:'));
     expect(reads.map((g) => [g.action, g.resource, g.condition])).toEqual(
       reads.map(() => ['secretsmanager:GetSecretValue', `<${secrets[0]}>`, {}]));
+    // Encrypted with the stack key, which each reader may use through Secrets Manager only.
+    const secret = resourcesOf(template, 'AWS::SecretsManager::Secret')[secrets[0]];
+    expect(JSON.stringify(secret.Properties.KmsKeyId)).toContain('RaidsnapKey');
+    for (const policy of new Set(reads.map((g) => g.policy))) {
+      const decrypts = all.filter((g) => g.policy === policy && g.action === 'kms:Decrypt'
+        && JSON.stringify(g.condition).includes('secretsmanager.'));
+      expect(decrypts).toHaveLength(1);
+    }
     expect(reads.map((g) => g.policy.replace(/Role.*$/, '')).sort()).toEqual([
       'DrillsDrillTeardown', 'RestoreRestoreAbandoned', 'RestoreRestorePrepare', 'SweeperSweep',
     ]);

@@ -79,7 +79,7 @@ export class Drills extends Construct {
           // The start time of its restore: with the ARN, the run whose volumes it removes.
           p.describeExecutions(restoreName, DRILL_RESTORE_PREFIX),
           // With the restore's start time, its nonce: the run whose volumes it removes.
-          p.readRunSecret(props.restore.runSecret),
+          ...p.readRunSecret(props.restore.runSecret),
           // The restore's own record of the volumes it created: only those are removed.
           ...props.lock.statements('GetItem'),
         ],

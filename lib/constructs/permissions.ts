@@ -326,8 +326,19 @@ export class RestorePermissions extends Permissions {
   /** Read the deployment's run nonce secret, that secret only, and only its value
    * (secretsmanager:GetSecretValue authorizes the Secret resource type: Service Authorization
    * Reference); no DescribeSecret, no other version stage. */
-  readRunSecret(secret: secretsmanager.ISecret): iam.PolicyStatement {
-    return new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [secret.secretArn] });
+  /** The run nonce secret's value; Secrets Manager decrypts it with the stack key on the
+   * caller's behalf ("How AWS Secrets Manager uses AWS KMS": GetSecretValue calls kms:Decrypt
+   * with the caller's permissions, kms:ViaService secretsmanager). */
+  readRunSecret(secret: secretsmanager.ISecret): iam.PolicyStatement[] {
+    const statements = [new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [secret.secretArn] })];
+    if (secret.encryptionKey) {
+      statements.push(new iam.PolicyStatement({
+        actions: ['kms:Decrypt'],
+        resources: [secret.encryptionKey.keyArn],
+        conditions: { StringEquals: { 'kms:ViaService': `secretsmanager.${Stack.of(secret).region}.amazonaws.com` } },
+      }));
+    }
+    return statements;
   }
 
   /** DescribeExecution of this workflow's own executions (is a lock's holder still running?).

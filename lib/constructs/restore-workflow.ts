@@ -108,6 +108,7 @@ export class RestoreWorkflow extends Construct {
     this.runSecret = new secretsmanager.Secret(this, 'RunSecret', {
       description: 'raidsnap: the key of every restore run\'s nonce (an HMAC of its execution ARN and start time); generated, never shown',
       generateSecretString: { passwordLength: 64, excludePunctuation: true },
+      encryptionKey: stackKey(this),
       removalPolicy: RemovalPolicy.DESTROY,
     });
     acknowledge(this.runSecret, 'AwsSolutions-SMG4',
@@ -133,7 +134,7 @@ export class RestoreWorkflow extends Construct {
           ...lock.statements('GetItem', 'PutItem', 'DeleteItem'),
           ...props.sets.statements('GetItem', 'Query'),
           p.describeExecutions(this.stateMachineName),
-          p.readRunSecret(this.runSecret),
+          ...p.readRunSecret(this.runSecret),
         ],
       },
       {
@@ -225,7 +226,7 @@ export class RestoreWorkflow extends Construct {
           p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
           ...lock.statements('GetItem', 'DeleteItem', 'Scan'),
           // The run's nonce, from its ARN and start time: which volumes and record are its own.
-          p.readRunSecret(this.runSecret),
+          ...p.readRunSecret(this.runSecret),
         ],
       },
     ];

@@ -48,7 +48,7 @@ export class Sweeper extends Construct {
         p.describeExecutions(restoreName, '', true),
         ...props.lock.statements('Scan', 'DeleteItem'),
         // An ended run's nonce, from its ARN and start time: which tagged volumes are its own.
-        p.readRunSecret(props.restore.runSecret),
+        ...p.readRunSecret(props.restore.runSecret),
       ],
       environment: {
         RUN_NONCE_SECRET: props.restore.runSecret.secretArn,

@@ -555,6 +555,11 @@ class Builder:
             key = self.state.encryption_key(targets[0].arn)
             # DynamoDB decrypts the table key with the caller's permissions.
             return self.kms_requests(["Decrypt"], key, principal, "dynamodb") if key else []
+        if service == "secretsmanager" and operation == "GetSecretValue":
+            # Secrets Manager decrypts a secret under a customer managed key with the caller's
+            # permissions ("How AWS Secrets Manager uses AWS KMS": kms:Decrypt, ViaService).
+            key = self.state.encryption_key(targets[0].arn)
+            return self.kms_requests(["Decrypt"], key, principal, "secretsmanager") if key else []
         if service == "sns" and operation == "Publish":
             key = self.state.encryption_key(targets[0].arn)
             if key is None:

@@ -80,6 +80,10 @@ def load(template: Template) -> StackPolicies:
         key = res["Properties"].get("KmsMasterKeyId")
         if key is not None:
             encryption[template.physical_id(logical_id)] = str(template.resolve(key))
+    for logical_id, res in template.of_type("AWS::SecretsManager::Secret").items():
+        key = res["Properties"].get("KmsKeyId")
+        if key is not None:
+            encryption[template.physical_id(logical_id)] = str(template.resolve(key))
     for logical_id, res in template.of_type("AWS::DynamoDB::Table").items():
         sse = res["Properties"].get("SSESpecification") or {}
         if sse.get("SSEEnabled") and sse.get("KMSMasterKeyId"):
