@@ -2,6 +2,7 @@ import { Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
+import { stackKey } from './encryption';
 
 /** IAM statements shared by the workflows. Mutating EC2 actions carry raidsnap tag
  * conditions, so raidsnap cannot touch what it did not tag. */
@@ -330,15 +331,14 @@ export class RestorePermissions extends Permissions {
    * caller's behalf ("How AWS Secrets Manager uses AWS KMS": GetSecretValue calls kms:Decrypt
    * with the caller's permissions, kms:ViaService secretsmanager). */
   readRunSecret(secret: secretsmanager.ISecret): iam.PolicyStatement[] {
-    const statements = [new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [secret.secretArn] })];
-    if (secret.encryptionKey) {
-      statements.push(new iam.PolicyStatement({
+    return [
+      new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [secret.secretArn] }),
+      new iam.PolicyStatement({
         actions: ['kms:Decrypt'],
-        resources: [secret.encryptionKey.keyArn],
+        resources: [stackKey(secret).keyArn],
         conditions: { StringEquals: { 'kms:ViaService': `secretsmanager.${Stack.of(secret).region}.amazonaws.com` } },
-      }));
-    }
-    return statements;
+      }),
+    ];
   }
 
   /** DescribeExecution of this workflow's own executions (is a lock's holder still running?).

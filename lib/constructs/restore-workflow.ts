@@ -108,9 +108,13 @@ export class RestoreWorkflow extends Construct {
     this.runSecret = new secretsmanager.Secret(this, 'RunSecret', {
       description: 'raidsnap: the key of every restore run\'s nonce (an HMAC of its execution ARN and start time); generated, never shown',
       generateSecretString: { passwordLength: 64, excludePunctuation: true },
-      encryptionKey: stackKey(this),
       removalPolicy: RemovalPolicy.DESTROY,
     });
+    // Encrypted with the stack key. Set on the resource itself: the construct's encryptionKey
+    // would also add a key-policy statement for every principal of the account through Secrets
+    // Manager, which the key's delegation to IAM makes needless (each reader's own policy
+    // grants kms:Decrypt through Secrets Manager: Permissions.readRunSecret).
+    (this.runSecret.node.defaultChild as secretsmanager.CfnSecret).kmsKeyId = stackKey(this).keyArn;
     acknowledge(this.runSecret, 'AwsSolutions-SMG4',
       'not a credential: it keys the nonce each run tags its volumes with, and a new value would leave the runs in flight unable to name their own volumes');
     const environment = {

@@ -201,7 +201,7 @@ def test_replace_on_a_target_that_does_not_hold_the_array_is_refused(shared: Emu
         MaxCount=1,
         Placement={"AvailabilityZone": "us-east-1a"},
         TagSpecifications=[
-            {"ResourceType": "instance", "Tags": [{"Key": "raidsnap:array", "Value": "other"}]}
+            {"ResourceType": "instance", "Tags": [{"Key": "raidsnap:array", "Value": "db1-other"}]}
         ],
     )["Instances"][0]["InstanceId"]
     error, cause = refused(shared, {"array": "db1", "targetInstanceId": other, "mode": "replace"})
