@@ -549,8 +549,9 @@ def move_command(
 ) -> None:
     """Confirm that ARRAY now lives on INSTANCE (tagged raidsnap:array=ARRAY).
 
-    raidsnap never moves an array on a tag alone: while the tagged instance is not the one it
-    recorded, backups are refused (ArrayInstanceChanged). This records the move, and who made it."""
+    raidsnap never moves an array on a tag alone.
+    Until the move is confirmed, backups from INSTANCE are refused (ArrayInstanceChanged).
+    This records the move, and who made it."""
     target = _target(emulation, seed_backups, region, profile, stack)
     out, err = _consoles()
     with _backend(target, err) as backend:
