@@ -18,12 +18,13 @@ export interface RaidsnapStackProps extends StackProps {
   readonly config: RaidsnapConfig;
 }
 
-/** The instances the config names for each array: its instance, its replacement, its drill
- * instance, and the Auto Scaling group whose launches become its instance. */
-function arrayInstances(arrays: ArrayConfig[]): Record<string, { instances: string[]; autoScalingGroup?: string }> {
+/** The instances the config names for each array: those that are or become its own (its
+ * instance, its replacement, the launches of its Auto Scaling group), and those that only ever
+ * receive copies of it (its drill instance). */
+function arrayInstances(arrays: ArrayConfig[]): Record<string, { instances: string[]; copies: string[]; autoScalingGroup?: string }> {
   return Object.fromEntries(arrays.map((a) => [a.name, {
-    instances: [a.recovery?.instanceId, a.recovery?.replacementInstanceId, a.drill?.targetInstanceId]
-      .filter((i): i is string => Boolean(i)),
+    instances: [a.recovery?.instanceId, a.recovery?.replacementInstanceId].filter((i): i is string => Boolean(i)),
+    copies: a.drill ? [a.drill.targetInstanceId] : [],
     ...(a.recovery?.autoScalingGroup ? { autoScalingGroup: a.recovery.autoScalingGroup } : {}),
   }]));
 }

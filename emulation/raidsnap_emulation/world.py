@@ -410,16 +410,20 @@ def configure_recovery(emu: Any, array: str, **settings: str) -> None:
         _point_alarm(alarm, settings["instanceId"])
 
 
-def name_in_config(emu: Any, array: str, *instance_ids: str, auto_scaling_group: str = "") -> None:
-    """The config names these instances for the array (as its recovery instance, replacement or
-    drill instance would): a restore may act on them, and tag them if untagged (plan.targets).
-    Every function gets the map (ARRAY_INSTANCES), as from one config file."""
+def name_in_config(
+    emu: Any, array: str, *instance_ids: str, auto_scaling_group: str = "", drill: bool = False
+) -> None:
+    """The config names these instances for the array: as its recovery instance or replacement
+    (a restore may act on them and tag them if untagged), or with ``drill`` as its drill
+    instance (copies only, never the array's own): plan.targets. Every function gets the map
+    (ARRAY_INSTANCES), as from one config file."""
     for fn in emu.router.functions.values():
         if "ARRAY_INSTANCES" not in fn.environment:
             continue
         instances = json.loads(fn.environment.get("ARRAY_INSTANCES") or "{}")
-        entry = instances.setdefault(array, {"instances": []})
-        entry["instances"] = sorted({*entry.get("instances", []), *instance_ids})
+        entry = instances.setdefault(array, {"instances": [], "copies": []})
+        key = "copies" if drill else "instances"
+        entry[key] = sorted({*entry.get(key, []), *instance_ids})
         if auto_scaling_group:
             entry["autoScalingGroup"] = auto_scaling_group
         fn.environment["ARRAY_INSTANCES"] = json.dumps(instances)

@@ -205,7 +205,7 @@ export class Monitoring extends Construct {
     // recorded goes on with the recorded one (raidsnap.aws.homes); someone tagged an instance
     // that is not the array's, or the array moved without anyone confirming it.
     this.tagConflictAlarm = new cloudwatch.Alarm(this, 'ArrayTagConflicts', {
-      alarmDescription: 'raidsnap: another instance carries an array\'s raidsnap:array tag besides the instance raidsnap recorded for it; the run\'s notes name both. Remove the tag from the other instance, or confirm a move with raidsnap move <array> <instance-id>',
+      alarmDescription: 'raidsnap: an array\'s raidsnap:array tag is where it should not be (another instance carries it besides the one raidsnap recorded, or a configured replacement carries another name, so its recovery would be refused); the backup\'s notes say which and what to do',
       metric: new cloudwatch.Metric({
         namespace: 'raidsnap',
         metricName: 'ArrayTagConflicts',

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from raidsnap import clients, environment
+from raidsnap import clients, environment, tags
 from raidsnap.aws import instances, manifests
 from raidsnap.aws.instances import ArrayInstance
 from raidsnap.observability import count, logger
@@ -95,9 +95,14 @@ def recorded(table: str | None, array: str) -> Home | None:
 def configured(array: str) -> plan_targets.Configured:
     """What the config names for the array (nothing for an array found by tags only)."""
     entry = environment.array_instances().get(array, {})
-    raw = entry.get("instances")
-    ids = frozenset(str(i) for i in raw) if isinstance(raw, list) else frozenset()
-    return plan_targets.Configured(ids, str(entry.get("autoScalingGroup") or ""))
+
+    def ids(key: str) -> frozenset[str]:
+        raw = entry.get(key)
+        return frozenset(str(i) for i in raw) if isinstance(raw, list) else frozenset()
+
+    return plan_targets.Configured(
+        ids("instances"), str(entry.get("autoScalingGroup") or ""), ids("copies")
+    )
 
 
 def as_recorded(home: Home | None) -> plan_targets.Recorded | None:
@@ -121,6 +126,7 @@ def array_instance(table: str | None, array: str, notes: list[str]) -> ArrayInst
     )
     if table and home is not None and home.instance_id != chosen:
         record_move(table, array, chosen, "configuration")
+    _warn_unusable_replacements(array, chosen, notes)
     if len(tagged) > 1 and len(notes) > before:
         logger.warning("other instances carry the array's tag", extra={"note": notes[-1]})
         count("ArrayTagConflicts")
@@ -132,3 +138,19 @@ def known_array(table: str | None, name: str) -> bool:
     if name in environment.array_instances() or manifests.of_array(name):
         return True
     return bool(table) and moved(str(table), name) is not None
+
+
+def _warn_unusable_replacements(array: str, chosen: str, notes: list[str]) -> None:
+    """A configured instance or replacement that carries another name than the array's would
+    refuse its recovery (plan.targets.tag_target): say so at every backup, and alarm, long
+    before the recovery that needs it."""
+    for instance_id in sorted(configured(array).instances - {chosen}):
+        state, found = instances.instance_facts(instance_id)
+        held = found.get(tags.ARRAY)
+        if state in ("unknown", "terminated") or held in (None, array):
+            continue
+        notes.append(
+            f"{instance_id}, which the configuration names for {array}'s recovery, carries "
+            f"{tags.ARRAY}={held}: a recovery onto it would be refused. Remove that tag"
+        )
+        count("ArrayTagConflicts")

@@ -29,15 +29,23 @@ DEFAULT_ALLOWED_MOUNT_POINTS = ("/data", "/mnt", "/srv", "/opt/<array>")
 
 @dataclass(frozen=True)
 class Configured:
-    """What the config names for one array: its instance, its replacement, its drill instance,
-    and the Auto Scaling group whose launches become its instance."""
+    """What the config names for one array: the instances that are or become the array's (its
+    instance, its replacement, the launches of its Auto Scaling group), and the instances that
+    only ever receive copies of it (its drill instance: never the array's own)."""
 
     instances: frozenset[str] = frozenset()
     auto_scaling_group: str = ""
+    copies: frozenset[str] = frozenset()
 
     def names(self, instance_id: str, instance_tags: Mapping[str, str]) -> bool:
+        """Whether the config names this instance as (becoming) the array's own."""
         if instance_id in self.instances:
             return True
+        group = self.auto_scaling_group
+        return bool(group) and instance_tags.get(AUTO_SCALING_GROUP_TAG) == group
+
+    def launched(self, instance_tags: Mapping[str, str]) -> bool:
+        """Whether the array's Auto Scaling group launched this instance."""
         group = self.auto_scaling_group
         return bool(group) and instance_tags.get(AUTO_SCALING_GROUP_TAG) == group
 
@@ -148,9 +156,10 @@ def tag_target(
     with the array (True) or leave its tags alone (False); refuses otherwise.
 
     Allowed: an instance tagged for this array; the array's recorded instance or one the config
-    names for it (tagged by the restore if untagged: it becomes the array's instance); an
-    instance tagged for a copy of this array, with a name made from the array's own
-    (``<array>-drill``, ``<array>-copy``, ...) that is no array raidsnap knows. Never another
+    names as its instance or replacement, untagged (the restore tags it: it becomes the array's
+    instance); an instance tagged for a copy of this array, with a name made from the array's
+    own (``<array>-drill``, ``<array>-copy``, ...), or the drill instance the config names,
+    either tagged with a name that is no array raidsnap knows. Never another
     array's instance, whatever the config or the record says (``another_array``: its tag names
     an array raidsnap knows), never an instance tagged with a name that is not this array's
     (an array found by its tags alone, not yet backed up, is known by nothing else), and never
@@ -160,19 +169,16 @@ def tag_target(
     held = target_tags.get(tags.ARRAY)
     if held == array:
         return False
-    if held is not None and (another_array or not is_copy_name(held, array)):
-        raise _not_the_arrays(
-            array,
-            target_id,
-            f"it carries {tags.ARRAY}={held}, "
-            + ("another array's" if another_array else f"a name that is not {array}'s"),
-            "a restore never acts on another array's instance; restore onto an instance of "
-            f"{array}'s own, or tag one for a copy ({tags.ARRAY}={array}-copy)",
-        )
     own = (recorded is not None and recorded.instance_id == target_id) or configured.names(
         target_id, target_tags
     )
-    if held is None and not own:
+    if held is not None:
+        _refuse_a_tagged_target(
+            array, target_id, held, own=own, copy=target_id in configured.copies,
+            another_array=another_array,
+        )  # fmt: skip
+        return False
+    if not own:
         raise _not_the_arrays(
             array,
             target_id,
@@ -181,7 +187,41 @@ def tag_target(
             f"if it is meant to hold {array}, tag it {tags.ARRAY}={array} first (that tag is "
             "the confirmation of someone allowed to tag instances)",
         )
-    return held is None
+    return True
+
+
+def _refuse_a_tagged_target(
+    array: str, target_id: str, held: str, *, own: bool, copy: bool, another_array: bool
+) -> None:
+    """A target tagged with another name than the array's takes only a copy: never when the
+    name is another array's, never when it is the array's own instance (backups find that by
+    the array's tag), and only with a name made from the array's, or as the drill instance."""
+    if another_array:
+        raise _not_the_arrays(
+            array,
+            target_id,
+            f"it carries {tags.ARRAY}={held}, another array's",
+            "a restore never acts on another array's instance; restore onto an instance of "
+            f"{array}'s own, or tag one for a copy ({tags.ARRAY}={array}-copy)",
+        )
+    if own:
+        raise _not_the_arrays(
+            array,
+            target_id,
+            f"it is {array}'s own instance (recorded, or named in the configuration as its "
+            f"instance or replacement) but carries {tags.ARRAY}={held}",
+            f"remove that tag (or tag it {tags.ARRAY}={array}) and restore again, or the "
+            "array would run there without backups",
+        )
+    if not (copy or is_copy_name(held, array)):
+        raise _not_the_arrays(
+            array,
+            target_id,
+            f"it carries {tags.ARRAY}={held}, a name that is not {array}'s",
+            "a copy goes onto an instance tagged with a name made from the array's own "
+            f"({tags.ARRAY}={array}-copy), or onto its drill instance as the configuration "
+            "names it",
+        )
 
 
 def is_copy_name(name: str, array: str) -> bool:

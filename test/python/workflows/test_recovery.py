@@ -393,3 +393,29 @@ def test_a_second_delivery_while_the_recovery_runs_is_answered_as_a_duplicate(
     assert emu.wait(first["executionArn"]).status == "SUCCEEDED"
     assert (again["started"], again["reason"]) == (False, "duplicate"), again
     assert again["executionArn"] == first["executionArn"]
+
+
+def test_a_launch_before_the_old_instance_ends_restores_and_backups_follow_once_it_ends(
+    example_emu: Emulation, analytics: tuple[ArrayFixture, str]
+) -> None:
+    # GIVEN a group that launches the replacement before it terminates the impaired instance
+    # (an instance maintenance policy that launches first): both run for a while
+    emu = example_emu
+    fx, _ = analytics
+    completed = lifecycle_calls(emu)
+    configure_recovery(emu, "analytics", instanceId=fx.instance_id, autoScalingGroup="analytics")
+    new = launch_instance(
+        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
+    )
+    # WHEN its launch reaches the recovery trigger while the old instance still carries the tag
+    run = recover(emu, launch_event("analytics", new, hook="raidsnap-analytics"))
+    # THEN the array is restored onto the launch and the lifecycle action continues
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert [c["LifecycleActionResult"] for c in completed] == ["CONTINUE"]
+    restored = run.output["restore"]["volumeIds"]
+    # AND once the group terminated the old instance, backups take the restored array
+    terminate(fx.instance_id)
+    emu.clock.advance(3600)
+    backup = emu.run("backup", {"array": "analytics"})
+    assert backup.status == "SUCCEEDED", f"{backup.error}: {backup.cause}"
+    assert backup.output["memberVolumeIds"] == restored

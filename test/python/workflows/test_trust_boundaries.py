@@ -12,6 +12,8 @@ from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.iam.authorizer import AccessDeniedError
 from raidsnap_emulation.world import (
     backed_up,
+    configure_recovery,
+    create_topics,
     instance_tags,
     launch_instance,
     lock_table,
@@ -341,3 +343,56 @@ def copy_request(array: str, target: str) -> dict[str, object]:
         "mdDevice": "/dev/md5",
         "initialization": "none",
     }
+
+
+def test_a_replacement_tagged_with_another_name_warns_at_every_backup_and_refuses_loudly(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1 and its configured replacement, which someone tagged db1-standby
+    fx = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, fx)
+    standby = launch_instance("db1-standby", fx.availability_zone)
+    configure_recovery(emu, "db1", instanceId=fx.instance_id, replacementInstanceId=standby)
+    # WHEN a backup runs, THEN it says the recovery onto it would be refused, and why
+    emu.clock.advance(60)
+    backup = emu.run("backup", {"array": "db1"})
+    assert backup.status == "SUCCEEDED", f"{backup.error}: {backup.cause}"
+    assert any(standby in n and "would be refused" in n for n in backup.output["notes"])
+    # AND when db1's instance is lost, the restore onto it is refused naming the tag (a recovery
+    # that ran there would leave db1 without backups: nothing finds it by db1's tag)
+    terminate(fx.instance_id)
+    run = emu.run("restore", {"array": "db1", "targetInstanceId": standby})
+    assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
+    assert "carries raidsnap:array=db1-standby" in run.cause and "remove that tag" in run.cause
+    assert instance_tags(standby)["raidsnap:array"] == "db1-standby"
+
+
+def test_the_drill_instance_never_becomes_the_arrays_by_a_tag(emu: Emulation) -> None:
+    # GIVEN db1 backed up, its drill instance named in the config, db1's instance stopped
+    db1 = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, db1)
+    drill = make_array(emu.hosts, "db1-drill", 2, unrelated=0)
+    name_in_config(emu, "db1", drill.instance_id, drill=True)
+    boto3.client("ec2").stop_instances(InstanceIds=[db1.instance_id])
+    # WHEN someone tags the drill instance db1
+    boto3.client("ec2").create_tags(
+        Resources=[drill.instance_id], Tags=[{"Key": "raidsnap:array", "Value": "db1"}]
+    )
+    emu.clock.advance(3600)
+    run = emu.run("backup", {"array": "db1"})
+    # THEN the backup is refused: a drill instance receives copies, it is never the array's
+    assert (run.status, run.error) == ("FAILED", "ArrayInstanceChanged"), run.cause
+    assert homes.moved(lock_table(), "db1") is None
+
+
+def test_a_drill_instance_the_config_names_may_carry_any_name_of_its_own(emu: Emulation) -> None:
+    # GIVEN db1 and a drill instance the config names for it, tagged "drill" (shared by arrays)
+    create_topics(emu)
+    fx = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, fx)
+    host = launch_instance("drill", fx.availability_zone)
+    name_in_config(emu, "db1", host, drill=True)
+    # WHEN the drill runs, THEN it restores its read-only copy there and passes
+    run = emu.run("drill", {"array": "db1", "targetInstanceId": host})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert instance_tags(host)["raidsnap:array"] == "drill"

@@ -355,19 +355,22 @@ def _resolve_target(
             "targetInstanceId", f"instance {instance_id} does not exist in this region"
         )
     held = target_tags.get(tags.ARRAY) or ""
+    configured = homes.configured(request.array)
     tag_target = plan_targets.tag_target(
         request.array,
         instance_id,
         target_tags,
         homes.as_recorded(homes.recorded(table, request.array)),
-        homes.configured(request.array),
+        configured,
         another_array=held not in ("", request.array) and homes.known_array(table, held),
     )
     if state != "running":
         raise InstanceNotReadyError(
             f"target {instance_id} is {state}, not running; start it and restore again"
         )
-    if tag_target:
+    # An Auto Scaling group may launch the replacement before it terminates the old instance:
+    # both hold the tag until then, and backups stay with the recorded one (raidsnap.aws.homes).
+    if tag_target and not configured.launched(target_tags):
         _refuse_a_second_holder(request.array, instance_id)
     return instances.describe_instance(instance_id), tag_target, held or None
 
