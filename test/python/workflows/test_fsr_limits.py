@@ -288,3 +288,27 @@ def test_fresh_pairs_are_waited_for_until_each_has_a_volume_creation_credit(
         for c in calls(emu, "SendCommand")
         if c.applied and str(c.params["DocumentName"]).endswith("-prewarm")
     ]
+
+
+def test_fsr_already_enabled_for_every_member_is_used_at_once(emu: Emulation) -> None:
+    # GIVEN FSR kept enabled (by its owner) for every member's snapshot in the target's AZ, long
+    # enough for their credit buckets to hold some
+    zone, _, target = array_of(emu, 3)
+    (set_id,) = sets_of("db1")
+    snapshots = [str(s["SnapshotId"]) for s in sets_of("db1")[set_id]]
+    boto3.client("ec2").enable_fast_snapshot_restores(
+        AvailabilityZones=[zone], SourceSnapshotIds=snapshots
+    )
+    emu.double.clock.advance(3 * 3600)
+    # WHEN db1 is restored with FSR
+    started, mark = emu.double.clock.now(), len(emu.double.calls)
+    run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "fsr"})
+    # THEN the volumes are created from it without a first wait, and it stays enabled
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["fastRestored"] == [True, True, True]
+    looks = [i for i in emu.router.invocations if i.module == "restore_fsr"]
+    assert len(looks) == 1
+    created = next(
+        c for c in emu.double.calls[mark:] if c.operation == "CreateVolume" and c.applied
+    )
+    assert (created.time - started).total_seconds() < 60

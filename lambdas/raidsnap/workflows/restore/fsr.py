@@ -79,6 +79,10 @@ def _fsr_start(plan: Plan, settings: RestoreSettings) -> Fsr:
             "this restore's, and is disabled with its own"
         )
     f.notes = notes
+    if not ours:
+        # Every pair was on before this run (someone keeps FSR enabled for these snapshots:
+        # the case where it is worth having): look now rather than after a first wait.
+        return _fsr_look(plan, f.model_copy(update={"waitSeconds": 0}))
     return f
 
 
