@@ -126,6 +126,8 @@ class RestoreRun(Contract):
     waitSeconds: int | None = None
     lifecycleAction: str | None = None
     heartbeats: int = 0
+    # How many times the restore was looked at: the wait before the next look grows with it.
+    looks: int = 0
     output: dict[str, JsonValue] | None = None
     error: StepError | None = None
 

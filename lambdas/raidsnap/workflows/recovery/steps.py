@@ -41,6 +41,7 @@ ASSEMBLED_STATES = frozenset(
     {"Prewarm", "WaitForPrewarm", "PollPrewarm", "IsPrewarmed", "Finish", "FinishedWithWarnings"}
 )
 FOLLOW_POLL_SECONDS = 300
+FIRST_FOLLOW_SECONDS = 10
 
 
 def run(call: StepCall, settings: RecoveryStepSettings) -> Contract:
@@ -194,12 +195,17 @@ def start_restore(state: RecoveryState, restore_machine_arn: str) -> RestoreRun:
     )
 
 
-def _follow_wait(state: RecoveryState) -> int:
-    """Often enough to keep a lifecycle action alive (a third of its heartbeat timeout)."""
+def _follow_wait(state: RecoveryState, looks: int = 0) -> int:
+    """The wait before the next look at the restore: short at first (a restore of FSR-enabled
+    or small members is mounted within a minute, and the recovery ends, or a launch goes
+    InService, that much sooner), doubling with each look up to FOLLOW_POLL_SECONDS, so a
+    restore that prewarms for hours costs a look every five minutes; and often enough to keep a
+    lifecycle action alive (a third of its heartbeat timeout)."""
+    wait: int = min(FOLLOW_POLL_SECONDS, FIRST_FOLLOW_SECONDS << min(looks, 10))
     if state.input.lifecycle is None:
-        return FOLLOW_POLL_SECONDS
+        return wait
     third = int(os.environ.get("LIFECYCLE_HEARTBEAT_SECONDS", "3600")) // 3
-    return max(30, min(FOLLOW_POLL_SECONDS, third))
+    return max(FIRST_FOLLOW_SECONDS, min(wait, third))
 
 
 def follow_restore(state: RecoveryState) -> RestoreRun:
@@ -222,7 +228,9 @@ def follow_restore(state: RecoveryState) -> RestoreRun:
             beats = r.heartbeats + lifecycle.heartbeat(action.as_dict())
             r = r.model_copy(update={"heartbeats": beats})
     if status == "RUNNING":
-        return r.model_copy(update={"status": "running", "waitSeconds": _follow_wait(state)})
+        looks = r.looks + 1
+        wait = _follow_wait(state, looks)
+        return r.model_copy(update={"status": "running", "waitSeconds": wait, "looks": looks})
     if status == "SUCCEEDED":
         output = json.loads(desc.output or "{}")
         return r.model_copy(update={"status": "succeeded", "output": output})
