@@ -87,9 +87,7 @@ def test_raid0_restores_from_copies_and_persists(
         "restore raid0 (no udev)",
         boot(
             tmp_path / "vm",
-            restore_scenario(
-                cmds, assemble_params(disks, raid0_set.uuid), "db1", after=SUID_PROBE
-            ),
+            restore_scenario(cmds, assemble_params(disks, raid0_set.uuid), "db1", after=SUID_PROBE),
             disks,
             files={"sums": raid0_set.sums},
             commands=cmds,
