@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import boto3
 import typer
@@ -190,13 +190,18 @@ def _backend(target: Target, err: Console) -> Iterator[Backend]:
     except (BackendError, queries.ExecutionNotFoundError) as error:
         err.print(Text(f"error: {error}", style="red"))
         raise typer.Exit(EXIT_FAILED) from None
-    except ClientError as error:
+    except (ClientError, BotoCoreError) as error:
+        _aws_failed(error, err)
+
+
+def _aws_failed(error: ClientError | BotoCoreError, err: Console) -> NoReturn:
+    """An AWS error as one red line, and exit code 1."""
+    if isinstance(error, ClientError):
         info = error.response.get("Error", {})
         err.print(Text(f"AWS error {info.get('Code')}: {info.get('Message')}", style="red"))
-        raise typer.Exit(EXIT_FAILED) from None
-    except BotoCoreError as error:
+    else:
         err.print(Text(f"AWS error: {error}", style="red"))
-        raise typer.Exit(EXIT_FAILED) from None
+    raise typer.Exit(EXIT_FAILED) from None
 
 
 def _bad(error: inputs.InputError) -> typer.BadParameter:
@@ -611,13 +616,8 @@ def tag_protection_policy(
         roles = trust.stack_roles(
             session.client("cloudformation"), stack, partition, identity["Account"]
         )
-    except ClientError as error:
-        info = error.response.get("Error", {})
-        err.print(Text(f"AWS error {info.get('Code')}: {info.get('Message')}", style="red"))
-        raise typer.Exit(EXIT_FAILED) from None
-    except BotoCoreError as error:
-        err.print(Text(f"AWS error: {error}", style="red"))
-        raise typer.Exit(EXIT_FAILED) from None
+    except (ClientError, BotoCoreError) as error:
+        _aws_failed(error, err)
     sys.stdout.write(
         json.dumps(trust.scp_document(partition, [*roles, *(admin or [])]), indent=2) + "\n"
     )

@@ -20,7 +20,6 @@ from raidsnap.aws import homes, instances
 from .backends import Backend
 
 INSTANCE_ID = re.compile(r"^i-[0-9a-f]{8,17}$")
-GONE = ("unknown", "shutting-down", "terminated")
 
 
 class MoveError(Exception):
@@ -40,7 +39,7 @@ def check(array: str, instance_id: str) -> None:
     if not INSTANCE_ID.match(instance_id):
         raise MoveError(f"{instance_id!r} is not an instance id (i- and 8 to 17 hex digits)")
     state, found = instances.instance_facts(instance_id)
-    if state in GONE:
+    if state in instances.GONE_STATES:
         raise MoveError(
             f"{instance_id} is {'not known in this region' if state == 'unknown' else state}: "
             f"{array} cannot live there"

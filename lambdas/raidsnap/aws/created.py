@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raidsnap import clients
+from raidsnap.aws import lock
 
 CREATED_KEY_PREFIX = "created#"
 
@@ -72,18 +73,7 @@ def recorded(table: str, execution_arn: str, run: str) -> frozenset[str]:
 
 def records(table: str) -> list[Created]:
     """Every run's record (the table also holds locks, backup holds and FSR claims)."""
-    pages = (
-        clients.dynamodb()
-        .get_paginator("scan")
-        .paginate(
-            TableName=table,
-            ConsistentRead=True,
-            FilterExpression="begins_with(#k, :p)",
-            ExpressionAttributeNames={"#k": "array"},
-            ExpressionAttributeValues={":p": {"S": CREATED_KEY_PREFIX}},
-        )
-    )
-    return [_created(item) for page in pages for item in page.get("Items", [])]
+    return [_created(item) for item in lock.scan_prefixed(table, CREATED_KEY_PREFIX)]
 
 
 def drop(table: str, execution_arn: str, run: str) -> None:

@@ -147,7 +147,7 @@ def _warn_unusable_replacements(array: str, chosen: str, notes: list[str]) -> No
     for instance_id in sorted(configured(array).instances - {chosen}):
         state, found = instances.instance_facts(instance_id)
         held = found.get(tags.ARRAY)
-        if state in ("unknown", "terminated") or held in (None, array):
+        if state in instances.GONE_STATES or held in (None, array):
             continue
         notes.append(
             f"{instance_id}, which the configuration names for {array}'s recovery, carries "

@@ -334,6 +334,11 @@ def _slot(value: Any) -> int | None:
     return None
 
 
+# States of an instance that no longer holds anything (EC2 instance lifecycle; "unknown" is
+# instance_facts' word for an instance EC2 does not know).
+GONE_STATES = ("unknown", "shutting-down", "terminated")
+
+
 def instance_facts(instance_id: str) -> tuple[str, dict[str, str]]:
     """(state, tags) of an instance; ("unknown", {}) when EC2 does not know it."""
     try:

@@ -341,8 +341,9 @@ def fsr_claim(table: str, execution_arn: str) -> FsrClaim | None:
     return _claim(item) if item else None
 
 
-def fsr_claims(table: str) -> list[FsrClaim]:
-    """Every run's FSR claim (the table holds a lock per array and a claim per FSR restore)."""
+def scan_prefixed(table: str, prefix: str) -> list[dict[str, Any]]:
+    """Every item whose key starts with ``prefix`` (the table holds locks, backup holds, FSR
+    claims, runs' records and arrays' recorded instances, each under a prefix of its own)."""
     pages = (
         clients.dynamodb()
         .get_paginator("scan")
@@ -351,10 +352,15 @@ def fsr_claims(table: str) -> list[FsrClaim]:
             ConsistentRead=True,
             FilterExpression="begins_with(#k, :p)",
             ExpressionAttributeNames={"#k": "array"},
-            ExpressionAttributeValues={":p": {"S": FSR_KEY_PREFIX}},
+            ExpressionAttributeValues={":p": {"S": prefix}},
         )
     )
-    return [_claim(item) for page in pages for item in page.get("Items", [])]
+    return [item for page in pages for item in page.get("Items", [])]
+
+
+def fsr_claims(table: str) -> list[FsrClaim]:
+    """Every run's FSR claim (the table holds a lock per array and a claim per FSR restore)."""
+    return [_claim(item) for item in scan_prefixed(table, FSR_KEY_PREFIX)]
 
 
 def drop_fsr_claim(table: str, execution_arn: str) -> None:

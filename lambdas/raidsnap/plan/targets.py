@@ -11,12 +11,12 @@ the allowed places, or where its own set recorded it.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from raidsnap import tags
 from raidsnap.errors import ArrayInstanceChangedError, ArrayNotFoundError, InvalidInputError
+from raidsnap.models import normal_path
 
 # Set by Auto Scaling on the instances it launches; users cannot write aws: tags ("Tag your
 # Amazon EC2 resources", tag restrictions: the aws: prefix is reserved for AWS use).
@@ -129,18 +129,14 @@ def mount_point_allowed(
     """Whether ``path`` lies under an allowed directory ("<array>" standing for the array's
     name), or is the mount point the array's own set recorded (the backup's record, never a
     tag). Paths are compared normalized."""
-    normal = _normal(path)
-    if recorded and normal == _normal(recorded):
+    normal = normal_path(path)
+    if recorded and normal == normal_path(recorded):
         return True
     for entry in allowed:
-        base = _normal(entry.replace("<array>", array))
+        base = normal_path(entry.replace("<array>", array))
         if normal == base or normal.startswith(base.rstrip("/") + "/"):
             return True
     return False
-
-
-def _normal(path: str) -> str:
-    return "/" + posixpath.normpath("/" + path).lstrip("/")
 
 
 def tag_target(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import boto3
 import pytest
+from test_attach_mode import changes
 
 from raidsnap.aws import homes
 from raidsnap_emulation.harness import Emulation
@@ -24,16 +25,7 @@ from raidsnap_emulation.world import (
     terminate,
 )
 
-READS = ("Describe", "Get", "List")
 PER_BOOT = "/var/lib/cloud/scripts/per-boot"
-
-
-def changes(emu: Emulation, since: int) -> list[str]:
-    return [
-        f"{c.service}:{c.operation}"
-        for c in emu.double.calls[since:]
-        if c.applied and c.service in ("ec2", "ssm") and not c.operation.startswith(READS)
-    ]
 
 
 def test_a_restore_never_acts_on_another_arrays_instance(emu: Emulation) -> None:

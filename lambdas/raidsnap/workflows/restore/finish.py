@@ -39,7 +39,7 @@ def _record_move(plan: Plan, table: str, notes: list[str], warnings: list[str]) 
         if home is not None and home.instance_id != plan.targetInstanceId:
             held_state, held_tags = instances.instance_facts(home.instance_id)
             # Stopped (or rebooting) still holds the array; terminated or unknown does not.
-            gone = held_state in ("unknown", "shutting-down", "terminated")
+            gone = held_state in instances.GONE_STATES
             still = not gone and held_tags.get(tags.ARRAY) == plan.array
         if not plan_targets.moves_home(plan.targetInstanceId, homes.as_recorded(home), still):
             if home is not None and home.instance_id != plan.targetInstanceId:
