@@ -25,7 +25,7 @@ export interface NotificationsConfig {
 }
 
 export type Consistency = 'crash' | 'fsfreeze';
-export type Initialization = 'fsr' | 'rate' | 'prewarm' | 'none';
+export type Initialization = 'auto' | 'fsr' | 'rate' | 'prewarm' | 'none';
 
 export interface ArrayDefaults {
   readonly retention: number;
@@ -113,7 +113,7 @@ export const BUILT_IN_DEFAULTS: ArrayDefaults = {
   allowedMountPoints: DEFAULT_ALLOWED_MOUNT_POINTS,
   retention: 7,
   consistency: 'crash',
-  initialization: 'prewarm',
+  initialization: 'auto',
   timezone: 'UTC',
   maxFreezeSeconds: 60,
 };
@@ -164,7 +164,7 @@ function parseDefaults(raw: unknown): ArrayDefaults {
     retention: raw.retention === undefined ? d.retention : integer(raw.retention, 'defaults.retention', 1, 1000),
     consistency: raw.consistency === undefined ? d.consistency : oneOf(raw.consistency, 'defaults.consistency', ['crash', 'fsfreeze'] as const),
     initialization: raw.initialization === undefined ? d.initialization
-      : oneOf(raw.initialization, 'defaults.initialization', ['fsr', 'rate', 'prewarm', 'none'] as const),
+      : oneOf(raw.initialization, 'defaults.initialization', ['auto', 'fsr', 'rate', 'prewarm', 'none'] as const),
     timezone: raw.timezone === undefined ? d.timezone : matching(raw.timezone, 'defaults.timezone', TIMEZONE, 'an IANA time zone such as Europe/Berlin'),
     maxFreezeSeconds: raw.maxFreezeSeconds === undefined ? d.maxFreezeSeconds
       : integer(raw.maxFreezeSeconds, 'defaults.maxFreezeSeconds', 1, 900),
@@ -206,7 +206,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     schedules = raw.schedules.map((s, i) => parseSchedule(s, `${field}.schedules[${i}]`, defaults));
   }
   const initialization = raw.initialization === undefined ? defaults.initialization
-    : oneOf(raw.initialization, `${field}.initialization`, ['fsr', 'rate', 'prewarm', 'none'] as const);
+    : oneOf(raw.initialization, `${field}.initialization`, ['auto', 'fsr', 'rate', 'prewarm', 'none'] as const);
   const recovery = raw.recovery === undefined ? undefined : parseRecovery(raw.recovery, `${field}.recovery`, initialization);
   const drill = raw.drill === undefined ? undefined : parseDrill(raw.drill, `${field}.drill`, defaults);
   if (recovery?.mountPoint) refuseUnallowed(recovery.mountPoint, `${field}.recovery.mountPoint`, name, defaults);
@@ -251,7 +251,7 @@ function parseRecovery(raw: unknown, field: string, arrayInitialization: Initial
     ...(autoScalingGroup ? { autoScalingGroup } : {}),
     ...(mountPoint ? { mountPoint } : {}),
     initialization: raw.initialization === undefined ? arrayInitialization
-      : oneOf(raw.initialization, `${field}.initialization`, ['fsr', 'rate', 'prewarm', 'none'] as const),
+      : oneOf(raw.initialization, `${field}.initialization`, ['auto', 'fsr', 'rate', 'prewarm', 'none'] as const),
   };
 }
 

@@ -12,11 +12,11 @@ describe('config', () => {
   test('the example config parses with per-array values and inherited defaults', () => {
     const config = loadConfig(EXAMPLE_CONFIG);
     expect(config.arrays.db1).toMatchObject({
-      retention: 14, consistency: 'fsfreeze', initialization: 'fsr', rpoMinutes: 300,
+      retention: 14, consistency: 'fsfreeze', initialization: 'auto', rpoMinutes: 300,
       schedules: [{ expression: 'cron(0 */4 * * ? *)', timezone: 'Europe/Berlin', retryAttempts: 3 }],
     });
     expect(config.arrays.analytics).toMatchObject({
-      retention: 3, consistency: 'crash', initialization: 'prewarm',
+      retention: 3, consistency: 'crash', initialization: 'auto',
       schedules: [{ expression: 'rate(1 day)', timezone: 'UTC' }],
     });
   });
@@ -91,10 +91,10 @@ describe('config', () => {
   test('recovery and drill settings take their defaults: replace in place, the array\'s initialization, a read-only copy at /mnt/raidsnap-drill on /dev/md100', () => {
     const config = loadConfig(EXAMPLE_CONFIG);
     expect(config.arrays.db1.recovery).toEqual({
-      instanceId: 'i-0123456789abcdef0', mode: 'replace', replacementInstanceId: 'i-0fedcba9876543210', initialization: 'fsr',
+      instanceId: 'i-0123456789abcdef0', mode: 'replace', replacementInstanceId: 'i-0fedcba9876543210', initialization: 'auto',
     });
     expect(config.arrays.analytics.recovery).toEqual({
-      instanceId: 'i-0bbbbccccddddeeee', mode: 'replace', autoScalingGroup: 'analytics', initialization: 'prewarm',
+      instanceId: 'i-0bbbbccccddddeeee', mode: 'replace', autoScalingGroup: 'analytics', initialization: 'auto',
     });
     expect(config.arrays.db1.drill).toEqual({
       schedule: { expression: 'cron(0 3 ? * SUN *)', timezone: 'Europe/Berlin', retryAttempts: 3, maxEventAgeMinutes: 60 },

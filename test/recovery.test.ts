@@ -135,8 +135,8 @@ describe('recovery with the example config', () => {
           RECOVERY_STATE_MACHINE_ARN: { Ref: machineId },
           LOCK_TABLE: { Ref: Match.stringLikeRegexp('^RestoreLockTable') },
           RECOVERY_BY_ARRAY: JSON.stringify({
-            db1: { instanceId: 'i-0123456789abcdef0', mode: 'replace', replacementInstanceId: 'i-0fedcba9876543210', initialization: 'fsr' },
-            analytics: { instanceId: 'i-0bbbbccccddddeeee', mode: 'replace', autoScalingGroup: 'analytics', initialization: 'prewarm' },
+            db1: { instanceId: 'i-0123456789abcdef0', mode: 'replace', replacementInstanceId: 'i-0fedcba9876543210', initialization: 'auto' },
+            analytics: { instanceId: 'i-0bbbbccccddddeeee', mode: 'replace', autoScalingGroup: 'analytics', initialization: 'auto' },
           }),
         }),
       },

@@ -386,7 +386,8 @@ def restore(
         Initialization | None,
         typer.Option(
             "--initialization",
-            help="fsr, rate (with --rate), prewarm or none (default: config, else prewarm).",
+            help="auto (the quickest to full performance), fsr, rate, prewarm or none "
+            "(default: config, else auto).",
         ),
     ] = None,
     rate: Annotated[

@@ -82,10 +82,12 @@ def _failed(r: dict[str, Any]) -> str:
 
 
 def _restore_prepare(r: dict[str, Any]) -> str:
-    init = r["initialization"]["requested"]
+    init = r["initialization"]
+    chosen = "" if init["used"] == init["requested"] else f" (chose {init['used']})"
     return (
         f"set {r['setId']} ({len(r['members'])} members) onto {r['targetInstanceId']} in "
-        f"{r['availabilityZone']}; {r['mode']} mode, initialization {init}; lock taken"
+        f"{r['availabilityZone']}; {r['mode']} mode, initialization {init['requested']}"
+        f"{chosen}; lock taken"
     )
 
 

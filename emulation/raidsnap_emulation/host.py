@@ -97,6 +97,8 @@ class Hosts:
 
     # A prewarm reads at the gp3 maximum the volume allows, 1000 MiB/s by default.
     prewarm_mib_per_second = 1000.0
+    # Or, for a benchmark, however long it says: (instance id, {volume id: bytes}) -> seconds.
+    prewarm_seconds_for: Callable[[str, dict[str, int]], float] | None = None
 
     def __init__(self, double: AwsDouble, document_names: dict[str, str], region: str) -> None:
         self.double = double
@@ -717,8 +719,13 @@ class Hosts:
                 return self._refuse("MemberMissing", f"no block device for {vid}")
         sizes = {v: self.volume_size_bytes(v) for v in volume_ids}
         total = sum(sizes.values())
-        # Members are read in parallel: the slowest (largest) sets the pace.
-        seconds = max(sizes.values(), default=0) / (self.prewarm_mib_per_second * 1024**2)
+        # Members are read in parallel: the slowest (largest) sets the pace; or as a benchmark
+        # says reads go (prewarm_seconds_for: the instance and the members' sizes in bytes).
+        seconds = (
+            self.prewarm_seconds_for(ctx.instance_id, sizes)
+            if self.prewarm_seconds_for is not None
+            else max(sizes.values(), default=0) / (self.prewarm_mib_per_second * 1024**2)
+        )
         self.state(ctx.instance_id).prewarmed.extend(volume_ids)
         method = "fio" if p["Method"] == "auto" else p["Method"]
         return self._ok(

@@ -97,7 +97,7 @@ class RestoreDocuments:
         )
 
 
-INITIALIZATIONS = ("fsr", "rate", "prewarm", "none")
+INITIALIZATIONS = ("auto", "fsr", "rate", "prewarm", "none")
 
 
 @dataclass(frozen=True)
@@ -108,11 +108,10 @@ class RestoreSettings:
     lock_lease_seconds: int
     default_initialization: str
     default_initialization_rate: int
-    fsr_timeout_seconds: int
 
     @classmethod
     def from_env(cls) -> RestoreSettings:
-        initialization = os.environ.get("DEFAULT_INITIALIZATION", "").strip() or "prewarm"
+        initialization = os.environ.get("DEFAULT_INITIALIZATION", "").strip() or "auto"
         if initialization not in INITIALIZATIONS:
             raise ConfigurationError(
                 f"DEFAULT_INITIALIZATION must be one of {', '.join(INITIALIZATIONS)}"
@@ -122,7 +121,6 @@ class RestoreSettings:
             lock_lease_seconds=_int("LOCK_LEASE_SECONDS", 3 * 86400),
             default_initialization=initialization,
             default_initialization_rate=_int("DEFAULT_INITIALIZATION_RATE", 300),
-            fsr_timeout_seconds=_int("FSR_TIMEOUT_SECONDS", 3600),
         )
 
 

@@ -233,7 +233,7 @@ MdDevice = Annotated[str, StringConstraints(pattern=r"^/dev/md[0-9]{1,3}$")]
 # mdadm's UUID as --detail and --examine print it: four groups of eight hex digits.
 MD_UUID_PATTERN = r"^[0-9a-f]{8}(:[0-9a-f]{8}){3}$"
 MdUuid = Annotated[str, StringConstraints(pattern=MD_UUID_PATTERN)]
-Initialization = Literal["fsr", "rate", "prewarm", "none"]
+Initialization = Literal["auto", "fsr", "rate", "prewarm", "none"]
 RestoreMode = Literal["attach", "replace"]
 
 
@@ -284,9 +284,10 @@ class RestoreInput(BaseModel):
                     "throughput", f"{self.throughput} is outside {low}..{high} MiB/s"
                 )
         if self.initializationRate is not None:
-            if self.initialization != "rate":
+            if self.initialization not in ("rate", "auto"):
                 raise InvalidInputError(
-                    "initializationRate", 'is only used with "initialization": "rate"'
+                    "initializationRate",
+                    'is only used with "initialization": "rate" (or "auto", which may use it)',
                 )
             low, high = INITIALIZATION_RATE_RANGE
             if not low <= self.initializationRate <= high:
@@ -299,9 +300,10 @@ class RestoreInput(BaseModel):
                 "initializationRate", 'is required with "initialization": "rate"'
             )
         if self.fsrTimeoutSeconds is not None:
-            if self.initialization not in (None, "fsr"):
+            if self.initialization not in (None, "fsr", "auto"):
                 raise InvalidInputError(
-                    "fsrTimeoutSeconds", 'is only used with "initialization": "fsr"'
+                    "fsrTimeoutSeconds",
+                    'is only used with "initialization": "fsr" (or "auto", which may use FSR)',
                 )
             if not 60 <= self.fsrTimeoutSeconds <= 86400:
                 raise InvalidInputError(

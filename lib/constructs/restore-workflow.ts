@@ -134,6 +134,10 @@ export class RestoreWorkflow extends Construct {
         description: 'validate a restore request, resolve set and target, take the restore lock',
         statements: [
           p.describe('ec2:DescribeInstances', 'ec2:DescribeSnapshots', 'ec2:DescribeVolumes', 'ssm:DescribeInstanceInformation'),
+          // initialization auto: the target type's EBS bandwidth, the set's FSR state in its AZ,
+          // and (only when a way that enables FSR would win) the Region's FSR quota.
+          p.describe('ec2:DescribeInstanceTypes', 'ec2:DescribeFastSnapshotRestores'),
+          p.readFsrQuota(),
           // DeleteItem: a refusal made under the lock gives it back.
           ...lock.statements('GetItem', 'PutItem', 'DeleteItem'),
           ...props.sets.statements('GetItem', 'Query'),

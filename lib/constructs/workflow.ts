@@ -35,13 +35,15 @@ type Retrier = { ErrorEquals: string[] } & Json;
  * https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html; the
  * concurrency limit is `Lambda.TooManyRequestsException`, same page). `ThrottledError` is
  * raidsnap's own: a function raises it when EC2 or SSM throttled it beyond the SDK's retries
- * (lambdas/raidsnap/errors.py). */
+ * (lambdas/raidsnap/errors.py). Twelve attempts: a step that makes six different calls (a
+ * restore's Prepare) outlives each being throttled twice past the SDK's retries; the waits add
+ * up to about 17 minutes at most. */
 export const LAMBDA_RETRY: readonly Retrier[] = [
   {
     ErrorEquals: ['Lambda.ServiceException', 'Lambda.AWSLambdaException', 'Lambda.SdkClientException', 'Lambda.TooManyRequestsException'],
     IntervalSeconds: 2, MaxAttempts: 6, BackoffRate: 2, JitterStrategy: 'FULL',
   },
-  { ErrorEquals: ['ThrottledError'], IntervalSeconds: 5, MaxAttempts: 8, BackoffRate: 2, MaxDelaySeconds: 120, JitterStrategy: 'FULL' },
+  { ErrorEquals: ['ThrottledError'], IntervalSeconds: 5, MaxAttempts: 12, BackoffRate: 2, MaxDelaySeconds: 120, JitterStrategy: 'FULL' },
 ];
 
 /** What a `states:startExecution.sync` Task may fail with before the child runs, and retries.

@@ -10,6 +10,7 @@ import threading
 import unicodedata
 import uuid
 from collections.abc import Iterator
+from email.utils import format_datetime
 
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
@@ -97,6 +98,15 @@ class AwsDouble(Ssm, Health, Ec2, Faults):
             self._record(service, operation, recorded, fault.code, applied=True, actor=actor)
             raise self._client_error(client, operation, AwsError(fault.code, fault.message))
         self._record(service, operation, recorded, None, applied=True, actor=actor)
+        return self._dated(answer)
+
+    def _dated(self, answer: Answer) -> Answer:
+        """Every AWS answer carries a Date header (RFC 9110, 6.6.1: an origin server with a clock
+        sends one): here the virtual clock's, the time EC2's own timestamps are on."""
+        meta = answer.setdefault("ResponseMetadata", {"HTTPStatusCode": 200})
+        headers = dict(meta.get("HTTPHeaders") or {})
+        headers["date"] = format_datetime(self.clock.now(), usegmt=True)
+        meta["HTTPHeaders"] = headers
         return answer
 
     def _answer(self, client: BaseClient, service: str, operation: str, params: Params) -> Answer:

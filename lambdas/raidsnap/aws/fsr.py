@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from email.utils import parsedate_to_datetime
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -51,16 +53,39 @@ def states(snapshot_ids: Iterable[str], zone: str) -> dict[str, PairState]:
         )
     )
     for page in pages:
+        now = answered_at(page)
         for item in page.get("FastSnapshotRestores", []):
             sid = item.get("SnapshotId", "")
             when = item.get("EnablingTime")
+            state = str(item.get("State", ""))
+            since = item.get(STATE_TIME.get(state, ""))
             out[sid] = PairState(
                 snapshot_id=sid,
-                state=str(item.get("State", "")),
+                state=state,
                 enabling_time=when if isinstance(when, datetime) else None,
                 reason=str(item.get("StateTransitionReason", "")),
+                in_state_seconds=(
+                    max(0.0, (now - since).total_seconds())
+                    if now is not None and isinstance(since, datetime)
+                    else None
+                ),
             )
     return out
+
+
+# The time each state began, as DescribeFastSnapshotRestores reports it (EC2 API Reference,
+# DescribeFastSnapshotRestoreSuccessItem).
+STATE_TIME = {"enabling": "EnablingTime", "optimizing": "OptimizingTime", "enabled": "EnabledTime"}
+
+
+def answered_at(page: Any) -> datetime | None:
+    """When EC2 answered, by its own clock: the response's Date header (RFC 9110, 6.6.1), so that
+    the age of a state is told by one clock, never against the function's."""
+    headers = (page.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
+    try:
+        return parsedate_to_datetime(str(headers["date"])) if "date" in headers else None
+    except (TypeError, ValueError):
+        return None
 
 
 def already_active(snapshot_ids: Iterable[str], zone: str) -> set[str]:

@@ -26,6 +26,7 @@ class ArrayInstance:
     availability_zone: str
     root_device: str
     attachments: tuple[Attachment, ...]
+    instance_type: str = ""
 
     @property
     def boot_volume_id(self) -> str | None:
@@ -75,6 +76,7 @@ def _instance_from(raw: Mapping[str, Any]) -> ArrayInstance:
         availability_zone=raw["Placement"]["AvailabilityZone"],
         root_device=raw.get("RootDeviceName", ""),
         attachments=attachments,
+        instance_type=str(raw.get("InstanceType", "")),
     )
 
 

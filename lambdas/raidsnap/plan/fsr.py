@@ -36,6 +36,9 @@ class PairState:
     enabling_time: datetime | None = None
     # EC2's StateTransitionReason: Client.UserInitiated..., or why an enable failed.
     reason: str = ""
+    # How long the pair has been in its state, by EC2's own clock: the answer's Date header
+    # less the state's time (EnablingTime, OptimizingTime, EnabledTime). None: not known.
+    in_state_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -157,21 +160,30 @@ def observe(f: dict[str, Any], current: Mapping[str, str]) -> None:
 
 
 def credit_wait(
-    members: Sequence[Mapping[str, Any]], f: Mapping[str, Any], current: Mapping[str, str]
+    members: Sequence[Mapping[str, Any]],
+    f: Mapping[str, Any],
+    current: Mapping[str, str],
+    pairs: Mapping[str, PairState] | None = None,
 ) -> float:
-    """How much longer the pairs this run enabled need, once enabled, before each has a volume
-    creation credit (their buckets start empty), in waited seconds since each was seen enabled;
-    0 when all have one. Pairs enabled before the run may have spent theirs: check_volumes
-    finds out from FastRestored."""
+    """How much longer the enabled pairs need before each has a volume creation credit (a
+    bucket starts empty when its pair is enabled); 0 when all have one. The pairs this run
+    enabled are timed in waited seconds since each was seen enabled; a pair enabled before the
+    run by how long EC2 says it has been enabled (``pairs``), when it says. Such a pair may
+    have spent its credits since: check_volumes finds out from FastRestored."""
     ours = set(f.get("ours") or [])
     waited = int(f.get("waitedSeconds", 0))
     seen = f.get("seen") or {}
     left = 0.0
     for m in members:
         sid = m["snapshotId"]
-        if sid in ours and current.get(sid) == "enabled":
+        if current.get(sid) != "enabled":
+            continue
+        if sid in ours:
             since = seen.get(sid, [None, waited])[1]
             left = max(left, credit_seconds(int(m["sizeGib"])) - (waited - since))
+        elif pairs and sid in pairs and pairs[sid].in_state_seconds is not None:
+            age = float(pairs[sid].in_state_seconds or 0.0)
+            left = max(left, credit_seconds(int(m["sizeGib"])) - age)
     return left
 
 
@@ -180,13 +192,14 @@ def next_wait(
     f: Mapping[str, Any],
     current: Mapping[str, str],
     allow_optimizing: bool,
+    pairs: Mapping[str, PairState] | None = None,
 ) -> int:
     """How long to wait before the next look: the slowest pair's remaining time at EC2's pace,
     within MIN_WAIT_SECONDS..MAX_WAIT_SECONDS."""
     waited = int(f.get("waitedSeconds", 0))
     seen = f.get("seen") or {}
     ours = set(f.get("ours") or [])
-    left = credit_wait(members, f, current)
+    left = credit_wait(members, f, current, pairs)
     for m in members:
         st = current.get(m["snapshotId"])
         if st is not None and usable(st, allow_optimizing):
@@ -231,7 +244,7 @@ def judge(
     waited = int(f["waitedSeconds"])
     if (
         all(usable(st, allow_optimizing) for st in current.values())
-        and credit_wait(members, f, current) <= 0
+        and credit_wait(members, f, current, pairs) <= 0
     ):
         return Verdict("ready")
     # disabling or disabled after the enable: EC2 failed it (or someone turned it off). It never
@@ -247,5 +260,7 @@ def judge(
             f"{sid} {st}" for sid, st in current.items() if not usable(st, allow_optimizing)
         )
         return Verdict("fallback", f"FSR was not usable after {limit_seconds} s ({summary})")
-    wait = min(next_wait(members, f, current, allow_optimizing), max(1, limit_seconds - waited))
+    wait = min(
+        next_wait(members, f, current, allow_optimizing, pairs), max(1, limit_seconds - waited)
+    )
     return Verdict("wait", wait_seconds=wait)

@@ -12,6 +12,7 @@ from raidsnap.plan import fsr
 from raidsnap_emulation.double import FSR_MAX_SNAPSHOT_IDS, CommandOutcome
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import (
+    SLOW_EBS_INSTANCE_TYPE,
     HeldStep,
     backed_up,
     launch_instance,
@@ -42,11 +43,12 @@ def fsr_states(snapshot_ids: list[str]) -> dict[str, str]:
 
 def array_of(emu: Emulation, members: int) -> tuple[str, list[str], str]:
     """An array with one backup, and an instance in its AZ to restore onto: (zone, the set's
-    snapshot ids, target)."""
+    snapshot ids, target). The target's EBS bandwidth makes reading the members slower than
+    enabling FSR for them, so a restore asked for FSR takes it."""
     fx = make_array(emu.hosts, "db1", members, unrelated=0)
     set_id = backed_up(emu.hosts, emu.run, fx)
     snapshot_ids = sorted(str(s["SnapshotId"]) for s in sets_of("db1")[set_id])
-    target = launch_instance("db1-copy", fx.availability_zone)
+    target = launch_instance("db1-copy", fx.availability_zone, instance_type=SLOW_EBS_INSTANCE_TYPE)
     return fx.availability_zone, snapshot_ids, target
 
 

@@ -33,6 +33,7 @@ from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Execution, Tem
 from raidsnap_emulation.iam import counter
 from raidsnap_emulation.iam.evaluate import Decision, PolicySet, StatementRef
 from raidsnap_emulation.world import (
+    SLOW_EBS_INSTANCE_TYPE,
     HeldStep,
     alarm_event,
     backed_up,
@@ -223,10 +224,23 @@ def _scenario_failed_replace_puts_the_array_back(emu: Emulation) -> None:
 
 
 def _scenario_restore_fsr_replace(emu: Emulation) -> None:
-    fx = make_array(emu.hosts, "db1", 3)
+    fx = make_array(emu.hosts, "db1", 3, instance_type=SLOW_EBS_INSTANCE_TYPE)
     backed_up(emu.hosts, emu.run, fx)
     run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "fsr"})
     assert run.status == "SUCCEEDED", run.cause
+
+
+def _scenario_restore_auto_enables_fsr_where_it_wins(emu: Emulation) -> None:
+    # 2 x 128 GiB on 56 MB/s of EBS bandwidth, at most 100 MiB/s of provisioned rate: FSR
+    # enabled now (~16 min) beats both, so Prepare asks the Region's FSR quota.
+    fx = make_array(emu.hosts, "db1", 2, size_gib=128, instance_type=SLOW_EBS_INSTANCE_TYPE)
+    backed_up(emu.hosts, emu.run, fx)
+    run = emu.run(
+        "restore",
+        {"array": "db1", "mode": "replace", "initialization": "auto", "initializationRate": 100},
+    )
+    assert run.status == "SUCCEEDED", run.cause
+    assert run.output["initialization"] == "fsr", run.output["notes"]
 
 
 def _scenario_restore_prewarm_onto_new_instance(emu: Emulation) -> None:
@@ -242,7 +256,7 @@ def _scenario_restore_prewarm_onto_new_instance(emu: Emulation) -> None:
 
 
 def _scenario_restore_fails_and_cleans_up(emu: Emulation) -> None:
-    fx = make_array(emu.hosts, "db1", 2)
+    fx = make_array(emu.hosts, "db1", 2, instance_type=SLOW_EBS_INSTANCE_TYPE)
     backed_up(emu.hosts, emu.run, fx)
     terminate(fx.instance_id)
     target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
@@ -255,7 +269,7 @@ def _scenario_restore_fails_and_cleans_up(emu: Emulation) -> None:
 
 
 def _scenario_restore_volume_error_while_fsr_on(emu: Emulation) -> None:
-    fx = make_array(emu.hosts, "db1", 2)
+    fx = make_array(emu.hosts, "db1", 2, instance_type=SLOW_EBS_INSTANCE_TYPE)
     set_id = backed_up(emu.hosts, emu.run, fx)
     snapshot = next(
         s["SnapshotId"]
@@ -268,7 +282,7 @@ def _scenario_restore_volume_error_while_fsr_on(emu: Emulation) -> None:
 
 
 def _scenario_restore_fsr_stuck_falls_back(emu: Emulation) -> None:
-    fx = make_array(emu.hosts, "db1", 2)
+    fx = make_array(emu.hosts, "db1", 2, instance_type=SLOW_EBS_INSTANCE_TYPE)
     backed_up(emu.hosts, emu.run, fx)
     emu.double.stick_fsr("enabling")
     run = emu.run(
@@ -279,7 +293,7 @@ def _scenario_restore_fsr_stuck_falls_back(emu: Emulation) -> None:
 
 
 def _scenario_restore_stopped_by_hand(emu: Emulation) -> None:
-    fx = make_array(emu.hosts, "db1", 2)
+    fx = make_array(emu.hosts, "db1", 2, instance_type=SLOW_EBS_INSTANCE_TYPE)
     backed_up(emu.hosts, emu.run, fx)
     held = HeldStep(emu, "restore_check_volumes")
     arn = emu.start("restore", {"array": "db1", "mode": "replace", "initialization": "fsr"})
@@ -346,7 +360,7 @@ def _scenario_restore_of_an_encrypted_set(emu: Emulation) -> None:
 def _restore_whose_cleanup_crashes(emu: Emulation) -> tuple[Execution, str]:
     """A restore with FSR whose volume ends in error and whose own cleanup then crashes: its
     lock, volumes and FSR are left behind (the run ends FailedUnexplained)."""
-    fx = make_array(emu.hosts, "db1", 2)
+    fx = make_array(emu.hosts, "db1", 2, instance_type=SLOW_EBS_INSTANCE_TYPE)
     set_id = backed_up(emu.hosts, emu.run, fx)
     snapshot = str(sets_of("db1")[set_id][0]["SnapshotId"])
     emu.double.fail_volumes(snapshot)
@@ -418,6 +432,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_restore_volume_error_while_fsr_on,
     _scenario_restore_fsr_stuck_falls_back,
     _scenario_restore_fsr_replace,
+    _scenario_restore_auto_enables_fsr_where_it_wins,
     _scenario_failed_replace_puts_the_array_back,
     _scenario_restore_prewarm_onto_new_instance,
     _scenario_restore_fails_and_cleans_up,

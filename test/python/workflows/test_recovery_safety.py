@@ -18,6 +18,7 @@ import pytest
 
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, synthesize
 from raidsnap_emulation.world import (
+    SLOW_EBS_INSTANCE_TYPE,
     ArrayFixture,
     HeldStep,
     alarm_event,
@@ -166,7 +167,13 @@ def test_a_launch_hook_is_kept_alive_through_a_long_prewarm_and_completed_once_a
     fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
     backed_up(emu.hosts, emu.run, fx)
     emu.hosts.prewarm_mib_per_second = 200.0
-    configure_recovery(emu, "analytics", instanceId=fx.instance_id, autoScalingGroup="analytics")
+    configure_recovery(
+        emu,
+        "analytics",
+        instanceId=fx.instance_id,
+        autoScalingGroup="analytics",
+        initialization="prewarm",
+    )
     terminate(fx.instance_id)
     new = launch_instance(
         "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
@@ -203,7 +210,9 @@ def test_a_launch_hook_is_kept_alive_by_heartbeats_while_fsr_optimizes_for_over_
     create_topics(emu)
     # GIVEN analytics on 3 x 1 TiB members, recovered with FSR: optimizing takes about an hour
     # per TiB before the volumes can be created, longer than the hook's heartbeat timeout
-    fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
+    fx = make_array(
+        emu.hosts, "analytics", 3, size_gib=1024, unrelated=0, instance_type=SLOW_EBS_INSTANCE_TYPE
+    )
     backed_up(emu.hosts, emu.run, fx)
     configure_recovery(
         emu,
@@ -214,7 +223,11 @@ def test_a_launch_hook_is_kept_alive_by_heartbeats_while_fsr_optimizes_for_over_
     )
     terminate(fx.instance_id)
     new = launch_instance(
-        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
+        "analytics-asg",
+        fx.availability_zone,
+        tag_array=False,
+        auto_scaling_group="analytics",
+        instance_type=SLOW_EBS_INSTANCE_TYPE,
     )
     token = "5d6e7f80-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
     emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)

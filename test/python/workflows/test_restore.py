@@ -11,6 +11,8 @@ import pytest
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation, Execution
 from raidsnap_emulation.world import (
+    INSTANCE_TYPE,
+    SLOW_EBS_INSTANCE_TYPE,
     ArrayFixture,
     backed_up,
     launch_instance,
@@ -59,7 +61,8 @@ def world(
     if not replacement:
         return fx, set_id, fx.instance_id
     terminate(fx.instance_id)
-    target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    kind = array.get("instance_type", INSTANCE_TYPE)
+    target = launch_instance("db1-new", fx.availability_zone, tag_array=False, instance_type=kind)
     # The config names it for db1 (a replacement): the restore may take it and tag it.
     name_in_config(emu, "db1", target)
     return fx, set_id, target
@@ -169,7 +172,7 @@ def test_restore_without_initialization_creates_attaches_and_assembles_every_mem
 def test_restore_with_fsr_enables_exactly_the_set_in_the_target_az_then_disables_it(
     emu: Emulation, members: int
 ) -> None:
-    fx, set_id, target = world(emu, members)
+    fx, set_id, target = world(emu, members, instance_type=SLOW_EBS_INSTANCE_TYPE)
     # EC2 allows 5 snapshots with FSR on per Region by default; 8 need a raised quota
     emu.double.fsr_region_limit = max(5, members)
     snapshot_ids = sorted(str(s["SnapshotId"]) for s in sets_of("db1")[set_id])
@@ -187,7 +190,7 @@ def test_restore_with_fsr_enables_exactly_the_set_in_the_target_az_then_disables
 
 
 def test_restore_with_fsr_leaves_fsr_enabled_before_the_run_alone(emu: Emulation) -> None:
-    fx, set_id, target = world(emu, 3)
+    fx, set_id, target = world(emu, 3, instance_type=SLOW_EBS_INSTANCE_TYPE)
     snapshot_ids = sorted(str(s["SnapshotId"]) for s in sets_of("db1")[set_id])
     ec2 = boto3.client("ec2")
     ec2.enable_fast_snapshot_restores(
@@ -205,7 +208,7 @@ def test_restore_with_fsr_leaves_fsr_enabled_before_the_run_alone(emu: Emulation
 def test_fsr_enabled_by_a_step_whose_answer_was_lost_is_still_disabled(emu: Emulation) -> None:
     # EC2 enables FSR but the answer is lost: on the retry the pairs look "already enabled",
     # yet they are this run's (the lock item recorded them first) and are disabled after
-    fx, set_id, target = world(emu, 3)
+    fx, set_id, target = world(emu, 3, instance_type=SLOW_EBS_INSTANCE_TYPE)
     snapshot_ids = sorted(str(s["SnapshotId"]) for s in sets_of("db1")[set_id])
     emu.double.fail(
         "ec2", "EnableFastSnapshotRestores", code="RequestLimitExceeded", after_success=True
@@ -246,9 +249,11 @@ def test_restore_with_prewarm_reads_every_member_after_assembly(
     emu: Emulation, members: int
 ) -> None:
     fx, set_id, target = world(emu, members)
-    run = emu.run("restore", {"array": "db1", "targetInstanceId": target})
+    run = emu.run(
+        "restore", {"array": "db1", "targetInstanceId": target, "initialization": "prewarm"}
+    )
     assert_restored(emu, run, fx, set_id, target, fx.availability_zone)
-    # prewarm is the built-in default, run once the array is assembled
+    # the prewarm runs once the array is assembled
     assert run.output["initialization"] == "prewarm"
     (prewarm,) = commands_sent(emu, "prewarm")
     assert prewarm["VolumeIds"] == [",".join(run.output["volumeIds"])]
@@ -263,8 +268,8 @@ def test_restore_with_prewarm_reads_every_member_after_assembly(
 def test_restore_into_another_az_creates_the_volumes_there(emu: Emulation) -> None:
     # GIVEN the array's instance still runs in us-east-1a, and a copy target in us-east-1b
     # (tagged with a name of its own, so the original keeps its backups)
-    fx, set_id, _ = world(emu, 3, replacement=False)
-    target = launch_instance("db1-copy", "us-east-1b")
+    fx, set_id, _ = world(emu, 3, replacement=False, instance_type=SLOW_EBS_INSTANCE_TYPE)
+    target = launch_instance("db1-copy", "us-east-1b", instance_type=SLOW_EBS_INSTANCE_TYPE)
     run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "fsr"})
     assert_restored(emu, run, fx, set_id, target, "us-east-1b")
     (enable,) = calls(emu, "EnableFastSnapshotRestores")
@@ -418,7 +423,7 @@ def test_replace_releases_the_broken_array_keeps_the_old_members_and_assembles_t
 
 
 def test_throttling_on_every_ec2_and_ssm_call_still_restores(emu: Emulation) -> None:
-    fx, set_id, target = world(emu, 3)
+    fx, set_id, target = world(emu, 3, instance_type=SLOW_EBS_INSTANCE_TYPE)
     emu.double.throttle_everything("ec2", times_each=2)
     emu.double.throttle_everything("ssm", times_each=2)
     run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "fsr"})
@@ -466,7 +471,7 @@ def test_a_volume_in_error_fails_the_run_and_removes_every_volume_it_created(
 def test_fsr_stuck_enabling_past_the_limit_falls_back_to_prewarm_and_is_disabled(
     emu: Emulation,
 ) -> None:
-    fx, set_id, target = world(emu, 3)
+    fx, set_id, target = world(emu, 3, instance_type=SLOW_EBS_INSTANCE_TYPE)
     snapshot_ids = sorted(str(s["SnapshotId"]) for s in sets_of("db1")[set_id])
     emu.double.stick_fsr("enabling")
     start = emu.double.clock.now()
@@ -477,13 +482,15 @@ def test_fsr_stuck_enabling_past_the_limit_falls_back_to_prewarm_and_is_disabled
             "array": "db1",
             "targetInstanceId": target,
             "initialization": "fsr",
-            "fsrTimeoutSeconds": 300,
+            # More than FSR needs at EC2's pace for these members (about 9 min), less than
+            # their prewarm on this instance.
+            "fsrTimeoutSeconds": 600,
         },
     )
     created = assert_restored(emu, run, fx, set_id, target, fx.availability_zone)
     assert run.output["initialization"] == "prewarm"
     assert run.output["requestedInitialization"] == "fsr"
-    assert any("FSR was not usable after 300 s" in n for n in run.output["notes"])
+    assert any("FSR was not usable after 600 s" in n for n in run.output["notes"])
     # FSR was disabled before the volumes were created, and the members were prewarmed
     (disable,) = calls(emu, "DisableFastSnapshotRestores")
     assert sorted(disable.params["SourceSnapshotIds"]) == snapshot_ids
@@ -491,14 +498,14 @@ def test_fsr_stuck_enabling_past_the_limit_falls_back_to_prewarm_and_is_disabled
     assert not any(v["FastRestored"] for v in created)
     assert len(commands_sent(emu, "prewarm")) == 1
     # AND the limit was kept: the run gave up after the time it was given, not long after
-    assert (disable.time - start).total_seconds() <= 300 + 60
+    assert (disable.time - start).total_seconds() <= 600 + 60
 
 
 def test_failed_assemble_removes_everything_the_run_created_and_touches_nothing_else(
     emu: Emulation,
 ) -> None:
     # GIVEN an array still running on its instance, and a copy target in the same AZ
-    fx, set_id, _ = world(emu, 3, replacement=False)
+    fx, set_id, _ = world(emu, 3, replacement=False, instance_type=SLOW_EBS_INSTANCE_TYPE)
     target = launch_instance("db1-copy", fx.availability_zone)
     emu.hosts.fail_next(
         "assemble",

@@ -10,7 +10,13 @@ import boto3
 import pytest
 
 from raidsnap_emulation.harness import Emulation
-from raidsnap_emulation.world import HeldStep, backed_up, make_array, restored_volumes
+from raidsnap_emulation.world import (
+    SLOW_EBS_INSTANCE_TYPE,
+    HeldStep,
+    backed_up,
+    make_array,
+    restored_volumes,
+)
 
 
 def status_change(emu: Emulation, execution_arn: str, status: str) -> dict[str, Any]:
@@ -73,7 +79,7 @@ def fsr_enabled(snapshot_ids: list[str], zone: str) -> list[str]:
 
 def test_a_restore_stopped_before_attaching_leaves_nothing_behind(emu: Emulation) -> None:
     # GIVEN a restore with FSR stopped while its volumes are being created
-    fx = make_array(emu.hosts, "db1", 3)
+    fx = make_array(emu.hosts, "db1", 3, instance_type=SLOW_EBS_INSTANCE_TYPE)
     backed_up(emu.hosts, emu.run, fx)
     arn = stop_while_held(
         emu, "restore_check_volumes", {"array": "db1", "mode": "replace", "initialization": "fsr"}

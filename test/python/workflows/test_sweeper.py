@@ -11,6 +11,7 @@ from faults import crash
 
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import (
+    SLOW_EBS_INSTANCE_TYPE,
     HeldStep,
     alarm_event,
     backed_up,
@@ -43,7 +44,8 @@ def sweep(emu: Emulation) -> dict[str, Any]:
 
 
 def drill_host(emu: Emulation, zone: str) -> str:
-    host = launch_instance("db1-drill", zone, tag_array=False)
+    # Slow enough to read the members on that a restore asked for FSR takes it.
+    host = launch_instance("db1-drill", zone, tag_array=False, instance_type=SLOW_EBS_INSTANCE_TYPE)
     boto3.client("ec2").create_tags(
         Resources=[host], Tags=[{"Key": "raidsnap:array", "Value": "db1-drill"}]
     )
@@ -54,7 +56,7 @@ def test_fsr_a_preempted_drill_enabled_is_turned_off_although_a_recovery_took_it
     emu: Emulation,
 ) -> None:
     # GIVEN a drill restoring with Fast Snapshot Restore, held while its volumes are created
-    fx = make_array(emu.hosts, "db1", 3)
+    fx = make_array(emu.hosts, "db1", 3, instance_type=SLOW_EBS_INSTANCE_TYPE)
     set_id = backed_up(emu.hosts, emu.run, fx)
     snapshots = sorted(s["SnapshotId"] for s in sets_of("db1")[set_id])
     held = HeldStep(emu, "restore_check_volumes")
@@ -88,7 +90,7 @@ def test_fsr_a_preempted_drill_enabled_is_turned_off_although_a_recovery_took_it
 def test_the_sweeper_removes_what_a_run_that_ended_unexplained_left(emu: Emulation) -> None:
     # GIVEN a restore with FSR whose volume ends in error, and whose cleanup then crashes: the
     # run ends FailedUnexplained, which no rule cleans up after
-    fx = make_array(emu.hosts, "db1", 3)
+    fx = make_array(emu.hosts, "db1", 3, instance_type=SLOW_EBS_INSTANCE_TYPE)
     set_id = backed_up(emu.hosts, emu.run, fx)
     snapshot = sorted(s["SnapshotId"] for s in sets_of("db1")[set_id])[0]
     emu.double.fail_volumes(snapshot)
@@ -152,7 +154,7 @@ def test_the_sweeper_never_touches_a_succeeded_restore_a_running_one_or_a_foreig
 ) -> None:
     # GIVEN a restore that succeeded, whose volumes the operator later detached (the array is
     # theirs), a restore still running, and a volume someone tagged as raidsnap's
-    fx = make_array(emu.hosts, "db1", 3)
+    fx = make_array(emu.hosts, "db1", 3, instance_type=SLOW_EBS_INSTANCE_TYPE)
     backed_up(emu.hosts, emu.run, fx)
     done = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "fsr"})
     assert done.status == "SUCCEEDED", done.cause

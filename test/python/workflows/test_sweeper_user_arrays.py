@@ -14,6 +14,7 @@ from test_sweeper import crash, fsr_active, live_volumes  # the same scenarios' 
 
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import (
+    SLOW_EBS_INSTANCE_TYPE,
     backed_up,
     launch_instance,
     make_array,
@@ -116,7 +117,7 @@ def test_one_fsr_the_sweeper_may_not_disable_does_not_stop_it_removing_the_rest(
 ) -> None:
     # GIVEN a restore with FSR whose volume ends in error, and whose cleanup then crashes: the
     # run ends FailedUnexplained and leaves its volumes and its FSR to the sweeper
-    fx = make_array(emu.hosts, "db1", 3)
+    fx = make_array(emu.hosts, "db1", 3, instance_type=SLOW_EBS_INSTANCE_TYPE)
     set_id = backed_up(emu.hosts, emu.run, fx)
     snapshots = sorted(str(s["SnapshotId"]) for s in sets_of("db1")[set_id])
     emu.double.fail_volumes(snapshots[0])

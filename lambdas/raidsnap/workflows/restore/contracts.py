@@ -32,13 +32,27 @@ class Member(Contract):
 
 
 class Initialization(Contract):
-    """How the run was asked to initialize the volumes (the input, else the configuration)."""
+    """How the run was asked to initialize the volumes (the input, else the configuration), and
+    how Prepare decided to (raidsnap.workflows.restore.initialization): per member, with the
+    model's estimate for an auto choice."""
 
     requested: str
+    # fsr, rate, prewarm or none for every member, or mixed (``members`` says which).
     used: str
     rate: int | None = None
     allowOptimizing: bool = False
     fsrTimeoutSeconds: int
+    # Per member, in member order; empty in a plan made before members could differ: ``used``.
+    members: list[str] = Field(default_factory=list)
+    # Whether any member is to be created from an FSR-enabled snapshot (the state machine's
+    # ChooseInitialization reads it, so it is always written).
+    withFsr: bool
+    # The model's prediction for the chosen way, seconds from the run's start.
+    mountedSeconds: int | None = None
+    fullPerformanceSeconds: int | None = None
+
+    def member(self, index: int) -> str:
+        return self.members[index] if self.members else self.used
 
 
 class Plan(Contract):
@@ -101,8 +115,9 @@ class Fsr(Contract):
     notes: list[str] = Field(default_factory=list)
 
     def used(self, planned: str) -> str:
-        """The initialization the run goes on with: prewarm once FSR fell back."""
-        return "prewarm" if self.status == "fallback" else planned
+        """The initialization a member planned for ``planned`` goes on with: prewarm once FSR
+        fell back."""
+        return "prewarm" if self.status == "fallback" and planned == "fsr" else planned
 
 
 class Volumes(Contract):
@@ -117,6 +132,8 @@ class Volumes(Contract):
     fastRestored: list[bool] | None = None
     # After FSR: the volumes created without a volume creation credit, read on the instance.
     prewarmVolumeIds: list[str] | None = None
+    # How each member is initialized, in member order (fsr, rate, prewarm or none).
+    members: list[str] | None = None
     fsrDisabled: bool | None = None
     notes: list[str] = Field(default_factory=list)
 

@@ -85,8 +85,8 @@ def finish(call: StateCall, settings: RestoreSettings) -> Finished:
     _record_move(plan, settings.lock_table, notes, warnings)
     prewarm_out = _prewarm_outcome(state, v, warnings)
     requested, used = plan.initialization.requested, v.initialization
-    if requested == "fsr" and used == "fsr":
-        ours = state.fsr.ours if state.fsr else []
+    ours = state.fsr.ours if state.fsr and state.fsr.status == "ready" else []
+    if ours:
         notes.append(
             f"FSR enabled for {len(ours)} snapshots in {plan.availabilityZone} "
             "and disabled again once the volumes existed"
@@ -217,12 +217,13 @@ def _member_initialization(v: Volumes) -> list[str]:
     restored, prewarm for one read on the instance, else the run's initialization."""
     fast = v.fastRestored or [False] * len(v.ids)
     prewarmed = set(v.prewarmVolumeIds or [])
+    ways = v.members or [v.initialization] * len(v.ids)
     out = []
-    for vid, fast_restored in zip(v.ids, fast, strict=True):
+    for vid, fast_restored, way in zip(v.ids, fast, ways, strict=True):
         if vid in prewarmed:
             out.append("prewarm")
-        elif v.initialization == "fsr" and fast_restored:
+        elif way == "fsr" and fast_restored:
             out.append("fsr")
         else:
-            out.append(v.initialization)
+            out.append(way)
     return out

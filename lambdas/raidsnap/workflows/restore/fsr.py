@@ -6,7 +6,7 @@ from __future__ import annotations
 from raidsnap.aws import fsr, lock
 from raidsnap.environment import RestoreSettings
 from raidsnap.plan import fsr as plan_fsr
-from raidsnap.workflows.restore.contracts import Fsr, FsrCall, Plan
+from raidsnap.workflows.restore.contracts import Fsr, FsrCall, Member, Plan
 
 
 def fsr_step(call: FsrCall, settings: RestoreSettings) -> Fsr:
@@ -17,9 +17,14 @@ def fsr_step(call: FsrCall, settings: RestoreSettings) -> Fsr:
     return _fsr_look(call.plan, call.fsr)
 
 
+def _fsr_members(plan: Plan) -> list[Member]:
+    """The members to be created from FSR-enabled snapshots (all, or those an auto mix chose)."""
+    return [m for i, m in enumerate(plan.members) if plan.initialization.member(i) == "fsr"]
+
+
 def _members(plan: Plan) -> list[dict[str, object]]:
-    """The members as raidsnap.plan.fsr reads them."""
-    return [{"snapshotId": m.snapshotId, "sizeGib": m.sizeGib} for m in plan.members]
+    """The FSR members as raidsnap.plan.fsr reads them."""
+    return [{"snapshotId": m.snapshotId, "sizeGib": m.sizeGib} for m in _fsr_members(plan)]
 
 
 def _progress(f: Fsr) -> dict[str, object]:
@@ -31,7 +36,7 @@ def _progress(f: Fsr) -> dict[str, object]:
 def _fsr_start(plan: Plan, settings: RestoreSettings) -> Fsr:
     """Enable FSR for the pairs not already enabled, unless the quota leaves no room."""
     zone = plan.availabilityZone
-    ids = [m.snapshotId for m in plan.members]
+    ids = [m.snapshotId for m in _fsr_members(plan)]
     arn = plan.executionArn
     notes: list[str] = []
     too_many = _fsr_quota_problem(ids, notes)
@@ -89,7 +94,7 @@ def _fsr_start(plan: Plan, settings: RestoreSettings) -> Fsr:
 def _fsr_look(plan: Plan, previous: Fsr) -> Fsr:
     """One look at the pairs: ready, fall back, or how long to wait."""
     zone = plan.availabilityZone
-    ids = [m.snapshotId for m in plan.members]
+    ids = [m.snapshotId for m in _fsr_members(plan)]
     f = previous.model_copy(
         update={"waitedSeconds": previous.waitedSeconds + int(previous.waitSeconds or 0)}
     )

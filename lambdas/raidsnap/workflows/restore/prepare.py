@@ -8,7 +8,7 @@ from datetime import UTC
 
 from raidsnap import tags
 from raidsnap.aws import homes, instances, lock, run_secret, snapshot_sets
-from raidsnap.environment import RestoreSettings, allowed_mount_points, initialization_for
+from raidsnap.environment import RestoreSettings, allowed_mount_points
 from raidsnap.errors import (
     ArrayNotFoundError,
     IncompleteSnapshotSetError,
@@ -24,7 +24,8 @@ from raidsnap.plan import targets as plan_targets
 from raidsnap.plan import volumes as plan_volumes
 from raidsnap.sets import SnapshotSet
 from raidsnap.workflows.restore import identity
-from raidsnap.workflows.restore.contracts import Initialization, Member, Plan, PrepareCall
+from raidsnap.workflows.restore import initialization as initialization_plan
+from raidsnap.workflows.restore.contracts import Member, Plan, PrepareCall
 
 
 def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
@@ -51,7 +52,7 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
     if not own_mount_point:  # a replace puts the array back where the instance released it
         own = target_tag == request.array or tag_target
         _refuse_unallowed_mount_point(request, mount_point, snapshot_set, own_target=own)
-    initialization = _initialization(request, settings)
+    initialization = initialization_plan.decide(request, settings, target, members, notes)
     _take_lock(
         request,
         settings,
@@ -144,23 +145,6 @@ def _recorded_md_device(snapshot_set: SnapshotSet) -> str:
     """The md device the set was taken from: the backup's own record first, the tag (anyone's
     who may tag snapshots) only for sets recorded before it kept one."""
     return snapshot_set.recorded_md.get("device") or snapshot_set.tag_values.get(tags.MD_DEVICE, "")
-
-
-def _initialization(request: RestoreInput, settings: RestoreSettings) -> Initialization:
-    """How the volumes are initialized: the input's choice, else the array's or the stack's."""
-    initialization = request.initialization or initialization_for(
-        request.array, settings.default_initialization
-    )
-    rate = request.initializationRate
-    if initialization == "rate" and rate is None:
-        rate = settings.default_initialization_rate
-    return Initialization(
-        requested=initialization,
-        used=initialization,
-        rate=rate if initialization == "rate" else None,
-        allowOptimizing=request.allowOptimizing,
-        fsrTimeoutSeconds=request.fsrTimeoutSeconds or settings.fsr_timeout_seconds,
-    )
 
 
 def _refuse_unready_agent(instance_id: str) -> None:

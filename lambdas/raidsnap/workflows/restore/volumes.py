@@ -39,9 +39,10 @@ def create_volumes(call: CreateCall, settings: RestoreSettings) -> Volumes:
     whose id the run never recorded is never deleted, only reported."""
     plan = call.plan
     init = plan.initialization
-    rate = init.rate if init.used == "rate" else None
+    # How each member goes on: as planned, or prewarm for an FSR member once FSR fell back.
+    ways = [call.fsr.used(init.member(m.index)) for m in plan.members]
     ids = []
-    for member in plan.members:
+    for member, way in zip(plan.members, ways, strict=True):
         spec = plan_volumes.VolumeSpec(
             member.index, member.snapshotId, member.volumeType, member.iops, member.throughput
         )
@@ -52,7 +53,7 @@ def create_volumes(call: CreateCall, settings: RestoreSettings) -> Volumes:
             run=plan.run,
             array=plan.array,
             set_id=plan.setId,
-            initialization_rate=rate,
+            initialization_rate=init.rate if way == "rate" else None,
             extra_tags=member.tags,
             read_only=plan.readOnly,
         )
@@ -61,13 +62,21 @@ def create_volumes(call: CreateCall, settings: RestoreSettings) -> Volumes:
     for_array(plan.array)
     count("VolumesCreated", len(ids))
     poll = Poll(VOLUME_POLL_SECONDS, VOLUME_BUDGET_SECONDS)
-    return Volumes(
+    uniform = len(set(ways)) == 1
+    made = Volumes(
         status="creating",
         ids=ids,
-        initialization=call.fsr.used(init.used),
+        initialization=ways[0] if uniform else "mixed",
         waitSeconds=poll.wait_seconds,
         budgetSeconds=poll.budget_seconds,
+        members=ways,
     )
+    warm = [vid for vid, way in zip(ids, ways, strict=True) if way == "prewarm"]
+    if warm and not uniform:
+        # A mix reads only its prewarm members on the instance. Set only then: the state
+        # machine's IsAssembled sends any run whose volumes have the key to Prewarm.
+        made.prewarmVolumeIds = warm
+    return made
 
 
 def check_volumes(call: CheckCall) -> Volumes:
@@ -88,16 +97,21 @@ def check_volumes(call: CheckCall) -> Volumes:
     if all(vid in views and views[vid].state == "available" for vid in v.ids):
         v.status = "available"
         v.fastRestored = [views[vid].fast_restored for vid in v.ids]
-        slow = [vid for vid, fast in zip(v.ids, v.fastRestored, strict=True) if not fast]
-        if v.initialization == "fsr" and slow:
+        ways = v.members or [v.initialization] * len(v.ids)
+        slow = [
+            vid
+            for vid, fast, way in zip(v.ids, v.fastRestored, ways, strict=True)
+            if way == "fsr" and not fast
+        ]
+        if slow:
             # No volume creation credit was left for these (someone else's volumes spent it, or
             # EC2 was slower than its pace): they are read once on the instance instead.
-            v.prewarmVolumeIds = slow
+            v.prewarmVolumeIds = [*(v.prewarmVolumeIds or []), *slow]
             members = [i for i, vid in enumerate(v.ids) if vid in slow]
             v.notes = [
                 *v.notes,
                 f"members {members} were created without an FSR volume creation credit (not "
-                "fast restored); they are prewarmed, the others are fast restored",
+                "fast restored); they are prewarmed, the other FSR members are fast restored",
             ]
         if f.ours and not f.disabled:
             fsr.disable(list(f.ours), plan.availabilityZone)
