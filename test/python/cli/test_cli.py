@@ -252,7 +252,7 @@ def test_restore_that_is_aborted_exits_3(cli: Cli) -> None:
         (
             ["--initialization", "lazy"],
             "--initialization",
-            "'lazy' is not one of 'fsr', 'rate', 'prewarm', 'none'",
+            "'lazy' is not one of 'auto', 'fsr', 'rate', 'prewarm', 'none'",
         ),
         (
             ["--volume-type", "gp3", "--iops", "500"],

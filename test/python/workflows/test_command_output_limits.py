@@ -42,7 +42,9 @@ def test_a_prewarm_that_fails_after_long_progress_reports_why(emu: Emulation) ->
     emu.hosts.fail_next(
         "prewarm", CommandOutcome(status="Failed", stdout=stdout, stderr=stderr, exit_code=1)
     )
-    run = emu.run("restore", {"array": "db1", "targetInstanceId": target})
+    run = emu.run(
+        "restore", {"array": "db1", "targetInstanceId": target, "initialization": "prewarm"}
+    )
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     prewarm = run.output["prewarm"]
     assert prewarm["status"] == "failed"
