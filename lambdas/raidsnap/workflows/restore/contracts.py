@@ -220,14 +220,18 @@ class Confirm(Contract):
 
 
 class PutBack(Contract):
-    """The failure path of a replace putting the released array back in service: the assemble
-    document on the old members, still attached, under their own md UUID, where the array was
-    mounted (``failed``: it could not, and ``reason`` says why)."""
+    """The failure path of a replace putting the released array back in service: the old
+    members this run detached attached again where they were (``attach``), then the assemble
+    document on them under their own md UUID, where the array was mounted (``assemble``);
+    ``failed``: it could not, and ``reason`` says why."""
 
     status: Literal["pending", "done", "failed"]
+    phase: Literal["attach", "assemble"] = "assemble"
     volumeIds: list[str] = Field(default_factory=list)
     # Old members no longer attached to the target (the replace detached them).
     detached: list[str] = Field(default_factory=list)
+    # Those of them this put-back attached again.
+    reattached: list[str] = Field(default_factory=list)
     commandId: str | None = None
     budgetSeconds: int | None = None
     reason: str | None = None
