@@ -136,6 +136,10 @@ class CommandRun(Contract):
     waitSeconds: int
     budgetSeconds: int
     failOnError: bool = True
+    # A prewarm: how long it is predicted to read, and how long the run has waited for it (the
+    # looks follow the prediction: raidsnap.models.wait_toward_end).
+    predictedSeconds: int | None = None
+    waitedSeconds: int | None = None
     result: dict[str, JsonValue] | None = None
     stderrTail: str | None = None
 
