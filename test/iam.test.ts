@@ -52,7 +52,7 @@ const SCOPED: Array<[string, string, string[]]> = [
   ['ec2:CreateVolume', ':volume/*', ['aws:RequestTag/raidsnap:restore-execution']],
   ['ec2:CreateVolume', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:CreateTags', ':volume/*', ['ec2:CreateAction', 'aws:TagKeys']],
-  ['ec2:AttachVolume', ':volume/*', ['aws:ResourceTag/raidsnap:restore-execution']],
+  ['ec2:AttachVolume', ':volume/*', ['aws:ResourceTag/raidsnap:restore-execution', 'aws:ResourceTag/raidsnap:replaced-by']],
   ['ec2:AttachVolume', ':instance/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:DetachVolume', ':volume/*', ['aws:ResourceTag/raidsnap:restore-execution', 'aws:ResourceTag/raidsnap:replaced-by']],
   ['ec2:DetachVolume', ':instance/*', ['aws:ResourceTag/raidsnap:array']],

@@ -66,6 +66,33 @@ class Poll:
         return {"waitSeconds": self.wait_seconds, "budgetSeconds": self.budget_seconds}
 
 
+# How a loop follows something predicted to end at a known time (a prewarm): looks at most
+# FOLLOW_LONGEST_SECONDS apart before the predicted end, every FOLLOW_SHORT_SECONDS right after.
+# Each look is three state transitions (Wait, Task, Choice), which Standard workflows bill, and
+# about ten history events, of the 25,000 an execution may have ("Maximum execution history
+# size", Step Functions service quotas, docs.aws.amazon.com/step-functions/latest/dg/
+# service-quotas.html): a 48-hour prewarm must not look every 15 s (11,520 looks).
+FOLLOW_SHORT_SECONDS = 15
+FOLLOW_LONGEST_SECONDS = 300
+
+
+def wait_toward_end(predicted_seconds: int, waited_seconds: int) -> int:
+    """The wait before the next look at something predicted to end ``predicted_seconds`` after
+    it started, ``waited_seconds`` in.
+
+    Before the predicted end: evenly spaced looks, at most FOLLOW_LONGEST_SECONDS apart, the
+    last one on the predicted end (an end sooner than predicted is seen no later than with a
+    fixed cadence of that length). From there: a quarter of how late it is by then, at least
+    FOLLOW_SHORT_SECONDS and at most FOLLOW_LONGEST_SECONDS. An end near the prediction is thus
+    seen within 15 s, one far past it within a quarter of its lateness (and 5 minutes), and a
+    prediction hours short costs a look every 5 minutes, not every 15 s."""
+    left = predicted_seconds - waited_seconds
+    if left > 0:
+        looks = -(-left // FOLLOW_LONGEST_SECONDS)
+        return -(-left // looks)
+    return min(FOLLOW_LONGEST_SECONDS, max(FOLLOW_SHORT_SECONDS, -left // 4))
+
+
 ArrayName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
 Consistency = Literal["crash", "fsfreeze"]
 M = TypeVar("M", bound=BaseModel)

@@ -193,6 +193,21 @@ export class RestorePermissions extends Permissions {
     ];
   }
 
+  /** A failed replace that detached the old members attaches them back to the array's instance
+   * before it puts the array back: only volumes tagged replaced-by with an execution of this
+   * workflow (the failure path checks it is its own execution), only to instances tagged with
+   * an array. */
+  reattachReplacedMembers(stateMachineName: string): iam.PolicyStatement[] {
+    return [
+      new iam.PolicyStatement({
+        actions: ['ec2:AttachVolume'],
+        resources: [this.ec2Arn('volume/*')],
+        conditions: { StringLike: { [`aws:ResourceTag/${REPLACED_BY_TAG}`]: `${this.executionArnPrefix(stateMachineName)}*` } },
+      }),
+      this.onArrayInstances('ec2:AttachVolume'),
+    ];
+  }
+
   /** A failed replace that puts the released array back takes off the replaced-by tag it put on
    * the old members: that tag key only (DeleteTags names it: aws:TagKeys), and only where its
    * value is an execution of this workflow (aws:ResourceTag; both keys apply to ec2:DeleteTags

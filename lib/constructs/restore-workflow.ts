@@ -220,6 +220,8 @@ export class RestoreWorkflow extends Construct {
           p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
           p.untagArrayInstance(),
           p.untagReplacedMembers(this.stateMachineName),
+          // ... and attach back the old members the replace had detached, before that.
+          ...p.reattachReplacedMembers(this.stateMachineName),
           // A failed run whose array was assembled and mounted keeps it: its md UUID is recorded.
           p.tagRestoredIdentity(this.stateMachineName),
           ...lock.statements('GetItem', 'DeleteItem'),
@@ -250,11 +252,12 @@ export class RestoreWorkflow extends Construct {
       }
     }
     // A volume from a snapshot encrypted with a customer managed key is created and attached
-    // with that key: EBS and EC2 use it on the caller's behalf, so the caller needs these KMS
-    // actions, only through EC2 in this region (AWS managed keys need none of this).
+    // with that key (and so is an old member a failed replace attaches back): EBS and EC2 use it
+    // on the caller's behalf, so the caller needs these KMS actions, only through EC2 in this
+    // region (AWS managed keys need none of this).
     const kmsKeys = Stack.of(this).formatArn({ service: 'kms', resource: 'key', resourceName: '*' });
     const viaEc2 = { 'kms:ViaService': `ec2.${Stack.of(this).region}.amazonaws.com` };
-    for (const id of ['RestoreCreateVolumes', 'RestoreAttach']) {
+    for (const id of ['RestoreCreateVolumes', 'RestoreAttach', 'RestoreCleanup']) {
       const fn = this.functions[id];
       fn.addToRolePolicy(new iam.PolicyStatement({
         actions: ['kms:Decrypt', 'kms:DescribeKey', 'kms:GenerateDataKeyWithoutPlaintext', 'kms:ReEncryptFrom', 'kms:ReEncryptTo'],

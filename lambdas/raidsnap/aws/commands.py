@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from raidsnap import clients
 from raidsnap.aws import error_code
 from raidsnap.errors import CommandFailedError
-from raidsnap.models import Poll
+from raidsnap.models import Poll, wait_toward_end
 
 Status = Literal["pending", "success", "failed"]
 
@@ -121,10 +121,18 @@ def last_json_line(stdout: str) -> dict[str, Any] | None:
 
 
 def record(
-    command_id: str, instance_id: str, document: str, poll: Poll, *, fail_on_error: bool
+    command_id: str,
+    instance_id: str,
+    document: str,
+    poll: Poll,
+    *,
+    fail_on_error: bool,
+    predicted_seconds: int | None = None,
 ) -> dict[str, Any]:
-    """What a workflow keeps of a command it started: what poll reads on every look."""
-    return {
+    """What a workflow keeps of a command it started: what poll reads on every look. With
+    ``predicted_seconds`` (how long the command is expected to run), the looks follow that
+    prediction (models.wait_toward_end) instead of a fixed wait."""
+    kept: dict[str, Any] = {
         "commandId": command_id,
         "instanceId": instance_id,
         "document": document,
@@ -132,6 +140,10 @@ def record(
         **poll.as_dict(),
         "failOnError": fail_on_error,
     }
+    if predicted_seconds is not None:
+        kept |= {"predictedSeconds": predicted_seconds, "waitedSeconds": 0}
+        kept["waitSeconds"] = wait_toward_end(predicted_seconds, 0)
+    return kept
 
 
 def poll(command: dict[str, Any]) -> dict[str, Any]:
@@ -143,6 +155,10 @@ def poll(command: dict[str, Any]) -> dict[str, Any]:
         cancel(command["commandId"], command["instanceId"])
         status = "failed"
     updated = dict(command, status=status) | poll.as_dict()
+    if "predictedSeconds" in command:
+        waited = int(command.get("waitedSeconds", 0)) + poll.wait_seconds
+        updated["waitedSeconds"] = waited
+        updated["waitSeconds"] = wait_toward_end(int(command["predictedSeconds"]), waited)
     if status == "success":
         updated["result"] = result.result
     if status == "failed":

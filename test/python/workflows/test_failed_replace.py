@@ -1,8 +1,9 @@
 """A replace that fails after the release document took the array out of service puts it back
-(it is the user's): the old members, still attached, are assembled and mounted as they were, and
-the cause says so. Where that cannot be done (old members already detached), the cause says
-exactly what state the instance is in and the commands that bring the array back, and never
-that nothing else changed."""
+(it is the user's): the old members, attached again where the run had detached them, are
+assembled and mounted as they were, and the cause says so. Where that cannot be done (a member
+lost, an old member that cannot be attached again), the cause says exactly what state the
+instance is in and the commands that bring the array back, and never that nothing else
+changed."""
 
 from __future__ import annotations
 
@@ -62,13 +63,42 @@ def test_a_replace_that_crashes_after_tagging_the_old_members_puts_the_array_bac
     assert "put back" in (run.cause or ""), run.cause
 
 
-def test_a_replace_that_fails_after_the_old_members_left_says_how_to_bring_them_back(
+def test_a_replace_that_fails_after_the_old_members_left_attaches_them_again_and_puts_it_back(
     emu: Emulation,
 ) -> None:
     # GIVEN db1, and a replace that detached the old members, then cannot attach the new ones
     fx = make_array(emu.hosts, "db1", 3)
     backed_up(emu.hosts, emu.run, fx)
+    ec2 = boto3.client("ec2")
+    before = {
+        v["VolumeId"]: v["Attachments"][0]["Device"]
+        for v in ec2.describe_volumes(VolumeIds=fx.member_ids)["Volumes"]
+    }
     crash(emu, "restore_attach")
+    run = _replace(emu)
+    # THEN the run fails, and the array is back: the old members attached again on the devices
+    # they had, assembled under their md UUID and mounted where they were, no longer marked
+    assert run.status == "FAILED", run.cause
+    md = emu.hosts.state(fx.instance_id).arrays.get("/dev/md0")
+    assert md is not None, run.cause
+    assert (md.members, md.md_uuid, md.mount_point) == (fx.member_ids, fx.md_uuid, "/data")
+    after = ec2.describe_volumes(VolumeIds=fx.member_ids)["Volumes"]
+    assert {v["VolumeId"]: v["Attachments"][0]["Device"] for v in after} == before
+    assert all("raidsnap:replaced-by" not in tags_of(v) for v in after)
+    assert [v for v in restored_volumes(run.arn) if v["State"] != "deleted"] == []
+    cause = run.cause or ""
+    assert "put back" in cause and "attached again" in cause, cause
+
+
+def test_a_replace_whose_old_members_cannot_attach_again_says_how_to_bring_them_back(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1, and a replace that detached the old members, then cannot attach the new ones,
+    # and EC2 refuses to attach an old member again
+    fx = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, fx)
+    crash(emu, "restore_attach")
+    emu.double.fail("ec2", "AttachVolume", code="AttachmentLimitExceeded")
     run = _replace(emu)
     # THEN the cause does not claim nothing else changed: it says the array is out of service,
     # where the old members are, and the commands that bring it back

@@ -357,6 +357,17 @@ def _scenario_restore_of_an_encrypted_set(emu: Emulation) -> None:
     assert run.status == "SUCCEEDED", run.cause
 
 
+def _scenario_failed_replace_of_an_encrypted_array_attaches_its_members_again(
+    emu: Emulation,
+) -> None:
+    key = boto3.client("kms").create_key(Description="db1")["KeyMetadata"]["Arn"]
+    fx = make_array(emu.hosts, "db1", 2, encrypted=True, kms_key_id=key)
+    backed_up(emu.hosts, emu.run, fx)
+    crash(emu, "restore_attach")  # after the old members were detached
+    run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    assert run.status == "FAILED" and "attached again" in (run.cause or ""), run.cause
+
+
 def _restore_whose_cleanup_crashes(emu: Emulation) -> tuple[Execution, str]:
     """A restore with FSR whose volume ends in error and whose own cleanup then crashes: its
     lock, volumes and FSR are left behind (the run ends FailedUnexplained)."""
@@ -427,6 +438,7 @@ def _scenario_attach_restore_refused_onto_a_copy(emu: Emulation) -> None:
 SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_restore_prewarm_cannot_be_followed,
     _scenario_restore_of_an_encrypted_set,
+    _scenario_failed_replace_of_an_encrypted_array_attaches_its_members_again,
     _scenario_restore_kept_after_assembly_records_its_identity,
     _scenario_restore_stopped_by_hand,
     _scenario_restore_volume_error_while_fsr_on,

@@ -556,7 +556,7 @@ def test_cleanup_forces_a_stuck_detach_and_at_last_names_what_it_could_not_remov
     assert len(restored_volumes(run.arn)) == 2
 
 
-def test_failure_after_replace_keeps_the_old_members_detached_and_says_so(
+def test_failure_after_replace_attaches_the_old_members_again_and_says_so(
     emu: Emulation,
 ) -> None:
     fx, _, _ = world(emu, 3, replacement=False)
@@ -565,11 +565,12 @@ def test_failure_after_replace_keeps_the_old_members_detached_and_says_so(
     )
     run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
     assert (run.status, run.error) == ("FAILED", "CommandFailed")
-    # the cause says the array is out of service, where its members are, and the way back
-    assert "is not in service" in (run.cause or "")
-    assert "are detached, intact and kept" in (run.cause or "")
+    # the old members the replace detached are attached again and the array is back, as the
+    # cause says; the run's volumes are gone
+    assert "put back" in (run.cause or "") and "attached again" in (run.cause or "")
     old = boto3.client("ec2").describe_volumes(VolumeIds=fx.member_ids)["Volumes"]
-    assert all(v["State"] == "available" for v in old)
+    assert all(v["State"] == "in-use" for v in old)
+    assert emu.hosts.state(fx.instance_id).arrays["/dev/md0"].members == fx.member_ids
     assert restored_volumes(run.arn) == []
 
 

@@ -78,11 +78,12 @@ def fsr_enabled(snapshot_ids: list[str], zone: str) -> list[str]:
 
 
 def test_a_restore_stopped_before_attaching_leaves_nothing_behind(emu: Emulation) -> None:
-    # GIVEN a restore with FSR stopped while its volumes are being created
+    # GIVEN a restore with FSR stopped while it creates its volumes (before a replace releases
+    # anything: the release follows CreateVolumes)
     fx = make_array(emu.hosts, "db1", 3, instance_type=SLOW_EBS_INSTANCE_TYPE)
     backed_up(emu.hosts, emu.run, fx)
     arn = stop_while_held(
-        emu, "restore_check_volumes", {"array": "db1", "mode": "replace", "initialization": "fsr"}
+        emu, "restore_create_volumes", {"array": "db1", "mode": "replace", "initialization": "fsr"}
     )
     created = [v["VolumeId"] for v in restored_volumes(arn)]
     assert len(created) == 3

@@ -19,6 +19,7 @@ from raidsnap_emulation.world import (
     make_array,
     restored_volumes,
     sets_of,
+    tags_of,
 )
 
 SWEEP_EVERY = 15 * 60
@@ -106,12 +107,16 @@ def test_the_sweeper_removes_what_a_run_that_ended_unexplained_left(emu: Emulati
     # WHEN the sweeper runs on its schedule
     found = sweep(emu)
 
-    # THEN the run's volumes are deleted and its FSR is off; the array is untouched
+    # THEN the run's volumes are deleted and its FSR is off; the old members, which the replace
+    # had released and detached while EC2 created the volumes (the run's cleanup that would
+    # have put them back crashed), are kept as they are
     assert sorted(found["deletedVolumeIds"]) == created
     assert live_volumes(run.arn) == []
     assert fsr_active(fx.availability_zone) == []
-    md = emu.hosts.state(fx.instance_id).arrays["/dev/md0"]
-    assert (md.members, md.failed) == (fx.member_ids, False)
+    old = boto3.client("ec2").describe_volumes(VolumeIds=fx.member_ids)["Volumes"]
+    assert [(v["State"], tags_of(v)["raidsnap:replaced-by"]) for v in old] == [
+        ("available", run.arn)
+    ] * len(fx.member_ids)
     # AND a second sweep finds nothing more
     again = sweep(emu)
     assert (again["deletedVolumeIds"], again["fsrDisabled"]) == ([], [])
@@ -124,7 +129,7 @@ def test_volumes_still_creating_when_the_stop_cleanup_gave_up_are_swept_later(
     fx = make_array(emu.hosts, "db1", 3)
     backed_up(emu.hosts, emu.run, fx)
     emu.double.volume_seconds = 900
-    held = HeldStep(emu, "restore_check_volumes")
+    held = HeldStep(emu, "restore_create_volumes")
     arn = emu.start("restore", {"array": "db1", "mode": "replace"}, name="stopped-slowly")
     held.wait()
     boto3.client("stepfunctions").stop_execution(executionArn=arn)

@@ -12,7 +12,9 @@ COMMAND_POLL_SECONDS = 2
 ASSEMBLE_TIMEOUT_SECONDS = 600
 RELEASE_TIMEOUT_SECONDS = 300
 PREWARM_TIMEOUT_SECONDS = 172800
-# A conservative read pace for estimating how long a prewarm takes, to space out the polls.
+# The read pace a prewarm is assumed to reach on each member (all are read at once): the largest
+# member at this pace is when the restore first expects it done and looks closely (the looks
+# follow that prediction: models.wait_toward_end). The one statement of this assumption.
 PREWARM_MIB_PER_SECOND = 250
 
 
@@ -22,6 +24,7 @@ def send_command(call: CommandCall, documents: RestoreDocuments) -> CommandRun:
     ids = ",".join(call.volumes.ids if call.volumes else [])
     wait = COMMAND_POLL_SECONDS
     fail_on_error = True
+    predicted: int | None = None
     if step == "release":
         document, timeout = documents.release, RELEASE_TIMEOUT_SECONDS
         # With the md UUID: release refuses, changing nothing, whatever other array the
@@ -51,9 +54,7 @@ def send_command(call: CommandCall, documents: RestoreDocuments) -> CommandRun:
         document, timeout = documents.prewarm, PREWARM_TIMEOUT_SECONDS
         chosen = call.volumes.prewarmVolumeIds if call.volumes else None
         params = {"VolumeIds": ",".join(chosen) if chosen else ids, "Method": "auto"}
-        largest = max(m.sizeGib for m in plan.members)
-        expected = largest * 1024 / PREWARM_MIB_PER_SECOND
-        wait = int(min(300, max(10, expected / 4)))
+        predicted = prewarm_seconds(max(m.sizeGib for m in plan.members))
         # A prewarm that fails leaves a usable array whose first reads are slow: say so, but
         # do not throw away a restored array for it.
         fail_on_error = False
@@ -64,8 +65,15 @@ def send_command(call: CommandCall, documents: RestoreDocuments) -> CommandRun:
         document, target, params, comment=f"raidsnap restore {plan.setId}", timeout=timeout
     )
     poll = Poll(wait, timeout)
-    recorded = commands.record(command_id, target, document, poll, fail_on_error=fail_on_error)
+    recorded = commands.record(
+        command_id, target, document, poll, fail_on_error=fail_on_error, predicted_seconds=predicted
+    )
     return CommandRun.model_validate(recorded)
+
+
+def prewarm_seconds(largest_gib: int) -> int:
+    """How long a prewarm is predicted to read: its largest member at the assumed pace."""
+    return max(1, -(-largest_gib * 1024 // PREWARM_MIB_PER_SECOND))
 
 
 def _true_false(value: bool) -> str:

@@ -153,6 +153,10 @@ class CommandRun(Contract):
     waitSeconds: int
     budgetSeconds: int
     failOnError: bool = True
+    # A prewarm: how long it is predicted to read, and how long the run has waited for it (the
+    # looks follow the prediction: raidsnap.models.wait_toward_end).
+    predictedSeconds: int | None = None
+    waitedSeconds: int | None = None
     result: dict[str, JsonValue] | None = None
     stderrTail: str | None = None
 
@@ -237,14 +241,18 @@ class Confirm(Contract):
 
 
 class PutBack(Contract):
-    """The failure path of a replace putting the released array back in service: the assemble
-    document on the old members, still attached, under their own md UUID, where the array was
-    mounted (``failed``: it could not, and ``reason`` says why)."""
+    """The failure path of a replace putting the released array back in service: the old
+    members this run detached attached again where they were (``attach``), then the assemble
+    document on them under their own md UUID, where the array was mounted (``assemble``);
+    ``failed``: it could not, and ``reason`` says why."""
 
     status: Literal["pending", "done", "failed"]
+    phase: Literal["attach", "assemble"] = "assemble"
     volumeIds: list[str] = Field(default_factory=list)
     # Old members no longer attached to the target (the replace detached them).
     detached: list[str] = Field(default_factory=list)
+    # Those of them this put-back attached again.
+    reattached: list[str] = Field(default_factory=list)
     commandId: str | None = None
     budgetSeconds: int | None = None
     reason: str | None = None

@@ -15,6 +15,9 @@ from raidsnap.workflows.restore.commands import ASSEMBLE_TIMEOUT_SECONDS
 from raidsnap.workflows.restore.contracts import Cleanup, Plan, PutBack, RestoreState
 
 POLL_SECONDS = 5
+# An old member attached again is usable within seconds (EBS attachment states, Amazon EBS User
+# Guide "Attach an Amazon EBS volume to an instance"); past this the put-back gives up.
+ATTACH_BUDGET_SECONDS = 300
 
 
 def release_answer(state: RestoreState) -> dict[str, JsonValue] | None:
@@ -60,19 +63,23 @@ def step(
     pb: PutBack | None,
     documents: RestoreDocuments,
 ) -> PutBack:
-    """One step of assembling the released array again from its old members (still attached),
-    under its own md UUID, mounted where it was; ``failed`` when that cannot be done."""
+    """One step of assembling the released array again from its old members (attached again
+    first where this run had detached them), under its own md UUID, mounted where it was;
+    ``failed`` when that cannot be done."""
     if pb is not None and pb.status != "pending":
         return pb
     if pb is None:
         return _start(plan, state, answer, documents)
+    if pb.phase == "attach":
+        return _follow_attach(plan, state, pb, documents)
     return _follow(plan, pb)
 
 
 def _start(
     plan: Plan, state: RestoreState, answer: dict[str, JsonValue], documents: RestoreDocuments
 ) -> PutBack:
-    """Check the old members are all still attached, untag them, send the assemble document."""
+    """Attach again the old members this run detached; once all are attached, untag them and
+    send the assemble document."""
     target = plan.targetInstanceId
     ids, why = _released_members(answer)
     if why is not None:
@@ -80,12 +87,82 @@ def _start(
     views = volumes.describe(ids)
     gone = _not_attached(ids, target, views)
     if gone:
-        return PutBack(
-            status="failed",
-            volumeIds=ids,
-            detached=gone,
-            reason=f"old members {gone} were detached",
+        return _reattach(plan, state, ids, gone, views)
+    return _assemble(plan, state, ids, views, documents)
+
+
+def _reattach(
+    plan: Plan, state: RestoreState, ids: list[str], gone: list[str], views: dict[str, VolumeView]
+) -> PutBack:
+    """Attach the old members this run detached back to the target, each on the device it had
+    (DetachOldMembers recorded it). Only a volume this run detached is attached: tagged
+    replaced-by with this execution, attached to nothing, its device known; any other one
+    (detached by someone else, attached elsewhere since) is not the run's to move."""
+    target = plan.targetInstanceId
+    devices = state.old.devices if state.old else {}
+    failed = PutBack(status="failed", volumeIds=ids, detached=gone)
+    ours = [
+        vid
+        for vid in gone
+        if vid in views
+        and views[vid].tags.get(tags.REPLACED_BY) == state.execution.id
+        and all(a.state == "detached" for a in views[vid].attachments)
+        and devices.get(vid)
+    ]
+    if ours != gone:
+        others = [vid for vid in gone if vid not in ours]
+        return failed.model_copy(
+            update={"reason": f"old members {others} were detached, and not by this run"}
         )
+    for vid in gone:
+        try:
+            volumes.attach(vid, target, devices[vid])
+        except ClientError as err:
+            return failed.model_copy(
+                update={
+                    "reason": f"old member {vid} could not be attached again to {target} "
+                    f"as {devices[vid]} ({error_code(err)})"
+                }
+            )
+    return PutBack(
+        status="pending",
+        phase="attach",
+        volumeIds=ids,
+        detached=gone,
+        reattached=gone,
+        budgetSeconds=ATTACH_BUDGET_SECONDS,
+    )
+
+
+def _follow_attach(
+    plan: Plan, state: RestoreState, pb: PutBack, documents: RestoreDocuments
+) -> PutBack:
+    """One look at the old members attached again; once all are, the array is assembled."""
+    views = volumes.describe(pb.volumeIds)
+    if not _not_attached(pb.volumeIds, plan.targetInstanceId, views):
+        sent = _assemble(plan, state, pb.volumeIds, views, documents)
+        return sent.model_copy(update={"detached": pb.detached, "reattached": pb.reattached})
+    poll = Poll(POLL_SECONDS, int(pb.budgetSeconds or 0)).waited()
+    if poll.spent:
+        return pb.model_copy(
+            update={
+                "status": "failed",
+                "reason": f"old members {pb.reattached} did not attach again in time",
+            }
+        )
+    return pb.model_copy(update={"budgetSeconds": poll.budget_seconds})
+
+
+def _assemble(
+    plan: Plan,
+    state: RestoreState,
+    ids: list[str],
+    views: dict[str, VolumeView],
+    documents: RestoreDocuments,
+) -> PutBack:
+    """With every old member attached: take off the tag this run put on them, and send the
+    assemble document."""
+    target = plan.targetInstanceId
     tagged = [v for v in ids if views[v].tags.get(tags.REPLACED_BY) == state.execution.id]
     if tagged:
         # Nothing replaced them: the tag this run put on them goes (only this run's value).
@@ -154,6 +231,18 @@ def _not_attached(ids: list[str], target: str, views: dict[str, VolumeView]) -> 
     ]
 
 
+def _put_back(plan: Plan, pb: PutBack) -> str:
+    """The array put back, in words: from which members, attached again or not."""
+    md, mp = plan.mdDevice, plan.mountPoint
+    which = "all" if set(pb.reattached) == set(pb.volumeIds) else str(pb.reattached)
+    again = f" ({which} attached again on the devices they had)" if pb.reattached else ""
+    return (
+        f"the replace had released {md} (unmounted {mp}, stopped the array); it is put back: "
+        f"assembled again from its old members {pb.volumeIds}{again} under md UUID "
+        f"{plan.releaseMdUuid} and mounted at {mp}, as before the restore"
+    )
+
+
 def _where_now(ids: list[str], target: str) -> list[str]:
     """The old members not attached to ``target`` now (all of them when EC2 cannot be asked:
     the way back then includes attaching each, which fails harmlessly for one that is)."""
@@ -174,11 +263,7 @@ def old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
     md, mp, uuid, target = plan.mdDevice, plan.mountPoint, plan.releaseMdUuid, plan.targetInstanceId
     pb = c.putBack
     if pb is not None and pb.status == "done":
-        return [
-            f"the replace had released {md} (unmounted {mp}, stopped the array); it is put back: "
-            f"assembled again from its old members {pb.volumeIds} (md UUID {uuid}) and mounted "
-            f"at {mp}, as before the restore"
-        ]
+        return [_put_back(plan, pb)]
     ids, _why = _released_members(answer)
     old = state.old.volumeIds if state.old else []
     # The members release named, and those the run detached (a lost member among them).
@@ -197,9 +282,8 @@ def old_array(state: RestoreState, c: Cleanup, left: list[str]) -> list[str]:
             "and new members (silently losing writes); release and detach those first"
         ]
     devices = dict(state.old.devices) if state.old else {}
-    # Where the old members are now, as EC2 says: a put-back that stopped early (a member
-    # lost) never recorded what the run had detached.
-    detached = _where_now(ids, target) if pb is None or not pb.detached else list(pb.detached)
+    # Where the old members are now, as EC2 says (a put-back may have attached some again).
+    detached = _where_now(ids, target)
     steps = [
         f"aws ec2 attach-volume --volume-id {v} --instance-id {target} --device "
         f"{devices.get(v, '/dev/sd' + 'fghijklmnopqrstuvwxyz'[i % 21])}"
