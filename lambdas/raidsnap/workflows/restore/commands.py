@@ -3,19 +3,18 @@ follows it)."""
 
 from __future__ import annotations
 
+import math
+
 from raidsnap.aws import commands
 from raidsnap.environment import RestoreDocuments
 from raidsnap.models import Poll
-from raidsnap.workflows.restore.contracts import CommandCall, CommandRun
+from raidsnap.plan import restore_time
+from raidsnap.workflows.restore.contracts import CommandCall, CommandRun, Plan, Volumes
 
 COMMAND_POLL_SECONDS = 2
 ASSEMBLE_TIMEOUT_SECONDS = 600
 RELEASE_TIMEOUT_SECONDS = 300
 PREWARM_TIMEOUT_SECONDS = 172800
-# The read pace a prewarm is assumed to reach on each member (all are read at once): the largest
-# member at this pace is when the restore first expects it done and looks closely (the looks
-# follow that prediction: models.wait_toward_end). The one statement of this assumption.
-PREWARM_MIB_PER_SECOND = 250
 
 
 def send_command(call: CommandCall, documents: RestoreDocuments) -> CommandRun:
@@ -54,7 +53,7 @@ def send_command(call: CommandCall, documents: RestoreDocuments) -> CommandRun:
         document, timeout = documents.prewarm, PREWARM_TIMEOUT_SECONDS
         chosen = call.volumes.prewarmVolumeIds if call.volumes else None
         params = {"VolumeIds": ",".join(chosen) if chosen else ids, "Method": "auto"}
-        predicted = prewarm_seconds(max(m.sizeGib for m in plan.members))
+        predicted = prewarm_seconds(plan, params["VolumeIds"].split(","), call.volumes)
         # A prewarm that fails leaves a usable array whose first reads are slow: say so, but
         # do not throw away a restored array for it.
         fail_on_error = False
@@ -71,9 +70,27 @@ def send_command(call: CommandCall, documents: RestoreDocuments) -> CommandRun:
     return CommandRun.model_validate(recorded)
 
 
-def prewarm_seconds(largest_gib: int) -> int:
-    """How long a prewarm is predicted to read: its largest member at the assumed pace."""
-    return max(1, -(-largest_gib * 1024 // PREWARM_MIB_PER_SECOND))
+def prewarm_seconds(plan: Plan, volume_ids: list[str], volumes: Volumes | None) -> int:
+    """How long the prewarm of these members is predicted to read, as the restore-time model
+    says (raidsnap.plan.restore_time.read_seconds: each member at its own throughput, together
+    within the target's EBS bandwidth): when the restore first expects it done and looks
+    closely (the looks follow that prediction: models.wait_toward_end)."""
+    init = plan.initialization
+    bw = (
+        restore_time.Bandwidth(init.ebsBaselineMibs, init.ebsMaximumMibs)
+        if init.ebsBaselineMibs and init.ebsMaximumMibs
+        else None
+    )
+    ids = volumes.ids if volumes else []
+    chosen = set(volume_ids)
+    shapes = [
+        restore_time.MemberShape(
+            m.sizeGib, restore_time.member_throughput(m.volumeType, m.throughput)
+        )
+        for m in plan.members
+        if m.index < len(ids) and ids[m.index] in chosen
+    ]
+    return max(1, math.ceil(restore_time.read_seconds(shapes, bw)))
 
 
 def _true_false(value: bool) -> str:

@@ -50,6 +50,10 @@ class Initialization(Contract):
     # The model's prediction for the chosen way, seconds from the run's start.
     mountedSeconds: int | None = None
     fullPerformanceSeconds: int | None = None
+    # The target's EBS bandwidth (MiB/s, baseline and maximum), when EC2 described its type: what
+    # the prewarm's predicted end is told with (raidsnap.plan.restore_time.read_seconds).
+    ebsBaselineMibs: float | None = None
+    ebsMaximumMibs: float | None = None
 
     def member(self, index: int) -> str:
         return self.members[index] if self.members else self.used

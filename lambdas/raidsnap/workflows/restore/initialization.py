@@ -39,22 +39,33 @@ def decide(
     )
     rate = request.initializationRate or settings.default_initialization_rate
     n = len(members)
+    bw, unknown = bandwidth.ebs_bandwidth(target.instance_type)
     if requested in ("rate", "prewarm", "none"):
-        return Initialization(
-            requested=requested,
-            used=requested,
-            rate=rate if requested == "rate" else None,
-            fsrTimeoutSeconds=0,
-            members=[requested] * n,
-            withFsr=False,
+        return _with_bandwidth(
+            Initialization(
+                requested=requested,
+                used=requested,
+                rate=rate if requested == "rate" else None,
+                fsrTimeoutSeconds=0,
+                members=[requested] * n,
+                withFsr=False,
+            ),
+            bw,
         )
     shapes = _shapes(members, target.availability_zone)
-    bw, unknown = bandwidth.ebs_bandwidth(target.instance_type)
     if unknown:
         notes.append(f"{unknown}; a prewarm is weighed at the members' own throughput")
     if requested == "auto":
-        return _auto(shapes, bw, rate, request.fsrTimeoutSeconds, notes)
-    return _fsr(request, shapes, bw, notes)
+        return _with_bandwidth(_auto(shapes, bw, rate, request.fsrTimeoutSeconds, notes), bw)
+    return _with_bandwidth(_fsr(request, shapes, bw, notes), bw)
+
+
+def _with_bandwidth(init: Initialization, bw: model.Bandwidth | None) -> Initialization:
+    if bw is None:
+        return init
+    return init.model_copy(
+        update={"ebsBaselineMibs": bw.baseline_mibs, "ebsMaximumMibs": bw.maximum_mibs}
+    )
 
 
 def _shapes(members: Sequence[Mapping[str, Any]], zone: str) -> list[model.MemberShape]:
