@@ -311,7 +311,7 @@ class RestoreInput(BaseModel):
                     "throughput", f"{self.throughput} is outside {low}..{high} MiB/s"
                 )
         if self.initializationRate is not None:
-            if self.initialization not in ("rate", "auto"):
+            if self.initialization not in (None, "rate", "auto"):
                 raise InvalidInputError(
                     "initializationRate",
                     'is only used with "initialization": "rate" (or "auto", which may use it)',

@@ -166,10 +166,10 @@ def credit_wait(
     pairs: Mapping[str, PairState] | None = None,
 ) -> float:
     """How much longer the enabled pairs need before each has a volume creation credit (a
-    bucket starts empty when its pair is enabled); 0 when all have one. The pairs this run
-    enabled are timed in waited seconds since each was seen enabled; a pair enabled before the
-    run by how long EC2 says it has been enabled (``pairs``), when it says. Such a pair may
-    have spent its credits since: check_volumes finds out from FastRestored."""
+    bucket starts empty when its pair is enabled); 0 when all have one. Each is timed by how
+    long EC2 says it has been enabled (``pairs``); where EC2 does not say, a pair this run
+    enabled by the waited seconds since it was first seen enabled. A pair enabled before the
+    run may have spent its credits: check_volumes finds out from FastRestored."""
     ours = set(f.get("ours") or [])
     waited = int(f.get("waitedSeconds", 0))
     seen = f.get("seen") or {}
@@ -178,12 +178,14 @@ def credit_wait(
         sid = m["snapshotId"]
         if current.get(sid) != "enabled":
             continue
-        if sid in ours:
-            since = seen.get(sid, [None, waited])[1]
-            left = max(left, credit_seconds(int(m["sizeGib"])) - (waited - since))
-        elif pairs and sid in pairs and pairs[sid].in_state_seconds is not None:
+        if pairs and sid in pairs and pairs[sid].in_state_seconds is not None:
+            # EC2's own account of how long it has been enabled: right for a pair this run
+            # enabled, one it took over from an ended run, and one someone else keeps on.
             age = float(pairs[sid].in_state_seconds or 0.0)
             left = max(left, credit_seconds(int(m["sizeGib"])) - age)
+        elif sid in ours:
+            since = seen.get(sid, [None, waited])[1]
+            left = max(left, credit_seconds(int(m["sizeGib"])) - (waited - since))
     return left
 
 
@@ -256,8 +258,11 @@ def judge(
         )
         return Verdict("fallback", f"FSR stopped after it was enabled, after {waited} s: {detail}")
     if waited >= limit_seconds:
-        summary = ", ".join(
-            f"{sid} {st}" for sid, st in current.items() if not usable(st, allow_optimizing)
+        summary = (
+            ", ".join(
+                f"{sid} {st}" for sid, st in current.items() if not usable(st, allow_optimizing)
+            )
+            or "enabled, but not every pair held a volume creation credit yet"
         )
         return Verdict("fallback", f"FSR was not usable after {limit_seconds} s ({summary})")
     wait = min(

@@ -174,11 +174,27 @@ class Estimate:
         return (round(full), round(self.mounted_s), warm, paid)
 
 
-def member_throughput(volume_type: str, throughput: int | None) -> float:
-    """What one member can read at most, MiB/s."""
+def member_throughput(
+    volume_type: str, throughput: int | None, size_gib: int = 0, iops: int | None = None
+) -> float:
+    """What one member can read at most in long sequential reads, MiB/s: gp3 as provisioned;
+    for the others the type's most, held down by the size or IOPS it scales with (EBS User
+    Guide, "Amazon EBS volume types": gp2 250 MiB/s from 334 GiB, else 128; io1/io2 256 KiB per
+    provisioned IOPS; st1 250 and sc1 80 MiB/s per TiB of burst). An estimate on the safe side
+    for a prewarm, whose reads these bounds cap."""
     if volume_type == "gp3":
         return float(throughput or GP3_DEFAULT_THROUGHPUT)
-    return TYPE_THROUGHPUT_MIBS.get(volume_type, GP3_DEFAULT_THROUGHPUT)
+    most = TYPE_THROUGHPUT_MIBS.get(volume_type, GP3_DEFAULT_THROUGHPUT)
+    tib = max(1, size_gib) / 1024
+    if volume_type == "gp2":
+        return most if size_gib >= 334 else 128.0
+    if volume_type in ("io1", "io2") and iops:
+        return min(most, iops * 0.25)
+    if volume_type == "st1":
+        return min(most, 250.0 * tib)
+    if volume_type == "sc1":
+        return min(most, 80.0 * tib)
+    return most
 
 
 def bucket_size(size_gib: int) -> int:
@@ -290,11 +306,14 @@ def choose(
     rate: int = RATE_MAX,
     fsr_room: int | None = None,
     allowed: Sequence[str] = ("fsr", "rate", "prewarm"),
+    fsr_limit: float | None = None,
 ) -> tuple[Estimate, list[Estimate]]:
     """The quickest way to full performance, and the others, quickest first. ``fsr_room``: how
     many more snapshots the Region's FSR quota takes (None: not asked); a way that would enable
-    FSR for more is left out."""
+    FSR for more is left out, as is one that would wait for FSR longer than ``fsr_limit``."""
     ranked = candidates(members, bw, lat, rate=rate, allowed=allowed)
+    if fsr_limit is not None:
+        ranked = [e for e in ranked if e.fsr_wait_s <= fsr_limit]
     if fsr_room is not None:
         ranked = [e for e in ranked if enables_fsr(members, e) <= fsr_room]
     return ranked[0], ranked[1:]

@@ -89,7 +89,8 @@ def prewarm_seconds(plan: Plan, volume_ids: list[str], volumes: Volumes | None) 
     chosen = set(volume_ids)
     shapes = [
         restore_time.MemberShape(
-            m.sizeGib, restore_time.member_throughput(m.volumeType, m.throughput)
+            m.sizeGib,
+            restore_time.member_throughput(m.volumeType, m.throughput, m.sizeGib, m.iops),
         )
         for m in plan.members
         if m.index < len(ids) and ids[m.index] in chosen

@@ -12,9 +12,9 @@ are initialized), each keeps its part in its own result and Finish puts them tog
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, model_validator
 
 from raidsnap.models import Contract, ExecutionRef, Poll, RestoreMode, StepError
 
@@ -57,6 +57,15 @@ class Initialization(Contract):
 
     def member(self, index: int) -> str:
         return self.members[index] if self.members else self.used
+
+    @model_validator(mode="before")
+    @classmethod
+    def _with_fsr_of_an_older_plan(cls, data: Any) -> Any:
+        """A plan written before withFsr existed (a run in flight during an upgrade) had FSR
+        exactly when it was its initialization."""
+        if isinstance(data, dict) and "withFsr" not in data:
+            return {**data, "withFsr": data.get("used") == "fsr"}
+        return data
 
 
 class Plan(Contract):

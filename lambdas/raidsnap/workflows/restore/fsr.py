@@ -72,7 +72,8 @@ def _fsr_start(plan: Plan, settings: RestoreSettings) -> Fsr:
         why = "EC2 refused to enable FSR: " + "; ".join(enabled.problems)
         return _fsr_fallback(plan, f, why)
     allow = plan.initialization.allowOptimizing
-    f.waitSeconds = plan_fsr.next_wait(_members(plan), _progress(f), {}, allow)
+    limit = plan.initialization.fsrTimeoutSeconds
+    f.waitSeconds = min(plan_fsr.next_wait(_members(plan), _progress(f), {}, allow), limit)
     if before:
         notes.append(
             f"FSR was already enabled in {zone} for {len(before)} snapshots; "

@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from raidsnap.aws import bandwidth, fsr
+from botocore.exceptions import ClientError
+
+from raidsnap.aws import THROTTLE_CODES, bandwidth, error_code, fsr
 from raidsnap.aws.instances import ArrayInstance
 from raidsnap.environment import RestoreSettings, initialization_for
+from raidsnap.errors import InvalidInputError
 from raidsnap.models import RestoreInput
 from raidsnap.plan import fsr as plan_fsr
 from raidsnap.plan import restore_time as model
@@ -37,6 +40,7 @@ def decide(
     requested = request.initialization or initialization_for(
         request.array, settings.default_initialization
     )
+    _refuse_unused_options(request, requested)
     rate = request.initializationRate or settings.default_initialization_rate
     n = len(members)
     bw, unknown = bandwidth.ebs_bandwidth(target.instance_type)
@@ -52,7 +56,7 @@ def decide(
             ),
             bw,
         )
-    shapes = _shapes(members, target.availability_zone)
+    shapes = _shapes(members, target.availability_zone, notes)
     if unknown:
         notes.append(f"{unknown}; a prewarm is weighed at the members' own throughput")
     if requested == "auto":
@@ -68,9 +72,40 @@ def _with_bandwidth(init: Initialization, bw: model.Bandwidth | None) -> Initial
     )
 
 
-def _shapes(members: Sequence[Mapping[str, Any]], zone: str) -> list[model.MemberShape]:
+def _refuse_unused_options(request: RestoreInput, used: str) -> None:
+    """An option the initialization in force (the input's, else the configured one) would not
+    use is refused, changing nothing, rather than ignored."""
+    where = "" if request.initialization else f' (the configured initialization is "{used}")'
+    if request.initializationRate is not None and used not in ("rate", "auto"):
+        raise InvalidInputError(
+            "initializationRate", f'is only used with "rate" or "auto"{where}. Nothing was changed'
+        )
+    if request.fsrTimeoutSeconds is not None and used not in ("fsr", "auto"):
+        raise InvalidInputError(
+            "fsrTimeoutSeconds", f'is only used with "fsr" or "auto"{where}. Nothing was changed'
+        )
+    if request.allowOptimizing and used != "fsr":
+        raise InvalidInputError(
+            "allowOptimizing", f'is only used with "fsr"{where}. Nothing was changed'
+        )
+
+
+def _shapes(
+    members: Sequence[Mapping[str, Any]], zone: str, notes: list[str]
+) -> list[model.MemberShape]:
     """Each member as the model reads it: size, throughput, and its snapshot's FSR in the AZ."""
-    pairs = fsr.states([str(m["snapshotId"]) for m in members], zone)
+    try:
+        pairs = fsr.states([str(m["snapshotId"]) for m in members], zone)
+    except ClientError as err:
+        if error_code(err) in THROTTLE_CODES:
+            raise  # the step is retried: a throttle must not change the choice
+        # An SCP or a boundary that denies DescribeFastSnapshotRestores: weigh the set as
+        # having no FSR, and say so.
+        notes.append(
+            f"the FSR state of the set could not be read ({error_code(err)}); it was weighed "
+            "as having none"
+        )
+        pairs = {}
     out = []
     for m in members:
         pair = pairs.get(str(m["snapshotId"]))
@@ -79,7 +114,9 @@ def _shapes(members: Sequence[Mapping[str, Any]], zone: str) -> list[model.Membe
             if pair is not None
             else model.FsrNow()
         )
-        throughput = model.member_throughput(str(m["volumeType"]), m.get("throughput"))
+        throughput = model.member_throughput(
+            str(m["volumeType"]), m.get("throughput"), int(m["sizeGib"]), m.get("iops")
+        )
         out.append(model.MemberShape(int(m["sizeGib"]), throughput, now))
     return out
 
@@ -91,12 +128,14 @@ def _auto(
     asked_limit: int | None,
     notes: list[str],
 ) -> Initialization:
-    best, others = model.choose(shapes, bw, LATENCIES, rate=rate)
+    best, others = model.choose(shapes, bw, LATENCIES, rate=rate, fsr_limit=asked_limit)
     if model.enables_fsr(shapes, best):
         # Only now ask the Region's quota: a way that enables FSR rarely wins.
         limit = fsr.region_limit()
         room = max(0, limit.snapshots - len(fsr.active_in_region()))
-        best, others = model.choose(shapes, bw, LATENCIES, rate=rate, fsr_room=room)
+        best, others = model.choose(
+            shapes, bw, LATENCIES, rate=rate, fsr_room=room, fsr_limit=asked_limit
+        )
     notes.extend(model.explain(best, others, bw))
     return _initialization("auto", best, rate, _limit(best, others, asked_limit))
 
