@@ -4,6 +4,7 @@ initialization.py, plan/restore_time.py) and its contracts, without AWS."""
 from __future__ import annotations
 
 import pytest
+from botocore.exceptions import ClientError
 
 from raidsnap.errors import InvalidInputError
 from raidsnap.models import parse_restore_input
@@ -99,8 +100,6 @@ def test_an_option_the_configured_initialization_would_not_use_is_refused(
 def test_a_set_whose_fsr_state_cannot_be_read_is_weighed_as_having_none(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from botocore.exceptions import ClientError
-
     def denied(ids: object, zone: str) -> object:
         raise ClientError(
             {"Error": {"Code": "UnauthorizedOperation", "Message": "denied by an SCP"}},
