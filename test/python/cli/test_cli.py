@@ -264,7 +264,11 @@ def test_restore_that_is_aborted_exits_3(cli: Cli) -> None:
             "--throughput",
             "only gp3 volumes take throughput, not io2",
         ),
-        (["--rate", "200"], "--rate", 'is only used with "initialization": "rate"'),
+        (
+            ["--initialization", "prewarm", "--rate", "200"],
+            "--rate",
+            'is only used with "initialization": "rate"',
+        ),
         (
             ["--initialization", "rate"],
             "--rate",

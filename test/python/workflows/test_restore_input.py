@@ -96,7 +96,10 @@ def refused(emu: Emulation, payload: Any) -> tuple[str | None, str]:
             {"array": "db1", "initialization": "rate", "initializationRate": 301},
             "initializationRate",
         ),
-        ({"array": "db1", "initializationRate": 200}, "initializationRate"),
+        (
+            {"array": "db1", "initialization": "prewarm", "initializationRate": 200},
+            "initializationRate",
+        ),
         ({"array": "db1", "initialization": "none", "allowOptimizing": True}, "allowOptimizing"),
         ({"array": "db1", "allowOptimizing": "yes"}, "allowOptimizing"),
         ({"array": "db1", "fsrTimeoutSeconds": 10}, "fsrTimeoutSeconds"),
