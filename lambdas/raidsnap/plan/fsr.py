@@ -178,10 +178,10 @@ def credit_wait(
         sid = m["snapshotId"]
         if current.get(sid) != "enabled":
             continue
-        if pairs and sid in pairs and pairs[sid].in_state_seconds is not None:
+        age = pairs[sid].in_state_seconds if pairs and sid in pairs else None
+        if age is not None:
             # EC2's own account of how long it has been enabled: right for a pair this run
             # enabled, one it took over from an ended run, and one someone else keeps on.
-            age = float(pairs[sid].in_state_seconds or 0.0)
             left = max(left, credit_seconds(int(m["sizeGib"])) - age)
         elif sid in ours:
             since = seen.get(sid, [None, waited])[1]

@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from raidsnap.models import INITIALIZATION_RATE_RANGE, THROUGHPUT_RANGE
+from raidsnap.models import INITIALIZATION_RATE_RANGE
 from raidsnap.plan import fsr as plan_fsr
 
 MIB_PER_MB = 1_000_000 / 1_048_576
@@ -35,7 +35,6 @@ RATE_MAX = INITIALIZATION_RATE_RANGE[1]
 # Guide, "Amazon EBS volume types": io2 Block Express 4,000 MiB/s, io1 1,000, gp2 250, st1 500,
 # sc1 250, standard ~90).
 TYPE_THROUGHPUT_MIBS = {
-    "gp3": float(THROUGHPUT_RANGE["gp3"][1]),
     "io2": 4000.0,
     "io1": 1000.0,
     "gp2": 250.0,

@@ -42,31 +42,37 @@ def decide(
     )
     _refuse_unused_options(request, requested)
     rate = request.initializationRate or settings.default_initialization_rate
-    n = len(members)
-    bw, unknown = bandwidth.ebs_bandwidth(target.instance_type)
-    if requested in ("rate", "prewarm", "none"):
-        return _with_bandwidth(
-            Initialization(
-                requested=requested,
-                used=requested,
-                rate=rate if requested == "rate" else None,
-                fsrTimeoutSeconds=0,
-                members=[requested] * n,
-                withFsr=False,
-            ),
-            bw,
+    if requested in ("rate", "none"):
+        # Nothing is read on the instance: neither the FSR state nor its bandwidth matters.
+        return Initialization(
+            requested=requested,
+            used=requested,
+            rate=rate if requested == "rate" else None,
+            fsrTimeoutSeconds=0,
+            members=[requested] * len(members),
+            withFsr=False,
         )
-    shapes = _shapes(members, target.availability_zone, notes)
-    if unknown:
-        notes.append(f"{unknown}; a prewarm is weighed at the members' own throughput")
-    if requested == "auto":
-        return _with_bandwidth(_auto(shapes, bw, rate, request.fsrTimeoutSeconds, notes), bw)
-    return _with_bandwidth(_fsr(request, shapes, bw, notes), bw)
-
-
-def _with_bandwidth(init: Initialization, bw: model.Bandwidth | None) -> Initialization:
+    bw, unknown = bandwidth.ebs_bandwidth(target.instance_type)
+    if requested == "prewarm":
+        init = Initialization(
+            requested=requested,
+            used=requested,
+            fsrTimeoutSeconds=0,
+            members=[requested] * len(members),
+            withFsr=False,
+        )
+    else:
+        shapes = _shapes(members, target.availability_zone, notes)
+        if unknown:
+            notes.append(f"{unknown}; a prewarm is weighed at the members' own throughput")
+        init = (
+            _auto(shapes, bw, rate, request.fsrTimeoutSeconds, notes)
+            if requested == "auto"
+            else _fsr(request, shapes, bw, notes)
+        )
     if bw is None:
         return init
+    # What the prewarm's predicted end is told with (workflows/restore/commands.py).
     return init.model_copy(
         update={"ebsBaselineMibs": bw.baseline_mibs, "ebsMaximumMibs": bw.maximum_mibs}
     )
