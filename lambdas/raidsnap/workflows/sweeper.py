@@ -197,7 +197,11 @@ def _sweep_kept(table: str, kept_arrays: frozenset[str], result: Sweep) -> None:
     for claim in kept_fsr.claims(table):
         if claim.array in kept_arrays:
             continue
-        off, notes = kept_fsr.turn_off(table, claim.array, claim.sets)
+        try:
+            off, notes = kept_fsr.turn_off(table, claim.array, claim.sets)
+        except ClientError as err:
+            result.refused.append(f"{kept_fsr.KEY_PREFIX}{claim.array}: {error_code(err)}")
+            continue
         result.kept_sets_disabled += off
         if off or notes:
             logger.warning(

@@ -298,3 +298,24 @@ def test_a_new_set_whose_fsr_keeps_failing_is_given_up_and_the_previous_keeps_it
         if c.operation == "EnableFastSnapshotRestores" and failing in c.params["SourceSnapshotIds"]
     ]
     assert len(enables) == 3
+
+
+def test_a_backup_whose_set_a_later_one_already_replaced_enables_nothing(emu: Emulation) -> None:
+    # GIVEN a backup held before its fastRestore step, and a later backup that keeps its own set
+    kept_array(emu)
+    keep = HeldStep(emu, "backup_keep_fsr")
+    earlier = emu.start("backup", {"array": "db1"})
+    keep.wait()
+    emu.clock.advance(3600)
+    later = backup(emu)
+    assert later.output["fastRestore"]["status"] == "kept"
+    # WHEN the earlier one goes on
+    keep.release()
+    run = emu.wait(earlier)
+    # THEN it enables nothing for its older set, and the later set keeps its FSR
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    report = run.output["fastRestore"]
+    assert (report["status"], report["keptSets"]) == ("superseded", [later.output["setId"]])
+    assert states(run.output["snapshotIds"]) == {}
+    new = later.output["snapshotIds"]
+    assert states(new) == dict.fromkeys(new, "enabled")

@@ -82,6 +82,14 @@ def _start(call: KeepFsrCall, policy: FastRestorePolicy | None, table: str) -> K
         return _skipped(k, f"zones {foreign} are not in this Region ({region()})", table, array)
     if not out.snapshotIds:
         return _skipped(k, f"set {out.setId} is not complete", table, array)
+    newer = [
+        c.set_id
+        for c in kept_fsr.read(table, array).sets
+        if c.state == plan.KEPT and c.taken_at > call.plan.execution.startTime
+    ]
+    if newer:
+        # A later backup's set already keeps FSR: this older one would only be turned off again.
+        return _superseded(k, newer)
     sizes = {
         str(s["SnapshotId"]): int(s.get("VolumeSize", 0))
         for s in snapshot_sets.by_ids(out.snapshotIds)
@@ -155,15 +163,7 @@ def _look(
     claim = kept_fsr.read(table, array)
     if claim.find(str(k.setId)) is None:
         # A later backup's set was ready first, and that run turned this one's FSR off.
-        k.status = "superseded"
-        k.report = FastRestoreReport(
-            status="superseded",
-            setId=k.setId,
-            zones=k.zones,
-            keptSets=[s.set_id for s in claim.sets],
-            notes=[*k.notes, f"a later backup's set was ready before {k.setId}, and replaced it"],
-        )
-        return k
+        return _superseded(k, [s.set_id for s in claim.sets])
     current = _current(k)
     k.seen = plan.observe(k.seen, current, k.waitedSeconds)
     stopped = sorted(p for p, st in current.items() if st in plan.OFF)
@@ -183,6 +183,18 @@ def _look(
             call, k, table, f"FSR was not ready after {k.waitedSeconds} s ({', '.join(slow)})"
         )
     k.waitSeconds = plan.next_wait(left, k.waitedSeconds, k.limitSeconds)
+    return k
+
+
+def _superseded(k: KeepFsr, kept: list[str]) -> KeepFsr:
+    k.status = "superseded"
+    k.report = FastRestoreReport(
+        status="superseded",
+        setId=k.setId,
+        zones=k.zones,
+        keptSets=kept,
+        notes=[*k.notes, f"a later backup's set keeps FSR: {k.setId} does not"],
+    )
     return k
 
 
