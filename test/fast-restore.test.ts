@@ -1,5 +1,6 @@
 import { App } from 'aws-cdk-lib';
 import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
+import { AwsSolutionsChecks } from 'cdk-nag';
 import { ConfigError, parseConfig } from '../lib/config';
 import { checkFastRestore, fastRestoreCost } from '../lib/fast-restore';
 import { RaidsnapStack } from '../lib/raidsnap-stack';
@@ -126,6 +127,10 @@ describe('fastRestore in the template', () => {
       const reads = statementsOf(template, module).filter((s) => actionsOf(s).includes('dynamodb:GetItem'));
       expect([module, reads.length]).toEqual([module, 1]);
     }
+  });
+
+  test('cdk-nag finds nothing unacknowledged in a stack with a policy', () => {
+    expect(new AwsSolutionsChecks().validateScope(stack).violations).toEqual([]);
   });
 
   test('an alarm notifies when a backup could not keep FSR on its new set', () => {
