@@ -5,7 +5,9 @@ The state machine (statemachines/backup.asl.json) keeps one object: ``input`` an
 (ResolveMembers; the Discovery state seeds it with the discovery Prepare started), ``freeze`` and
 ``thaw`` (the commands and their polls; Start seeds ``freeze`` as not started), ``snapshots``
 (TakeSnapshotSet, then CheckSnapshots), ``retention`` (ApplyRetention, whose ``output`` is the
-execution's output), ``error`` (a Catch) and ``failure`` (ExplainFailure). Each Task's Parameters
+execution's output), ``keep`` (KeepFsr, then CheckKeptFsr: the array's fastRestore policy, whose
+report the workflow adds to the output as ``fastRestore``), ``error`` (a Catch) and ``failure``
+(ExplainFailure). Each Task's Parameters
 name the keys it reads; each step gets them as one of the ``*Call`` models below. Results are
 written with the fields that were set, so the JSON the Choice and Wait states read keeps the shape
 it had.

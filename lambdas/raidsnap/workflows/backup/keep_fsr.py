@@ -123,8 +123,9 @@ def _start(call: KeepFsrCall, policy: FastRestorePolicy | None, table: str) -> K
     k.before = list(claimed.before if claimed else before)
     refused: list[str] = []
     for zone in policy.zones:
-        enabled = fsr.enable(list(out.snapshotIds), zone)
-        refused += enabled.problems
+        # Pairs on already (a restore of this set enabled them) are taken over as they are.
+        off = [sid for sid in out.snapshotIds if plan_fsr.pair_key(sid, zone) not in k.before]
+        refused += fsr.enable(off, zone).problems
     if refused:
         return _give_up(call, k, table, "EC2 refused to enable FSR: " + "; ".join(refused))
     k.waitSeconds = plan.next_wait(_left(k, {}), 0, k.limitSeconds)
