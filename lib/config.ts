@@ -1,6 +1,7 @@
 import { readFileSync } from 'fs';
 import * as path from 'path';
 import { parse } from 'yaml';
+import { DEFAULT_FSR_QUOTA, FastRestoreConfig, parseFastRestore } from './fast-restore';
 
 /** What an operator may configure. Everything is optional: with no file at all, both
  * workflows still work for any array found by tags; the file only adds schedules, retention,
@@ -36,6 +37,9 @@ export interface ArrayDefaults {
   /** The directories restored arrays may be mounted under ("<array>" stands for the array's
    * name); a restore may also mount an array where its own set recorded it. */
   readonly allowedMountPoints: readonly string[];
+  /** The Region's quota of snapshots with Fast Snapshot Restore on, as the account has it
+   * (Service Quotas, EBS "Fast snapshot restore", L-631ECBD3): fastRestore policies must fit. */
+  readonly fastRestoreQuota: number;
 }
 
 export interface ScheduleConfig {
@@ -54,6 +58,8 @@ export interface ArrayConfig {
   readonly rpoMinutes?: number;
   readonly recovery?: RecoveryConfig;
   readonly drill?: DrillConfig;
+  /** Keep FSR enabled on the newest complete sets (lib/fast-restore.ts). */
+  readonly fastRestore?: FastRestoreConfig;
 }
 
 export type RecoveryMode = 'replace' | 'attach';
@@ -116,6 +122,7 @@ export const BUILT_IN_DEFAULTS: ArrayDefaults = {
   initialization: 'auto',
   timezone: 'UTC',
   maxFreezeSeconds: 60,
+  fastRestoreQuota: DEFAULT_FSR_QUOTA,
 };
 
 type Raw = Record<string, unknown>;
@@ -156,7 +163,7 @@ function matching(value: unknown, field: string, pattern: RegExp, what: string):
 function parseDefaults(raw: unknown): ArrayDefaults {
   if (raw === undefined) return BUILT_IN_DEFAULTS;
   if (!isObject(raw)) throw new ConfigError('defaults', 'must be a mapping');
-  only(raw, 'defaults', ['retention', 'consistency', 'initialization', 'timezone', 'maxFreezeSeconds', 'allowedMountPoints']);
+  only(raw, 'defaults', ['retention', 'consistency', 'initialization', 'timezone', 'maxFreezeSeconds', 'allowedMountPoints', 'fastRestoreQuota']);
   const d = BUILT_IN_DEFAULTS;
   return {
     allowedMountPoints: raw.allowedMountPoints === undefined ? d.allowedMountPoints
@@ -168,6 +175,8 @@ function parseDefaults(raw: unknown): ArrayDefaults {
     timezone: raw.timezone === undefined ? d.timezone : matching(raw.timezone, 'defaults.timezone', TIMEZONE, 'an IANA time zone such as Europe/Berlin'),
     maxFreezeSeconds: raw.maxFreezeSeconds === undefined ? d.maxFreezeSeconds
       : integer(raw.maxFreezeSeconds, 'defaults.maxFreezeSeconds', 1, 900),
+    fastRestoreQuota: raw.fastRestoreQuota === undefined ? d.fastRestoreQuota
+      : integer(raw.fastRestoreQuota, 'defaults.fastRestoreQuota', 1, 100000),
   };
 }
 
@@ -194,7 +203,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     throw new ConfigError(field, 'array names are 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit');
   }
   if (!isObject(raw)) throw new ConfigError(field, 'must be a mapping');
-  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill']);
+  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore']);
   if (raw.schedule !== undefined && raw.schedules !== undefined) {
     throw new ConfigError(field, 'give either schedule or schedules, not both');
   }
@@ -214,16 +223,20 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
   if (recovery && drill && [recovery.instanceId, recovery.replacementInstanceId].includes(drill.targetInstanceId)) {
     throw new ConfigError(`${field}.drill.targetInstanceId`, 'must be a separate drill instance, not the array\'s instance or its replacement');
   }
+  const retention = raw.retention === undefined ? defaults.retention : integer(raw.retention, `${field}.retention`, 1, 1000);
+  const fastRestore = raw.fastRestore === undefined ? undefined
+    : parseFastRestore(raw.fastRestore, `${field}.fastRestore`, retention, (f, why) => new ConfigError(f, why));
   return {
     name,
     schedules,
-    retention: raw.retention === undefined ? defaults.retention : integer(raw.retention, `${field}.retention`, 1, 1000),
+    retention,
     consistency: raw.consistency === undefined ? defaults.consistency
       : oneOf(raw.consistency, `${field}.consistency`, ['crash', 'fsfreeze'] as const),
     initialization,
     rpoMinutes: raw.rpoMinutes === undefined ? undefined : integer(raw.rpoMinutes, `${field}.rpoMinutes`, 5, 525600),
     ...(recovery ? { recovery } : {}),
     ...(drill ? { drill } : {}),
+    ...(fastRestore ? { fastRestore } : {}),
   };
 }
 

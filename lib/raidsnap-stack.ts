@@ -1,6 +1,6 @@
 import { Stack, StackProps } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
-import { ArrayConfig, RaidsnapConfig } from './config';
+import { ArrayConfig, ConfigError, RaidsnapConfig } from './config';
 import { BackupWorkflow } from './constructs/backup-workflow';
 import { Documents } from './constructs/documents';
 import { Drills } from './constructs/drills';
@@ -13,6 +13,7 @@ import { Schedules } from './constructs/schedules';
 import { SnapshotSets } from './constructs/snapshot-sets';
 import { Sweeper } from './constructs/sweeper';
 import { TagProtection } from './constructs/tag-protection';
+import { fastRestorePolicies } from './fast-restore';
 
 export interface RaidsnapStackProps extends StackProps {
   readonly config: RaidsnapConfig;
@@ -44,6 +45,7 @@ export class RaidsnapStack extends Stack {
   constructor(scope: Construct, id: string, props: RaidsnapStackProps) {
     super(scope, id, props);
     const arrays = Object.values(props.config.arrays);
+    const fastRestore = fastRestorePolicies(this, props.config, (f, why) => new ConfigError(f, why));
     this.documents = new Documents(this, 'Documents');
     const sets = new SnapshotSets(this, 'SnapshotSets');
     const factory = new FunctionFactory(this, 'Functions', {
@@ -57,7 +59,7 @@ export class RaidsnapStack extends Stack {
     });
     const restoreLock = new RestoreLock(this, 'RestoreLock');
     this.backup = new BackupWorkflow(this, 'Backup', {
-      factory, documents: this.documents, defaults: props.config.defaults, arrays, restoreLock: restoreLock.table, sets,
+      factory, documents: this.documents, defaults: props.config.defaults, arrays, restoreLock: restoreLock.table, sets, fastRestore,
     });
     this.restore = new RestoreWorkflow(this, 'Restore', {
       factory, documents: this.documents, defaults: props.config.defaults, arrays,
@@ -71,14 +73,14 @@ export class RaidsnapStack extends Stack {
     });
     this.schedules = new Schedules(this, 'Schedules', { arrays, backup: this.backup.stateMachine });
     this.monitoring = new Monitoring(this, 'Monitoring', {
-      factory, arrays, emails: props.config.notifications.emails, sets,
+      factory, arrays, emails: props.config.notifications.emails, sets, fastRestore: Object.keys(fastRestore).length > 0,
       workflows: {
         backup: this.backup.stateMachine, restore: this.restore.stateMachine,
         recovery: this.recovery.stateMachine, drill: this.drills.stateMachine,
       },
     });
     this.sweeper = new Sweeper(this, 'Sweeper', {
-      factory, restore: this.restore, lock: restoreLock, notifier: this.monitoring,
+      factory, restore: this.restore, lock: restoreLock, notifier: this.monitoring, fastRestore,
     });
     this.drills.notifyTo(this.monitoring.topic, stackKey(this));
     notifyRecoveryTo(this.recovery, this.monitoring.topic, stackKey(this));

@@ -177,6 +177,20 @@ def _int(value: str) -> int:
     return int(value) if value.isdigit() else 1 << 30
 
 
+def _fast_restore(report: Mapping[str, Any]) -> str:
+    """What the array's fastRestore policy did, in one line: where FSR is kept, what went off,
+    and the warning when the new set got none."""
+    kept = ", ".join(map(str, report.get("keptSets") or [])) or "no set"
+    zones = ", ".join(map(str, report.get("zones") or []))
+    line = f"{report.get('status')}: FSR kept on {kept}" + (f" in {zones}" if zones else "")
+    retired = report.get("retiredSets") or []
+    if retired:
+        line += f"; turned off on {', '.join(map(str, retired))}"
+    if report.get("warning"):
+        line += f"; {report['warning']}"
+    return line
+
+
 def output_view(workflow: str, output: Any) -> RenderableType:
     """The fields of a run's output an operator acts on; anything unexpected as JSON."""
     if not isinstance(output, Mapping):
@@ -209,6 +223,9 @@ def output_view(workflow: str, output: Any) -> RenderableType:
                 f"deleted {len(deleted)}"
                 + (f": {', '.join(map(str, deleted))}" if deleted else ""),
             )
+        keep = output.get("fastRestore")
+        if isinstance(keep, Mapping):
+            add("fast restore", _fast_restore(keep))
     else:
         target = output.get("targetInstanceId") or output.get("instanceId")
         zone = output.get("availabilityZone")

@@ -423,6 +423,21 @@ def configure_recovery(emu: Any, array: str, **settings: str) -> None:
         _point_alarm(alarm, settings["instanceId"])
 
 
+def configure_fast_restore(emu: Any, array: str, zones: list[str], sets: int = 1) -> None:
+    """Give the array a fastRestore policy, as a config file would (arrays.<array>.fastRestore;
+    the emulation's template is synthesized without one): every function the template gives
+    the map to (the backup's KeepFsr, the sweeper) gets it. ``sets=0`` removes the policy."""
+    for fn in emu.router.functions.values():
+        if "FAST_RESTORE_BY_ARRAY" not in fn.environment:
+            continue
+        current = json.loads(fn.environment.get("FAST_RESTORE_BY_ARRAY") or "{}")
+        if sets:
+            current[array] = {"zones": zones, "sets": sets}
+        else:
+            current.pop(array, None)
+        fn.environment["FAST_RESTORE_BY_ARRAY"] = json.dumps(current)
+
+
 def name_in_config(
     emu: Any, array: str, *instance_ids: str, auto_scaling_group: str = "", drill: bool = False
 ) -> None:

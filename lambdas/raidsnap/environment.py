@@ -142,6 +142,44 @@ def initialization_for(array: str, default: str) -> str:
     return str(value)
 
 
+@dataclass(frozen=True)
+class FastRestorePolicy:
+    """An array's fastRestore setting: keep FSR enabled on its newest ``sets`` complete sets in
+    these Availability Zones."""
+
+    zones: tuple[str, ...]
+    sets: int
+
+
+def fast_restore_by_array() -> dict[str, FastRestorePolicy]:
+    """Each configured array's fastRestore policy (FAST_RESTORE_BY_ARRAY, a JSON map of array to
+    {"zones": [...], "sets": n}; unset or {}: no array has one)."""
+    mapping = _json_env("FAST_RESTORE_BY_ARRAY", "{}")
+    if not isinstance(mapping, dict):
+        raise ConfigurationError("FAST_RESTORE_BY_ARRAY must map array names to settings")
+    out = {}
+    for array, raw in mapping.items():
+        zones = raw.get("zones") if isinstance(raw, dict) else None
+        sets = raw.get("sets") if isinstance(raw, dict) else None
+        if (
+            not isinstance(zones, list)
+            or not zones
+            or not all(isinstance(z, str) and z for z in zones)
+            or not isinstance(sets, int)
+            or sets < 1
+        ):
+            raise ConfigurationError(
+                f'FAST_RESTORE_BY_ARRAY[{array!r}] must be {{"zones": [...], "sets": n >= 1}}'
+            )
+        out[str(array)] = FastRestorePolicy(tuple(str(z) for z in zones), sets)
+    return out
+
+
+def region() -> str:
+    """The Region the function runs in (Lambda sets AWS_REGION)."""
+    return os.environ.get("AWS_REGION", "").strip() or _require("AWS_DEFAULT_REGION")
+
+
 def restore_lock_table() -> str | None:
     """The restore lock table, for backup retention (absent: no restore workflow deployed)."""
     return os.environ.get("RESTORE_LOCK_TABLE", "").strip() or None
@@ -237,6 +275,9 @@ class SweeperSettings:
 
     lock_table: str
     restore_executions: str
+    # The arrays with a fastRestore policy; None: the stack did not say (FAST_RESTORE_BY_ARRAY
+    # unset), so no claim is taken for one whose policy was removed.
+    kept_arrays: frozenset[str] | None = None
 
     @classmethod
     def from_env(cls) -> SweeperSettings:
@@ -246,7 +287,10 @@ class SweeperSettings:
                 f"RESTORE_EXECUTION_PREFIX must be an execution ARN prefix ending in ':', not "
                 f"{prefix!r}"
             )
-        return cls(lock_table=_require("LOCK_TABLE"), restore_executions=prefix)
+        kept = None
+        if os.environ.get("FAST_RESTORE_BY_ARRAY", "").strip():
+            kept = frozenset(fast_restore_by_array())
+        return cls(lock_table=_require("LOCK_TABLE"), restore_executions=prefix, kept_arrays=kept)
 
 
 def _json_env(name: str, default: str) -> object:

@@ -4,6 +4,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { ArrayConfig, ArrayDefaults } from '../config';
+import { KeptPolicy } from '../fast-restore';
 import { Documents } from './documents';
 import { FunctionFactory, FunctionSpec } from './functions';
 import { Permissions, RestorePermissions } from './permissions';
@@ -22,6 +23,8 @@ export interface BackupWorkflowProps {
   readonly restoreLock?: dynamodb.ITable;
   /** Where each set's snapshots are recorded when it is taken. */
   readonly sets: SnapshotSets;
+  /** Each array's fastRestore policy (none: no array keeps FSR on its sets). */
+  readonly fastRestore?: Record<string, KeptPolicy>;
 }
 
 /** statemachines/backup.asl.json and the functions it calls, each with only its permissions. */
@@ -53,6 +56,7 @@ export class BackupWorkflow extends Construct {
       ? [...lockStatements(['GetItem', 'UpdateItem', 'PutItem']), new RestorePermissions(this).describeExecutions(restoreName)]
       : [];
     const releaseHold = lockStatements(['UpdateItem']);
+    const fsrGrants = new RestorePermissions(this);
     const specs: FunctionSpec[] = [
       {
         id: 'BackupPrepare', module: 'backup_prepare',
@@ -111,12 +115,26 @@ export class BackupWorkflow extends Construct {
         ],
       },
       {
+        id: 'BackupKeepFsr', module: 'backup_keep_fsr',
+        description: 'keep Fast Snapshot Restore enabled on the newest sets (the array fastRestore policy)',
+        statements: [
+          p.describe('ec2:DescribeSnapshots', 'ec2:DescribeFastSnapshotRestores'),
+          // On snapshots of raidsnap's sets only, as a restore's FSR grant.
+          fsrGrants.fastSnapshotRestores('ec2:EnableFastSnapshotRestores', 'ec2:DisableFastSnapshotRestores'),
+          fsrGrants.readFsrQuota(),
+          // The policy's claim (an item of its own in the lock table, replaced under a version
+          // condition, deleted once empty) and the restore lock (a set a restore holds keeps FSR).
+          ...lockStatements(['GetItem', 'PutItem', 'DeleteItem']),
+        ],
+        environment: { FAST_RESTORE_BY_ARRAY: JSON.stringify(props.fastRestore ?? {}) },
+      },
+      {
         id: 'BackupFailed', module: 'backup_failed',
         description: 'thaw after a failed backup and name the error',
         statements: [...p.sendCommand(docs.arns('thaw')), ...releaseHold],
       },
     ];
-    this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment })));
+    this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment: { ...environment, ...s.environment } })));
     const f = this.functions;
     const preparePolicy = f.BackupPrepare.role?.node.tryFindChild('DefaultPolicy');
     if (props.restoreLock && preparePolicy) {
@@ -126,7 +144,7 @@ export class BackupWorkflow extends Construct {
     }
     this.stateMachine = new Workflow(this, 'Workflow', {
       definitionFile: 'backup.asl.json',
-      comment: 'raidsnap backup: a crash-consistent snapshot set of an array, then retention',
+      comment: 'raidsnap backup: a crash-consistent snapshot set of an array, then retention and its fastRestore policy',
       timeout: Duration.hours(24),
       functions: {
         BackupPrepareFunctionArn: f.BackupPrepare,
@@ -137,6 +155,7 @@ export class BackupWorkflow extends Construct {
         BackupSnapshotFunctionArn: f.BackupSnapshot,
         BackupCheckFunctionArn: f.BackupCheck,
         BackupRetentionFunctionArn: f.BackupRetention,
+        BackupKeepFsrFunctionArn: f.BackupKeepFsr,
         BackupFailedFunctionArn: f.BackupFailed,
       },
     }).stateMachine;

@@ -20,6 +20,7 @@ import { SnapshotSets } from './snapshot-sets';
 
 export const SET_AGE_METRIC = 'NewestCompleteSetAgeMinutes';
 export const NOT_DELETED_METRIC = 'SnapshotsNotDeleted';
+export const FSR_NOT_KEPT_METRIC = 'FastRestoreNotKept';
 export const REPORT_EVERY = Duration.minutes(15);
 
 export interface MonitoringProps {
@@ -30,6 +31,8 @@ export interface MonitoringProps {
   readonly emails: readonly string[];
   /** The sets' manifests: only recorded, complete sets count. */
   readonly sets: SnapshotSets;
+  /** Some array has a fastRestore policy: alarm when a backup could not keep FSR on its set. */
+  readonly fastRestore?: boolean;
 }
 
 /** An EventBridge target that publishes to the topic and grants nothing itself: the stock
@@ -52,6 +55,7 @@ export class Monitoring extends Construct {
   readonly rpoAlarms: Record<string, cloudwatch.Alarm> = {};
   readonly retentionAlarm: cloudwatch.Alarm;
   readonly tagConflictAlarm: cloudwatch.Alarm;
+  readonly fastRestoreAlarm?: cloudwatch.Alarm;
   readonly dashboard: cloudwatch.Dashboard;
 
   constructor(scope: Construct, id: string, props: MonitoringProps) {
@@ -219,6 +223,26 @@ export class Monitoring extends Construct {
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
     this.notify(this.tagConflictAlarm);
+
+    // A backup whose new set could not get its FSR (the Region's quota had no room, EC2 refused
+    // or failed it, zones of another Region) reports 1, a backup that kept it 0.
+    if (props.fastRestore) {
+      this.fastRestoreAlarm = new cloudwatch.Alarm(this, 'FastRestoreNotKept', {
+        alarmDescription: 'raidsnap: a backup could not keep Fast Snapshot Restore on its new set (fastRestore): restores find FSR only on an older set, or none; the backup output\'s fastRestore.warning says why',
+        metric: new cloudwatch.Metric({
+          namespace: 'raidsnap',
+          metricName: FSR_NOT_KEPT_METRIC,
+          dimensionsMap: { service: 'raidsnap' },
+          statistic: 'Maximum',
+          period: Duration.hours(6),
+        }),
+        threshold: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        evaluationPeriods: 1,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      });
+      this.notify(this.fastRestoreAlarm);
+    }
 
     this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
       dashboardName: `${stack.stackName}-raidsnap`,

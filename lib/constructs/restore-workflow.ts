@@ -152,8 +152,9 @@ export class RestoreWorkflow extends Construct {
           p.describe('ec2:DescribeFastSnapshotRestores'),
           p.fastSnapshotRestores('ec2:EnableFastSnapshotRestores', 'ec2:DisableFastSnapshotRestores'),
           p.readFsrQuota(),
-          // Its own FSR claim, and the others' (is FSR that is on already someone else's?).
-          ...lock.statements('UpdateItem', 'Scan'),
+          // Its own FSR claim, and the others' (is FSR that is on already someone else's?), and
+          // the array's fastRestore claim (pairs the policy keeps are never this run's).
+          ...lock.statements('UpdateItem', 'Scan', 'GetItem'),
           p.describeExecutions(this.stateMachineName),
         ],
       },
@@ -169,6 +170,8 @@ export class RestoreWorkflow extends Construct {
         statements: [
           p.describe('ec2:DescribeVolumes'),
           p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
+          // The array's fastRestore claim: a pair the policy took over stays on.
+          ...lock.statements('GetItem'),
         ],
       },
       {

@@ -6,6 +6,7 @@ import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as schedulerTargets from 'aws-cdk-lib/aws-scheduler-targets';
 import { Construct } from 'constructs';
 import { acknowledge, arnRef, REASONS } from '../nag';
+import { KeptPolicy } from '../fast-restore';
 import { FunctionFactory } from './functions';
 import { RestorePermissions } from './permissions';
 import { nagPattern, RestoreLock, RestoreWorkflow } from './restore-workflow';
@@ -21,6 +22,8 @@ export interface SweeperProps {
   readonly lock: RestoreLock;
   /** Where the alarm on what the sweeper finds notifies the operators. */
   readonly notifier: { notify(alarm: cloudwatch.Alarm): void };
+  /** The arrays' fastRestore policies: the FSR a removed one kept goes off. */
+  readonly fastRestore?: Record<string, KeptPolicy>;
 }
 
 /** A scheduled function that removes what ended restores left behind: the Fast Snapshot Restore
@@ -46,7 +49,8 @@ export class Sweeper extends Construct {
         p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
         p.deleteRestoredVolumes(restoreName),
         p.describeExecutions(restoreName, '', true),
-        ...props.lock.statements('Scan', 'DeleteItem'),
+        // GetItem: whether a restore holds a set whose FSR a removed fastRestore policy kept.
+        ...props.lock.statements('Scan', 'DeleteItem', 'GetItem'),
         // An ended run's nonce, from its ARN and start time: which tagged volumes are its own.
         ...p.readRunSecret(props.restore.runSecret),
       ],
@@ -54,6 +58,7 @@ export class Sweeper extends Construct {
         RUN_NONCE_SECRET: props.restore.runSecret.secretArn,
         LOCK_TABLE: props.lock.table.tableName,
         RESTORE_EXECUTION_PREFIX: prefix,
+        FAST_RESTORE_BY_ARRAY: JSON.stringify(props.fastRestore ?? {}),
       },
     });
     const policy = this.function.role?.node.tryFindChild('DefaultPolicy');

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from raidsnap.environment import RestoreSettings
 from raidsnap.handlers._entry import entry
 from raidsnap.workflows import restore
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return restore.check_volumes(restore.CheckCall.model_validate(event)).dump()
+    call = restore.CheckCall.model_validate(event)
+    return restore.check_volumes(call, RestoreSettings.from_env()).dump()

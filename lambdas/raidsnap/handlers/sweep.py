@@ -11,5 +11,5 @@ from raidsnap.workflows import sweeper
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    settings = SweeperSettings.from_env()
-    return sweeper.sweep(settings.lock_table, settings.restore_executions).report().dump()
+    s = SweeperSettings.from_env()
+    return sweeper.sweep(s.lock_table, s.restore_executions, s.kept_arrays).report().dump()

@@ -15,7 +15,7 @@ import json
 from pydantic import Field
 
 from raidsnap import tags
-from raidsnap.aws import created, fsr, lock, run_secret, volumes
+from raidsnap.aws import created, kept_fsr, lock, run_secret, volumes
 from raidsnap.environment import RestoreSettings
 from raidsnap.errors import RaidsnapError
 from raidsnap.models import Contract
@@ -73,7 +73,8 @@ def _array_of(detail: StatusChangeDetail) -> str | None:
 
 def _disable_own_fsr(table: str, arn: str) -> list[str]:
     """The FSR this run claimed, from its own record (a lock taken over since does not hide it),
-    except pairs another run has claimed since: that run uses them, and disables them itself."""
+    except pairs another run has claimed since (that run uses them, and disables them itself)
+    and pairs the array's fastRestore policy took over (it keeps them on)."""
     claims = lock.fsr_claims(table)
     mine = next((c for c in claims if c.execution_arn == arn), None)
     if mine is None:
@@ -81,8 +82,8 @@ def _disable_own_fsr(table: str, arn: str) -> list[str]:
     others = {p for c in claims if c.execution_arn != arn for p in c.pairs}
     disabled: list[str] = []
     for zone, snapshot_ids in sorted(by_zone(p for p in mine.pairs if p not in others).items()):
-        fsr.disable(sorted(snapshot_ids), zone)
-        disabled += sorted(snapshot_ids)
+        left = kept_fsr.disable_unkept(table, mine.array, snapshot_ids, zone)
+        disabled += sorted(set(snapshot_ids) - set(left))
     return disabled
 
 

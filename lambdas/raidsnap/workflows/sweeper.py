@@ -8,8 +8,11 @@ The sweeper runs on a schedule and finds, by tags and by the FSR each run record
 what belongs to restores that have ended, and removes it:
 
 - FSR pairs a run claimed (lock.claim_fsr) whose run is no longer RUNNING are disabled, unless
-  a running restore claims the same pair or EC2 shows it was enabled again since (another
-  EnablingTime: someone else's); the claim is then dropped.
+  a running restore claims the same pair, an array's fastRestore policy keeps it
+  (raidsnap.aws.kept_fsr), or EC2 shows it was enabled again since (another EnablingTime:
+  someone else's); the claim is then dropped.
+- The FSR a fastRestore policy kept for an array that no longer has one is disabled, and its
+  claim dropped (the next backup would do the same, but an array may have no backups left).
 - Volumes tagged with a restore execution of this stack that FAILED, TIMED_OUT or was ABORTED
   are deleted when detached, if that run never reached Assemble and recorded creating them
   (raidsnap.aws.created). Tags prove nothing (anyone allowed ec2:CreateTags can write them): a
@@ -38,7 +41,7 @@ from datetime import datetime
 from botocore.exceptions import ClientError
 
 from raidsnap import tags
-from raidsnap.aws import created, error_code, executions, fsr, lock, run_secret, volumes
+from raidsnap.aws import created, error_code, executions, fsr, kept_fsr, lock, run_secret, volumes
 from raidsnap.models import Contract
 from raidsnap.observability import count, logger
 from raidsnap.plan import fsr as plan_fsr
@@ -57,6 +60,7 @@ class SweepReport(Contract):
 
     fsrDisabled: list[str]
     claimsDropped: list[str]
+    keptSetsDisabled: list[str]
     recordsDropped: list[str]
     deletedVolumeIds: list[str]
     attachedVolumeIds: list[str]
@@ -71,6 +75,8 @@ class SweepReport(Contract):
 class Sweep:
     fsr_disabled: list[str] = field(default_factory=list)  # snapshot@zone
     claims_dropped: list[str] = field(default_factory=list)
+    # Sets whose FSR a fastRestore policy kept for an array that has none any more.
+    kept_sets_disabled: list[str] = field(default_factory=list)
     records_dropped: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     attached: list[str] = field(default_factory=list)
@@ -90,6 +96,7 @@ class Sweep:
         return SweepReport(
             fsrDisabled=self.fsr_disabled,
             claimsDropped=self.claims_dropped,
+            keptSetsDisabled=self.kept_sets_disabled,
             recordsDropped=self.records_dropped,
             deletedVolumeIds=self.deleted,
             attachedVolumeIds=self.attached,
@@ -127,11 +134,16 @@ class _Statuses:
         return run_nonce(execution_arn, started, self._secret)
 
 
-def sweep(lock_table: str, restore_executions: str) -> Sweep:
-    """``restore_executions``: the ARN prefix of this stack's restore executions."""
+def sweep(
+    lock_table: str, restore_executions: str, kept_arrays: frozenset[str] | None = None
+) -> Sweep:
+    """``restore_executions``: the ARN prefix of this stack's restore executions;
+    ``kept_arrays``: the arrays with a fastRestore policy (None: unknown, leave every claim)."""
     result = Sweep()
     status = _Statuses()
     _sweep_fsr(lock_table, status, result)
+    if kept_arrays is not None:
+        _sweep_kept(lock_table, kept_arrays, result)
     records = {(r.execution_arn, r.run): r.volume_ids for r in created.records(lock_table)}
     _sweep_volumes(restore_executions, status, records, result)
     _drop_records(lock_table, status, records, result)
@@ -155,6 +167,7 @@ def _same_time(recorded: str | None, seen: datetime | None) -> bool:
 def _sweep_fsr(table: str, status: _Statuses, result: Sweep) -> None:
     claims = lock.fsr_claims(table)
     live = {p for c in claims if status(c.execution_arn) == "RUNNING" for p in c.pairs}
+    live |= {p for k in kept_fsr.claims(table) for p in k.pairs}
     for claim in claims:
         if status(claim.execution_arn) == "RUNNING":
             continue
@@ -178,6 +191,23 @@ def _sweep_fsr(table: str, status: _Statuses, result: Sweep) -> None:
                 result.fsr_disabled.append(plan_fsr.pair_key(sid, zone))
         lock.drop_fsr_claim(table, claim.execution_arn)
         result.claims_dropped.append(claim.execution_arn)
+
+
+def _sweep_kept(table: str, kept_arrays: frozenset[str], result: Sweep) -> None:
+    for claim in kept_fsr.claims(table):
+        if claim.array in kept_arrays:
+            continue
+        try:
+            off, notes = kept_fsr.turn_off(table, claim.array, claim.sets)
+        except ClientError as err:
+            result.refused.append(f"{kept_fsr.KEY_PREFIX}{claim.array}: {error_code(err)}")
+            continue
+        result.kept_sets_disabled += off
+        if off or notes:
+            logger.warning(
+                "the fastRestore policy of an array is gone: its FSR was disabled",
+                extra={"array": claim.array, "sets": off, "notes": notes},
+            )
 
 
 def _sweep_volumes(

@@ -20,7 +20,13 @@ from raidsnap_cli.app import app
 from raidsnap_emulation import backend
 from raidsnap_emulation.double import AwsError, CommandOutcome
 from raidsnap_emulation.harness import Emulation
-from raidsnap_emulation.world import ArrayFixture, make_array, make_old_set, record_set
+from raidsnap_emulation.world import (
+    ArrayFixture,
+    configure_fast_restore,
+    make_array,
+    make_old_set,
+    record_set,
+)
 
 REPO = Path(__file__).resolve().parents[3]
 Prepare = Callable[[Emulation, ArrayFixture], None]
@@ -168,6 +174,18 @@ def test_backup_follows_the_run_to_succeeded_and_exits_0(cli: Cli) -> None:
     assert re.search(r"consistency\s+fsfreeze", result.stdout)
     for index in range(3):
         assert re.search(rf"member {index}\s+snap-[0-9a-f]+\s+\(from vol-", result.stdout)
+
+
+def test_backup_of_an_array_that_keeps_fsr_says_where_it_is_kept(cli: Cli) -> None:
+    def keep(emu: Emulation, fx: ArrayFixture) -> None:
+        emu.double.fsr_region_limit = 10
+        configure_fast_restore(emu, fx.name, [fx.availability_zone], sets=1)
+
+    result = cli("backup", "db1", "--emulation", prepare=keep)
+
+    assert result.exit_code == 0, result.output
+    line = line_of(result.stdout, "fast restore")
+    assert re.search(r"kept: FSR kept on db1-\d{8}T\d{6}Z-[0-9a-f]{8} in us-east-1a", line), line
 
 
 def test_backup_of_an_unknown_array_exits_1_with_error_name_and_cause(cli: Cli) -> None:

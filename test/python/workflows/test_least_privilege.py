@@ -37,6 +37,7 @@ from raidsnap_emulation.world import (
     HeldStep,
     alarm_event,
     backed_up,
+    configure_fast_restore,
     configure_recovery,
     create_topics,
     instance_state_event,
@@ -427,6 +428,32 @@ def _scenario_recovery_skipped_while_a_restore_runs(emu: Emulation) -> None:
     assert skipped.error_type is None and skipped.result["started"] is False, skipped.result
 
 
+def _scenario_fast_restore_policy(emu: Emulation) -> None:
+    # The policy keeps FSR on db1's newest set: a backup enables it, the next one enables its own
+    # and turns the first off; with the policy removed, a backup turns off what it kept and the
+    # claim goes; once the policy is back, the sweeper does the same after it is removed again.
+    fx = make_array(emu.hosts, "db1", 2)
+    emu.double.fsr_region_limit = 10
+    configure_fast_restore(emu, "db1", [fx.availability_zone], sets=1)
+    for _ in range(2):
+        run = emu.run("backup", {"array": "db1"})
+        assert run.output["fastRestore"]["status"] == "kept", run.output
+        emu.clock.advance(3600)
+    # A restore there finds the pairs on, and leaves them on.
+    target = launch_instance("db1-copy", fx.availability_zone)
+    restore = {"array": "db1", "targetInstanceId": target, "initialization": "fsr"}
+    assert emu.run("restore", restore).status == "SUCCEEDED"
+    configure_fast_restore(emu, "db1", [fx.availability_zone], sets=0)
+    run = emu.run("backup", {"array": "db1"})
+    assert run.output["fastRestore"]["status"] == "removed", run.output
+    configure_fast_restore(emu, "db1", [fx.availability_zone], sets=1)
+    emu.clock.advance(3600)
+    assert emu.run("backup", {"array": "db1"}).output["fastRestore"]["status"] == "kept"
+    configure_fast_restore(emu, "db1", [fx.availability_zone], sets=0)
+    swept = emu.invoke("sweep", {})
+    assert swept.error_type is None and swept.result["keptSetsDisabled"], swept.result
+
+
 def _scenario_attach_restore_refused_onto_a_copy(emu: Emulation) -> None:
     fx = make_array(emu.hosts, "db1", 2)
     backed_up(emu.hosts, emu.run, fx)
@@ -467,6 +494,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_next_restore_takes_over_what_an_unexplained_failure_left,
     _scenario_recovery_skipped_while_a_restore_runs,
     _scenario_attach_restore_refused_onto_a_copy,
+    _scenario_fast_restore_policy,
 ]
 
 

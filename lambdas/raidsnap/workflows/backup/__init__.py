@@ -7,6 +7,7 @@ from raidsnap.workflows.backup.finish import (
     fail_if_degraded,
     finish,
 )
+from raidsnap.workflows.backup.keep_fsr import keep_fsr
 from raidsnap.workflows.backup.prepare import collect_members, prepare
 from raidsnap.workflows.backup.snapshot import check_snapshots, create_set, send_freeze, send_thaw
 
@@ -18,6 +19,7 @@ __all__ = [
     "explain_failure",
     "fail_if_degraded",
     "finish",
+    "keep_fsr",
     "prepare",
     "send_freeze",
     "send_thaw",

@@ -5,7 +5,9 @@ The state machine (statemachines/backup.asl.json) keeps one object: ``input`` an
 (ResolveMembers; the Discovery state seeds it with the discovery Prepare started), ``freeze`` and
 ``thaw`` (the commands and their polls; Start seeds ``freeze`` as not started), ``snapshots``
 (TakeSnapshotSet, then CheckSnapshots), ``retention`` (ApplyRetention, whose ``output`` is the
-execution's output), ``error`` (a Catch) and ``failure`` (ExplainFailure). Each Task's Parameters
+execution's output), ``keep`` (KeepFsr, then CheckKeptFsr: the array's fastRestore policy, whose
+report the workflow adds to the output as ``fastRestore``), ``error`` (a Catch) and ``failure``
+(ExplainFailure). Each Task's Parameters
 name the keys it reads; each step gets them as one of the ``*Call`` models below. Results are
 written with the fields that were set, so the JSON the Choice and Wait states read keeps the shape
 it had.
@@ -165,6 +167,22 @@ class RetentionReport(Contract):
     unrecordedCount: int
 
 
+class FastRestoreReport(Contract):
+    """What the array's fastRestore policy did after the set was taken (the output's
+    ``fastRestore``): kept (FSR is on the new set, off on the sets it replaced), skipped or
+    failed (nothing enabled for the new set, the previous sets keep theirs; ``warning`` says
+    why), superseded (a later backup's set was ready first), or removed (the policy is no
+    longer configured: its FSR went off)."""
+
+    status: str
+    setId: str | None = None
+    zones: list[str] = Field(default_factory=list)
+    keptSets: list[str] = Field(default_factory=list)
+    retiredSets: list[str] = Field(default_factory=list)
+    warning: str | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
 class BackupOutput(Contract):
     """The execution's output (DESIGN.md, backup): fields in the order the output has them."""
 
@@ -177,6 +195,8 @@ class BackupOutput(Contract):
     discovery: str | None
     notes: list[str]
     retention: RetentionReport
+    # Added by the workflow once the array's fastRestore policy ran (none: no policy).
+    fastRestore: FastRestoreReport | None = None
 
 
 class Retention(Contract):
@@ -189,6 +209,42 @@ class RetentionCall(Contract):
     plan: Plan
     members: Members
     snapshots: Snapshots
+
+
+class KeptSnapshot(Contract):
+    snapshotId: str
+    sizeGib: int
+
+
+class KeepFsr(Contract):
+    """KeepFsr's result, then each CheckKeptFsr's: the policy's progress with the new set.
+    ``status``: off (no policy, nothing to do), pending (waiting for the new set's FSR), or how
+    it ended (the report's status). Time is counted in waited seconds."""
+
+    status: Literal["off", "pending", "kept", "skipped", "failed", "superseded", "removed"]
+    setId: str | None = None
+    zones: list[str] = Field(default_factory=list)
+    snapshots: list[KeptSnapshot] = Field(default_factory=list)
+    # Pairs (snapshot@zone) this run found on before it claimed them: never disabled by it.
+    before: list[str] = Field(default_factory=list)
+    waitSeconds: int = 0
+    waitedSeconds: int = 0
+    limitSeconds: int = 0
+    # pair -> [state, waited seconds when first seen in it]
+    seen: dict[str, tuple[str, int]] = Field(default_factory=dict)
+    reenabled: int = 0
+    notes: list[str] = Field(default_factory=list)
+    report: FastRestoreReport | None = None
+
+
+class KeepFsrCall(Contract):
+    """KeepFsr reads the plan, the snapshots (what they took) and the retention's output (the
+    set and its snapshots); CheckKeptFsr also its own result so far."""
+
+    plan: Plan
+    snapshots: Snapshots
+    retention: Retention
+    keep: KeepFsr | None = None
 
 
 class BackupState(Contract):

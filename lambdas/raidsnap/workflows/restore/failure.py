@@ -8,7 +8,16 @@ from typing import Any, Literal
 from botocore.exceptions import ClientError
 
 from raidsnap import tags
-from raidsnap.aws import commands, created, error_code, fsr, instances, lock, tagging, volumes
+from raidsnap.aws import (
+    commands,
+    created,
+    error_code,
+    instances,
+    kept_fsr,
+    lock,
+    tagging,
+    volumes,
+)
 from raidsnap.environment import RestoreDocuments, RestoreSettings
 from raidsnap.errors import cause_message, public_name
 from raidsnap.models import Poll
@@ -49,16 +58,20 @@ def _fsr_disabled_already(state: RestoreState) -> bool:
     )
 
 
-def _disable_run_fsr(state: RestoreState, table: str, c: Cleanup, arn: str, zone: str) -> None:
+def _disable_run_fsr(state: RestoreState, table: str, c: Cleanup, arn: str) -> None:
     """FSR this run enabled and has not disabled yet: from the state, and from the lock item,
-    which has the pairs even when the step that enabled them lost EC2's answer."""
+    which has the pairs even when the step that enabled them lost EC2's answer; but never a
+    pair the array's fastRestore policy took over since (it keeps that one on)."""
+    if state.plan is None:
+        return
+    array, zone = state.plan.array, state.plan.availabilityZone
     ours = set(state.fsr.ours if state.fsr else [])
     claim = lock.fsr_claim(table, arn)
     if claim is not None:
         ours |= set(plan_fsr.in_zone(claim.pairs, zone))
     if ours:
-        fsr.disable(sorted(ours), zone)
-        c.fsrDisabled = sorted(ours)
+        left = kept_fsr.disable_unkept(table, array, ours, zone)
+        c.fsrDisabled = sorted(ours - set(left))
     c.fsrDone = True
 
 
@@ -94,7 +107,7 @@ def cleanup(call: StateCall, settings: RestoreSettings, documents: RestoreDocume
     array = plan.array if plan else None
 
     if array and zone and not c.fsrDone and not _fsr_disabled_already(state):
-        _disable_run_fsr(state, settings.lock_table, c, arn, zone)
+        _disable_run_fsr(state, settings.lock_table, c, arn)
     run = plan.run if plan else ""
     views, c.unknown = _run_volumes(state, settings.lock_table, arn, run)
     target = plan.targetInstanceId if plan else ""

@@ -3,7 +3,7 @@ to prewarm when the Region's quota, EC2 or the time limit says no."""
 
 from __future__ import annotations
 
-from raidsnap.aws import fsr, lock
+from raidsnap.aws import fsr, kept_fsr, lock
 from raidsnap.environment import RestoreSettings
 from raidsnap.plan import fsr as plan_fsr
 from raidsnap.workflows.restore.contracts import Fsr, FsrCall, Member, Plan
@@ -14,7 +14,7 @@ def fsr_step(call: FsrCall, settings: RestoreSettings) -> Fsr:
     calls: look, and decide how long to wait, or give up and fall back to prewarm."""
     if call.fsr is None:
         return _fsr_start(call.plan, settings)
-    return _fsr_look(call.plan, call.fsr)
+    return _fsr_look(call.plan, call.fsr, settings.lock_table)
 
 
 def _fsr_members(plan: Plan) -> list[Member]:
@@ -46,8 +46,8 @@ def _fsr_start(plan: Plan, settings: RestoreSettings) -> Fsr:
         claims = [c for c in lock.fsr_claims(settings.lock_table) if c.execution_arn == arn]
         mine = plan_fsr.in_zone((p for c in claims for p in c.pairs), zone)
         f = Fsr(status="fallback", ours=mine, before=[], disabled=False, notes=notes)
-        return _fsr_fallback(plan, f, too_many)
-    before, adopted = _fsr_owners(settings.lock_table, arn, ids, zone)
+        return _fsr_fallback(plan, f, too_many, settings.lock_table)
+    before, adopted = _fsr_owners(settings.lock_table, plan.array, arn, ids, zone)
     ours = [i for i in ids if i not in before]
     lock.claim_fsr(settings.lock_table, plan.array, arn, [plan_fsr.pair_key(i, zone) for i in ours])
     enabled = fsr.enable(ours, zone)
@@ -70,7 +70,7 @@ def _fsr_start(plan: Plan, settings: RestoreSettings) -> Fsr:
         # this run enabled goes off again, what EC2 refused was never on.
         f.ours = [i for i in ours if i not in enabled.refused]
         why = "EC2 refused to enable FSR: " + "; ".join(enabled.problems)
-        return _fsr_fallback(plan, f, why)
+        return _fsr_fallback(plan, f, why, settings.lock_table)
     allow = plan.initialization.allowOptimizing
     limit = plan.initialization.fsrTimeoutSeconds
     f.waitSeconds = min(plan_fsr.next_wait(_members(plan), _progress(f), {}, allow), limit)
@@ -88,11 +88,11 @@ def _fsr_start(plan: Plan, settings: RestoreSettings) -> Fsr:
     if not ours:
         # Every pair was on before this run (someone keeps FSR enabled for these snapshots:
         # the case where it is worth having): look now rather than after a first wait.
-        return _fsr_look(plan, f.model_copy(update={"waitSeconds": 0}))
+        return _fsr_look(plan, f.model_copy(update={"waitSeconds": 0}), settings.lock_table)
     return f
 
 
-def _fsr_look(plan: Plan, previous: Fsr) -> Fsr:
+def _fsr_look(plan: Plan, previous: Fsr, table: str) -> Fsr:
     """One look at the pairs: ready, fall back, or how long to wait."""
     zone = plan.availabilityZone
     ids = [m.snapshotId for m in _fsr_members(plan)]
@@ -116,15 +116,19 @@ def _fsr_look(plan: Plan, previous: Fsr) -> Fsr:
         f.states = current
         return f
     if verdict.status == "fallback":
-        return _fsr_fallback(plan, f, verdict.why)
+        return _fsr_fallback(plan, f, verdict.why, table)
     f.waitSeconds = verdict.wait_seconds
     return f
 
 
-def _fsr_owners(table: str, arn: str, ids: list[str], zone: str) -> tuple[set[str], set[str]]:
+def _fsr_owners(
+    table: str, array: str, arn: str, ids: list[str], zone: str
+) -> tuple[set[str], set[str]]:
     """Snapshots whose FSR is on in the zone already, split into those someone else keeps on
-    and those ended runs left on (raidsnap.plan.fsr.owners)."""
-    claims = {c.execution_arn: c.pairs for c in lock.fsr_claims(table)}
+    and those ended runs left on (raidsnap.plan.fsr.owners). Pairs the array's fastRestore
+    policy keeps are someone else's whatever ended run also claimed them: never adopted."""
+    kept = kept_fsr.kept_pairs(table, array)
+    claims = {c.execution_arn: set(c.pairs) - kept for c in lock.fsr_claims(table)}
     return plan_fsr.owners(fsr.already_active(ids, zone), claims, arn, zone, lock.running)
 
 
@@ -140,11 +144,12 @@ def _fsr_quota_problem(ids: list[str], notes: list[str]) -> str | None:
     return plan_fsr.quota_problem(ids, limit, fsr.active_in_region())
 
 
-def _fsr_fallback(plan: Plan, f: Fsr, why: str) -> Fsr:
-    """Give FSR up: this run's pairs go off again, and the volumes are prewarmed instead (the
-    later steps read that from the status, Fsr.used)."""
+def _fsr_fallback(plan: Plan, f: Fsr, why: str, table: str) -> Fsr:
+    """Give FSR up: this run's pairs go off again (but those the array's fastRestore policy
+    took over since), and the volumes are prewarmed instead (the later steps read that from the
+    status, Fsr.used)."""
     ours = list(f.ours)
-    fsr.disable(ours, plan.availabilityZone)
+    kept_fsr.disable_unkept(table, plan.array, ours, plan.availabilityZone)
     then = "FSR disabled again and the" if ours else "the"
     notes = [*f.notes, f"{why}; {then} members are prewarmed instead"]
     return f.model_copy(update={"disabled": True, "status": "fallback", "notes": notes})

@@ -4,7 +4,7 @@ and attach the new ones."""
 from __future__ import annotations
 
 from raidsnap import tags
-from raidsnap.aws import created, fsr, instances, tagging, volumes
+from raidsnap.aws import created, instances, kept_fsr, tagging, volumes
 from raidsnap.environment import RestoreSettings
 from raidsnap.errors import MemberNotIdentifiedError, VolumeFailedError
 from raidsnap.models import Poll
@@ -79,9 +79,10 @@ def create_volumes(call: CreateCall, settings: RestoreSettings) -> Volumes:
     return made
 
 
-def check_volumes(call: CheckCall) -> Volumes:
+def check_volumes(call: CheckCall, settings: RestoreSettings) -> Volumes:
     """One DescribeVolumes for all members: any in error fails the run; all available ends the
-    wait, and then FSR this run enabled is disabled at once (the volumes are made)."""
+    wait, and then FSR this run enabled is disabled at once (the volumes are made), but for
+    pairs the array's fastRestore policy took over since (raidsnap.aws.kept_fsr)."""
     plan, f, v = call.plan, call.fsr, call.volumes.model_copy()
     views = volumes.describe(v.ids)
     failed = [
@@ -114,7 +115,7 @@ def check_volumes(call: CheckCall) -> Volumes:
                 "fast restored); they are prewarmed, the other FSR members are fast restored",
             ]
         if f.ours and not f.disabled:
-            fsr.disable(list(f.ours), plan.availabilityZone)
+            kept_fsr.disable_unkept(settings.lock_table, plan.array, f.ours, plan.availabilityZone)
             v.fsrDisabled = True
     elif _waited_out(v):
         slow = [vid for vid in v.ids if views.get(vid) and views[vid].state == "creating"]
