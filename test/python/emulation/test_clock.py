@@ -143,6 +143,45 @@ def test_a_parent_resumes_at_the_instant_its_nested_execution_ends(emu: Emulatio
     assert emu.clock.seconds_since(begin) == 140
 
 
+def test_parallel_branches_and_map_iterations_wait_at_once(emu: Emulation) -> None:
+    # GIVEN a Parallel state whose branches wait 100 s and 200 s, then a Map state whose
+    # iterations wait 100 s, 200 s and 50 s (Step Functions runs branches and iterations at once)
+    def waiting(seconds_path: str) -> dict[str, Any]:
+        return {
+            "StartAt": "W",
+            "States": {"W": {"Type": "Wait", "SecondsPath": seconds_path, "End": True}},
+        }
+
+    definition = {
+        "StartAt": "Both",
+        "States": {
+            "Both": {
+                "Type": "Parallel",
+                "Branches": [waiting("$.a"), waiting("$.b")],
+                "ResultPath": None,
+                "Next": "Each",
+            },
+            "Each": {
+                "Type": "Map",
+                "ItemsPath": "$.items",
+                "ItemProcessor": {
+                    "ProcessorConfig": {"Mode": "INLINE"},
+                    **waiting("$.seconds"),
+                },
+                "ResultPath": None,
+                "Next": "Mark",
+            },
+            "Mark": MARK,
+        },
+    }
+    items = [{"seconds": s} for s in (100, 200, 50)]
+    begin = emu.clock.now()
+    arn = start(emu, machine(emu, "fan", definition), {"a": 100, "b": 200, "items": items}, "fan")
+    succeeded(emu, arn)
+    # THEN each ends with its longest wait: 200 s + 200 s
+    assert ended(emu, arn, begin) == 400
+
+
 def _ties(template: Path) -> list[tuple[str, float]]:
     """Three executions (one nested) whose last waits all end at 200 s: each one's end, in the
     order the double saw them."""
