@@ -343,7 +343,7 @@ class Services:
             assert self.emu.router is not None
             name = function_arn.rsplit(":", 1)[1]
             for wait in (0, *ASYNC_RETRY_WAITS):
-                self.emu.clock.advance(wait)
+                self.emu.clock.sleep(wait)  # other executions go on meanwhile
                 self.emu.router({"FunctionName": name, "Payload": json.dumps(event)})
                 result = self.emu.router.invocations[-1]
                 attempts.append(result)

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from secrets import token_hex
-from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -40,7 +39,6 @@ from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name
 from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
     StatesErrorNameType,
 )
-from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 from moto.stepfunctions.parser.asl.component.state.choice.comparison import (
     comparison_operator_type,
     comparison_variable,
@@ -49,17 +47,15 @@ from moto.stepfunctions.parser.asl.component.state.choice.comparison.variable im
     NoSuchVariable,
 )
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
-    state_task_service_callback,
     state_task_service_sfn,
 )
-from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
 from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 from moto.stepfunctions.parser.utils import TMP_THREADS
 
-from raidsnap import aws as raidsnap_aws
 from raidsnap import clients
-from raidsnap_emulation.clock import VirtualClock
+from raidsnap_emulation import executor_time
+from raidsnap_emulation.clock import ClockStalledError, OwnedLock, VirtualClock
 from raidsnap_emulation.double import ACTOR_ATTRIBUTE, AwsDouble, acting_as
 from raidsnap_emulation.environ import thread_environ
 from raidsnap_emulation.events import Services
@@ -85,6 +81,10 @@ RUNTIME_ENV = {
     "POWERTOOLS_METRICS_NAMESPACE": "raidsnap",
     "POWERTOOLS_SERVICE_NAME": "raidsnap",
 }
+
+# Real seconds for which nothing in the emulation may run, with no wake-up due, before a wait
+# for an execution says so (only the world outside could still change that).
+STALL_GRACE_SECONDS = 2.0
 
 _SYNTH_INPUTS = ("bin", "lib", "statemachines", "ssm", "config", "cdk.json")
 
@@ -156,7 +156,7 @@ class Invocation:
     error_message: str | None = None
 
 
-_ENVIRONMENT_LOCK = threading.Lock()
+_ENVIRONMENT_LOCK = OwnedLock()
 
 
 class LambdaRouter:
@@ -178,8 +178,14 @@ class LambdaRouter:
         raw = params.get("Payload", b"{}")
         event = json.loads(raw.decode() if isinstance(raw, bytes | bytearray) else raw or "{}")
         module = fn.handler.rsplit(".", 2)[-2]
-        record = Invocation(function=name, module=module, at=self.clock.now(), event=event)
-        with self._lock, thread_environ().overlay({**fn.environment, **RUNTIME_ENV}):
+        # Time stands still while a function runs (but for its own pauses), whichever thread
+        # runs it; waiting for another's invocation to end waits for that one.
+        with (
+            self.clock.hold(),
+            self.clock.locked(self._lock, "the invoke lock"),
+            thread_environ().overlay({**fn.environment, **RUNTIME_ENV}),
+        ):
+            record = Invocation(function=name, module=module, at=self.clock.now(), event=event)
             try:
                 module_name, attr = fn.handler.rsplit(".", 1)
                 handler = getattr(importlib.import_module(module_name), attr)
@@ -273,7 +279,8 @@ class Emulation:
             )
         )
         stack.enter_context(self.double.install())
-        stack.enter_context(_virtual_waits(self.clock))
+        stack.enter_context(executor_time.on_clock(self.clock))
+        stack.enter_context(_sfn_integration())
         stack.enter_context(_strict_choice_rules())
         stack.enter_context(_state_machine_principals(self._state_machine_actor))
         self._reset_raidsnap_clients()
@@ -300,6 +307,7 @@ class Emulation:
         while its world is still in place: an execution that outlived its test would otherwise
         go on invoking functions in the next test's world and changing the process environment
         under it."""
+        self.clock.close()  # what is left sleeping wakes, and ends once stopped
         backend = stepfunctions_parser_backends[ACCOUNT][REGION]
         deadline = time.monotonic() + timeout
         while True:
@@ -434,14 +442,28 @@ class Emulation:
         )
         return str(response["executionArn"])
 
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """Time stands still inside the block: what it starts starts at one instant."""
+        with self.clock.hold("the test"):
+            yield
+
     def wait(self, execution_arn: str, timeout: float = 120.0) -> Execution:
+        """Wait (in real time, from outside the executions) until the execution ends."""
         deadline = time.monotonic() + timeout
         while True:
             desc = self._sfn.describe_execution(executionArn=execution_arn)
             if desc["status"] != "RUNNING":
                 break
+            if self.clock.stalled_for() > STALL_GRACE_SECONDS:
+                raise ClockStalledError(
+                    f"{execution_arn} can never end: every thread of the emulation waits and no "
+                    f"wake-up is due\n{self.clock.describe()}"
+                )
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{execution_arn} still running after {timeout} s")
+                raise TimeoutError(
+                    f"{execution_arn} still running after {timeout} s\n{self.clock.describe()}"
+                )
             time.sleep(0.005)
         events = self._sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)[
             "events"
@@ -500,23 +522,8 @@ def _environment() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _virtual_waits(clock: VirtualClock) -> Iterator[None]:
-    """Wait states and Retry back-offs advance the virtual clock instead of sleeping; a nested
-    execution (``startExecution.sync``) is looked at every 10 ms of real time, not every 0.5 s."""
-
-    def wait_interval(_self: object, env: object, wait_seconds: int) -> None:
-        del env
-        clock.advance(max(0, wait_seconds))
-
-    wait_class = wait_function.WaitFunction
-    saved_wait = wait_class.__dict__["_wait_interval"]
-    saved_time = retrier_decl.__dict__["time"]
-    setattr(wait_class, "_wait_interval", wait_interval)  # noqa: B010 - moto internals, pinned
-    setattr(retrier_decl, "time", SimpleNamespace(sleep=clock.advance, time=time.time))  # noqa: B010
-    saved_pause = raidsnap_aws.pause
-    raidsnap_aws.pause = clock.advance  # a function's own short waits (aws.once_visible)
-    saved_delay = state_task_service_callback._DELAY_SECONDS_SYNC_CONDITION_CHECK
-    state_task_service_callback._DELAY_SECONDS_SYNC_CONDITION_CHECK = 0.01  # type: ignore[misc]
+def _sfn_integration() -> Iterator[None]:
+    """The states:startExecution integration as Step Functions has it (see _sfn_parameters)."""
     sfn_task = state_task_service_sfn.StateTaskServiceSfn
     saved_sfn = (sfn_task._normalise_parameters, sfn_task._normalise_response)
     sfn_task._normalise_parameters = _sfn_parameters(saved_sfn[0])  # type: ignore[method-assign]
@@ -525,10 +532,6 @@ def _virtual_waits(clock: VirtualClock) -> Iterator[None]:
         yield
     finally:
         sfn_task._normalise_parameters, sfn_task._normalise_response = saved_sfn  # type: ignore[method-assign]
-        setattr(wait_class, "_wait_interval", saved_wait)  # noqa: B010
-        setattr(retrier_decl, "time", saved_time)  # noqa: B010
-        raidsnap_aws.pause = saved_pause
-        state_task_service_callback._DELAY_SECONDS_SYNC_CONDITION_CHECK = saved_delay  # type: ignore[misc]
 
 
 @contextlib.contextmanager

@@ -534,7 +534,8 @@ def create_topics(emu: Any) -> list[str]:
 
 class HeldStep:
     """Holds the first invocation of one function until released, so that a test can act while
-    a workflow is inside that step (e.g. while a restore holds its lock)."""
+    a workflow is inside that step (e.g. while a restore holds its lock). The held step waits
+    for the test, not for time: other executions' waits go on meanwhile."""
 
     def __init__(self, emu: Any, module: str) -> None:
         router = emu.router
@@ -549,7 +550,10 @@ class HeldStep:
             if str(params["FunctionName"]).rsplit(":", 1)[-1] == self.function and not self._held:
                 self._held = True
                 self.reached.set()
-                self._go_on.wait(120)
+                with emu.clock.waiting(
+                    lambda: not self._go_on.is_set(), f"the test to release {self.function}"
+                ):
+                    self._go_on.wait(120)
             return router(params)
 
         emu.double.route("lambda", "Invoke", invoke)
