@@ -235,3 +235,26 @@ def test_a_stopped_restore_fails_its_recovery_as_soon_as_its_end_is_reported(
     assert (run.status, run.error) == ("FAILED", "RestoreAborted")
     assert restore in str(run.cause)
     assert 0 <= seconds(last_step(emu), told.result.at) <= PROMPT_SECONDS
+
+
+def test_a_second_attempt_to_start_the_restore_names_the_restore_the_first_one_started(
+    emu: Emulation, slow_prewarm: str
+) -> None:
+    """StartRestore runs again only when Step Functions retries it after an answer it could not
+    read; the restore the first attempt started reports to that attempt's token, which no Task
+    waits on any more. The second attempt says so, naming the restore, and starts nothing."""
+    run = emu.wait(started(emu, alarm_event(slow_prewarm)))
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    restore = restore_of(emu)
+    assert emu.wait(restore).status == "SUCCEEDED"
+    # WHEN the step runs again for the same recovery, with another Task's token
+    state = {"input": run.input, "execution": {"id": run.arn, "name": run.arn.rsplit(":", 1)[1]}}
+    step = emu.invoke(
+        "recovery_step", {"step": "restore", "taskToken": "a-later-attempt", "state": state}
+    )
+    # THEN it fails by name, naming the restore to follow, and no second restore starts
+    assert step.error_type == "RestoreAlreadyStartedError"
+    assert restore in str(step.error_message)
+    sfn = boto3.client("stepfunctions")
+    found = sfn.list_executions(stateMachineArn=emu.state_machines["restore"])["executions"]
+    assert [e["executionArn"] for e in found] == [restore]
