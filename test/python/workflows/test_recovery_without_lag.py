@@ -81,11 +81,12 @@ def seconds(later: datetime, earlier: datetime) -> float:
 
 @pytest.fixture
 def slow_prewarm(emu: Emulation) -> str:
-    """db1 on 3 x 1 TiB members, backed up, whose restores prewarm at 200 MiB/s (87 minutes),
-    and one of whose members is lost: its alarm asks for a recovery."""
+    """db1 on 3 x 1 TiB members, backed up, whose recoveries restore it with a prewarm at
+    200 MiB/s (87 minutes), and one of whose members is lost: its alarm asks for a recovery."""
     create_topics(emu)
     fx = make_array(emu.hosts, "db1", 3, size_gib=1024)
     backed_up(emu.hosts, emu.run, fx)
+    configure_recovery(emu, "db1", instanceId=fx.instance_id, initialization="prewarm")
     emu.hosts.prewarm_mib_per_second = 200.0
     emu.hosts.lose_member(fx.instance_id, fx.member_ids[1])
     return fx.instance_id
@@ -164,7 +165,13 @@ def test_a_launch_is_continued_as_the_array_is_mounted(example_emu: Emulation) -
     fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
     backed_up(emu.hosts, emu.run, fx)
     emu.hosts.prewarm_mib_per_second = 200.0
-    configure_recovery(emu, "analytics", instanceId=fx.instance_id, autoScalingGroup="analytics")
+    configure_recovery(
+        emu,
+        "analytics",
+        instanceId=fx.instance_id,
+        autoScalingGroup="analytics",
+        initialization="prewarm",
+    )
     terminate(fx.instance_id)
     new = launch_instance(
         "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
