@@ -4,8 +4,9 @@ The state machine (statemachines/recovery.asl.json) keeps one object: ``input`` 
 trigger started the run with), ``execution``, and one key per step's result (``assessment``,
 ``target``; ``usable``, the restore's report that its array is mounted; ``error`` when a step,
 or the restore, failed). Every Lambda step gets that whole object as ``state`` and its result
-goes to its own key (in RunRestore's branches, a key of the branch's own copy). Results are written with the fields that were
-set, so the JSON the Choice states and the operators read stays exactly as it was.
+goes to its own key (in RunRestore's branches, a key of the branch's own copy). Results are
+written with the fields that were set, so the JSON the Choice states and the operators read
+stays exactly as it was.
 """
 
 from __future__ import annotations
