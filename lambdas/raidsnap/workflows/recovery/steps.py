@@ -166,8 +166,10 @@ def _degraded(state: RecoveryState, look: Look, facts: SetFacts | None, table: s
 
 def start_restore(state: RecoveryState, restore_machine_arn: str, token: str | None) -> Started:
     """Tell the operators which set the restore restores and what that means for their data,
-    then start it (named after this execution) with the token of the Task that waits on it: the
-    restore reports to that Task once its array is mounted, or that it failed."""
+    then start it (named after this execution) with the token of the Task that waits on it
+    (lambda:invoke.waitForTaskToken: the Task ends only with SendTaskSuccess or SendTaskFailure
+    for that token, developer guide, "Wait for a Callback with Task Token"): the restore reports
+    to that Task once its array is mounted, or that it failed."""
     if not token:
         raise ValueError("restore: the waiting Task's token is missing")
     array = state.input.array
