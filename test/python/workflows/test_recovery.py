@@ -414,7 +414,9 @@ def test_a_launch_before_the_old_instance_ends_restores_and_backups_follow_once_
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     assert [c["LifecycleActionResult"] for c in completed] == ["CONTINUE"]
     restored = run.output["restore"]["volumeIds"]
-    # AND once the group terminated the old instance, backups take the restored array
+    # AND once the group terminated the old instance (and the restore, which holds the array's
+    # restore lock to its last step, has ended), backups take the restored array
+    assert emu.wait(run.output["restoreExecutionArn"]).status == "SUCCEEDED"
     terminate(fx.instance_id)
     emu.clock.advance(3600)
     backup = emu.run("backup", {"array": "analytics"})
