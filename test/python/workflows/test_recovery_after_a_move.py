@@ -49,8 +49,8 @@ def _moved(emu: Emulation) -> tuple[Any, str, str, Execution]:
     run = emu.wait(recovery_started_by_alarm(emu, alarm))
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     assert run.output["restore"]["targetInstanceId"] == standby
-    # The recovery ends as the array is mounted; its restore (a prewarm, its last step) holds
-    # the array's restore lock until it ends.
+    # The recovery ends as the array is mounted; its restore holds the array's restore lock
+    # until its own last step.
     assert emu.wait(run.output["restoreExecutionArn"]).status == "SUCCEEDED"
     return fx, standby, alarm, run
 
