@@ -37,32 +37,47 @@ def _label(name: str, state: dict[str, Any]) -> str:
 
 def mermaid(definition: dict[str, Any]) -> str:
     lines = ["flowchart TD", f"  start([start]) --> {definition['StartAt']}"]
-    for name, state in definition["States"].items():
-        left, right = SHAPES.get(state["Type"], ('["', '"]'))
-        lines.append(f"  {name}{left}{_label(name, state)}{right}")
-    for name, state in definition["States"].items():
-        if "Next" in state:
-            lines.append(f"  {name} --> {state['Next']}")
-        for choice in state.get("Choices", []):
-            lines.append(f"  {name} -->|{_condition(choice)}| {choice['Next']}")
-        if "Default" in state:
-            lines.append(f"  {name} -->|otherwise| {state['Default']}")
+    lines += _states(definition["States"])
     # Every Task catches into the failure path: one node says so instead of an edge per Task.
     # A Task without its own Catch gets the file's DefaultCatch when deployed
     # (lib/constructs/workflow.ts).
     default = [definition["DefaultCatch"]] if "DefaultCatch" in definition else []
-    catchers: dict[str, list[str]] = {}
+    catchers: dict[tuple[str, str], list[str]] = {}
     for name, state in definition["States"].items():
-        for catch in state.get("Catch", default if state["Type"] == "Task" else []):
-            catchers.setdefault(catch["Next"], []).append(name)
-    for target, sources in catchers.items():
+        own_default = default if state["Type"] in ("Task", "Parallel") else []
+        for catch in state.get("Catch", own_default):
+            errors = [e for e in catch.get("ErrorEquals", []) if e != "States.ALL"]
+            label = " ".join(errors) or "error"
+            catchers.setdefault((catch["Next"], label), []).append(name)
+    for (target, label), sources in catchers.items():
         if len(sources) > 2:
             lines.append(
                 f'  {target}_errors{{{{"any of {len(sources)} steps fails"}}}} -.-> {target}'
             )
         else:
-            lines += [f"  {src} -.->|error| {target}" for src in sources]
+            lines += [f"  {src} -.->|{label}| {target}" for src in sources]
     return "\n".join(lines)
+
+
+def _states(states: dict[str, Any], indent: str = "  ") -> list[str]:
+    """Nodes and edges of ``states``; a Parallel's branches as subgraphs of their own."""
+    lines = []
+    for name, state in states.items():
+        left, right = SHAPES.get(state["Type"], ('["', '"]'))
+        lines.append(f"{indent}{name}{left}{_label(name, state)}{right}")
+    for name, state in states.items():
+        if "Next" in state:
+            lines.append(f"{indent}{name} --> {state['Next']}")
+        for choice in state.get("Choices", []):
+            lines.append(f"{indent}{name} -->|{_condition(choice)}| {choice['Next']}")
+        if "Default" in state:
+            lines.append(f"{indent}{name} -->|otherwise| {state['Default']}")
+        for i, branch in enumerate(state.get("Branches", []), start=1):
+            lines.append(f"{indent}{name} -->|branch {i}| {branch['StartAt']}")
+            lines.append(f'{indent}subgraph {name}_branch_{i}["{name}, branch {i}"]')
+            lines += _states(branch["States"], indent + "  ")
+            lines.append(f"{indent}end")
+    return lines
 
 
 def _condition(choice: dict[str, Any]) -> str:

@@ -1,6 +1,6 @@
 import * as fs from 'fs';
 import * as path from 'path';
-import { expandDefinition, placeholdersOf } from '../lib/constructs/workflow';
+import { expandDefinition, LAMBDA_CALLBACK, placeholdersOf } from '../lib/constructs/workflow';
 import { EXAMPLE_CONFIG, resourcesOf, synth } from './helpers';
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const aslValidator = require('asl-validator');
@@ -93,7 +93,17 @@ describe.each(Object.keys(MACHINES).sort())('the synthesized %s definition', (na
   const machine = MACHINES[name];
   const states = allStates(machine.doc.States);
   const tasks = states.filter(([, s]) => s.Type === 'Task');
-  const isLambda = (s: State) => machine.lambdaPlaceholders.some((p) => s.Resource === '${' + p + '}');
+  // A function, invoked plainly or with a task token (its Task then waits for the callback).
+  const isLambda = (s: State) => machine.lambdaPlaceholders.some((p) => s.Resource === '${' + p + '}'
+    || (s.Resource === LAMBDA_CALLBACK && s.Parameters?.FunctionName === '${' + p + '}'));
+  // The top-level state whose Catch handles a Task's errors: the Task itself, or the Parallel
+  // whose branch holds it (an error that ends a branch fails the Parallel).
+  const catcher = (n: string): State => {
+    const top = machine.doc.States as Record<string, State>;
+    if (top[n]?.Type === 'Task') return top[n];
+    const parallel = Object.values(top).find((s) => (s.Branches ?? []).some((b) => n in b.States));
+    return parallel!;
+  };
   const lambdaTasks = tasks.filter(([, s]) => isLambda(s)).map(([n]) => n);
   const syncTasks = tasks.filter(([, s]) => /^arn:aws:states:::states:startExecution\.sync(:2)?$/.test(String(s.Resource))).map(([n]) => n);
   const state = (n: string) => tasks.find(([t]) => t === n)![1];
@@ -127,9 +137,11 @@ describe.each(Object.keys(MACHINES).sort())('the synthesized %s definition', (na
   });
 
   test.each(tasks.map(([n]) => n))('task %s catches every error into a state of its workflow', (n) => {
-    const all = (state(n).Catch ?? []).filter((c) => c.ErrorEquals.includes('States.ALL'));
+    const all = (catcher(n).Catch ?? []).filter((c) => c.ErrorEquals.includes('States.ALL'));
     expect(all).toHaveLength(1);
     expect(machine.doc.States[all[0].Next]).toBeDefined();
+    // A Task in a branch catches nothing itself: its error must reach the Parallel's Catch.
+    if (catcher(n) !== state(n)) expect(state(n).Catch).toBeUndefined();
   });
 
   test.each(tasks.map(([n]) => n))('task %s names what it reads and writes its result to a key of its own', (n) => {
@@ -187,10 +199,27 @@ describe('the definition loader', () => {
       .toThrow(/t\.asl\.json: Task A has no Catch and the file no DefaultCatch/);
   });
 
-  test('a Parallel or Map is refused: its Tasks would deploy without the standard Retry and Catch', () => {
-    const parallel = { Type: 'Parallel', Branches: [{ StartAt: 'B', States: { B: { Type: 'Task', Resource: '${FnArn}', End: true } } }], Next: 'Done' };
-    expect(() => expandDefinition('t.asl.json', file({ A: parallel, ...done }, { DefaultCatch: { ResultPath: '$.error', Next: 'Oops' } }), ['FnArn']))
-      .toThrow(/t\.asl\.json: A: the loader completes top-level Tasks only/);
+  test('a Parallel\'s branch Tasks get the standard Retry and no Catch; the Parallel gets DefaultCatch and no Retry', () => {
+    const callback = { Type: 'Task', Resource: LAMBDA_CALLBACK, Parameters: { FunctionName: '${FnArn}' }, End: true };
+    const parallel = { Type: 'Parallel', Branches: [
+      { StartAt: 'B', States: { B: { Type: 'Task', Resource: '${FnArn}', End: true } } },
+      { StartAt: 'C', States: { C: callback } },
+    ], Next: 'Done' };
+    const doc: any = expandDefinition('t.asl.json', file({ A: parallel, ...done }, { DefaultCatch: { ResultPath: '$.error', Next: 'Oops' } }), ['FnArn']);
+    for (const [branch, name] of [[0, 'B'], [1, 'C']] as const) {
+      const t = doc.States.A.Branches[branch].States[name];
+      expect(t.Retry.flatMap((r: Retrier) => r.ErrorEquals)).toEqual([...LAMBDA_ERRORS, 'ThrottledError']);
+      expect(t.Catch).toBeUndefined();
+    }
+    expect(doc.States.A.Catch).toEqual([{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'Oops' }]);
+    expect(doc.States.A.Retry).toBeUndefined();
+    expect(Object.keys(doc.States.A)).toEqual(['Type', 'Branches', 'Catch', 'Next']);
+  });
+
+  test('a Map is refused: its Tasks would deploy without the standard Retry and Catch', () => {
+    const map = { Type: 'Map', ItemProcessor: { StartAt: 'B', States: { B: { Type: 'Task', Resource: '${FnArn}', End: true } } }, Next: 'Done' };
+    expect(() => expandDefinition('t.asl.json', file({ A: map, ...done }, { DefaultCatch: { ResultPath: '$.error', Next: 'Oops' } }), ['FnArn']))
+      .toThrow(/t\.asl\.json: A: the loader completes Tasks of the top level and of Parallel branches only/);
   });
 
   test.each([[undefined], ['$']])('a DefaultCatch whose error would replace the whole state (ResultPath %p) is refused', (resultPath) => {

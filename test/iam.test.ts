@@ -33,7 +33,7 @@ function grants(configPath?: string): Grant[] {
 const READ = /^[a-z0-9-]+:(Describe|Get|List|BatchGet|Query|Scan)/;
 /** Mutating actions that take no resource-level permissions (Service Authorization Reference:
  * the action lists no resource type, only "*"); any other resource would match nothing. */
-const WILDCARD_ONLY = ['ssm:CancelCommand'];
+const WILDCARD_ONLY = ['ssm:CancelCommand', 'states:SendTaskSuccess', 'states:SendTaskFailure'];
 /** The one wildcard grant scoped by another resource of the same call (see permissions.ts). */
 const BY_INSTANCE = 'VolumesOfTaggedInstance';
 const PLATFORM = /^(logs|xray):/;
@@ -166,9 +166,15 @@ describe.each([['without a config', undefined], ['with the example config', EXAM
   });
 
   test('Step Functions actions name raidsnap state machines or their executions only', () => {
-    for (const g of all.filter((x) => x.action.startsWith('states:'))) {
+    for (const g of all.filter((x) => x.action.startsWith('states:') && !WILDCARD_ONLY.includes(x.action))) {
       expect(g.resource).toMatch(/(StateMachine[A-Za-z0-9]*>|:execution:raidsnap-[a-z]+:(drill-)?\*|:stateMachine:raidsnap-[a-z]+)$/);
     }
+  });
+
+  test('only the restore\'s report and its end answer a waiting Task (SendTask* takes no resource)', () => {
+    const answers = all.filter((g) => g.action.startsWith('states:SendTask'));
+    expect([...new Set(answers.map((g) => g.policy.replace(/Role.*$/, '')))].sort()).toEqual(['RestoreRestoreEnded', 'RestoreRestoreReport']);
+    expect([...new Set(answers.map((g) => g.action))].sort()).toEqual(['states:SendTaskFailure', 'states:SendTaskSuccess']);
   });
 
   test('the run nonce secret: only its value, only that secret, only for the functions that compute a nonce', () => {

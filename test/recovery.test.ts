@@ -197,7 +197,7 @@ describe('recovery with the example config', () => {
     expect(mutating.sort()).toEqual(['ec2:CreateTags', 'ec2:DeleteTags']);
   });
 
-  test('the recovery state machine carries its definition inline; its step starts the restore and follows it', () => {
+  test('the recovery state machine carries its definition inline; its step starts the restore, which reports back', () => {
     const [, machine] = recoveryMachine(template);
     expect(JSON.parse(machine.Properties.DefinitionString)).toEqual(expandDefinition('recovery.asl.json', FILE, ['RecoveryStepFunctionArn']));
     expect(Object.keys(machine.Properties.DefinitionSubstitutions).sort()).toEqual(['RecoveryStepFunctionArn']);
@@ -205,30 +205,52 @@ describe('recovery with the example config', () => {
       .toEqual({ 'Fn::GetAtt': [functionId(template, 'recovery_step'), 'Arn'] });
     expect(machine.Properties.StateMachineName).toBe('raidsnap-recovery');
     const doc = JSON.parse(machine.Properties.DefinitionString);
-    // The step follows the restore (not startExecution.sync): a lifecycle action needs heartbeats
-    // while it runs, and CONTINUE as soon as the array is assembled.
-    expect(doc.States.StartRestore).toMatchObject({
-      Resource: '${RecoveryStepFunctionArn}',
-      Parameters: { 'step': 'restore', 'state.$': '$' },
-      Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'Failure' }],
+    // The step starts the restore with the waiting Task's token (not startExecution.sync): the
+    // restore reports once its array is mounted, long before a prewarm ends, and a lifecycle
+    // action gets heartbeats from the other branch meanwhile.
+    const [restore, launch] = doc.States.RunRestore.Branches;
+    expect(restore.States.StartRestore).toMatchObject({
+      Resource: 'arn:aws:states:::lambda:invoke.waitForTaskToken',
+      Parameters: { FunctionName: '${RecoveryStepFunctionArn}', Payload: { 'step': 'restore', 'taskToken.$': '$$.Task.Token', 'state.$': '$' } },
     });
-    expect(doc.States.FollowRestore).toMatchObject({ Parameters: { step: 'follow' } });
+    expect(restore.States.StartRestore.Catch).toBeUndefined();
+    expect(restore.States.RestoreUsable).toMatchObject({ Type: 'Fail', Error: 'RestoreUsable' });
+    expect(launch.States.KeepLaunchAlive).toMatchObject({ Resource: '${RecoveryStepFunctionArn}', Parameters: { step: 'heartbeat' } });
+    expect(doc.States.RunRestore.Catch).toEqual([
+      { ErrorEquals: ['RestoreUsable'], ResultPath: '$.usable', Next: 'Finish' },
+      { ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'Failure' },
+    ]);
     expect(doc.States.Failed).toEqual({ Type: 'Fail', ErrorPath: '$.failure.error', CausePath: '$.failure.cause' });
   });
 
-  test('the recovery step may start only the restore workflow, and follow only its executions', () => {
+  test('the recovery step may start only the restore workflow, and looks at no execution', () => {
     const [machineId, machine] = recoveryMachine(template);
     const own = roleStatements(template, machine.Properties.RoleArn['Fn::GetAtt'][0]);
     expect(own.flatMap(actionsOf).filter((a) => a.startsWith('states:'))).toEqual([]);
     const statements = statementsOf(template, 'recovery_step');
     const starts = statements.filter((s) => actionsOf(s).includes('states:StartExecution'));
     expect(starts).toEqual([expect.objectContaining({ Resource: { Ref: expect.stringMatching(/^RestoreWorkflowStateMachine/) } })]);
-    const follows = statements.filter((s) => actionsOf(s).includes('states:DescribeExecution'));
-    expect(follows).toHaveLength(1);
-    expect(actionsOf(follows[0])).toEqual(['states:DescribeExecution', 'states:GetExecutionHistory']);
-    expect(JSON.stringify(follows[0].Resource)).toContain(':execution:raidsnap-restore:*');
-    expect(statements.flatMap(actionsOf)).not.toContain('states:StopExecution');
+    expect(statements.flatMap(actionsOf).filter((a) => a.startsWith('states:'))).toEqual(['states:StartExecution']);
     expect(machineId).toMatch(/^RecoveryWorkflow/);
+  });
+
+  test('every end of a restore reaches the function that tells a workflow still waiting on it', () => {
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: {
+        'source': ['aws.states'],
+        'detail-type': ['Step Functions Execution Status Change'],
+        'detail': {
+          stateMachineArn: [{ Ref: Match.stringLikeRegexp('^RestoreWorkflowStateMachine') }],
+          status: ['SUCCEEDED', 'FAILED', 'TIMED_OUT', 'ABORTED'],
+        },
+      },
+      Targets: [Match.objectLike({
+        Arn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^RestoreRestoreEnded'), 'Arn'] },
+        RetryPolicy: { MaximumRetryAttempts: 8, MaximumEventAgeInSeconds: 21600 },
+      })],
+    });
+    expect(statementsOf(template, 'restore_ended').flatMap(actionsOf).filter((a) => !/^(xray|logs):/.test(a)).sort())
+      .toEqual(['states:SendTaskFailure', 'states:SendTaskSuccess']);
   });
 
   test('failed recoveries are notified with every other failed run', () => {

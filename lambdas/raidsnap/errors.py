@@ -91,6 +91,11 @@ class DrillTeardownFailedError(RaidsnapError):
     """A drill could not remove every volume its restore created."""
 
 
+class RestoreAlreadyStartedError(RaidsnapError):
+    """A recovery's restore was started by an earlier attempt of the step that starts it: it
+    reports to that attempt's Task, not to the one waiting now."""
+
+
 class ThrottledError(RaidsnapError):
     """EC2 or SSM throttled us beyond the SDK's retries; the workflow retries with backoff."""
 

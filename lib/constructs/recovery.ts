@@ -66,7 +66,7 @@ export class Recovery extends Construct {
     const step = props.factory.create(this, {
       id: 'RecoveryStep',
       module: 'recovery_step',
-      description: 'recovery: look for evidence, wait for the target, run and follow the restore, keep the lifecycle action alive',
+      description: 'recovery: look for evidence, wait for the target, start the restore, keep the lifecycle action alive, report',
       statements: [
         p.describe('ec2:DescribeInstances', 'ssm:DescribeInstanceInformation', 'ec2:DescribeVolumeStatus',
           'ec2:DescribeVolumes', 'ec2:DescribeSnapshots'),
@@ -77,14 +77,9 @@ export class Recovery extends Construct {
         // instance, and back onto it if the restore fails.
         p.tagArrayInstance(), p.untagArrayInstance(),
         ...(groups.length ? [p.completeLifecycleActions(groups)] : []),
-        // The restore it starts and follows (its history says when the array is assembled).
+        // The restore it starts: the restore reports back to the waiting Task itself (its
+        // input's callback), so nothing here looks at the restore's executions.
         new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [restoreArn] }),
-        new iam.PolicyStatement({
-          // The history says when the array is assembled: needed only to complete a launch's
-          // lifecycle action, so only where a group is configured.
-          actions: groups.length ? ['states:DescribeExecution', 'states:GetExecutionHistory'] : ['states:DescribeExecution'],
-          resources: [`${p.executionArnPrefix(restoreName)}*`],
-        }),
         // Gives back the array's recovery claim.
         ...props.lock.statements('DeleteItem'),
         ...props.sets.statements('Query'),
@@ -96,12 +91,6 @@ export class Recovery extends Construct {
         LIFECYCLE_HEARTBEAT_SECONDS: String(LIFECYCLE_HEARTBEAT.toSeconds()),
       },
     });
-    const stepPolicy = step.role?.node.tryFindChild('DefaultPolicy');
-    if (stepPolicy) {
-      acknowledge(stepPolicy,
-        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${restoreName}:*`)}]`,
-        'follow only executions of the restore workflow: the one a recovery started is named after it, at run time');
-    }
     if (groups.length) {
       const policy = step.role?.node.tryFindChild('DefaultPolicy');
       for (const g of groups) {

@@ -210,6 +210,16 @@ export class RestoreWorkflow extends Construct {
         ],
       },
       {
+        id: 'RestoreReport', module: 'restore_report',
+        description: 'tell the workflow waiting on a restore (its input\'s callback) that the array is mounted, or that the run failed',
+        statements: [p.answerWaitingTask()],
+      },
+      {
+        id: 'RestoreEnded', module: 'restore_ended',
+        description: 'a restore ended: tell the workflow still waiting on it (its input\'s callback), if one does',
+        statements: [p.answerWaitingTask()],
+      },
+      {
         id: 'RestoreCleanup', module: 'restore_cleanup',
         description: 'after a failed restore: remove only what the run created, release its lock',
         statements: [
@@ -295,6 +305,7 @@ export class RestoreWorkflow extends Construct {
         RestoreDetachOldFunctionArn: f.RestoreDetachOld,
         RestoreAttachFunctionArn: f.RestoreAttach,
         RestoreFinishFunctionArn: f.RestoreFinish,
+        RestoreReportFunctionArn: f.RestoreReport,
         RestoreCleanupFunctionArn: f.RestoreCleanup,
         CommandPollFunctionArn: props.commandPoll,
       },
@@ -310,6 +321,19 @@ export class RestoreWorkflow extends Construct {
         detail: { stateMachineArn: [this.stateMachine.stateMachineArn], status: ['ABORTED', 'TIMED_OUT'] },
       },
       targets: [new eventTargets.LambdaFunction(this.functions.RestoreAbandoned, {
+        retryAttempts: 8, maxEventAge: Duration.hours(6),
+      })],
+    });
+    // Every end of a run reaches a parent still waiting on it (the input's callback), whether
+    // or not the run could tell it itself: stopped, timed out, or a report that failed.
+    new events.Rule(this, 'Ended', {
+      description: 'raidsnap: tell the workflow waiting on a restore that the restore ended',
+      eventPattern: {
+        source: ['aws.states'],
+        detailType: ['Step Functions Execution Status Change'],
+        detail: { stateMachineArn: [this.stateMachine.stateMachineArn], status: ['SUCCEEDED', 'FAILED', 'TIMED_OUT', 'ABORTED'] },
+      },
+      targets: [new eventTargets.LambdaFunction(this.functions.RestoreEnded, {
         retryAttempts: 8, maxEventAge: Duration.hours(6),
       })],
     });

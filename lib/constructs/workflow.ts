@@ -83,18 +83,26 @@ export const START_EXECUTION_RETRY: readonly Retrier[] = [
 ];
 
 const START_EXECUTION_SYNC = /^arn:aws:states:::states:startExecution\.sync(:2)?$/;
+/** A Lambda function invoked with a task token, whose Task waits for SendTaskSuccess or
+ * SendTaskFailure ("Wait for a Callback with Task Token", developer guide, Service integration
+ * patterns); its function is named by `Parameters.FunctionName`. */
+export const LAMBDA_CALLBACK = 'arn:aws:states:::lambda:invoke.waitForTaskToken';
 
 /**
  * The definition that reaches AWS, from a definition file. A file is ASL with one addition:
  * `"DefaultCatch": { "ResultPath": ..., "Next": ... }` at the top, where a failed step goes
- * unless it says otherwise. To every Task of the top-level `States`:
+ * unless it says otherwise. To every Task, at the top level and in a Parallel's branches:
  * - without a `Retry`: the standard retry of its kind (LAMBDA_RETRY for a Resource that is one of
- *   `lambdaPlaceholders`, START_EXECUTION_RETRY for startExecution.sync); any other kind of Task
- *   must carry its own;
+ *   `lambdaPlaceholders`, or LAMBDA_CALLBACK with one as its FunctionName; START_EXECUTION_RETRY
+ *   for startExecution.sync); any other kind of Task must carry its own.
+ * To every Task and Parallel of the top level:
  * - without a `Catch`: `States.ALL` to DefaultCatch's Next, with its ResultPath.
+ * A Task in a branch gets no Catch: a branch cannot go to a state outside it, and an error that
+ * ends a branch fails the Parallel ("Parallel", developer guide, Error handling), whose Catch
+ * then handles it. A Parallel gets no Retry: a retry would run every branch again.
  * A Task that must not be retried or caught that way writes its own `Retry` / `Catch` (an empty
  * `Retry: []` for none), and is left as written. `DefaultCatch` itself is removed: the result is
- * plain ASL.
+ * plain ASL. A Map is refused: its Tasks would deploy as written.
  */
 export function expandDefinition(file: string, text: string, lambdaPlaceholders: readonly string[]): Json {
   const doc = JSON.parse(text) as Json & { States: Record<string, Json>; DefaultCatch?: { ResultPath?: string; Next?: string } };
@@ -111,31 +119,48 @@ export function expandDefinition(file: string, text: string, lambdaPlaceholders:
     fail(`DefaultCatch.ResultPath must name a field for the error (e.g. "$.error"), not ${JSON.stringify(catchTo.ResultPath)}`);
   }
   const lambdas = new Set(lambdaPlaceholders.map((name) => '${' + name + '}'));
-  const states: Record<string, Json> = {};
-  for (const [name, state] of Object.entries(doc.States)) {
-    if (state.Branches !== undefined || state.ItemProcessor !== undefined || state.Iterator !== undefined) {
-      fail(`${name}: the loader completes top-level Tasks only; a Parallel or Map would deploy its Tasks as written`);
+  const standardRetry = (name: string, body: Json): readonly Retrier[] => {
+    const resource = String(body.Resource);
+    const callee = String((body.Parameters as Json | undefined)?.FunctionName);
+    if (lambdas.has(resource) || (resource === LAMBDA_CALLBACK && lambdas.has(callee))) return LAMBDA_RETRY;
+    if (START_EXECUTION_SYNC.test(resource)) return START_EXECUTION_RETRY;
+    return fail(`Task ${name}: no standard retry for ${resource}; give it its own Retry`);
+  };
+  const complete = (states: Record<string, Json>, top: boolean): Record<string, Json> => {
+    const out: Record<string, Json> = {};
+    for (const [name, state] of Object.entries(states)) {
+      if (state.ItemProcessor !== undefined || state.Iterator !== undefined) {
+        fail(`${name}: the loader completes Tasks of the top level and of Parallel branches only; a Map would deploy its Tasks as written`);
+      }
+      if (state.Type === 'Parallel') {
+        if (!top) fail(`${name}: a Parallel in a branch is not completed by the loader`);
+        const branches = (state.Branches as Array<Json & { States: Record<string, Json> }>)
+          .map((b) => ({ ...b, States: complete(b.States, false) }));
+        out[name] = withCatch(name, { ...state, Branches: branches });
+        continue;
+      }
+      if (state.Type !== 'Task') {
+        out[name] = state;
+        continue;
+      }
+      const { Retry: ownRetry, Catch: ownCatch, Next, End, ...body } = state;
+      const Retry = ownRetry ?? standardRetry(name, body);
+      // Keys in the order the files always had: what the Task does, then its errors, then where next.
+      const errors = top ? { Retry, Catch: ownCatch ?? defaultCatch(name) } : { Retry, ...(ownCatch !== undefined ? { Catch: ownCatch } : {}) };
+      out[name] = { ...body, ...errors, ...(Next !== undefined ? { Next } : {}), ...(End !== undefined ? { End } : {}) };
     }
-    if (state.Type !== 'Task') {
-      states[name] = state;
-      continue;
-    }
-    const { Retry: ownRetry, Catch: ownCatch, Next, End, ...body } = state;
-    let Retry = ownRetry;
-    let Catch = ownCatch;
-    if (Retry === undefined) {
-      if (lambdas.has(String(body.Resource))) Retry = LAMBDA_RETRY;
-      else if (START_EXECUTION_SYNC.test(String(body.Resource))) Retry = START_EXECUTION_RETRY;
-      else fail(`Task ${name}: no standard retry for ${String(body.Resource)}; give it its own Retry`);
-    }
-    if (Catch === undefined) {
-      if (catchTo === undefined) fail(`Task ${name} has no Catch and the file no DefaultCatch`);
-      Catch = [{ ErrorEquals: ['States.ALL'], ...(catchTo!.ResultPath !== undefined ? { ResultPath: catchTo!.ResultPath } : {}), Next: catchTo!.Next }];
-    }
-    // Keys in the order the files always had: what the Task does, then its errors, then where next.
-    states[name] = { ...body, Retry, Catch, ...(Next !== undefined ? { Next } : {}), ...(End !== undefined ? { End } : {}) };
-  }
-  return { ...rest, States: states };
+    return out;
+  };
+  const defaultCatch = (name: string): Json[] => {
+    if (catchTo === undefined) return fail(`Task ${name} has no Catch and the file no DefaultCatch`);
+    return [{ ErrorEquals: ['States.ALL'], ...(catchTo.ResultPath !== undefined ? { ResultPath: catchTo.ResultPath } : {}), Next: catchTo.Next }];
+  };
+  const withCatch = (name: string, state: Json): Json => {
+    if (state.Catch !== undefined) return state;
+    const { Next, End, ...body } = state;
+    return { ...body, Catch: defaultCatch(name), ...(Next !== undefined ? { Next } : {}), ...(End !== undefined ? { End } : {}) };
+  };
+  return { ...rest, States: complete(doc.States, true) };
 }
 
 /** A Standard state machine whose definition is an ASL file, carried inline in the template

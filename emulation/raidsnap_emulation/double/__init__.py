@@ -18,8 +18,9 @@ when set: the one place where the emulation's IAM (raidsnap_emulation.iam) sees 
 One module per service, each naming the AWS documentation of the rules it emulates: ec2.py
 (snapshots, images, CreateVolume), volumes.py (volume states, attachments), fsr.py (fast
 snapshot restore, its quota), ssm.py (Run Command, agents), health.py (volume status checks,
-Auto Scaling lifecycle actions), faults.py (injected errors, throttling, eventual consistency),
-base.py (what they share); dispatch.py puts them together as ``AwsDouble``.
+Auto Scaling lifecycle actions), states.py (Step Functions' task tokens), faults.py (injected
+errors, throttling, eventual consistency), base.py (what they share); dispatch.py puts them
+together as ``AwsDouble``.
 """
 
 from raidsnap_emulation.double.base import (

@@ -27,9 +27,10 @@ from raidsnap_emulation.double.ec2 import Ec2
 from raidsnap_emulation.double.faults import Faults
 from raidsnap_emulation.double.health import Health
 from raidsnap_emulation.double.ssm import Ssm
+from raidsnap_emulation.double.states import States, stopping_ends_waiting_tasks
 
 
-class AwsDouble(Ssm, Health, Ec2, Faults):
+class AwsDouble(Ssm, Health, States, Ec2, Faults):
     """EC2, FSR, SSM and the rest as they behave, on top of moto, on a virtual clock."""
 
     _installed: AwsDouble | None = None
@@ -38,6 +39,7 @@ class AwsDouble(Ssm, Health, Ec2, Faults):
     def __init__(self, clock: VirtualClock, region: str = "us-east-1") -> None:
         super().__init__(clock, region)
         self._depth = 0
+        self._executor_patch: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         self._handlers[("cloudformation", "ListStackResources")] = self._list_stack_resources
         self._handlers[("sns", "Publish")] = self._sns_publish
 
@@ -55,6 +57,8 @@ class AwsDouble(Ssm, Health, Ec2, Faults):
                     return double._dispatch(client, operation, params)
 
                 setattr(BaseClient, "_make_api_call", _make_api_call)  # noqa: B010
+                self._executor_patch = stopping_ends_waiting_tasks()
+                self._executor_patch.__enter__()
                 AwsDouble._installed = self
             self._depth += 1
         try:
@@ -64,6 +68,7 @@ class AwsDouble(Ssm, Health, Ec2, Faults):
                 self._depth -= 1
                 if self._depth == 0:
                     setattr(BaseClient, "_make_api_call", self._original)  # noqa: B010
+                    self._executor_patch.__exit__(None, None, None)
                     self._original = None
                     self._clients.clear()
                     AwsDouble._installed = None

@@ -49,33 +49,6 @@ def stop(arn: str, error: str, cause: str) -> None:
     clients.stepfunctions().stop_execution(executionArn=arn, error=error, cause=cause)
 
 
-@dataclass(frozen=True)
-class Described:
-    """DescribeExecution's answer, as far as raidsnap reads it."""
-
-    status: str
-    error: str | None
-    cause: str | None
-    output: str | None
-
-
-def describe(arn: str) -> Described:
-    found = clients.stepfunctions().describe_execution(executionArn=arn)
-    return Described(found["status"], found.get("error"), found.get("cause"), found.get("output"))
-
-
-def newest_state(arn: str) -> str | None:
-    """The state the execution entered last (its history's newest StateEntered event)."""
-    events = clients.stepfunctions().get_execution_history(
-        executionArn=arn, reverseOrder=True, maxResults=50
-    )["events"]
-    for event in events:
-        entered = event.get("stateEnteredEventDetails")
-        if entered:
-            return str(entered.get("name"))
-    return None
-
-
 def entered(execution_arn: str, state_name: str) -> bool:
     """Whether the run entered the state ``state_name`` (its full history, newest first)."""
     pages = (

@@ -18,34 +18,19 @@ from raidsnap import tags
 from raidsnap.aws import created, kept_fsr, lock, run_secret, volumes
 from raidsnap.environment import RestoreSettings
 from raidsnap.errors import RaidsnapError
-from raidsnap.models import Contract
+from raidsnap.models import Contract, StatusChange, StatusChangeDetail
 from raidsnap.observability import logger
 from raidsnap.plan.cleanup import disposition
 from raidsnap.plan.fsr import by_zone
 from raidsnap.plan.volumes import VolumeView, owned_by
+
+__all__ = ["ENDED_WITHOUT_CATCH", "Cleaned", "CleanupPendingError", "StatusChange", "clean_up"]
 
 ENDED_WITHOUT_CATCH = ("ABORTED", "TIMED_OUT")
 
 
 class CleanupPendingError(RaidsnapError):
     """Volumes of the run are still detaching: the invocation is retried."""
-
-
-class StatusChangeDetail(Contract):
-    """What this reads of a "Step Functions Execution Status Change" event's detail (Step
-    Functions Developer Guide, "Execution status change" events): the ARN, the status, the
-    start time in epoch milliseconds, and the execution input as a JSON string."""
-
-    executionArn: str | None = None
-    status: str | None = None
-    startDate: int | None = None
-    input: str | None = None
-
-
-class StatusChange(Contract):
-    """The EventBridge event; only its detail is read."""
-
-    detail: StatusChangeDetail | None = None
 
 
 class Cleaned(Contract):

@@ -149,6 +149,18 @@ def _scenario_set_age_report(emu: Emulation) -> None:
     assert emu.invoke("monitor_set_age", {}).error_type is None
 
 
+def _restores_end(emu: Emulation) -> None:
+    """Every restore runs to its end (a recovery ends as its array is mounted, before its
+    restore does), and Step Functions reports each end to the stack's rules."""
+    sfn = boto3.client("stepfunctions")
+    for execution in sfn.list_executions(stateMachineArn=emu.state_machines["restore"])[
+        "executions"
+    ]:
+        emu.wait(execution["executionArn"])
+        deliveries = emu.services.execution_event(execution["executionArn"])
+        assert all(d.delivered for d in deliveries), deliveries
+
+
 def _scenario_recovery_from_alarm(emu: Emulation) -> None:
     fx = make_array(emu.hosts, "db1", 2)
     backed_up(emu.hosts, emu.run, fx)
@@ -170,6 +182,24 @@ def _scenario_recovery_from_alarm(emu: Emulation) -> None:
     started = emu.invoke("recovery_start", event)
     assert emu.invoke("recovery_start", event).error_type is None  # a duplicate
     assert emu.wait(started.result["executionArn"]).status == "SUCCEEDED"
+    # Its restore's end reaches the rule that tells a waiting recovery (none waits any more).
+    _restores_end(emu)
+
+
+def _scenario_recovery_whose_restore_is_stopped(emu: Emulation) -> None:
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
+    held = HeldStep(emu, "restore_check_volumes")
+    started = emu.invoke("recovery_start", alarm_event(fx.instance_id))
+    held.wait()
+    sfn = boto3.client("stepfunctions")
+    (restore,) = sfn.list_executions(stateMachineArn=emu.state_machines["restore"])["executions"]
+    sfn.stop_execution(executionArn=restore["executionArn"])
+    held.release()
+    # The stopped restore's end tells the recovery waiting on it, which fails.
+    _restores_end(emu)
+    assert emu.wait(started.result["executionArn"]).status == "FAILED"
 
 
 def _scenario_recovery_attach_onto_replacement(emu: Emulation) -> None:
@@ -185,6 +215,7 @@ def _scenario_recovery_attach_onto_replacement(emu: Emulation) -> None:
     assert emu.wait(first.result["executionArn"]).status == "FAILED"  # the tag goes back
     again = emu.invoke("recovery_start", alarm_event(fx.instance_id, at="2026-11-21T06:05:00Z"))
     assert emu.wait(again.result["executionArn"]).status == "SUCCEEDED"
+    _restores_end(emu)
 
 
 def _scenario_drill(emu: Emulation) -> None:
@@ -214,6 +245,7 @@ def _scenario_recovery_preempts_a_drill(emu: Emulation) -> None:
     held.release()
     assert emu.wait(started.result["executionArn"]).status == "SUCCEEDED"
     assert emu.wait(drill).status == "FAILED"
+    _restores_end(emu)
 
 
 def _scenario_failed_replace_puts_the_array_back(emu: Emulation) -> None:
@@ -308,7 +340,11 @@ def _scenario_restore_stopped_by_hand(emu: Emulation) -> None:
     # Step Functions reports the abort; the stack's rules clean up and notify the operators.
     deliveries = emu.services.execution_event(arn)
     assert deliveries and all(d.delivered for d in deliveries), deliveries
-    (done,) = [d.result for d in deliveries if d.result is not None]
+    (done,) = [
+        d.result
+        for d in deliveries
+        if d.result is not None and d.result.module == "restore_abandoned"
+    ]
     assert done.error_type is None, done.error_message
     assert done.result["deletedVolumeIds"] and done.result["fsrDisabled"]
 
@@ -487,6 +523,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_backup_discovery_hangs,
     _scenario_backup_fails_while_frozen,
     _scenario_recovery_from_alarm,
+    _scenario_recovery_whose_restore_is_stopped,
     _scenario_drill,
     _scenario_recovery_preempts_a_drill,
     _scenario_recovery_attach_onto_replacement,
@@ -525,6 +562,7 @@ def _scenario_launch_recovery_keeps_its_hook_alive(emu: Emulation) -> None:
         "recovery_start", launch_event("analytics", new, token=token, hook="raidsnap-analytics")
     )
     assert emu.wait(started.result["executionArn"]).status == "SUCCEEDED"
+    _restores_end(emu)
 
 
 # Run on the stack synthesized with the example config (alarms and its rules exist only there).

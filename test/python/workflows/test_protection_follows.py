@@ -61,6 +61,9 @@ def _moved_to_standby(emu: Emulation) -> tuple[ArrayFixture, str, str, Execution
     emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
     run = _recover_from_alarm(emu, alarm)
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    # The recovery ends as the array is mounted; its restore holds the array's restore lock
+    # until its own last step.
+    assert emu.wait(run.output["restoreExecutionArn"]).status == "SUCCEEDED"
     return fx, standby, alarm, run
 
 

@@ -49,6 +49,9 @@ def _moved(emu: Emulation) -> tuple[Any, str, str, Execution]:
     run = emu.wait(recovery_started_by_alarm(emu, alarm))
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     assert run.output["restore"]["targetInstanceId"] == standby
+    # The recovery ends as the array is mounted; its restore holds the array's restore lock
+    # until its own last step.
+    assert emu.wait(run.output["restoreExecutionArn"]).status == "SUCCEEDED"
     return fx, standby, alarm, run
 
 
@@ -87,7 +90,9 @@ def test_a_failure_after_the_array_moved_does_not_give_its_tag_back(emu: Emulati
     assert instance_tags(fx.instance_id).get("raidsnap:array") != "db1", (
         f"{run.status} {run.error}: {run.cause}"
     )
-    # and backups of the array go on, from where it lives now
+    # and backups of the array go on, from where it lives now (once the restore, which holds
+    # the array's restore lock to its last step, has ended)
+    assert emu.wait(run.output["restoreExecutionArn"]).status == "SUCCEEDED"
     emu.clock.advance(3600)
     backup = emu.run("backup", {"array": "db1"})
     assert backup.status == "SUCCEEDED", f"{backup.error}: {backup.cause}"
@@ -95,10 +100,14 @@ def test_a_failure_after_the_array_moved_does_not_give_its_tag_back(emu: Emulati
 
 def test_a_restore_stopped_after_assembly_does_not_tag_both_instances(emu: Emulation) -> None:
     """The restore assembled and mounted the array on the replacement (the user's from then
-    on), and is stopped before its last step (an operator stops a long prewarm). The recovery
-    fails; it must not tag the failed instance again while the replacement carries the tag."""
+    on), could not report it, and is stopped before its last step (an operator stops a long
+    prewarm). The recovery fails when the stop reaches it; it must not tag the failed instance
+    again while the replacement carries the tag."""
     fx, standby, alarm = attach_recovery_onto_standby(emu, "db1")
     emu.double.impair_volume(fx.member_ids[1])
+    # The report fails (a server error that outlasts the SDK's retries): the restore goes on
+    # without having told the recovery
+    emu.double.fail("stepfunctions", "SendTaskSuccess", code="InternalError")
     held = HeldStep(emu, "restore_finish")
     arn = recovery_started_by_alarm(emu, alarm)
     held.wait()
@@ -111,7 +120,10 @@ def test_a_restore_stopped_after_assembly_does_not_tag_both_instances(emu: Emula
     assert "/dev/md0" in emu.hosts.state(standby).arrays  # assembled and mounted
     sfn.stop_execution(executionArn=restore, cause="operator stopped the prewarm")
     held.release()
+    assert emu.wait(restore).status == "ABORTED"
+    emu.services.execution_event(restore)  # Step Functions reports the stop to the rules
     run = emu.wait(arn)
+    assert (run.status, run.error) == ("FAILED", "RestoreAborted")
     tagged = [
         i for i in (fx.instance_id, standby) if instance_tags(i).get("raidsnap:array") == "db1"
     ]

@@ -85,7 +85,8 @@ def test_an_alarm_with_an_impaired_member_replaces_the_array_and_names_the_set_a
     run = emu.wait(started.result["executionArn"])
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     (restore,) = executions(emu, "restore")
-    assert restore["status"] == "SUCCEEDED"
+    # (the recovery ends as the array is mounted; the restore finishes its last step after it)
+    assert emu.wait(restore["executionArn"]).status == "SUCCEEDED"
     out = run.output
     assert out["action"] == "restored"
     assert fx.member_ids[1] in " ".join(out["evidence"])
@@ -117,7 +118,10 @@ def test_a_flapping_alarm_starts_one_recovery(
     assert len(executions(emu, "recovery")) == 1
     assert len(executions(emu, "restore")) == 1
     assert any("already recovering" in m for m in notifications(emu))
-    # AND an ALARM after the recovery finds the new members healthy and replaces nothing
+    # AND an ALARM after the recovery (and its restore, which holds the array's restore lock to
+    # its end) finds the new members healthy and replaces nothing
+    (restore,) = executions(emu, "restore")
+    assert emu.wait(restore["executionArn"]).status == "SUCCEEDED"
     third = emu.invoke("recovery_start", alarm_event(fx.instance_id, at="2026-11-21T07:00:00Z"))
     again = emu.wait(third.result["executionArn"])
     assert (again.status, again.output["action"]) == ("SUCCEEDED", "none")
@@ -185,10 +189,12 @@ def test_a_launch_hook_is_kept_alive_through_a_long_prewarm_and_completed_once_a
         "recovery_start", launch_event("analytics", new, token=token, hook="raidsnap-analytics")
     )
     run = emu.wait(started.result["executionArn"])
-    # THEN the restore ran its whole prewarm, and the launch continued: the hook was completed
-    # with CONTINUE once the array was assembled, kept alive by heartbeats until then
+    # THEN the launch continued: the hook was completed with CONTINUE once the array was
+    # assembled, kept alive by heartbeats until then, and the restore ran its whole prewarm
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
-    assert run.output["restore"]["prewarm"]["status"] == "success"
+    assert run.output["restore"]["prewarm"]["status"] == "running"
+    restore = emu.wait(run.output["restoreExecutionArn"])
+    assert restore.output["prewarm"]["status"] == "success"
     result, _heartbeats = emu.double.lifecycle_result(token)
     assert result == "CONTINUE"
     (complete,) = [

@@ -2,9 +2,11 @@
 
 The state machine (statemachines/recovery.asl.json) keeps one object: ``input`` (what the
 trigger started the run with), ``execution``, and one key per step's result (``assessment``,
-``target``, ``restore``; ``error`` when a step failed). Every Lambda step gets that whole object
-as ``state`` and its result goes to its own key. Results are written with the fields that were
-set, so the JSON the Choice states and the operators read stays exactly as it was.
+``target``; ``usable``, the restore's report that its array is mounted; ``error`` when a step,
+or the restore, failed). Every Lambda step gets that whole object as ``state`` and its result
+goes to its own key (in RunRestore's branches, a key of the branch's own copy). Results are
+written with the fields that were set, so the JSON the Choice states and the operators read
+stays exactly as it was.
 """
 
 from __future__ import annotations
@@ -118,36 +120,41 @@ class TargetWait(Contract):
     retired: str | None = None
 
 
-class RestoreRun(Contract):
-    """StartRestore's and FollowRestore's result: the nested restore and where it stands."""
+class Started(Contract):
+    """StartRestore's answer (the state machine waits for the restore's report instead)."""
 
     executionArn: str
-    status: Literal["running", "succeeded", "failed"]
-    waitSeconds: int | None = None
-    lifecycleAction: str | None = None
-    heartbeats: int = 0
-    # How many times the restore was looked at: the wait before the next look grows with it.
-    looks: int = 0
-    output: dict[str, JsonValue] | None = None
-    error: StepError | None = None
+    started: bool
+
+
+class KeepAlive(Contract):
+    """KeepLaunchAlive's result: the launch's lifecycle action still open (with the wait before
+    the next heartbeat), or no longer (completed, or past its global timeout)."""
+
+    status: Literal["open", "closed"]
+    waitSeconds: int
 
 
 class RecoveryState(Contract):
-    """The run's object as every step receives it."""
+    """The run's object as every step receives it. ``usable`` is the restore's report that its
+    array is mounted (the RunRestore Catch for RestoreUsable writes it: ``Cause`` is the report
+    as JSON); ``error`` is where a failed step, or the restore's failure, is written."""
 
     input: RecoveryInput
     execution: ExecutionRef = Field(default_factory=ExecutionRef)
     assessment: Look | None = None
     target: TargetWait | None = None
-    restore: RestoreRun | None = None
+    usable: StepError | None = None
     error: StepError | None = None
 
 
 class StepCall(Contract):
-    """What the state machine sends the recovery step function: which step, and the run."""
+    """What the state machine sends the recovery step function: which step, and the run (and,
+    to start the restore, the token of the Task that waits on it)."""
 
-    step: Literal["assess", "target", "restore", "follow", "none", "succeeded", "failed"]
+    step: Literal["assess", "target", "restore", "heartbeat", "none", "succeeded", "failed"]
     state: RecoveryState
+    taskToken: str | None = None
 
 
 class SetRef(Contract):
@@ -157,7 +164,9 @@ class SetRef(Contract):
 
 
 class Report(Contract):
-    """The run's output: what the recovery did, from which set, and what that means."""
+    """The run's output: what the recovery did, from which set, and what that means. After a
+    restore, ``restore`` is what the restore reported once the array was mounted (its prewarm,
+    if any, still running in ``restoreExecutionArn``)."""
 
     array: str
     trigger: str

@@ -4,7 +4,10 @@ and what its age means for the user's data."""
 
 from __future__ import annotations
 
+import json
+
 from botocore.exceptions import ClientError
+from pydantic import JsonValue
 
 from raidsnap import tags
 from raidsnap.aws import claims, error_code, lifecycle
@@ -19,7 +22,6 @@ from raidsnap.workflows.recovery.contracts import (
     Finished,
     RecoveryState,
     Report,
-    RestoreRun,
     SetRef,
 )
 from raidsnap.workflows.recovery.events import event_time
@@ -44,10 +46,13 @@ def finish(state: RecoveryState, outcome: str, table: str) -> Finished | Failure
 def _succeeded(state: RecoveryState, facts: SetFacts | None) -> Finished:
     given = state.input
     array = given.array
-    restore = state.restore or RestoreRun(executionArn="", status="succeeded")
-    restored = restore.output or {}
+    restored = _mounted(state)
+    restore_arn = str(restored.get("executionArn") or "")
     taken = restored.get("setTakenAt")
     same_set = facts is not None and facts.set_id == restored.get("setId")
+    target = str(restored.get("targetInstanceId") or given.restore.targetInstanceId)
+    prewarm = restored.get("prewarm")
+    running = isinstance(prewarm, dict) and prewarm.get("status") == "running"
     message = (
         f"{array} was restored from set {restored.get('setId')}, taken {taken}"
         + (
@@ -55,9 +60,15 @@ def _succeeded(state: RecoveryState, facts: SetFacts | None) -> Finished:
             if facts and same_set
             else ""
         )
-        + f"; writes made after that time to {array} are not in it"
+        + f"; writes made after that time to {array} are not in it. It is mounted and usable "
+        + f"on {target} at {restored.get('mountPoint')}"
+        + (
+            f"; the prewarm goes on in restore {restore_arn} (until it ends, blocks it has not "
+            "read yet come from S3 slowly on first access)"
+            if running
+            else ""
+        )
     )
-    target = str(restored.get("targetInstanceId") or given.restore.targetInstanceId)
     guard = follow(array, target)
     message += ". Protection: " + guard.sentence()
     unsent = _notify_recovered(f"raidsnap: {array} recovered onto {target}", message)
@@ -73,7 +84,7 @@ def _succeeded(state: RecoveryState, facts: SetFacts | None) -> Finished:
         evidence=state.assessment.evidence if state.assessment else [],
         set=SetRef.model_validate(told),
         message=message,
-        restoreExecutionArn=restore.executionArn if state.restore else None,
+        restoreExecutionArn=restore_arn or None,
         restore=restored,
         lifecycleAction=None,
         protection=guard.as_dict(),
@@ -82,12 +93,23 @@ def _succeeded(state: RecoveryState, facts: SetFacts | None) -> Finished:
     return Finished(output=report)
 
 
+def _mounted(state: RecoveryState) -> dict[str, JsonValue]:
+    """The restore's report that its array is mounted (RunRestore's RestoreUsable, whose cause
+    is the report as JSON), or its output if it ended before it could report."""
+    if state.usable is None:
+        raise ValueError("succeeded: the run has no report of a mounted array")
+    report = json.loads(state.usable.Cause)
+    if not isinstance(report, dict):
+        raise TypeError("succeeded: the restore's report is not a JSON object")
+    return report
+
+
 def _failed(state: RecoveryState, facts: SetFacts | None) -> tuple[Failure, str]:
     """The named error and cause, the array's tag given back where the array is not on the
     target, and the lifecycle result: a launched instance that holds the mounted array goes into
     service with it."""
     array = state.input.array
-    error = state.error or (state.restore.error if state.restore else None)
+    error = state.error
     name, cause = child_failure(error.dump() if error else {})
     on_target = _array_on_target(state) if state.input.restore.mode == "attach" else None
     cause += _unretire(state, on_target)
@@ -104,19 +126,13 @@ def _failed(state: RecoveryState, facts: SetFacts | None) -> tuple[Failure, str]
 def _complete_lifecycle(
     state: RecoveryState, out: Finished | Failure, result: str
 ) -> Finished | Failure:
-    """Complete a launch's lifecycle action unless following the restore completed it once the
-    array was assembled, and say which result it got."""
+    """Complete a launch's lifecycle action, and say which result it got."""
     action = state.input.lifecycle
     if action is None:
         return out
-    done = state.restore.lifecycleAction if state.restore else None
-    if not done:
-        lifecycle.complete(action.as_dict(), result)
-    said = str(done or result)
+    lifecycle.complete(action.as_dict(), result)
     if isinstance(out, Finished):
-        return Finished(output=out.output.model_copy(update={"lifecycleAction": said}))
-    if done:
-        return out.model_copy(update={"lifecycleAction": said})
+        return Finished(output=out.output.model_copy(update={"lifecycleAction": result}))
     gone = (
         f" [lifecycle action of {action.instanceId} completed with ABANDON: "
         "the Auto Scaling group replaces the instance]"
@@ -124,7 +140,7 @@ def _complete_lifecycle(
         else f" [lifecycle action of {action.instanceId} completed with CONTINUE: "
         "it holds the mounted array]"
     )
-    return out.model_copy(update={"lifecycleAction": said, "cause": out.cause + gone})
+    return out.model_copy(update={"lifecycleAction": result, "cause": out.cause + gone})
 
 
 def _array_on_target(state: RecoveryState) -> str | None:

@@ -1,10 +1,9 @@
 """Recovery workflow steps: look for evidence that a member is impaired, wait for the target,
-start and follow the restore (keeping a lifecycle action alive, completing it once the array is
-assembled), and at the end name the outcome (finish)."""
+start the restore (which reports back once its array is mounted, or that it failed), keep a
+launch's lifecycle action alive meanwhile, and at the end name the outcome (finish)."""
 
 from __future__ import annotations
 
-import json
 import os
 from datetime import datetime
 
@@ -13,19 +12,20 @@ from raidsnap.aws import claims, executions, instances, lifecycle
 from raidsnap.aws.instances import instance_facts, untag_array
 from raidsnap.aws.notifications import notify
 from raidsnap.environment import RecoveryStepSettings
-from raidsnap.errors import InstanceNotReadyError, public_name
-from raidsnap.models import Contract, Poll, StepError
+from raidsnap.errors import InstanceNotReadyError, RestoreAlreadyStartedError
+from raidsnap.models import Contract, Poll
 from raidsnap.observability import count, for_array, logger
 from raidsnap.plan.set_facts import SetFacts
 from raidsnap.workflows.recovery import assessment
 from raidsnap.workflows.recovery.contracts import (
     Degraded,
     Finished,
+    KeepAlive,
     Look,
     RecoveryState,
     Report,
-    RestoreRun,
     SetRef,
+    Started,
     StepCall,
     TargetWait,
 )
@@ -36,12 +36,6 @@ TARGET_POLL_SECONDS = 15
 # A launching instance boots and registers its SSM agent within a few minutes; past this the
 # recovery gives up (and a lifecycle action is abandoned).
 TARGET_BUDGET_SECONDS = 900
-# A restore's states once its array is assembled and mounted (restore.asl.json).
-ASSEMBLED_STATES = frozenset(
-    {"Prewarm", "WaitForPrewarm", "PollPrewarm", "IsPrewarmed", "Finish", "FinishedWithWarnings"}
-)
-FOLLOW_POLL_SECONDS = 300
-FIRST_FOLLOW_SECONDS = 10
 
 
 def run(call: StepCall, settings: RecoveryStepSettings) -> Contract:
@@ -53,9 +47,9 @@ def run(call: StepCall, settings: RecoveryStepSettings) -> Contract:
     if call.step == "target":
         return check_target(state)
     if call.step == "restore":
-        return start_restore(state, settings.restore_state_machine_arn)
-    if call.step == "follow":
-        return follow_restore(state)
+        return start_restore(state, settings.restore_state_machine_arn, call.taskToken)
+    if call.step == "heartbeat":
+        return keep_alive(state)
     if call.step == "none":
         return no_action(state, settings.lock_table)
     for_array(state.input.array)
@@ -170,14 +164,18 @@ def _degraded(state: RecoveryState, look: Look, facts: SetFacts | None, table: s
     return Finished(output=report)
 
 
-def start_restore(state: RecoveryState, restore_machine_arn: str) -> RestoreRun:
-    """Start the restore (named after this execution, so a retried step starts no second one)
-    and tell the operators which set it restores and what that means for their data."""
+def start_restore(state: RecoveryState, restore_machine_arn: str, token: str | None) -> Started:
+    """Tell the operators which set the restore restores and what that means for their data,
+    then start it (named after this execution) with the token of the Task that waits on it
+    (lambda:invoke.waitForTaskToken: the Task ends only with SendTaskSuccess or SendTaskFailure
+    for that token, developer guide, "Wait for a Callback with Task Token"): the restore reports
+    to that Task once its array is mounted, or that it failed."""
+    if not token:
+        raise ValueError("restore: the waiting Task's token is missing")
     array = state.input.array
     restore = state.input.restore
     name = f"{state.execution.name}-restore"
-    started = executions.start(restore_machine_arn, name, restore.dump())
-    arn = started.arn if started else executions.arn_of(restore_machine_arn, name)
+    arn = executions.arn_of(restore_machine_arn, name)
     facts = assessment.latest_set(array, reference_time(state))
     evidence = state.assessment.evidence if state.assessment else []
     notify(
@@ -186,67 +184,26 @@ def start_restore(state: RecoveryState, restore_machine_arn: str) -> RestoreRun:
         f"in {restore.mode} mode (restore {arn}), because: {'; '.join(evidence)}. "
         + (facts.sentence(array) + "." if facts else f"{array} has no complete set."),
     )
-    return RestoreRun(
-        executionArn=arn,
-        status="running",
-        waitSeconds=_follow_wait(state),
-        lifecycleAction=None,
-        heartbeats=0,
-    )
-
-
-def _follow_wait(state: RecoveryState, looks: int = 0) -> int:
-    """The wait before the next look at the restore: short at first (a restore of FSR-enabled
-    or small members is mounted within a minute, and the recovery ends, or a launch goes
-    InService, that much sooner), doubling with each look up to FOLLOW_POLL_SECONDS, so a
-    restore that prewarms for hours costs a look every five minutes; and often enough to keep a
-    lifecycle action alive (a third of its heartbeat timeout)."""
-    wait: int = min(FOLLOW_POLL_SECONDS, FIRST_FOLLOW_SECONDS << min(looks, 10))
-    if state.input.lifecycle is None:
-        return wait
-    third = int(os.environ.get("LIFECYCLE_HEARTBEAT_SECONDS", "3600")) // 3
-    return max(FIRST_FOLLOW_SECONDS, min(wait, third))
-
-
-def follow_restore(state: RecoveryState) -> RestoreRun:
-    """One look at the restore. A launching instance's lifecycle action gets a heartbeat while
-    the restore runs, and CONTINUE as soon as the array is assembled and mounted (its prewarm
-    may read for hours longer; the instance is usable meanwhile)."""
-    if state.restore is None:
-        raise ValueError("follow: the run has no restore to follow")
-    r = state.restore
-    desc = executions.describe(r.executionArn)
-    status = desc.status
-    action = state.input.lifecycle
-    if action is not None and r.lifecycleAction is None:
-        if status == "SUCCEEDED" or (
-            status == "RUNNING" and executions.newest_state(r.executionArn) in ASSEMBLED_STATES
-        ):
-            lifecycle.complete(action.as_dict(), "CONTINUE")
-            r = r.model_copy(update={"lifecycleAction": "CONTINUE"})
-        elif status == "RUNNING":
-            beats = r.heartbeats + lifecycle.heartbeat(action.as_dict())
-            r = r.model_copy(update={"heartbeats": beats})
-    if status == "RUNNING":
-        looks = r.looks + 1
-        wait = _follow_wait(state, looks)
-        return r.model_copy(update={"status": "running", "waitSeconds": wait, "looks": looks})
-    if status == "SUCCEEDED":
-        output = json.loads(desc.output or "{}")
-        return r.model_copy(update={"status": "succeeded", "output": output})
-    return r.model_copy(update={"status": "failed", "error": _restore_error(r, desc)})
-
-
-def _restore_error(r: RestoreRun, desc: executions.Described) -> StepError:
-    cause = desc.cause or ""
-    if desc.status in ("ABORTED", "TIMED_OUT") and not desc.error:
-        word = "stopped" if desc.status == "ABORTED" else "timed out"
-        error = "RestoreAborted" if desc.status == "ABORTED" else "RestoreTimedOut"
-        return StepError(
-            Error=error, Cause=f"the restore {r.executionArn} was {word} before it finished"
+    request = {**restore.dump(), "callback": {"taskToken": token}}
+    if executions.start(restore_machine_arn, name, request) is None:
+        # Started by an earlier attempt of this step, whose Task (and token) is gone: the
+        # restore reports to no one, so this run cannot follow it. It goes on by itself.
+        raise RestoreAlreadyStartedError(
+            f"the restore {arn} was started by an earlier attempt of this step and reports to "
+            "it, not to this one; it goes on by itself: follow it with aws stepfunctions "
+            f"describe-execution --execution-arn {arn}"
         )
-    error = public_name(desc.error or "RestoreFailed")
-    return StepError(Error=error, Cause=cause + f" (restore {r.executionArn})")
+    return Started(executionArn=arn, started=True)
+
+
+def keep_alive(state: RecoveryState) -> KeepAlive:
+    """A heartbeat for the launch's lifecycle action while the restore runs, and the wait before
+    the next: a third of the hook's heartbeat timeout, so that one late heartbeat is no loss."""
+    action = state.input.lifecycle
+    third = max(60, int(os.environ.get("LIFECYCLE_HEARTBEAT_SECONDS", "3600")) // 3)
+    if action is None or not lifecycle.heartbeat(action.as_dict()):
+        return KeepAlive(status="closed", waitSeconds=third)
+    return KeepAlive(status="open", waitSeconds=third)
 
 
 def check_target(state: RecoveryState) -> TargetWait:

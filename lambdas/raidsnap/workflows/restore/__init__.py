@@ -20,6 +20,7 @@ from raidsnap.workflows.restore.failure import cleanup
 from raidsnap.workflows.restore.finish import finish
 from raidsnap.workflows.restore.fsr import fsr_step
 from raidsnap.workflows.restore.prepare import prepare
+from raidsnap.workflows.restore.report import ReportCall, report
 from raidsnap.workflows.restore.volumes import (
     attach_volumes,
     check_volumes,
@@ -35,6 +36,7 @@ __all__ = [
     "DetachCall",
     "FsrCall",
     "PrepareCall",
+    "ReportCall",
     "StateCall",
     "attach_volumes",
     "check_volumes",
@@ -44,5 +46,6 @@ __all__ = [
     "finish",
     "fsr_step",
     "prepare",
+    "report",
     "send_command",
 ]

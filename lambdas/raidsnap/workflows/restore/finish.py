@@ -69,21 +69,25 @@ def finish(call: StateCall, settings: RestoreSettings) -> Finished:
     lock.release(settings.lock_table, plan.array, plan.executionArn)
     for_array(plan.array)
     count("RestoreSucceeded")
-    # Each step's notes, in the order the steps ran.
-    notes = [*plan.notes]
-    for part in (state.fsr, v, state.old):
-        notes += part.notes if part is not None else []
+    notes = steps_notes(state)
     warnings: list[str] = []
-    if plan.tagTarget:
-        notes.append(
-            f"tagged {plan.targetInstanceId} {tags.ARRAY}={plan.array}: backups of "
-            f"{plan.array} now follow the restored array"
-        )
-    assembled = (state.assemble.result if state.assemble else None) or {}
-    new_uuid = str(assembled.get("uuid") or plan.newMdUuid)
-    _record_identity(plan, v, new_uuid, notes, warnings)
+    _record_identity(plan, v, new_uuid_of(state), notes, warnings)
     _record_move(plan, settings.lock_table, notes, warnings)
     prewarm_out = _prewarm_outcome(state, v, warnings)
+    return Finished(output=output_of(state, prewarm_out, warnings, notes))
+
+
+def output_of(
+    state: RestoreState,
+    prewarm: dict[str, JsonValue] | None,
+    warnings: list[str],
+    notes: list[str],
+) -> Output:
+    """The run's output for an assembled and mounted array (the steps' ``notes`` so far), with
+    what is known of its prewarm."""
+    plan, v = _assembled(state)
+    notes = list(notes)
+    assembled = (state.assemble.result if state.assemble else None) or {}
     requested, used = plan.initialization.requested, v.initialization
     ours = state.fsr.ours if state.fsr and state.fsr.status == "ready" else []
     if ours:
@@ -97,7 +101,7 @@ def finish(call: StateCall, settings: RestoreSettings) -> Finished:
             f"the array holds the data of set {plan.setId}, taken {taken}; writes made "
             "to the array after that time are not in it"
         )
-    output = Output(
+    return Output(
         array=plan.array,
         setId=plan.setId,
         setTakenAt=taken,
@@ -106,7 +110,7 @@ def finish(call: StateCall, settings: RestoreSettings) -> Finished:
         mdDevice=str(assembled.get("mdDevice") or plan.mdDevice),
         mountPoint=str(assembled.get("mountPoint") or plan.mountPoint),
         mdUuid=plan.mdUuid,
-        newMdUuid=new_uuid,
+        newMdUuid=new_uuid_of(state),
         targetInstanceId=plan.targetInstanceId,
         availabilityZone=plan.availabilityZone,
         mode=plan.mode,
@@ -115,11 +119,31 @@ def finish(call: StateCall, settings: RestoreSettings) -> Finished:
         fastRestored=v.fastRestored or [],
         memberInitialization=_member_initialization(v),
         replacedVolumeIds=state.old.volumeIds if state.old else [],
-        prewarm=prewarm_out,
+        prewarm=prewarm,
         warnings=warnings,
         notes=notes,
     )
-    return Finished(output=output)
+
+
+def new_uuid_of(state: RestoreState) -> str:
+    """The restored array's own md UUID, as the assemble document reports it (else planned)."""
+    plan, _ = _assembled(state)
+    assembled = (state.assemble.result if state.assemble else None) or {}
+    return str(assembled.get("uuid") or plan.newMdUuid)
+
+
+def steps_notes(state: RestoreState) -> list[str]:
+    """Each step's notes, in the order the steps ran."""
+    plan, v = _assembled(state)
+    notes = [*plan.notes]
+    for part in (state.fsr, v, state.old):
+        notes += part.notes if part is not None else []
+    if plan.tagTarget:
+        notes.append(
+            f"tagged {plan.targetInstanceId} {tags.ARRAY}={plan.array}: backups of "
+            f"{plan.array} now follow the restored array"
+        )
+    return notes
 
 
 def _record_identity(

@@ -1,0 +1,13 @@
+"""Restore: tell the parent waiting on the run that the array is mounted, or the run failed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap.handlers._entry import entry
+from raidsnap.workflows import restore
+
+
+@entry
+def handler(event: dict[str, Any]) -> dict[str, Any]:
+    return restore.report(restore.ReportCall.model_validate(event)).dump()
