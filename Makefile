@@ -14,7 +14,7 @@ synth:
 	@scripts/setup.sh && node_modules/.bin/cdk synth --quiet
 
 bench: ## restore time and state transitions on the emulation, and prewarm throughput in the VM
-	@scripts/setup.sh && .venv/bin/python bench/restore_time.py && .venv/bin/python bench/transitions.py && bench/prewarm.sh
+	@scripts/setup.sh && .venv/bin/python bench/restore_time.py && .venv/bin/python bench/recovery_time.py && .venv/bin/python bench/transitions.py && bench/prewarm.sh
 
 sim: ## thirty simulated days of backups with faults, retention and the sweeper; prints its figures
 	@scripts/setup.sh && .venv/bin/python -m pytest test/sim -q -s -p no:cacheprovider

@@ -64,6 +64,9 @@ class VirtualClock:
         self._groups = itertools.count(1)
         self._closed = False
         self._stalled_since: float | None = None
+        # When each execution ended, on this clock, by its ARN (Step Functions' own stopDate
+        # is stamped with real time here).
+        self.ended: dict[str, datetime] = {}
 
     # -- reading and moving time from outside
 

@@ -212,20 +212,39 @@ def _timeline(emu: Emulation, since: int, start: datetime) -> None:
         console.print(f"   [dim]{stamp}[/dim]  [cyan]{inv.module:<20}[/cyan] {_narrate(inv)}")
 
 
-def _follow(emu: Emulation, title: str, start: Callable[[], str]) -> Execution:
-    """Start a run (``start`` returns its execution ARN), wait for it, print its timeline."""
+def _minutes(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 60} min {whole % 60} s"
+
+
+def _follow(
+    emu: Emulation,
+    title: str,
+    start: Callable[[], str],
+    outlived_by: Callable[[Execution], list[Execution]] | None = None,
+) -> Execution:
+    """Start a run (``start`` returns its execution ARN), wait for it (and for the runs it
+    started that go on after it, ``outlived_by``), print the timeline of them all."""
     assert emu.router is not None
     console.print(f"\n[bold]▶ {title}[/bold]")
     mark, begin, real = len(emu.router.invocations), emu.clock.now(), time.monotonic()
     run = emu.wait(start())
+    later = outlived_by(run) if outlived_by is not None else []
     _timeline(emu, mark, begin)
-    virtual = int((emu.clock.now() - begin).total_seconds())
+    ended = run.ended_at or emu.clock.now()
     colour = "green" if run.status == "SUCCEEDED" else "red"
     console.print(
         f"   [{colour}]{run.status}[/{colour}] in {run.transitions} state transitions, "
-        f"{virtual // 60} min {virtual % 60} s of emulated time, "
+        f"{_minutes((ended - begin).total_seconds())} of emulated time, "
         f"{time.monotonic() - real:.1f} s real"
     )
+    for other in later:
+        went_on = ((other.ended_at or emu.clock.now()) - begin).total_seconds()
+        console.print(
+            f"   {other.arn.rsplit(':', 1)[-1]} went on to +{int(went_on) // 60:02d}:"
+            f"{int(went_on) % 60:02d} ({other.status}, {other.transitions} state transitions "
+            "more)"
+        )
     if run.status != "SUCCEEDED":
         console.print(f"   error [bold]{run.error}[/bold]: {run.cause}")
     return run
@@ -254,11 +273,17 @@ def _deliver_alarm(emu: Emulation, fx: ArrayFixture) -> Execution:
         started.update(first.result or {})
         return str(started["executionArn"])
 
-    run = _follow(emu, "automated recovery (recovery workflow, restore nested)", start)
     nested = emu.state_machines["restore"].replace(":stateMachine:", ":execution:", 1)
-    restore = emu.wait(f"{nested}:{run.arn.rsplit(':', 1)[1]}-restore")
-    console.print(f"   the nested restore took {restore.transitions} state transitions more")
-    run.nested_transitions = restore.transitions
+
+    def its_restore(recovery: Execution) -> list[Execution]:
+        return [emu.wait(f"{nested}:{recovery.arn.rsplit(':', 1)[1]}-restore")]
+
+    console.print(
+        "   the recovery ends when its restore reports the array mounted; the restore's "
+        "prewarm goes on"
+    )
+    run = _follow(emu, "automated recovery (recovery workflow, restore nested)", start, its_restore)
+    run.nested_transitions = its_restore(run)[0].transitions
     again = emu.invoke("recovery_start", event)
     result = again.result or {}
     console.print(

@@ -45,8 +45,12 @@ def _thread_type(clock: VirtualClock, new_execution: bool = False) -> type[threa
         """A thread that takes part in the clock from its start to its end; joining it waits
         for it."""
 
+        execution_arn: str | None = None
+
         def start(self) -> None:
             label = _execution_name(self) if new_execution else None
+            # Thread.run drops its target at the end: what the end needs is read now.
+            self.execution_arn = _execution_arn(self) if new_execution else None
             clock.enlist(self, label=label, new=new_execution)
             try:
                 super().start()
@@ -58,6 +62,8 @@ def _thread_type(clock: VirtualClock, new_execution: bool = False) -> type[threa
             try:
                 super().run()
             finally:
+                if self.execution_arn is not None:
+                    clock.ended[self.execution_arn] = clock.now()
                 clock.leave(self)
 
         def join(self, timeout: float | None = None) -> None:
@@ -67,11 +73,18 @@ def _thread_type(clock: VirtualClock, new_execution: bool = False) -> type[threa
     return ClockThread
 
 
-def _execution_name(thread: threading.Thread) -> str | None:
-    """The name of the execution an ExecutionWorker's thread runs (its target's owner)."""
+def _execution_details(thread: threading.Thread) -> Any:
+    """The details of the execution an ExecutionWorker's thread runs (its target's owner)."""
     worker = getattr(getattr(thread, "_target", None), "__self__", None)
-    details = getattr(getattr(worker, "_evaluation_details", None), "execution_details", None)
-    return getattr(details, "name", None)
+    return getattr(getattr(worker, "_evaluation_details", None), "execution_details", None)
+
+
+def _execution_name(thread: threading.Thread) -> str | None:
+    return getattr(_execution_details(thread), "name", None)
+
+
+def _execution_arn(thread: threading.Thread) -> str | None:
+    return getattr(_execution_details(thread), "arn", None)
 
 
 def _event_type(clock: VirtualClock, what: str) -> type[threading.Event]:

@@ -229,6 +229,8 @@ class Execution:
     events: list[dict[str, Any]] = field(default_factory=list)
     # Transitions of executions this one ran nested (Step Functions bills those too).
     nested_transitions: int = 0
+    # When it ended, on the emulation's clock.
+    ended_at: datetime | None = None
 
     @property
     def states_entered(self) -> list[str]:
@@ -477,6 +479,7 @@ class Emulation:
             error=desc.get("error"),
             cause=desc.get("cause"),
             events=events,
+            ended_at=self.clock.ended.get(execution_arn),
         )
 
     def invoke(self, module: str, event: Any) -> Invocation:

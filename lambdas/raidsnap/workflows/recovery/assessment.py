@@ -29,6 +29,9 @@ from raidsnap.plan.volumes import VolumeView
 from raidsnap.workflows.recovery.contracts import Degraded, FailedMember, Look
 
 DISCOVER_TIMEOUT_SECONDS = 120
+# The assessment is on the recovery's critical path and discovery answers in a few seconds: the
+# first look comes after 1 s, each later one twice as late, up to 5 s apart.
+FIRST_POLL_SECONDS = 1
 POLL_SECONDS = 5
 
 
@@ -83,7 +86,7 @@ def start(array: str, instance_id: str, discover_document: str) -> Look:
         comment=f"raidsnap recovery assessment {array}",
         timeout=DISCOVER_TIMEOUT_SECONDS,
     )
-    poll = Poll(POLL_SECONDS, DISCOVER_TIMEOUT_SECONDS + 30)
+    poll = Poll(FIRST_POLL_SECONDS, DISCOVER_TIMEOUT_SECONDS + 30)
     return look.model_copy(update={"commandId": command_id, "status": "pending", **poll.as_dict()})
 
 
@@ -177,7 +180,10 @@ def poll(look: Look) -> Look:
     if result.status == "pending":
         left = Poll(int(look.waitSeconds or 0), int(look.budgetSeconds or 0)).waited()
         if not left.spent:
-            return look.model_copy(update={"budgetSeconds": left.budget_seconds})
+            later = min(POLL_SECONDS, 2 * left.wait_seconds)
+            return look.model_copy(
+                update={"budgetSeconds": left.budget_seconds, "waitSeconds": later}
+            )
         return _unseen(look).decided(
             budgetSeconds=left.budget_seconds, discovery="discovery did not answer in time"
         )
