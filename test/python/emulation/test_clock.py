@@ -236,6 +236,7 @@ def test_the_same_scenario_gives_the_same_emulated_times_every_run(template: Pat
     # THEN they end at the same times, in the same order, run after run
     assert sorted(t for _, t in first) == [200, 200, 200, 200]
     assert [_ties(template) for _ in range(3)] == [first] * 3
+
     # AND an automated recovery (a recovery following the restore it started) invokes the same
     # functions at the same emulated times, run after run (calls made at one instant by branches
     # of a Parallel have no order on AWS either, so each instant is compared as a whole)
