@@ -46,7 +46,7 @@ def _second_heartbeat_fails(emu: Emulation) -> None:
         calls[0] += 1
         if calls[0] == 2:
             raise AwsError("InternalFailure", "An internal error occurred", 500)
-        return emu.double._lifecycle_heartbeat(params)  # noqa: SLF001 - the double's own answer
+        return emu.double._lifecycle_heartbeat(params)
 
     emu.double.route("autoscaling", "RecordLifecycleActionHeartbeat", heartbeat)
 
