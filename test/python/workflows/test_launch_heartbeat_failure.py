@@ -1,9 +1,10 @@
-"""A launch's recovery keeps its lifecycle action alive from a Parallel branch while its restore
-runs. One heartbeat that fails (an error the SDK's retries did not outlast: a 5xx of Auto
-Scaling) fails that branch, which fails the Parallel ("Parallel", developer guide: a failed
-branch fails the state and stops the others), and the recovery completes the action with
-ABANDON: the group terminates the instance. The restore the recovery started is not stopped and
-goes on attaching and mounting the array on the instance being given up."""
+"""A launch's recovery keeps its lifecycle action alive from a Parallel branch while its
+restore runs. One heartbeat that fails (ResourceContention, the one error botocore's model lists
+for RecordLifecycleActionHeartbeat, HTTP 500, once it outlasts the SDK's retries) fails that
+branch, which fails the Parallel ("Parallel", developer guide: a failed branch fails the state
+and stops the others), and the recovery completes the action with ABANDON: the group terminates
+the instance. The restore the recovery started is not stopped and goes on attaching and mounting
+the array on the instance being given up."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def _second_heartbeat_fails(emu: Emulation) -> None:
     def heartbeat(params: dict[str, Any]) -> Any:
         calls[0] += 1
         if calls[0] == 2:
-            raise AwsError("InternalFailure", "An internal error occurred", 500)
+            raise AwsError("ResourceContention", "You already have a pending update", 500)
         return emu.double._lifecycle_heartbeat(params)
 
     emu.double.route("autoscaling", "RecordLifecycleActionHeartbeat", heartbeat)
