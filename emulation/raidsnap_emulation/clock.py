@@ -47,9 +47,13 @@ class _Participant:
     since: datetime | None = None  # when that sleep began
     waiting: Callable[[], bool] | None = None  # blocked while this answers True
     what: str = ""
+    # A sleeper that another participant may wake before its time (an Event set): it can run
+    # again as soon as this answers True.
+    until: Callable[[], bool] | None = None
 
     def runnable(self) -> bool:
-        return self.wake is None and (self.waiting is None or not self.waiting())
+        awake = self.wake is None or (self.until is not None and self.until())
+        return awake and (self.waiting is None or not self.waiting())
 
 
 class VirtualClock:
@@ -126,24 +130,44 @@ class VirtualClock:
 
     # -- blocking
 
-    def sleep(self, seconds: float, interrupted: Callable[[], bool] | None = None) -> None:
-        """Block until the clock reaches now + ``seconds`` (or ``interrupted()``)."""
+    def sleep(
+        self,
+        seconds: float,
+        interrupted: Callable[[], bool] | None = None,
+        until: Callable[[], bool] | None = None,
+    ) -> None:
+        """Block until the clock reaches now + ``seconds`` (or ``interrupted()``, or
+        ``until()``). ``until`` is what another participant sets (it is read under the clock's
+        lock, and may only read): once it answers True the sleeper counts as running, so time
+        cannot move past the instant it was woken. Such a sleeper waits for others as much as
+        for time (a Task's timeout while its task runs), so it is never given up on as stalled:
+        its wake-up is due, and the others' work may take long in real time."""
         if seconds <= 0:
             return
         with self.hold(), self._cond:
             me = self._threads[threading.current_thread()]
             me.wake, me.since = self._now + timedelta(seconds=seconds), self._now
+            me.until = until
             self._changed()
             deadline = time.monotonic() + STALL_LIMIT_SECONDS
-            while me.wake is not None:  # _schedule releases it
-                stalled = time.monotonic() > deadline
-                if self._closed or stalled or (interrupted is not None and interrupted()):
-                    me.wake = None
-                    self._changed()
-                    if stalled and not self._closed:
-                        raise ClockStalledError(self._describe())
-                    return
-                self._cond.wait(POLL_SECONDS)
+            try:
+                while me.wake is not None:  # _schedule releases it
+                    stalled = until is None and time.monotonic() > deadline
+                    woken = until is not None and until()
+                    if (
+                        self._closed
+                        or stalled
+                        or woken
+                        or (interrupted is not None and interrupted())
+                    ):
+                        me.wake = None
+                        self._changed()
+                        if stalled and not self._closed:
+                            raise ClockStalledError(self._describe())
+                        return
+                    self._cond.wait(POLL_SECONDS)
+            finally:
+                me.until = None
 
     @contextlib.contextmanager
     def waiting(self, blocked: Callable[[], bool], what: str) -> Iterator[None]:
