@@ -48,8 +48,10 @@ class _Participant:
     waiting: Callable[[], bool] | None = None  # blocked while this answers True
     what: str = ""
     # A sleeper that another participant may wake before its time (an Event set): it can run
-    # again as soon as this answers True.
+    # again as soon as this answers True. Such a sleep is a timeout (a Task's TimeoutSeconds).
     until: Callable[[], bool] | None = None
+    # Waiting for the world outside the executions (a test holding a step), not for time.
+    outside: bool = False
 
     def runnable(self) -> bool:
         awake = self.wake is None or (self.until is not None and self.until())
@@ -170,22 +172,24 @@ class VirtualClock:
                 me.until = None
 
     @contextlib.contextmanager
-    def waiting(self, blocked: Callable[[], bool], what: str) -> Iterator[None]:
-        """Inside the block the calling thread waits for another participant: it counts as
-        blocked while ``blocked()`` answers True. ``blocked`` is called under the clock's lock:
-        it may only read."""
+    def waiting(
+        self, blocked: Callable[[], bool], what: str, outside: bool = False
+    ) -> Iterator[None]:
+        """Inside the block the calling thread waits for another participant (``outside``: for
+        the world outside the executions, a test): it counts as blocked while ``blocked()``
+        answers True. ``blocked`` is called under the clock's lock: it may only read."""
         me = self._threads.get(threading.current_thread())
         if me is None:  # not taking part: nothing to account for
             yield
             return
         with self._cond:
-            me.waiting, me.what = blocked, what
+            me.waiting, me.what, me.outside = blocked, what, outside
             self._changed()
         try:
             yield
         finally:
             with self._cond:
-                me.waiting, me.what = None, ""
+                me.waiting, me.what, me.outside = None, "", False
                 self._changed()
 
     def wait_until(self, done: Callable[[], bool], what: str) -> None:
@@ -218,11 +222,24 @@ class VirtualClock:
         if self._closed:
             return
         sleepers = []
+        held = False
         for participant in self._threads.values():
             if participant.runnable():
                 return  # time stands still while anything can still run at this instant
             if participant.wake is not None:
                 sleepers.append(participant)
+            held = held or (participant.outside and participant.waiting is not None)
+        if held:
+            # While a test holds a step, the executions' waits go on, but no timeout runs out
+            # (and time does not pass one): holding takes no time on AWS, and a Task's timeout
+            # is for what never ends there.
+            timeouts = [p.wake for p in sleepers if p.until is not None and p.wake is not None]
+            sleepers = [
+                p
+                for p in sleepers
+                if p.until is None
+                and (not timeouts or (p.wake is not None and p.wake < min(timeouts)))
+            ]
         if not sleepers:
             if self._threads:
                 self._stalled_since = time.monotonic()

@@ -535,7 +535,8 @@ def create_topics(emu: Any) -> list[str]:
 class HeldStep:
     """Holds the first invocation of one function until released, so that a test can act while
     a workflow is inside that step (e.g. while a restore holds its lock). The held step waits
-    for the test, not for time: other executions' waits go on meanwhile."""
+    for the test, not for time: other executions' waits go on meanwhile (but no Task's timeout
+    runs out: clock.py)."""
 
     def __init__(self, emu: Any, module: str) -> None:
         router = emu.router
@@ -551,7 +552,9 @@ class HeldStep:
                 self._held = True
                 self.reached.set()
                 with emu.clock.waiting(
-                    lambda: not self._go_on.is_set(), f"the test to release {self.function}"
+                    lambda: not self._go_on.is_set(),
+                    f"the test to release {self.function}",
+                    outside=True,
                 ):
                     self._go_on.wait(120)
             return router(params)

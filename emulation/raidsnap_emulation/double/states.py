@@ -16,6 +16,11 @@ API Reference; developer guide).
   waiting Tasks of a Parallel's other branches when one branch fails ("Parallel workflow
   state", developer guide, error handling: the Parallel fails and Step Functions stops all its
   branches).
+- A branch that fails with an error Step Functions names (States.Timeout: a Task of the branch
+  ran out of time) fails the Parallel with that error, which its Catch can handle ("Error
+  handling in Step Functions", developer guide: States.ALL matches every error name but
+  States.Runtime and States.DataLimitExceeded); moto refuses to raise a States.* name from a
+  branch and fails the Parallel with States.Runtime instead, which no Catch can handle.
 - StopExecution keeps the error and the cause it was given: the ExecutionAborted event carries
   them (ExecutionAbortedEventDetails, API reference); moto stops every execution with empty
   ones.
@@ -33,6 +38,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from moto.stepfunctions.parser.api import ExecutionStatus
+from moto.stepfunctions.parser.asl.component.common.error_name.custom_error_name import (
+    CustomErrorName,
+)
+from moto.stepfunctions.parser.asl.component.common.error_name.error_name import ErrorName
+from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import (
+    StatesErrorName,
+)
+from moto.stepfunctions.parser.asl.component.state.exec.state_parallel import branches_decl
 from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_worker import (
     BranchWorker,
 )
@@ -125,10 +138,19 @@ def _end_waits(env: Any, tokens: list[str] | None) -> None:
             endpoint.interrupt_all()
 
 
+def _branch_error_name(error_name: str | None) -> ErrorName:
+    """The error a failed branch fails its Parallel with, by its own name."""
+    if error_name is not None and error_name.startswith("States."):
+        return StatesErrorName.from_name(error_name)
+    return CustomErrorName(error_name=error_name)
+
+
 @contextlib.contextmanager
 def stopping_ends_waiting_tasks() -> Iterator[None]:
     """While installed, stopping an execution also ends its Tasks that wait on a token, and so
-    does stopping a Parallel's branch (the Parallel failed)."""
+    does stopping a Parallel's branch (the Parallel failed); a branch's States.* error fails the
+    Parallel under its own name."""
+    setattr(branches_decl, "CustomErrorName", _branch_error_name)  # noqa: B010
     original = ExecutionWorker.stop
     original_branch = BranchWorker.stop
     original_error = Environment.set_error
@@ -158,3 +180,4 @@ def stopping_ends_waiting_tasks() -> Iterator[None]:
         setattr(ExecutionWorker, "stop", original)  # noqa: B010
         setattr(BranchWorker, "stop", original_branch)  # noqa: B010
         setattr(Environment, "set_error", original_error)  # noqa: B010
+        setattr(branches_decl, "CustomErrorName", CustomErrorName)  # noqa: B010

@@ -332,14 +332,27 @@ def test_a_failed_branch_ends_the_task_another_branch_waits_on(emu: Emulation) -
 
 
 def test_a_task_that_nobody_answers_times_out_on_the_clock(emu: Emulation) -> None:
-    # GIVEN a Task waiting for a token with TimeoutSeconds of 3 days, and nobody to answer
+    # GIVEN a Task waiting for a token with TimeoutSeconds of 3 days, and nobody to answer, in a
+    # Parallel's branch and on its own
     queue = boto3.client("sqs").create_queue(QueueName="tokens")["QueueUrl"]
+    timed_out = [{"ErrorEquals": ["States.Timeout"], "ResultPath": None, "Next": "Alone"}]
     definition = {
-        "StartAt": "Ask",
+        "StartAt": "Both",
         "States": {
-            "Ask": _asks(
+            "Both": {
+                "Type": "Parallel",
+                "Branches": [
+                    {
+                        "StartAt": "Ask",
+                        "States": {"Ask": _asks(queue, TimeoutSeconds=259200, End=True)},
+                    }
+                ],
+                "Catch": timed_out,
+                "Next": "Alone",
+            },
+            "Alone": _asks(
                 queue,
-                TimeoutSeconds=259200,
+                TimeoutSeconds=3600,
                 Catch=[{"ErrorEquals": ["States.Timeout"], "ResultPath": None, "Next": "Mark"}],
                 Next="Mark",
             ),
@@ -348,9 +361,10 @@ def test_a_task_that_nobody_answers_times_out_on_the_clock(emu: Emulation) -> No
     }
     begin = emu.clock.now()
     arn = start(emu, machine(emu, "asks", definition), {}, "asks")
-    # THEN it times out 3 days later on the emulated clock (States.Timeout), and goes on
+    # THEN each times out on the emulated clock (States.Timeout, which fails the Parallel under
+    # that name, for its Catch), and the run goes on: 3 days, then 1 hour
     succeeded(emu, arn)
-    assert ended(emu, arn, begin) == 259200
+    assert ended(emu, arn, begin) == 259200 + 3600
     assert _waiting_for_a_token(emu) == [], emu.clock.describe()
 
 
