@@ -349,6 +349,33 @@ def _scenario_restore_stopped_by_hand(emu: Emulation) -> None:
     assert done.result["deletedVolumeIds"] and done.result["fsrDisabled"]
 
 
+def _scenario_restore_stopped_after_tagging_a_new_target(emu: Emulation) -> None:
+    # The stop cleanup reads the run's history, and takes off the tag the run put on its new
+    # target (it never reached its Assemble step).
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    terminate(fx.instance_id)
+    target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    name_in_config(emu, "db1", target)
+    held = HeldStep(emu, "restore_attach", nth=2)
+    arn = emu.start(
+        "restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"}
+    )
+    held.wait()
+    boto3.client("stepfunctions").stop_execution(executionArn=arn)
+    held.release()
+    emu.wait(arn)
+    deliveries = emu.services.execution_event(arn)
+    assert deliveries and all(d.delivered for d in deliveries), deliveries
+    (done,) = [
+        d.result
+        for d in deliveries
+        if d.result is not None and d.result.module == "restore_abandoned"
+    ]
+    assert done.error_type is None, done.error_message
+    assert done.result["untagged"] == target
+
+
 def _scenario_restore_prewarm_cannot_be_followed(emu: Emulation) -> None:
     # Every look at the prewarm fails: the last step looks once more, to say how far it got.
     fx = make_array(emu.hosts, "db1", 2)
@@ -506,6 +533,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_failed_replace_of_an_encrypted_array_attaches_its_members_again,
     _scenario_restore_kept_after_assembly_records_its_identity,
     _scenario_restore_stopped_by_hand,
+    _scenario_restore_stopped_after_tagging_a_new_target,
     _scenario_restore_volume_error_while_fsr_on,
     _scenario_restore_fsr_stuck_falls_back,
     _scenario_restore_fsr_replace,
