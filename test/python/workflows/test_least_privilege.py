@@ -17,6 +17,7 @@ machine of the synthesized template (with and without the example config):
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -200,6 +201,20 @@ def _scenario_recovery_whose_restore_is_stopped(emu: Emulation) -> None:
     # The stopped restore's end tells the recovery waiting on it, which fails.
     _restores_end(emu)
     assert emu.wait(started.result["executionArn"]).status == "FAILED"
+
+
+def _scenario_recovery_told_by_the_end_of_its_restore(emu: Emulation) -> None:
+    # The restore's own report of its mounted array is refused once: its end tells the recovery.
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
+    emu.double.fail("stepfunctions", "SendTaskSuccess", times=1, code="AccessDeniedException")
+    started = emu.invoke("recovery_start", alarm_event(fx.instance_id))
+    sfn = boto3.client("stepfunctions")
+    while not sfn.list_executions(stateMachineArn=emu.state_machines["restore"])["executions"]:
+        time.sleep(0.01)
+    _restores_end(emu)
+    assert emu.wait(started.result["executionArn"]).status == "SUCCEEDED"
 
 
 def _scenario_recovery_attach_onto_replacement(emu: Emulation) -> None:
@@ -552,6 +567,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_backup_fails_while_frozen,
     _scenario_recovery_from_alarm,
     _scenario_recovery_whose_restore_is_stopped,
+    _scenario_recovery_told_by_the_end_of_its_restore,
     _scenario_drill,
     _scenario_recovery_preempts_a_drill,
     _scenario_recovery_attach_onto_replacement,
