@@ -123,8 +123,10 @@ export class BackupWorkflow extends Construct {
           fsrGrants.fastSnapshotRestores('ec2:EnableFastSnapshotRestores', 'ec2:DisableFastSnapshotRestores'),
           fsrGrants.readFsrQuota(),
           // The policy's claim (an item of its own in the lock table, replaced under a version
-          // condition, deleted once empty) and the restore lock (a set a restore holds keeps FSR).
-          ...lockStatements(['GetItem', 'PutItem', 'DeleteItem']),
+          // condition, deleted once empty), the restore lock (a set a restore holds keeps FSR)
+          // and the restores' FSR claims (Scan: a pair on before the policy claims it is taken
+          // over only when a raidsnap restore enabled it; anyone else's is never turned off).
+          ...lockStatements(['GetItem', 'PutItem', 'DeleteItem', 'Scan']),
         ],
         environment: { FAST_RESTORE_BY_ARRAY: JSON.stringify(props.fastRestore ?? {}) },
       },

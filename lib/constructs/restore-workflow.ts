@@ -38,7 +38,9 @@ export class RestoreLock extends Construct {
       timeToLiveAttribute: 'expiresAt',
       encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED,
       encryptionKey: stackKey(this),
-      // Only transient locks live here; nothing to keep when the stack goes.
+      // Locks, claims and records of runs; the fastRestore policies' claims outlive runs, and
+      // FSR they keep on stays on (and billed) after the stack goes: the README says to remove
+      // the policies and let the sweeper turn it off before deleting the stack.
       removalPolicy: RemovalPolicy.DESTROY,
     });
   }

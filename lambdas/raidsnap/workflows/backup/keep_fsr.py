@@ -14,7 +14,7 @@ from __future__ import annotations
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from botocore.exceptions import ClientError
 
-from raidsnap.aws import THROTTLE_CODES, error_code, fsr, kept_fsr, snapshot_sets
+from raidsnap.aws import THROTTLE_CODES, error_code, fsr, kept_fsr, lock, snapshot_sets
 from raidsnap.environment import (
     FastRestorePolicy,
     fast_restore_by_array,
@@ -111,6 +111,7 @@ def _start(call: KeepFsrCall, policy: FastRestorePolicy | None, table: str) -> K
         for zone in policy.zones
         for sid in fsr.already_active(out.snapshotIds, zone)
     )
+    restored = {pair for c in lock.fsr_claims(table) for pair in c.pairs}
     entry = plan.KeptSet(
         set_id=out.setId,
         taken_at=call.plan.execution.startTime,
@@ -118,6 +119,7 @@ def _start(call: KeepFsrCall, policy: FastRestorePolicy | None, table: str) -> K
         sizes=sizes,
         run=call.plan.execution.arn,
         before=tuple(before),
+        foreign=tuple(pair for pair in before if pair not in restored),
     )
     claimed = kept_fsr.change(table, array, lambda sets: plan.with_set(sets, entry)).find(out.setId)
     k.before = list(claimed.before if claimed else before)
