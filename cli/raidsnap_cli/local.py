@@ -27,6 +27,7 @@ from .local_state import (
     LOG_FILE,
     World,
     WorldError,
+    alive,
     control,
     recorded,
     running,
@@ -46,6 +47,7 @@ _ACCOUNT_VARIABLES = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN",
 
 app = typer.Typer(
     name="local",
+    short_help="A local world that lives on between commands; --local points any command at it.",
     help=(
         "A local world that lives on between commands: the emulation (the synthesized "
         "workflows, the functions, EC2 and SSM as they behave) behind an AWS endpoint on "
@@ -237,13 +239,14 @@ def down(
 ) -> None:
     """End the local world (its recorded process, and only while it is still that process)."""
     out, err = _consoles()
-    world = running()
+    world = alive()
     if world is None:
         out.print("no local world runs; nothing to end")
         return
     if not stop(world, timeout):
         _fail(err, f"the local world (process {world.pid}) did not end")
-    out.print(f"local world at {world.url} ended (process {world.pid})")
+    where = "that was starting" if world.starting else f"at {world.url}"
+    out.print(f"local world {where} ended (process {world.pid})")
 
 
 @app.command()
@@ -252,9 +255,11 @@ def status() -> None:
     out, err = _consoles()
     world = running()
     if world is None:
-        gone = recorded()
-        if gone is not None:
-            out.print(f"no local world runs (the one at {gone.url}, process {gone.pid}, is gone)")
+        found, building = recorded(), alive()
+        if building is not None:
+            out.print(f"a local world is being built (process {building.pid}); not serving yet")
+        elif found is not None:
+            out.print(f"no local world runs (the one of process {found.pid} is gone)")
         else:
             out.print("no local world runs; start one with `raidsnap local up`")
         raise typer.Exit(1)

@@ -16,7 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -34,15 +34,17 @@ class WorldError(Exception):
 
 @dataclass(frozen=True)
 class World:
-    """A world as its state file records it."""
+    """A world as its state file records it: its process from the start, the rest once it
+    serves."""
 
-    url: str
     pid: int
     process_start: str
-    token: str
-    speed: float
-    region: str
-    state_machines: dict[str, str]
+    starting: bool
+    url: str = ""
+    token: str = ""
+    speed: float = 0.0
+    region: str = ""
+    state_machines: dict[str, str] = field(default_factory=dict)
 
 
 def state_dir() -> Path:
@@ -77,10 +79,14 @@ def recorded() -> World | None:
     """The world the state file records (running or not), or None."""
     try:
         raw = json.loads((state_dir() / STATE_FILE).read_text())
+        pid, started = int(raw["pid"]), str(raw["processStart"])
+        if raw.get("starting"):
+            return World(pid, started, starting=True)
         return World(
+            pid,
+            started,
+            starting=False,
             url=str(raw["url"]),
-            pid=int(raw["pid"]),
-            process_start=str(raw["processStart"]),
             token=str(raw["token"]),
             speed=float(raw["speed"]),
             region=str(raw["region"]),
@@ -90,9 +96,16 @@ def recorded() -> World | None:
         return None
 
 
-def running() -> World | None:
+def alive() -> World | None:
+    """The recorded world while its process runs, serving or still building."""
     world = recorded()
     return world if world is not None and ours(world) else None
+
+
+def running() -> World | None:
+    """The recorded world while it serves."""
+    world = alive()
+    return world if world is not None and not world.starting else None
 
 
 def control(world: World, name: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -131,6 +144,9 @@ def start(speed: float, timeout: float) -> World:
         )
     folder = state_dir()
     folder.mkdir(parents=True, exist_ok=True)
+    building = alive()
+    if building is not None:  # another command started it: wait for that one
+        return _serving(building.pid, None, timeout)
     (folder / STATE_FILE).unlink(missing_ok=True)
     with (folder / LOG_FILE).open("wb") as log:
         child = subprocess.Popen(
@@ -141,17 +157,23 @@ def start(speed: float, timeout: float) -> World:
             start_new_session=True,
             env=_world_environment(),
         )
+    return _serving(child.pid, child, timeout)
+
+
+def _serving(pid: int, child: subprocess.Popen[bytes] | None, timeout: float) -> World:
+    """Wait until the world of process ``pid`` serves; ``child``: this command started it."""
     deadline = time.monotonic() + timeout
     while True:
         world = recorded()
-        if world is not None and world.pid == child.pid:
+        if world is not None and world.pid == pid and not world.starting:
             return world
-        if child.poll() is not None:
-            raise WorldError(
-                f"the local world ended at its start (exit {child.returncode}):\n{_tail()}"
-            )
+        gone = child.poll() is not None if child else process_start(pid) is None
+        if gone:
+            code = f" (exit {child.returncode})" if child else ""
+            raise WorldError(f"the local world ended at its start{code}:\n{_tail()}")
         if time.monotonic() > deadline:
-            child.terminate()  # the process this command started, by its PID
+            if child is not None:
+                child.terminate()  # the process this command started, by its PID
             raise WorldError(f"the local world was not serving after {timeout:g} s:\n{_tail()}")
         time.sleep(0.1)
 

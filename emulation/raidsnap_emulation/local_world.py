@@ -27,7 +27,6 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from raidsnap_emulation.backend import quiet_functions
@@ -78,13 +77,19 @@ def _write_state(state_dir: Path, state: dict[str, Any]) -> Path:
 def serve(state_dir: Path, speed: float, port: int = 0) -> int:
     _clean_environment()
     state_dir.mkdir(parents=True, exist_ok=True)
-    stop = threading.Event()
+    # Known from the start, so that whoever started it can end it while it is still building.
+    me = {"pid": os.getpid(), "processStart": process_start(os.getpid())}
+    path = _write_state(state_dir, {**me, "starting": True})
+    try:
+        _build_and_serve(state_dir, speed, port, me)
+    finally:
+        path.unlink(missing_ok=True)
+    return 0
 
-    def stopping(_signum: int, _frame: FrameType | None) -> None:
-        stop.set()
 
-    signal.signal(signal.SIGTERM, stopping)
-    signal.signal(signal.SIGINT, stopping)
+def _build_and_serve(state_dir: Path, speed: float, port: int, me: dict[str, Any]) -> None:
+    """Until SIGTERM or SIGINT. While it builds, either ends the process at once (there is
+    nothing to keep); once it serves, they end it in order: the endpoint, then the emulation."""
     clock = PacedClock()
     with quiet_functions(), Emulation(synthesize(), clock=clock) as emu:
         # Emulation keeps the process environment and puts it back on exit.
@@ -93,12 +98,14 @@ def serve(state_dir: Path, speed: float, port: int = 0) -> int:
         clock.pace(speed)
         token = secrets.token_hex(16)
         with serving(REGION, world.control, token, clock.now, port) as url:
-            path = _write_state(
+            stop = threading.Event()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda _signum, _frame: stop.set())
+            _write_state(
                 state_dir,
                 {
+                    **me,
                     "url": url,
-                    "pid": os.getpid(),
-                    "processStart": process_start(os.getpid()),
                     "token": token,
                     "speed": speed,
                     "region": REGION,
@@ -106,11 +113,7 @@ def serve(state_dir: Path, speed: float, port: int = 0) -> int:
                 },
             )
             print(f"serving at {url}", file=sys.stderr, flush=True)
-            try:
-                stop.wait()
-            finally:
-                path.unlink(missing_ok=True)
-    return 0
+            stop.wait()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,4 +122,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Everything the world holds is in this process's memory and ends with it: tearing the
+    # interpreter down object by object (moto's backends, the service models) takes seconds,
+    # which `raidsnap local down` would wait for.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

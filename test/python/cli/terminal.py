@@ -144,9 +144,19 @@ class Normaliser:
         return self._labels[found.group(0)]
 
 
+_LABEL = r"'?<(?:i|vol|snap)-\d+>'?"
+_LABELS = re.compile(rf"{_LABEL}(?:, {_LABEL})+")
+
+
 def comparable(screen: str) -> list[str]:
     """A normalised screen as compared: table rules and column padding depend on the width of
     what a cell holds (a duration of 9 s or of 12 s), so runs of spaces and of rule characters
-    count as one."""
-    squeezed = (re.sub(r"([━─═ ])\1+", r"\1", line).rstrip() for line in screen.splitlines())
-    return [line for line in squeezed if line]
+    count as one; and a list of ids that the run sorted by id comes in any order of their
+    labels, so such a list counts as the set of its labels."""
+    lines = []
+    for raw in screen.splitlines():
+        line = re.sub(r"([━─═ ])\1+", r"\1", raw).rstrip()
+        line = _LABELS.sub(lambda found: ", ".join(sorted(found.group(0).split(", "))), line)
+        if line:
+            lines.append(line)
+    return lines

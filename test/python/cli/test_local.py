@@ -36,20 +36,18 @@ def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     child.wait(5)
 
 
-def record(state: Path, pid: int, start: str | None) -> None:
-    (state / local_state.STATE_FILE).write_text(
-        json.dumps(
-            {
-                "url": "http://127.0.0.1:9",
-                "pid": pid,
-                "processStart": start,
-                "token": "t",
-                "speed": 60,
-                "region": "us-east-1",
-                "stateMachines": {},
-            }
-        )
-    )
+def record(state: Path, pid: int, start: str | None, *, starting: bool = False) -> None:
+    """A state file as the world writes it while it builds (``starting``) and once it serves."""
+    serving = {
+        "url": "http://127.0.0.1:9",
+        "token": "t",
+        "speed": 60,
+        "region": "us-east-1",
+        "stateMachines": {},
+    }
+    recorded = {"pid": pid, "processStart": start}
+    recorded |= {"starting": True} if starting else serving
+    (state / local_state.STATE_FILE).write_text(json.dumps(recorded))
 
 
 def run(*args: str) -> Result:
@@ -93,6 +91,16 @@ def test_down_ends_the_recorded_process_while_it_is_the_worlds(
     assert f"ended (process {sleeper.pid})" in result.output
     assert sleeper.wait(5) == -15  # SIGTERM
     assert not (state / local_state.STATE_FILE).exists()
+
+
+def test_down_ends_a_world_still_being_built(state: Path, sleeper: subprocess.Popen[bytes]) -> None:
+    record(state, sleeper.pid, local_state.process_start(sleeper.pid), starting=True)
+    assert local_state.running() is None  # not serving: no command can use it yet
+    assert "is being built" in run("local", "status").output
+    result = run("local", "down")
+    assert result.exit_code == 0, result.output
+    assert f"local world that was starting ended (process {sleeper.pid})" in result.output
+    assert sleeper.wait(5) == -15
 
 
 def test_status_without_a_world_says_so_and_exits_1(state: Path) -> None:

@@ -8,6 +8,7 @@ them again with RAIDSNAP_UPDATE_GOLDEN=1 and read the diff."""
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import signal
@@ -96,7 +97,9 @@ def _check(shown: Shown, name: str, normalise: Normaliser) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(screen)
         return
-    assert comparable(screen) == comparable(path.read_text()), f"{name}: the screen changed"
+    want, got = comparable(path.read_text()), comparable(screen)
+    diff = "\n".join(difflib.unified_diff(want, got, "golden", "now", lineterm=""))
+    assert got == want, f"{name}: the screen changed\n{diff}"
 
 
 def _execution_name(shown: Shown) -> str:
