@@ -220,6 +220,10 @@ def up(
     out.print(f"  clock    {_clock_words(world.speed)}")
     out.print("  use it   raidsnap --local sets · raidsnap --local backup db1 --no-wait ·")
     out.print("           raidsnap --local status · raidsnap local break db1 --member 1")
+    out.print(
+        f"  any SDK  AWS_ENDPOINT_URL={world.url}, any keys, region {world.region}"
+        " (aws ec2 describe-volumes ...)"
+    )
     out.print("  end it   raidsnap local down")
 
 

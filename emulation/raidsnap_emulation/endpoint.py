@@ -8,13 +8,18 @@ request parsers, driven by the botocore service model: the EC2 and Query protoco
 the JSON protocol's body, the REST-JSON protocol's path and body), made as the same call
 through a botocore client of this process (the double answers it, or hands it to moto), and its
 answer or error is written back as the service writes it (moto's response serializers), with
-the Date header of the emulated clock. Any AWS SDK, or the AWS CLI, talks to it given its URL
-and any credentials.
+the Date header of the emulated clock. An AWS SDK or the AWS CLI talks to it given its URL
+(AWS_ENDPOINT_URL, --endpoint-url) and any keys; raidsnap's command does so with --local.
 
-The service is the one the request was signed for (the credential scope of its SigV4
-Authorization header: "<key>/<date>/<region>/<service>/aws4_request", AWS General Reference,
-"Signature Version 4 signing process"). Paths under ``/_raidsnap/`` are the world's own
-controls, for the ``raidsnap local`` commands; they need the world's token.
+The service is the one the request was signed for: the credential scope of its SigV4
+Authorization header, "access_key/YYYYMMDD/region/service/aws4_request" (STS API Reference,
+Common Parameters, X-Amz-Credential; the same scope in the header). The operation is the Query
+and EC2 protocols' Action parameter (same page, Action; Amazon EC2 API Reference, Making API
+requests), the JSON protocol's X-Amz-Target header ("the version of the API and the
+operation", AWS Transfer Family User Guide, Making API requests; the botocore model's
+targetPrefix), or for REST-JSON the method and path of the model's requestUri. Paths under
+``/_raidsnap/`` are the world's own controls, for the ``raidsnap local`` commands; they need
+the world's token.
 """
 
 from __future__ import annotations
