@@ -64,6 +64,8 @@ class VirtualClock:
         self._groups = itertools.count(1)
         self._closed = False
         self._stalled_since: float | None = None
+        # Real seconds a sleeper may see no progress before it gives up (None: never).
+        self.stall_limit: float | None = STALL_LIMIT_SECONDS
         # When each execution ended, on this clock, by its ARN (Step Functions' own stopDate
         # is stamped with real time here).
         self.ended: dict[str, datetime] = {}
@@ -134,9 +136,10 @@ class VirtualClock:
             me = self._threads[threading.current_thread()]
             me.wake, me.since = self._now + timedelta(seconds=seconds), self._now
             self._changed()
-            deadline = time.monotonic() + STALL_LIMIT_SECONDS
+            limit = self.stall_limit
+            deadline = None if limit is None else time.monotonic() + limit
             while me.wake is not None:  # _schedule releases it
-                stalled = time.monotonic() > deadline
+                stalled = deadline is not None and time.monotonic() > deadline
                 if self._closed or stalled or (interrupted is not None and interrupted()):
                     me.wake = None
                     self._changed()
@@ -207,8 +210,14 @@ class VirtualClock:
         # system ran first: what it does at this instant is done before the next one wakes.
         first = min(sleepers, key=lambda p: (p.wake, p.since, p.group, p.seq))
         assert first.wake is not None
-        self._now = max(self._now, first.wake)
-        first.wake = None
+        if self._reached(first.wake):
+            first.wake = None
+
+    def _reached(self, wake: datetime) -> bool:
+        """Whether time may be at ``wake`` now that nothing can run: here at once (time jumps
+        to the next wake-up). Under self._cond."""
+        self._now = max(self._now, wake)
+        return True
 
     # -- ending and diagnostics
 
