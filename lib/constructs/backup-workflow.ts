@@ -43,6 +43,8 @@ export class BackupWorkflow extends Construct {
       DEFAULT_RETENTION: String(props.defaults.retention),
       MAX_FREEZE_SECONDS: String(props.defaults.maxFreezeSeconds),
       RETENTION_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.map((a) => [a.name, a.retention]))),
+      // Each array's application hooks from the configuration (a run's input may override them).
+      HOOKS_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.flatMap((a) => (a.hooks ? [[a.name, a.hooks]] : [])))),
       ...(props.restoreLock ? { RESTORE_LOCK_TABLE: props.restoreLock.tableName } : {}),
     };
     const lockStatements = (actions: string[]) => props.restoreLock ? lockTableStatements(props.restoreLock, actions) : [];
