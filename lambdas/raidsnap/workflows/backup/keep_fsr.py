@@ -11,7 +11,6 @@ metric FastRestoreNotKept raises its alarm.
 
 from __future__ import annotations
 
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from botocore.exceptions import ClientError
 
 from raidsnap.aws import THROTTLE_CODES, error_code, fsr, kept_fsr, lock, snapshot_sets
@@ -22,7 +21,7 @@ from raidsnap.environment import (
     restore_lock_table,
 )
 from raidsnap.errors import ConfigurationError
-from raidsnap.observability import logger
+from raidsnap.observability import logger, publish_alone
 from raidsnap.plan import fsr as plan_fsr
 from raidsnap.plan import kept_fsr as plan
 from raidsnap.workflows.backup.contracts import (
@@ -247,5 +246,4 @@ def _publish(k: KeepFsr) -> None:
     if k.status in ("pending", "off"):
         return
     value = 1 if k.status in ("skipped", "failed") else 0
-    with single_metric(name=NOT_KEPT_METRIC, unit=MetricUnit.Count, value=value):
-        pass
+    publish_alone(NOT_KEPT_METRIC, value)
