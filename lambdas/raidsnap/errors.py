@@ -97,8 +97,18 @@ class DrillTeardownFailedError(RaidsnapError):
 
 
 class RestoreAlreadyStartedError(RaidsnapError):
-    """A recovery's restore was started by an earlier attempt of the step that starts it: it
-    reports to that attempt's Task, not to the one waiting now."""
+    """A recovery's restore name is taken by an execution this step cannot start again (it has
+    ended, or has another input): no restore of this recovery's is running for it to wait on."""
+
+
+class UntrustedReportError(RaidsnapError):
+    """What reached a recovery as its restore's report of a mounted array is not that: another
+    array's, another run's, or without the set and mount point a mounted array has."""
+
+
+class LifecycleHeartbeatError(RaidsnapError):
+    """Auto Scaling refused a lifecycle action's heartbeat beyond the SDK's retries (e.g.
+    ResourceContention); the workflow tries again."""
 
 
 class ThrottledError(RaidsnapError):
