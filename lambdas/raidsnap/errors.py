@@ -106,11 +106,6 @@ class UntrustedReportError(RaidsnapError):
     array's, another run's, or without the set and mount point a mounted array has."""
 
 
-class LifecycleHeartbeatError(RaidsnapError):
-    """Auto Scaling refused a lifecycle action's heartbeat beyond the SDK's retries (e.g.
-    ResourceContention); the workflow tries again."""
-
-
 class ThrottledError(RaidsnapError):
     """EC2 or SSM throttled us beyond the SDK's retries; the workflow retries with backoff."""
 

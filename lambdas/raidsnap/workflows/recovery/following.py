@@ -24,11 +24,7 @@ from pydantic import JsonValue
 from raidsnap.aws import awaited, error_code, executions, lifecycle
 from raidsnap.aws.notifications import notify
 from raidsnap.environment import RecoveryStepSettings
-from raidsnap.errors import (
-    LifecycleHeartbeatError,
-    RestoreAlreadyStartedError,
-    UntrustedReportError,
-)
+from raidsnap.errors import RestoreAlreadyStartedError, UntrustedReportError
 from raidsnap.observability import logger
 from raidsnap.workflows.recovery import assessment
 from raidsnap.workflows.recovery.contracts import KeepAlive, RecoveryState, Settled, Started
@@ -40,6 +36,8 @@ ENDED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
 # events of the 25,000 an execution may have (Step Functions service quotas).
 SETTLE_FIRST_SECONDS = 30
 SETTLE_LONGEST_SECONDS = 600
+# After a heartbeat Auto Scaling refused: the next try.
+HEARTBEAT_AGAIN_SECONDS = 60
 
 
 def restore_name(state: RecoveryState) -> str:
@@ -101,10 +99,11 @@ def keep_alive(state: RecoveryState, settings: RecoveryStepSettings) -> KeepAliv
     try:
         held = action is not None and lifecycle.heartbeat(action.as_dict())
     except ClientError as err:
-        raise LifecycleHeartbeatError(
-            f"RecordLifecycleActionHeartbeat for {action.instanceId if action else '-'}: "
-            f"{error_code(err)}: {err}"
-        ) from err
+        # Refused past the SDK's retries (ResourceContention: botocore's model of
+        # RecordLifecycleActionHeartbeat lists it, HTTP 500): the action is still open; try
+        # again well inside its heartbeat timeout.
+        logger.warning("lifecycle heartbeat refused", extra={"error": error_code(err)})
+        return KeepAlive(status="open", waitSeconds=HEARTBEAT_AGAIN_SECONDS)
     return KeepAlive(status="open" if held else "closed", waitSeconds=third)
 
 
