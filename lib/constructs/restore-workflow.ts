@@ -365,6 +365,11 @@ export class RestoreWorkflow extends Construct {
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       retentionPeriod: Duration.days(14),
     });
+    // checkov's CKV_AWS_27 looks for a KMS key only; SSE-SQS is encryption at rest too ("Amazon
+    // SQS managed server-side encryption", SQS developer guide, Encryption at rest).
+    (this.endedDeadLetters.node.defaultChild as sqs.CfnQueue).addMetadata('checkov', {
+      skip: [{ id: 'CKV_AWS_27', comment: 'encrypted with SSE-SQS (SqsManagedSseEnabled), which this check does not recognise' }],
+    });
     acknowledge(this.endedDeadLetters, 'AwsSolutions-SQS3',
       'this queue is itself the dead-letter queue of the rule on restore ends; a queue behind it would only move the problem');
     new events.Rule(this, 'Ended', {
