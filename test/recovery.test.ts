@@ -95,6 +95,11 @@ describe('recovery with the example config', () => {
     const env = step?.[1].Properties.Environment.Variables.ALARM_BY_ARRAY;
     expect(JSON.stringify(env)).toContain(alarms[0]);
     expect(JSON.stringify(env)).toContain(alarms[1]);
+    // The trigger reads the same map: the alarm that fired names the array of an instance
+    // that holds several.
+    const start = Object.entries(resourcesOf(template, 'AWS::Lambda::Function'))
+      .find(([id]) => id.startsWith('RecoveryRecoveryStart'));
+    expect(start?.[1].Properties.Environment.Variables.ALARM_BY_ARRAY).toEqual(env);
   });
 
   test('a launch lifecycle hook on the configured group holds new instances up to an hour, ABANDON by default', () => {

@@ -76,6 +76,8 @@ class VirtualClock:
         # Task's timeout (a recovery waiting days for the restore whose end the test is about
         # to deliver).
         self.task_timeouts = False
+        # Real seconds a sleeper may see no progress before it gives up (None: never).
+        self.stall_limit: float | None = STALL_LIMIT_SECONDS
         # When each execution ended, on this clock, by its ARN (Step Functions' own stopDate
         # is stamped with real time here).
         self.ended: dict[str, datetime] = {}
@@ -157,10 +159,11 @@ class VirtualClock:
             me.wake, me.since = self._now + timedelta(seconds=seconds), self._now
             me.until = until
             self._changed()
-            deadline = time.monotonic() + STALL_LIMIT_SECONDS
+            limit = self.stall_limit
+            deadline = None if limit is None else time.monotonic() + limit
             try:
                 while me.wake is not None:  # _schedule releases it
-                    stalled = until is None and time.monotonic() > deadline
+                    stalled = until is None and deadline is not None and time.monotonic() > deadline
                     woken = until is not None and until()
                     if (
                         self._closed
@@ -254,8 +257,14 @@ class VirtualClock:
         # system ran first: what it does at this instant is done before the next one wakes.
         first = min(sleepers, key=lambda p: (p.wake, p.since, p.group, p.seq))
         assert first.wake is not None
-        self._now = max(self._now, first.wake)
-        first.wake = None
+        if self._reached(first.wake):
+            first.wake = None
+
+    def _reached(self, wake: datetime) -> bool:
+        """Whether time may be at ``wake`` now that nothing can run: here at once (time jumps
+        to the next wake-up). Under self._cond."""
+        self._now = max(self._now, wake)
+        return True
 
     # -- ending and diagnostics
 

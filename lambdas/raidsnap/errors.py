@@ -58,6 +58,11 @@ class CommandFailedError(RaidsnapError):
     pass
 
 
+class HookFailedError(RaidsnapError):
+    """Not in the design's list: an application hook of the backup failed or ran out of time on
+    the instance (the post hook has run; the cause says how it went)."""
+
+
 class ArrayDegradedError(RaidsnapError):
     """The array was degraded when its set was taken: the set is kept, marked degraded."""
 

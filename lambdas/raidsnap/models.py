@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, V
 from pydantic_core import PydanticCustomError
 
 from raidsnap.errors import InvalidInputError
+from raidsnap.hooks import Hooks
 
 
 class Contract(BaseModel):
@@ -104,6 +105,7 @@ class BackupInput(BaseModel):
     array: ArrayName
     consistency: Consistency | None = None
     trigger: Literal["schedule", "manual"] = "manual"
+    hooks: Hooks | None = None
 
 
 def parse_input(model: type[M], data: Any) -> M:

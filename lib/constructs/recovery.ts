@@ -235,8 +235,12 @@ export class Recovery extends Construct {
     // (lambdas/raidsnap/workflows/recovery/protection.py): read and rewrite exactly these alarms.
     const alarms = Object.entries(this.alarms);
     if (alarms.length) {
-      step.addEnvironment('ALARM_BY_ARRAY', Stack.of(this).toJsonString(
-        Object.fromEntries(alarms.map(([name, alarm]) => [name, alarm.alarmName]))));
+      const alarmByArray = Stack.of(this).toJsonString(
+        Object.fromEntries(alarms.map(([name, alarm]) => [name, alarm.alarmName])));
+      step.addEnvironment('ALARM_BY_ARRAY', alarmByArray);
+      // Several arrays of one instance each have an alarm on it: the one that fired names the
+      // array whose recovery starts.
+      start.addEnvironment('ALARM_BY_ARRAY', alarmByArray);
       step.addToRolePolicy(new iam.PolicyStatement({
         actions: ['cloudwatch:DescribeAlarms', 'cloudwatch:PutMetricAlarm'],
         resources: alarms.map(([, alarm]) => alarm.alarmArn),

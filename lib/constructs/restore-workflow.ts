@@ -40,7 +40,9 @@ export class RestoreLock extends Construct {
       timeToLiveAttribute: 'expiresAt',
       encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED,
       encryptionKey: stackKey(this),
-      // Only transient locks live here; nothing to keep when the stack goes.
+      // Locks, claims and records of runs; the fastRestore policies' claims outlive runs, and
+      // FSR they keep on stays on (and billed) after the stack goes: the README says to remove
+      // the policies and let the sweeper turn it off before deleting the stack.
       removalPolicy: RemovalPolicy.DESTROY,
     });
   }
@@ -362,6 +364,11 @@ export class RestoreWorkflow extends Construct {
       enforceSSL: true,
       encryption: sqs.QueueEncryption.SQS_MANAGED,
       retentionPeriod: Duration.days(14),
+    });
+    // checkov's CKV_AWS_27 looks for a KMS key only; SSE-SQS is encryption at rest too ("Amazon
+    // SQS managed server-side encryption", SQS developer guide, Encryption at rest).
+    (this.endedDeadLetters.node.defaultChild as sqs.CfnQueue).addMetadata('checkov', {
+      skip: [{ id: 'CKV_AWS_27', comment: 'encrypted with SSE-SQS (SqsManagedSseEnabled), which this check does not recognise' }],
     });
     acknowledge(this.endedDeadLetters, 'AwsSolutions-SQS3',
       'this queue is itself the dead-letter queue of the rule on restore ends; a queue behind it would only move the problem');

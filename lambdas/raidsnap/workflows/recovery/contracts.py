@@ -93,6 +93,8 @@ class Look(Contract):
 
     status: Literal["pending", "act", "none"] | None = None
     evidence: list[str] = Field(default_factory=list)
+    # The array the evidence is about: an instance may hold several, and every line names it.
+    array: str | None = None
     instanceId: str | None = None
     checked: list[str] | None = None
     mdUuid: str | None = None
