@@ -46,7 +46,7 @@ export class RaidsnapStack extends Stack {
   constructor(scope: Construct, id: string, props: RaidsnapStackProps) {
     super(scope, id, props);
     const arrays = Object.values(props.config.arrays);
-    const fastRestore = fastRestorePolicies(this, props.config, (f, why) => new ConfigError(f, why));
+    const fastRestore = fastRestorePolicies(this, props.config, (f, why, fix) => new ConfigError(f, why, fix));
     this.documents = new Documents(this, 'Documents');
     const sets = new SnapshotSets(this, 'SnapshotSets');
     const factory = new FunctionFactory(this, 'Functions', {
