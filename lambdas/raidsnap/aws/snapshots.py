@@ -63,10 +63,10 @@ def create_set(
     frozen_until: datetime | None = None,
 ) -> Taken:
     """Take one multi-volume snapshot of exactly the members, record the set, then tag each
-    member's slot. CreateSnapshots takes no ClientToken, so the set's intent is recorded first; a retried step
-    finds what this execution already took instead of taking a second set. ``frozen_until``: the
-    earliest moment the freeze guard may have thawed; snapshots that start after it are not
-    filesystem-consistent, and the set is labelled crash."""
+    member's slot. CreateSnapshots takes no ClientToken, so the set's intent is recorded first:
+    a retried step finds what this execution already took instead of taking a second set.
+    ``frozen_until``: the earliest moment the freeze guard may have thawed; snapshots that start
+    after it are not filesystem-consistent, and the set is labelled crash."""
     member_ids = {m.volume_id: m for m in layout.members}
     set_keys = frozenset(_set_tags(array, set_id, execution_arn, layout, consistency))
     intent = Manifest(
