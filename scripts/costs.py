@@ -129,7 +129,7 @@ def example(data: dict[str, Any]) -> list[dict[str, Any]]:
         _row("the dashboard", "1 dashboard", price(data, "dashboardMonth")),
         _row(
             "alarms",
-            f"{e['alarms']} (db1's recovery and RPO alarms, and the stack's 3) x "
+            f"{e['alarms']} (db1's recovery and RPO alarms, and the stack's {e['alarms'] - 2}) x "
             f"{rate(price(data, 'alarmMonth'))}",
             e["alarms"] * price(data, "alarmMonth"),
         ),

@@ -63,7 +63,7 @@ def test_the_worked_example_recomputed_by_hand() -> None:
         "the stack's KMS key": _p("kmsKeyMonth"),
         "the stack's secret": _p("secretMonth"),
         "the dashboard": _p("dashboardMonth"),
-        "alarms": 5 * _p("alarmMonth"),
+        "alarms": 6 * _p("alarmMonth"),
         "after a replace: the old members, kept and tagged `replaced-by`": gp3,
         "a restore that enables FSR itself": 3 * Decimal(121) / 60 * _p("fsrDsuHour"),
         "optional: a `fastRestore` policy keeping FSR on the newest set": 3
