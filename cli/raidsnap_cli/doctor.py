@@ -38,7 +38,7 @@ from raidsnap import tags
 from raidsnap.aws import fsr, homes, instances, snapshot_sets
 from raidsnap.plan import fsr as plan_fsr
 
-from . import trust
+from . import schedules, trust
 from .backends import Backend, BackendError
 from .common import (
     EXIT_FAILED,
@@ -273,22 +273,7 @@ def check_fsr_quota(backend: Backend, array: str, seen: Seen) -> Finding:
 
 def check_schedule(backend: Backend, array: str, seen: Seen) -> Finding:
     del seen
-    machine = backend.arn("backup")
-    scheduler: Any = boto3.client("scheduler")
-    found = []
-    for page in scheduler.get_paginator("list_schedules").paginate():
-        for summary in page.get("Schedules", []):
-            if (summary.get("Target") or {}).get("Arn") != machine:
-                continue
-            schedule = scheduler.get_schedule(
-                Name=summary["Name"], GroupName=summary.get("GroupName", "default")
-            )
-            try:
-                given = json.loads((schedule.get("Target") or {}).get("Input") or "{}")
-            except ValueError:
-                continue
-            if isinstance(given, dict) and given.get("array") == array:
-                found.append(schedule)
+    found = schedules.of_array(backend.arn("backup"), array)
     if not found:
         return Finding(
             "schedule",

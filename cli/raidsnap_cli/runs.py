@@ -3,10 +3,8 @@ a running restore, recovery or drill, after saying what its clean-up will and wi
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
-import boto3
 import typer
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
@@ -15,7 +13,7 @@ from rich.text import Text
 from raidsnap import models
 from raidsnap.errors import InvalidInputError
 
-from . import inputs, queries
+from . import inputs, queries, schedules
 from .backends import Backend
 from .common import (
     EXIT_FAILED,
@@ -45,29 +43,6 @@ class DrillError(Exception):
     """The drill cannot be started as asked; the message says what to give."""
 
 
-def drill_schedules(backend: Backend, array: str) -> list[dict[str, Any]]:
-    """The inputs of the deployed drill schedules of ``array`` (EventBridge Scheduler schedules
-    whose target is the drill workflow: ListSchedules gives each one's target ARN, GetSchedule
-    its input)."""
-    machine = backend.arn("drill")
-    scheduler: Any = boto3.client("scheduler")
-    found = []
-    for page in scheduler.get_paginator("list_schedules").paginate():
-        for summary in page.get("Schedules", []):
-            if (summary.get("Target") or {}).get("Arn") != machine:
-                continue
-            schedule = scheduler.get_schedule(
-                Name=summary["Name"], GroupName=summary.get("GroupName", "default")
-            )
-            try:
-                given = json.loads((schedule.get("Target") or {}).get("Input") or "{}")
-            except ValueError:
-                continue
-            if isinstance(given, dict) and given.get("array") == array:
-                found.append(given)
-    return found
-
-
 def drill_input(
     backend: Backend,
     array: str,
@@ -78,7 +53,9 @@ def drill_input(
     """The drill's input: the schedule's (trigger manual), or one for --target."""
     if target is None:
         try:
-            scheduled = drill_schedules(backend, array)
+            scheduled = [
+                schedules.input_of(s) for s in schedules.of_array(backend.arn("drill"), array)
+            ]
         except (ClientError, BotoCoreError) as error:
             raise DrillError(
                 f"the drill schedules could not be read ({aws_message(error)}); give the drill "
