@@ -9,7 +9,14 @@ lambda:GetFunctionConfiguration from the function the restore state machine's Pr
 runs (states:DescribeStateMachine): the CLI never guesses a setting the run would see otherwise.
 What the plan adds for a person: the set's age and consistency, the instance's name, and in
 replace mode the volumes the release would take out of service (attached there, and named by
-the array's records, as the run's own detach step looks for them)."""
+the array's records, as the run's own detach step looks for them).
+
+The plan is read with the operator's credentials: besides starting the restore, they need what
+Prepare reads (ec2:DescribeInstances, DescribeVolumes, DescribeSnapshots, DescribeInstanceTypes,
+DescribeFastSnapshotRestores; ssm:DescribeInstanceInformation; dynamodb:GetItem and Query on the
+lock and manifest tables with kms:Decrypt; servicequotas:GetServiceQuota when auto weighs FSR)
+and lambda:GetFunctionConfiguration on the Prepare function. A plan that cannot be read is said
+so, and the command asks whether to start without one."""
 
 from __future__ import annotations
 
