@@ -21,7 +21,7 @@ from raidsnap.aws import snapshot_sets
 from raidsnap.models import Consistency
 
 from . import doctor as doctor_command
-from . import inputs, move, queries, restoring, runs, status, trust
+from . import inputs, local, move, queries, restoring, runs, status, trust
 from .common import (
     EXIT_FAILED,
     EmulationFlag,
@@ -57,6 +57,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+app.add_typer(local.app)
+app.callback()(local.choose)  # --local (RAIDSNAP_LOCAL=1): every command against the local world
 
 
 # ---------------------------------------------------------------------- commands

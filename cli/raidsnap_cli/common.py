@@ -21,7 +21,7 @@ from rich.text import Text
 from raidsnap import clients
 from raidsnap.text import printable
 
-from . import backends, inputs, queries
+from . import backends, inputs, local, queries
 from .backends import AwsOptions, Backend, BackendError
 from .follow import follow
 from .progress import ec2_counter
@@ -152,7 +152,9 @@ def opened(target: Target, err: Console) -> Iterator[Backend]:
     """Open the backend; AWS and setup problems become one line and exit code 1."""
     try:
         with contextlib.ExitStack() as stack:
-            if target.emulation:
+            if local.chosen():
+                backend = stack.enter_context(local.backend(target))
+            elif target.emulation:
                 status = err.status("starting the local emulation…")
                 status.start()
                 try:
