@@ -82,7 +82,8 @@ def view(n: Narrator, name: str, now: datetime) -> RenderableType:
     elapsed = human_duration(now - n.started) if n.started else "-"
     grid.add_row("run", Text.assemble((f"{n.workflow} ", "bold"), name))
     grid.add_row("status", Text.assemble(status_text(n.status), f" · {elapsed}"))
-    grid.add_row("now", Text(n.now_words, style="bold"))
+    if n.status == "RUNNING":  # once it ended, its last line and the outcome say how
+        grid.add_row("now", Text(n.now_words, style="bold"))
     prewarm = n.prewarm_progress(now)
     if prewarm:
         grid.add_row("prewarm", Text(prewarm))

@@ -43,6 +43,8 @@ RESTORE_STEPS: dict[str, tuple[str, str] | None] = {
     "Finish": ("finish", "finishing"),
     "Cleanup": ("cleanup", "the run failed: cleaning up what it created"),
     "ReportFailure": ("cleanup", "the run failed: cleaning up what it created"),
+    # Tells a waiting recovery that the array is mounted: the mount's own line says it.
+    "ReportMounted": None,
 }
 BACKUP_STEPS: dict[str, tuple[str, str] | None] = {
     "Prepare": ("prepare", "checking the array and its instance"),
@@ -64,6 +66,8 @@ RECOVERY_STEPS: dict[str, tuple[str, str] | None] = {
     "CheckTarget": ("target", "waiting for the target instance and its SSM agent"),
     "RunRestore": ("restore", "restoring the newest complete set"),
     "StartRestore": ("restore", "restoring the newest complete set"),
+    # The restore ended without telling this run: what became of it is read from the restore.
+    "Settle": ("restore", "restoring the newest complete set"),
     # The branch that keeps a launch's lifecycle action alive while the restore runs.
     "KeepLaunchAlive": None,
     "Finish": ("finish", "finishing"),
@@ -278,7 +282,7 @@ class Narrator:
         """A count for the current step ("2/3"): said when it changes."""
         if count and count != self.count:
             self.count = count
-            self._say(at, f"{self.words} {count}")
+            self._say(at, f"{self.words}: {count}")
 
     def prewarm_progress(self, now: datetime) -> str:
         """The prewarm's progress by its prediction ("~40%, about 9 min left"); said each
@@ -314,7 +318,7 @@ class Narrator:
             return self.lines[-1].text
         if not self.words:
             return "starting"
-        return f"{self.words} {self.count}".strip()
+        return f"{self.words}: {self.count}" if self.count else self.words
 
 
 def ec2_counter(ec2: Any) -> Counter:
