@@ -206,21 +206,25 @@ def _unmapped_members(
 
 def _lost_note(unmapped: list[str], found: set[str], gone: set[str], others: list[str]) -> str:
     """What the replace did about members the instance could not name, in words."""
-    parts = [f"release found members {unmapped} without a volume id (their device was gone)"]
+    parts = [
+        f"release found members {', '.join(unmapped)} without a volume id (their device was gone)"
+    ]
     if found:
         parts.append(
-            f"EC2 still shows {sorted(found)} attached, which the array's record names: "
+            f"EC2 still shows {', '.join(sorted(found))} attached, which the array's record names: "
             "detached with the others as the lost members"
         )
     if len(found) < len(unmapped) and gone:
         parts.append(
-            f"the record's {sorted(gone)} are attached no more (detached after they failed)"
+            f"the record's {', '.join(sorted(gone))} are attached no more "
+            "(detached after they failed)"
         )
     if others:
         parts.append(
-            f"also attached and not in the record: {others}; if one of them was a member "
-            "(added to the array by hand since the set was taken), it stays attached with the "
-            "old array's md UUID, which the restored array does not share, so it cannot join it"
+            f"also attached and not in the record: {', '.join(others)}; if one of them was a "
+            "member (added to the array by hand since the set was taken), it stays attached with "
+            "the old array's md UUID, which the restored array does not share, so it cannot join "
+            "it"
         )
     return "; ".join(parts)
 
