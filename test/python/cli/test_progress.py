@@ -103,10 +103,10 @@ def test_a_replace_is_told_in_steps_with_counts_the_mount_and_the_prewarm() -> N
         "creating 3 volumes",
         "releasing the old array (unmount, stop md)",
         "detaching old members",
-        "detaching old members 3/3",
-        "creating 3 volumes 3/3",
+        "detaching old members: 3/3",
+        "creating 3 volumes: 3/3",
         "attaching new volumes",
-        "attaching new volumes 3/3",
+        "attaching new volumes: 3/3",
         "assembling the array and mounting it",
         "ARRAY MOUNTED at /data — usable now",
         "prewarming: reading every block once",
@@ -178,7 +178,7 @@ def test_while_a_step_waits_ec2_gives_its_count(ec2: Any) -> None:
            counter=ec2_counter(ec2))  # fmt: skip
 
     # THEN the attach step is told with EC2's count
-    assert re.search(r"\+\d+s\s+attaching new volumes 2/3", out.getvalue()), out.getvalue()
+    assert re.search(r"\+\d+s\s+attaching new volumes: 2/3", out.getvalue()), out.getvalue()
 
 
 def test_a_followed_replace_on_the_emulation_shows_steps_mount_prewarm_on_emulated_time(
@@ -191,8 +191,8 @@ def test_a_followed_replace_on_the_emulation_shows_steps_mount_prewarm_on_emulat
 
     assert result.exit_code == 0, result.output
     out = result.output
-    assert re.search(r"\+\d+s\s+detaching old members 3/3", out)
-    assert re.search(r"\+\d+s\s+attaching new volumes 3/3", out)
+    assert re.search(r"\+\d+s\s+detaching old members: 3/3", out)
+    assert re.search(r"\+\d+s\s+attaching new volumes: 3/3", out)
     mounted = line_of(out, "ARRAY MOUNTED at /data — usable now")
     done = line_of(out, "prewarm done: ")
     assert re.search(r"prewarm done: \d+\.\d GiB at \d+ MiB/s in ", done)
