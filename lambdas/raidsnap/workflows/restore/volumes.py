@@ -10,6 +10,7 @@ from raidsnap.errors import MemberNotIdentifiedError, VolumeFailedError
 from raidsnap.models import Poll
 from raidsnap.observability import count, for_array
 from raidsnap.plan import devices as plan_devices
+from raidsnap.plan import tag_limit
 from raidsnap.plan import volumes as plan_volumes
 from raidsnap.workflows.restore.contracts import (
     Attach,
@@ -42,11 +43,12 @@ def create_volumes(call: CreateCall, settings: RestoreSettings) -> Volumes:
     # How each member goes on: as planned, or prewarm for an FSR member once FSR fell back.
     ways = [call.fsr.used(init.member(m.index)) for m in plan.members]
     ids = []
+    dropped: dict[str, tuple[str, ...]] = {}
     for member, way in zip(plan.members, ways, strict=True):
         spec = plan_volumes.VolumeSpec(
             member.index, member.snapshotId, member.volumeType, member.iops, member.throughput
         )
-        vid = volumes.create(
+        vid, dropped[member.snapshotId] = volumes.create(
             spec,
             zone=plan.availabilityZone,
             execution_arn=plan.executionArn,
@@ -71,6 +73,8 @@ def create_volumes(call: CreateCall, settings: RestoreSettings) -> Volumes:
         budgetSeconds=poll.budget_seconds,
         members=ways,
     )
+    if copied := tag_limit.note(dropped, onto="the restored volumes"):
+        made.notes = [copied]
     warm = [vid for vid, way in zip(ids, ways, strict=True) if way == "prewarm"]
     if warm and not uniform:
         # A mix reads only its prewarm members on the instance. Set only then: the state
@@ -202,21 +206,25 @@ def _unmapped_members(
 
 def _lost_note(unmapped: list[str], found: set[str], gone: set[str], others: list[str]) -> str:
     """What the replace did about members the instance could not name, in words."""
-    parts = [f"release found members {unmapped} without a volume id (their device was gone)"]
+    parts = [
+        f"release found members {', '.join(unmapped)} without a volume id (their device was gone)"
+    ]
     if found:
         parts.append(
-            f"EC2 still shows {sorted(found)} attached, which the array's record names: "
+            f"EC2 still shows {', '.join(sorted(found))} attached, which the array's record names: "
             "detached with the others as the lost members"
         )
     if len(found) < len(unmapped) and gone:
         parts.append(
-            f"the record's {sorted(gone)} are attached no more (detached after they failed)"
+            f"the record's {', '.join(sorted(gone))} are attached no more "
+            "(detached after they failed)"
         )
     if others:
         parts.append(
-            f"also attached and not in the record: {others}; if one of them was a member "
-            "(added to the array by hand since the set was taken), it stays attached with the "
-            "old array's md UUID, which the restored array does not share, so it cannot join it"
+            f"also attached and not in the record: {', '.join(others)}; if one of them was a "
+            "member (added to the array by hand since the set was taken), it stays attached with "
+            "the old array's md UUID, which the restored array does not share, so it cannot join "
+            "it"
         )
     return "; ".join(parts)
 

@@ -1,0 +1,73 @@
+"""Restore: which set a request restores ("latest" or the id given), or why none can be."""
+
+from __future__ import annotations
+
+from raidsnap.aws import snapshot_sets
+from raidsnap.errors import IncompleteSnapshotSetError, SnapshotSetNotFoundError
+from raidsnap.models import RestoreInput
+from raidsnap.sets import SnapshotSet
+
+
+def resolve_set(request: RestoreInput, notes: list[str]) -> SnapshotSet:
+    if request.setId == "latest":
+        every = snapshot_sets.list_sets(request.array)
+        complete = [s for s in every if s.complete]
+        if not complete:
+            detail = f"; its {len(every)} sets are all incomplete or failed" if every else ""
+            raise SnapshotSetNotFoundError(
+                f"array {request.array} has no complete snapshot set to restore{detail}"
+            )
+        found = snapshot_sets.latest_restorable(every)
+        if found is None:
+            # Only sets without an md UUID: the newest, which plan.volumes.md_uuid refuses
+            # (InvalidInput on mdUuid, naming what to give) unless the input names the UUID.
+            return complete[-1]
+        newer = snapshot_sets.newer_without_md_uuid(every, found)
+        if newer and not request.mdUuid:
+            notes.append(
+                f"restored {found.set_id}, the newest set that recorded its md UUID; the newer "
+                f"sets {[s.set_id for s in newer]} were taken from the volume tags while the "
+                "SSM agent was offline and recorded none: to restore one of them instead, give "
+                "its setId and mdUuid"
+            )
+        elif newer:
+            found = newer[-1]
+        return found
+    found = snapshot_sets.get_set(request.array, request.setId)
+    if found is None or found.array != request.array:
+        where = f" (its snapshots are tagged with array {found.array})" if found else ""
+        raise SnapshotSetNotFoundError(
+            f"no snapshot set {request.setId} of array {request.array}{where}; "
+            'give an existing set id or "latest"'
+        )
+    if not found.complete:
+        raise IncompleteSnapshotSetError(why_incomplete(found))
+    return found
+
+
+def why_incomplete(s: SnapshotSet) -> str:
+    problems = []
+    m = s.manifest
+    if m is None:
+        problems.append(
+            "raidsnap never recorded it: its snapshots carry raidsnap's tags, but no backup of "
+            "raidsnap took them (another tool copied the tags, or someone set them)"
+        )
+    else:
+        if m.degraded:
+            problems.append(
+                f"the array was degraded when it was taken (slots {list(m.missing_slots)} "
+                "had no working member)"
+            )
+        if m.status != "taken":
+            problems.append("its backup never finished recording it")
+        if s.missing:
+            problems.append(f"members {s.missing} of {m.member_count} have no snapshot")
+        for x in s.members:
+            if x.state != "completed":
+                problems.append(f"snapshot {x.snapshot_id} (member {x.index}) is {x.state}")
+    return (
+        f"set {s.set_id} of {s.array} is incomplete and is never restored: "
+        + "; ".join(problems or ["it is not complete"])
+        + '. Restore another set, or "latest"'
+    )
