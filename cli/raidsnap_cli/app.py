@@ -283,8 +283,14 @@ def _json(payload: Any) -> str:
 # ---------------------------------------------------------------------- commands
 
 
-@app.command()
+# ``sets`` lists; ``sets adopt`` (adopt.py) records sets again from their tags.
+sets_app = typer.Typer(add_completion=False)
+app.add_typer(sets_app, name="sets")
+
+
+@sets_app.callback(invoke_without_command=True)
 def sets(
+    ctx: typer.Context,
     *,
     array: Annotated[
         str | None,
@@ -298,7 +304,11 @@ def sets(
 ) -> None:
     """Snapshot sets per array, newest first: complete or why not, and which one is latest.
 
-    Arrays are found by the raidsnap:array tag on this account's snapshots."""
+    Arrays are found by the raidsnap:array tag on this account's snapshots.
+
+    `raidsnap sets adopt ARRAY` records an array's sets again from their tags."""
+    if ctx.invoked_subcommand is not None:
+        return
     target = _target(emulation, seed_backups, region, profile, stack)
     out, err = _consoles()
     with _backend(target, err) as backend:
@@ -319,8 +329,9 @@ def sets(
                 out.print(
                     Text(
                         f"  {len(found.unrecorded_ids)} snapshots tagged raidsnap:array={name} "
-                        "are in no set raidsnap recorded (another tool copied the tags, or "
-                        "someone set them); retention never deletes them",
+                        "are in no set raidsnap recorded; retention never deletes them. If "
+                        "they are raidsnap's own sets (a lost or new set table): raidsnap "
+                        f"sets adopt {name}",
                         style="dim",
                     )
                 )
@@ -630,3 +641,7 @@ def tag_protection_policy(
 
 def main() -> None:
     app(prog_name="raidsnap")
+
+
+# Registers ``sets adopt`` on sets_app; imported last, as it uses what this module defines.
+from . import adopt as _adopt  # noqa: E402, F401
