@@ -3,6 +3,7 @@ import * as path from 'path';
 import { parse } from 'yaml';
 import { DEFAULT_FSR_QUOTA, FastRestoreConfig, parseFastRestore } from './fast-restore';
 import { HooksConfig, parseHooks } from './hooks-config';
+import { LockConfig, parseLock } from './snapshot-lock';
 
 /** What an operator may configure. Everything is optional: with no file at all, both
  * workflows still work for any array found by tags; the file only adds schedules, retention,
@@ -62,6 +63,8 @@ export interface ArrayConfig {
   /** Keep FSR enabled on the newest complete sets (lib/fast-restore.ts). */
   readonly fastRestore?: FastRestoreConfig;
   readonly hooks?: HooksConfig;
+  /** Lock the newest sets' snapshots against deletion (lib/snapshot-lock.ts). */
+  readonly lock?: LockConfig;
 }
 
 export type RecoveryMode = 'replace' | 'attach';
@@ -205,7 +208,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     throw new ConfigError(field, 'array names are 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit');
   }
   if (!isObject(raw)) throw new ConfigError(field, 'must be a mapping');
-  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore', 'hooks']);
+  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore', 'hooks', 'lock']);
   if (raw.schedule !== undefined && raw.schedules !== undefined) {
     throw new ConfigError(field, 'give either schedule or schedules, not both');
   }
@@ -228,6 +231,8 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
   const retention = raw.retention === undefined ? defaults.retention : integer(raw.retention, `${field}.retention`, 1, 1000);
   const fastRestore = raw.fastRestore === undefined ? undefined
     : parseFastRestore(raw.fastRestore, `${field}.fastRestore`, retention, (f, why) => new ConfigError(f, why));
+  const lock = raw.lock === undefined ? undefined
+    : parseLock(raw.lock, `${field}.lock`, retention, (f, why) => new ConfigError(f, why));
   return {
     name,
     schedules,
@@ -240,6 +245,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     ...(drill ? { drill } : {}),
     ...(fastRestore ? { fastRestore } : {}),
     ...(raw.hooks === undefined ? {} : { hooks: parseHooks(raw.hooks, `${field}.hooks`, (f, why) => new ConfigError(f, why)) }),
+    ...(lock ? { lock } : {}),
   };
 }
 
