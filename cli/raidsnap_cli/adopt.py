@@ -53,31 +53,47 @@ def _status(group: Group) -> str:
     return "complete"
 
 
+def _head(group: Group, verdict: str, style: str) -> Text:
+    return Text.assemble((f"  {group.set_id}", "bold"), (f"  {verdict}", style))
+
+
+def _recorded_lines(group: Group) -> list[Text]:
+    """A set the table records: never rebuilt; said when its snapshots tell otherwise."""
+    if group.already_recorded:
+        return [_head(group, "already recorded", "dim")]
+    recorded = group.recorded
+    assert recorded is not None
+    lines = [
+        _head(group, "recorded otherwise", "yellow"),
+        Text(
+            f"      the table's record is kept: it lists "
+            f"{dict(sorted(recorded.snapshots.items())) or 'no snapshots'}"
+        ),
+    ]
+    if group.manifest is not None:
+        lines.append(
+            Text(f"      its snapshots say {dict(sorted(group.manifest.snapshots.items()))}")
+        )
+    return lines + [Text(f"      - its snapshots' tags: {why}") for why in group.refusals]
+
+
 def _lines(group: Group) -> list[Text]:
     """One set: its verdict, then what would be recorded or why not."""
+    if group.recorded is not None:
+        return _recorded_lines(group)
     if group.refusals:
-        head = Text.assemble((f"  {group.set_id}", "bold"), ("  refused", "red"))
-        return [head, *(Text(f"      - {why}") for why in group.refusals)]
-    if group.already_recorded:
-        return [Text.assemble((f"  {group.set_id}", "bold"), ("  already recorded", "dim"))]
+        return [
+            _head(group, "refused", "red"),
+            *(Text(f"      - {why}") for why in group.refusals),
+        ]
     manifest = group.manifest
     assert manifest is not None
-    if group.recorded is not None:
-        recorded = dict(sorted(group.recorded.snapshots.items()))
-        return [
-            Text.assemble((f"  {group.set_id}", "bold"), ("  recorded otherwise", "yellow")),
-            Text(
-                f"      the table lists {recorded or 'no snapshots'} for it, its snapshots say "
-                f"{dict(sorted(manifest.snapshots.items()))}: the record is kept as it is"
-            ),
-        ]
     members = ", ".join(f"{slot} {sid}" for slot, sid in sorted(manifest.snapshots.items()))
     md = manifest.md
-    where = " ".join(
-        x for x in (md.get("mountPoint", ""), f"({md['device']})" if md.get("device") else "") if x
-    )
+    device = f"({md['device']})" if md.get("device") else ""
+    where = " ".join(x for x in (md.get("mountPoint", ""), device) if x)
     return [
-        Text.assemble((f"  {group.set_id}", "bold"), ("  to record", "green")),
+        _head(group, "to record", "green"),
         Text(f"      members   {manifest.member_count}: {members}"),
         Text(f"      taken at  {utc(group.taken_at)}"),
         Text(f"      md UUID   {md.get('uuid') or 'none recorded'}"),

@@ -95,16 +95,14 @@ class Review:
 
     @property
     def refused(self) -> list[Group]:
-        return [g for g in self.groups if g.refusals]
+        """Groups the table does not record that could not come from one backup."""
+        return [g for g in self.groups if g.refusals and g.recorded is None]
 
     @property
     def conflicting(self) -> list[Group]:
-        """Groups whose set id the table records otherwise than their snapshots say."""
-        return [
-            g
-            for g in self.groups
-            if g.recorded is not None and not g.refusals and not g.already_recorded
-        ]
+        """Groups whose set id the table records otherwise than their snapshots say (the
+        record is kept)."""
+        return [g for g in self.groups if g.recorded is not None and not g.already_recorded]
 
 
 def review(

@@ -175,3 +175,14 @@ def test_groups_come_oldest_first_and_snapshots_without_a_set_id_are_left_alone(
     found = review("db1", [*newer, *snapshots("db1-a"), *loose], ACCOUNT, {}, WHEN)
     assert [g.set_id for g in found.groups] == ["db1-a", "db1-b"]
     assert found.without_set_id == ["snap-x-0"]
+
+
+def test_a_recorded_set_keeps_its_record_though_a_forged_snapshot_joined_its_tags() -> None:
+    recorded = judged(snapshots()).manifest
+    forged = {**snapshots()[0], "SnapshotId": "snap-forged", "VolumeId": "vol-7"}
+    found = review("db1", [*snapshots(), forged], ACCOUNT, {"db1-a": recorded}, WHEN)
+    (group,) = found.groups
+    assert group.refusals and not group.adoptable
+    # Not refused as a set to adopt (the table records it), but reported: its tags disagree.
+    assert found.refused == []
+    assert [g.set_id for g in found.conflicting] == ["db1-a"]
