@@ -70,6 +70,12 @@ class VirtualClock:
         self._groups = itertools.count(1)
         self._closed = False
         self._stalled_since: float | None = None
+        # Whether a Task's TimeoutSeconds runs out on this clock (executor_time.py). Off unless
+        # a test turns it on: the emulation delivers Step Functions' end events only when a
+        # test says so, and meanwhile, with nothing else to run, time would jump to a waiting
+        # Task's timeout (a recovery waiting days for the restore whose end the test is about
+        # to deliver).
+        self.task_timeouts = False
         # Real seconds a sleeper may see no progress before it gives up (None: never).
         self.stall_limit: float | None = STALL_LIMIT_SECONDS
         # When each execution ended, on this clock, by its ARN (Step Functions' own stopDate

@@ -16,7 +16,13 @@ import pytest
 
 from raidsnap_emulation.clock import ClockStalledError
 from raidsnap_emulation.harness import ACCOUNT, Emulation, synthesize
-from raidsnap_emulation.world import alarm_event, backed_up, configure_recovery, make_array
+from raidsnap_emulation.world import (
+    HeldStep,
+    alarm_event,
+    backed_up,
+    configure_recovery,
+    make_array,
+)
 
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/raidsnap-emulation"
 # The last state of each test machine: one call the double records, with the emulated time at
@@ -334,6 +340,7 @@ def test_a_failed_branch_ends_the_task_another_branch_waits_on(emu: Emulation) -
 def test_a_task_that_nobody_answers_times_out_on_the_clock(emu: Emulation) -> None:
     # GIVEN a Task waiting for a token with TimeoutSeconds of 3 days, and nobody to answer, in a
     # Parallel's branch and on its own
+    emu.clock.task_timeouts = True
     queue = boto3.client("sqs").create_queue(QueueName="tokens")["QueueUrl"]
     timed_out = [{"ErrorEquals": ["States.Timeout"], "ResultPath": None, "Next": "Alone"}]
     definition = {
@@ -386,3 +393,50 @@ def test_a_stop_keeps_its_error_and_cause_in_the_history(emu: Emulation) -> None
         aborted = [e for e in events if e["type"] == "ExecutionAborted"]
     details = aborted[0]["executionAbortedEventDetails"]
     assert (details.get("error"), details.get("cause")) == ("ByHand", "an operator stopped it")
+
+
+def test_no_task_times_out_while_a_test_holds_a_step(emu: Emulation) -> None:
+    # GIVEN one branch waiting for a token (TimeoutSeconds 60) while the other is in a function
+    # the test holds, and nothing else to run
+    emu.clock.task_timeouts = True
+    queue = boto3.client("sqs").create_queue(QueueName="tokens")["QueueUrl"]
+    assert emu.router is not None
+    function = next(
+        name
+        for name, f in emu.router.functions.items()
+        if f.handler.endswith(".monitor_set_age.handler")
+    )
+    held = HeldStep(emu, "monitor_set_age")
+    step = {
+        "Type": "Task",
+        "Resource": f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{function}",
+        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "Done"}],
+        "ResultPath": None,
+        "Next": "Done",
+    }
+    definition = {
+        "StartAt": "Both",
+        "States": {
+            "Both": {
+                "Type": "Parallel",
+                "Branches": [
+                    {
+                        "StartAt": "Ask",
+                        "States": {"Ask": _asks(queue, TimeoutSeconds=60, End=True)},
+                    },
+                    {"StartAt": "Held", "States": {"Held": step, "Done": {"Type": "Succeed"}}},
+                ],
+                "End": True,
+            }
+        },
+    }
+    arn = start(emu, machine(emu, "held", definition), {}, "held")
+    held.wait()
+    # WHEN the test takes its time (real time) before it releases the step
+    time.sleep(1)
+    assert emu.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING", emu.clock.describe()
+    held.release()
+    # THEN the waiting Task did not time out meanwhile: its answer still reaches it
+    (message,) = boto3.client("sqs").receive_message(QueueUrl=queue)["Messages"]
+    emu.sfn.send_task_success(taskToken=json.loads(message["Body"])["token"], output="{}")
+    assert emu.wait(arn).status == "SUCCEEDED"

@@ -95,7 +95,8 @@ def test_a_recovery_whose_restore_cannot_answer_it_ends_at_its_wait_with_the_res
     emu: Emulation,
 ) -> None:
     # GIVEN db1 (no lifecycle action: nothing looks at the restore while the recovery waits),
-    # and Step Functions refuses the restore's answers
+    # and Step Functions refuses the restore's answers (Tasks time out on the emulated clock)
+    emu.clock.task_timeouts = True
     fx = make_array(emu.hosts, "db1", 3)
     backed_up(emu.hosts, emu.run, fx)
     configure_recovery(emu, "db1", instanceId=fx.instance_id, initialization="none")

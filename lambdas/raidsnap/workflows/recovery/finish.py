@@ -63,7 +63,11 @@ def _succeeded(
     same_set = facts is not None and facts.set_id == restored.get("setId")
     target = str(restored.get("targetInstanceId") or given.restore.targetInstanceId)
     prewarm = restored.get("prewarm")
-    running = isinstance(prewarm, dict) and prewarm.get("status") == "running"
+    # Settle found the report written back by a restore that has ended since, without
+    # reaching its own end (stopped, timed out, failed after the mount): no prewarm goes on.
+    gone = state.settled.restoreStatus if state.settled else None
+    cut_short = gone in ("ABORTED", "TIMED_OUT", "FAILED")
+    running = isinstance(prewarm, dict) and prewarm.get("status") == "running" and not cut_short
     message = (
         f"{array} was restored from set {restored.get('setId')}, taken {taken}"
         + (
@@ -77,6 +81,13 @@ def _succeeded(
             f"; the prewarm goes on in restore {restore_arn} (until it ends, blocks it has not "
             "read yet come from S3 slowly on first access)"
             if running
+            else ""
+        )
+        + (
+            f"; restore {restore_arn} then ended {gone} without finishing its last steps (a "
+            "prewarm it had begun did not finish: blocks not read yet come from S3 slowly on "
+            "first access)"
+            if cut_short
             else ""
         )
     )

@@ -127,11 +127,13 @@ def settle(state: RecoveryState, settings: RecoveryStepSettings) -> Settled:
     alive), or ended without a mounted array."""
     arn = restore_arn(state, settings)
     waiting = _own_record(state, settings)
+    found = executions.described(arn)
     if waiting is not None and waiting.outcome == awaited.MOUNTED:
         report = _believed(waiting.report, state, arn)
         if report is not None:
-            return Settled(status="mounted", restoreStatus="MOUNTED", report=report)
-    found = executions.described(arn)
+            # Mounted, and the user's from then on, whatever became of the run since.
+            status = found.status if found is not None else "GONE"
+            return Settled(status="mounted", restoreStatus=status, report=report)
     if waiting is None or found is None or not _started_by(waiting, found):
         return Settled(status="ended", restoreStatus=found.status if found else "NOT_STARTED")
     if waiting.outcome == awaited.FAILED:
