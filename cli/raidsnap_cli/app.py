@@ -21,8 +21,9 @@ from rich.console import Console
 from rich.segment import Segment
 from rich.text import Text
 
-from raidsnap.aws import snapshot_sets
+from raidsnap.aws import error_code, snapshot_locks, snapshot_sets
 from raidsnap.models import Consistency, Initialization, RestoreMode, VolumeType
+from raidsnap.sets import SnapshotSet
 from raidsnap.text import printable
 
 from . import backends, inputs, local, move, queries, trust
@@ -302,7 +303,8 @@ def sets(
     profile: Profile = None,
     stack: Stack = "raidsnap",
 ) -> None:
-    """Snapshot sets per array, newest first: complete or why not, and which one is latest.
+    """Snapshot sets per array, newest first: complete or why not, which one is latest, and
+    what snapshot locks hold.
 
     Arrays are found by the raidsnap:array tag on this account's snapshots.
 
@@ -318,9 +320,10 @@ def sets(
             out.print("no snapshot sets: no snapshot here is tagged raidsnap:array")
             return
         now = backend.snapshot_now()
+        locks = _LockLookup(err)
         for name in names:
             found = snapshot_sets.listing(name)
-            rows = set_rows(found.sets, now)
+            rows = set_rows(found.sets, now, locks.holding(found.sets))
             if not rows:
                 out.print(Text(f"array {name}: no snapshot sets"))
             else:
@@ -335,6 +338,31 @@ def sets(
                         style="dim",
                     )
                 )
+
+
+class _LockLookup:
+    """The snapshot locks that hold the sets' snapshots (DescribeLockedSnapshots). Without
+    permission to ask, the sets are listed without their locks, and that is said once."""
+
+    def __init__(self, err: Console) -> None:
+        self._err = err
+        self._refused = False
+
+    def holding(self, sets: Iterable[SnapshotSet]) -> dict[str, snapshot_locks.SnapshotLock]:
+        if self._refused:
+            return {}
+        try:
+            return snapshot_locks.holding(m.snapshot_id for s in sets for m in s.members)
+        except ClientError as exc:
+            self._refused = True
+            self._err.print(
+                Text(
+                    f"snapshot locks not shown: DescribeLockedSnapshots answered "
+                    f"{error_code(exc)} (it needs ec2:DescribeLockedSnapshots)",
+                    style="yellow",
+                )
+            )
+            return {}
 
 
 @app.command()
