@@ -132,6 +132,37 @@ def test_each_backup_locks_the_newest_sets_of_the_policy(example: Emulation) -> 
         assert lock["LockExpiresOn"] - lock["LockDurationStartTime"] == timedelta(days=7)
 
 
+def test_a_compliance_policy_locks_with_its_cooling_off_and_locks_again_what_expired(
+    example: Emulation,
+) -> None:
+    # GIVEN db1's policy: compliance for 2 days on its 2 newest sets, 6 hours to think again
+    emu = example
+    configure_lock(emu, "db1", mode="compliance", days=2, sets=2, coolOffHours=6)
+    fx = make_array(emu.hosts, "db1", 2)
+    first = backed_up(emu.hosts, emu.run, fx)
+    # THEN its snapshots are locked in compliance mode with the cooling-off period asked for
+    asked = [c.params for c in emu.double.calls if c.operation == "LockSnapshot" and c.applied]
+    assert sorted(str(p["SnapshotId"]) for p in asked) == snapshot_ids(first)
+    assert {(p["LockMode"], p["LockDuration"], p["CoolOffPeriod"]) for p in asked} == {
+        ("compliance", 2, 6)
+    }
+    assert {emu.double.lock_state(s) for s in snapshot_ids(first)} == {"compliance-cooloff"}
+    emu.clock.advance(6 * 3600 + 60)
+    assert {emu.double.lock_state(s) for s in snapshot_ids(first)} == {"compliance"}
+    # WHEN the lock has run out and the next backup covers that set again
+    emu.clock.advance(2 * DAY)
+    assert {emu.double.lock_state(s) for s in snapshot_ids(first)} == {"expired"}
+    second_run = emu.run("backup", {"array": "db1"})
+    # THEN the expired set is locked again along with the new one: nothing counts as held
+    assert second_run.status == "SUCCEEDED", second_run.cause
+    report = second_run.output["locks"]
+    second = second_run.output["setId"]
+    assert report["sets"] == [first, second]
+    assert sorted(report["lockedSnapshots"]) == sorted(snapshot_ids(first) + snapshot_ids(second))
+    assert report["alreadyLocked"] == 0
+    assert {emu.double.lock_state(s) for s in snapshot_ids(first)} == {"compliance-cooloff"}
+
+
 def test_a_lock_the_policy_cannot_take_fails_the_run_before_retention(example: Emulation) -> None:
     # GIVEN a policy longer than the stack's grant allows (as if the function's code or its
     # environment asked for more than the configuration says)
