@@ -342,6 +342,11 @@ class LockPolicy:
     cool_off_hours: int | None = None
 
 
+def _count(value: object) -> bool:
+    """A whole number from 1 (JSON true is no count, though Python takes it for 1)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 def lock_policy(array: str) -> LockPolicy | None:
     """The array's lock policy (LOCK_BY_ARRAY, a JSON map of array to {"mode", "days", "sets",
     "coolOffHours"?}; an array without an entry has none)."""
@@ -352,12 +357,11 @@ def lock_policy(array: str) -> LockPolicy | None:
     if raw is None:
         return None
     fields = raw if isinstance(raw, dict) else {}
-    counts = [fields.get(k) for k in ("days", "sets")]
     cool_off = fields.get("coolOffHours")
     if (
         fields.get("mode") not in ("governance", "compliance")
-        or not all(isinstance(c, int) and c >= 1 for c in counts)
-        or not (cool_off is None or (isinstance(cool_off, int) and cool_off >= 1))
+        or not all(_count(fields.get(k)) for k in ("days", "sets"))
+        or not (cool_off is None or _count(cool_off))
     ):
         raise ConfigurationError(
             f'LOCK_BY_ARRAY[{array!r}] must be {{"mode": "governance"|"compliance", '
