@@ -4,6 +4,7 @@ import { ConfigError } from './config-error';
 import { readYaml } from './config-yaml';
 import { DEFAULT_FSR_QUOTA, FastRestoreConfig, parseFastRestore } from './fast-restore';
 import { HooksConfig, parseHooks } from './hooks-config';
+import { LockConfig, parseLock } from './snapshot-lock';
 
 export { ConfigError };
 
@@ -65,6 +66,8 @@ export interface ArrayConfig {
   /** Keep FSR enabled on the newest complete sets (lib/fast-restore.ts). */
   readonly fastRestore?: FastRestoreConfig;
   readonly hooks?: HooksConfig;
+  /** Lock the newest sets' snapshots against deletion (lib/snapshot-lock.ts). */
+  readonly lock?: LockConfig;
 }
 
 export type RecoveryMode = 'replace' | 'attach';
@@ -205,7 +208,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     throw new ConfigError(field, 'is not a valid array name', 'use 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit');
   }
   if (!isObject(raw)) throw new ConfigError(field, 'is not a mapping', INDENT);
-  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore', 'hooks']);
+  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore', 'hooks', 'lock']);
   if (raw.schedule !== undefined && raw.schedules !== undefined) {
     throw new ConfigError(field, 'has both schedule and schedules', 'keep one of them (schedules takes a list)');
   }
@@ -228,6 +231,8 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
   const retention = raw.retention === undefined ? defaults.retention : integer(raw.retention, `${field}.retention`, 1, 1000);
   const fastRestore = raw.fastRestore === undefined ? undefined
     : parseFastRestore(raw.fastRestore, `${field}.fastRestore`, retention, (f, why, fix) => new ConfigError(f, why, fix));
+  const lock = raw.lock === undefined ? undefined
+    : parseLock(raw.lock, `${field}.lock`, retention, (f, why, fix) => new ConfigError(f, why, fix));
   return {
     name,
     schedules,
@@ -240,6 +245,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     ...(drill ? { drill } : {}),
     ...(fastRestore ? { fastRestore } : {}),
     ...(raw.hooks === undefined ? {} : { hooks: parseHooks(raw.hooks, `${field}.hooks`, (f, why, fix) => new ConfigError(f, why, fix)) }),
+    ...(lock ? { lock } : {}),
   };
 }
 

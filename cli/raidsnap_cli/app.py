@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import boto3
 import typer
 from botocore.exceptions import BotoCoreError, ClientError
+from rich.console import Console
 from rich.text import Text
 
-from raidsnap.aws import snapshot_sets
+from raidsnap.aws import error_code, snapshot_locks, snapshot_sets
 from raidsnap.models import Consistency
+from raidsnap.sets import SnapshotSet
 
 from . import doctor as doctor_command
 from . import inputs, local, move, queries, restoring, runs, status, trust
@@ -64,8 +67,14 @@ app.callback()(local.choose)  # --local (RAIDSNAP_LOCAL=1): every command agains
 # ---------------------------------------------------------------------- commands
 
 
-@app.command()
+# ``sets`` lists; ``sets adopt`` (adopt.py) records sets again from their tags.
+sets_app = typer.Typer(add_completion=False)
+app.add_typer(sets_app, name="sets")
+
+
+@sets_app.callback(invoke_without_command=True)
 def sets(
+    ctx: typer.Context,
     *,
     array: Annotated[
         str | None,
@@ -77,9 +86,14 @@ def sets(
     profile: Profile = None,
     stack: Stack = "raidsnap",
 ) -> None:
-    """Snapshot sets per array, newest first: complete or why not, and which one is latest.
+    """Snapshot sets per array, newest first: complete or why not, which one is latest, and
+    what snapshot locks hold.
 
-    Arrays are found by the raidsnap:array tag on this account's snapshots."""
+    Arrays are found by the raidsnap:array tag on this account's snapshots.
+
+    `raidsnap sets adopt ARRAY` records an array's sets again from their tags."""
+    if ctx.invoked_subcommand is not None:
+        return
     target = target_of(emulation, seed_backups, region, profile, stack)
     out, err = consoles()
     with opened(target, err) as backend:
@@ -89,9 +103,10 @@ def sets(
             out.print("no snapshot sets: no snapshot here is tagged raidsnap:array")
             return
         now = backend.snapshot_now()
+        locks = _LockLookup(err)
         for name in names:
             found = snapshot_sets.listing(name)
-            rows = set_rows(found.sets, now)
+            rows = set_rows(found.sets, now, locks.holding(found.sets))
             if not rows:
                 out.print(Text(f"array {name}: no snapshot sets"))
             else:
@@ -100,11 +115,37 @@ def sets(
                 out.print(
                     Text(
                         f"  {len(found.unrecorded_ids)} snapshots tagged raidsnap:array={name} "
-                        "are in no set raidsnap recorded (another tool copied the tags, or "
-                        "someone set them); retention never deletes them",
+                        "are in no set raidsnap recorded; retention never deletes them. If "
+                        "they are raidsnap's own sets (a lost or new set table): raidsnap "
+                        f"sets adopt {name}",
                         style="dim",
                     )
                 )
+
+
+class _LockLookup:
+    """The snapshot locks that hold the sets' snapshots (DescribeLockedSnapshots). Without
+    permission to ask, the sets are listed without their locks, and that is said once."""
+
+    def __init__(self, err: Console) -> None:
+        self._err = err
+        self._refused = False
+
+    def holding(self, sets: Iterable[SnapshotSet]) -> dict[str, snapshot_locks.SnapshotLock]:
+        if self._refused:
+            return {}
+        try:
+            return snapshot_locks.holding(m.snapshot_id for s in sets for m in s.members)
+        except ClientError as exc:
+            self._refused = True
+            self._err.print(
+                Text(
+                    f"snapshot locks not shown: DescribeLockedSnapshots answered "
+                    f"{error_code(exc)} (it needs ec2:DescribeLockedSnapshots)",
+                    style="yellow",
+                )
+            )
+            return {}
 
 
 @app.command()
@@ -229,3 +270,7 @@ def tag_protection_policy(
 
 def main() -> None:
     app(prog_name="raidsnap")
+
+
+# Registers ``sets adopt`` on sets_app; imported last, as it uses what this module defines.
+from . import adopt as _adopt  # noqa: E402, F401

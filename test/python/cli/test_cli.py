@@ -24,6 +24,7 @@ from raidsnap_emulation.world import (
     make_array,
     make_old_set,
     record_set,
+    sets_of,
 )
 
 REPO = Path(__file__).resolve().parents[3]
@@ -118,6 +119,52 @@ def test_sets_finds_every_array_by_tag_and_array_narrows_to_one(cli: Cli) -> Non
     assert one.exit_code == 0, one.output
     assert "logs-only" in one.stdout
     assert "db1" not in one.stdout
+
+
+def test_sets_shows_what_snapshot_locks_hold_and_until_when(cli: Cli) -> None:
+    def world(emu: Emulation, fx: ArrayFixture) -> None:
+        make_old_set(emu.hosts, fx, "db1-a-governed")
+        make_old_set(emu.hosts, fx, "db1-b-compliant")
+        make_old_set(emu.hosts, fx, "db1-c-expired")
+        make_old_set(emu.hosts, fx, "db1-d-free")
+        ec2 = boto3.client("ec2")
+        snaps = sets_of(fx.name)
+        first = str(snaps["db1-a-governed"][0]["SnapshotId"])
+        ec2.lock_snapshot(SnapshotId=first, LockMode="governance", LockDuration=5)
+        for snap in snaps["db1-b-compliant"]:
+            ec2.lock_snapshot(
+                SnapshotId=str(snap["SnapshotId"]), LockMode="compliance", LockDuration=30
+            )
+        for snap in snaps["db1-c-expired"]:
+            ec2.lock_snapshot(
+                SnapshotId=str(snap["SnapshotId"]), LockMode="governance", LockDuration=1
+            )
+        emu.clock.advance(2 * 86400)
+
+    result = cli("sets", "--emulation", prepare=world)
+
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    # One of three members locked: the set cannot go whole, and the line says how many hold it.
+    governed = line_of(out, "db1-a-governed")
+    assert re.search(r"locked \(governance, 1/3 snapshots\) until \d{4}-\d\d-\d\d ", governed)
+    assert "locked (compliance, 3/3 snapshots) until" in line_of(out, "db1-b-compliant")
+    # An expired lock holds nothing; a set never locked says nothing of locks.
+    assert "locked" not in line_of(out, "db1-c-expired")
+    assert "locked" not in line_of(out, "db1-d-free")
+
+
+def test_sets_without_leave_to_read_locks_lists_the_sets_and_says_so(cli: Cli) -> None:
+    def world(emu: Emulation, fx: ArrayFixture) -> None:
+        make_old_set(emu.hosts, fx, "db1-only")
+        emu.double.fail("ec2", "DescribeLockedSnapshots", 5, code="UnauthorizedOperation")
+
+    result = cli("sets", "--emulation", prepare=world)
+
+    assert result.exit_code == 0, result.output
+    assert "complete · latest" in line_of(result.stdout, "db1-only")
+    assert plain(result.output).count("snapshot locks not shown") == 1
+    assert "UnauthorizedOperation (it needs ec2:DescribeLockedSnapshots)" in plain(result.output)
 
 
 def test_sets_without_any_set_says_so(cli: Cli) -> None:

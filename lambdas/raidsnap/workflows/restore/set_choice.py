@@ -6,6 +6,7 @@ from raidsnap.aws import snapshot_sets
 from raidsnap.errors import IncompleteSnapshotSetError, SnapshotSetNotFoundError
 from raidsnap.models import RestoreInput
 from raidsnap.sets import SnapshotSet
+from raidsnap.workflows.restore import absent
 
 
 def resolve_set(request: RestoreInput, notes: list[str]) -> SnapshotSet:
@@ -13,11 +14,9 @@ def resolve_set(request: RestoreInput, notes: list[str]) -> SnapshotSet:
         every = snapshot_sets.list_sets(request.array)
         complete = [s for s in every if s.complete]
         if not complete:
-            detail = f"; its {len(every)} sets are all incomplete or failed" if every else ""
-            raise SnapshotSetNotFoundError(
-                f"array {request.array} has no complete snapshot set to restore{detail}"
-            )
+            raise absent.no_complete_set(request.array, every)
         found = snapshot_sets.latest_restorable(every)
+        absent.note_newer_binned(every, found or complete[-1], notes)
         if found is None:
             # Only sets without an md UUID: the newest, which plan.volumes.md_uuid refuses
             # (InvalidInput on mdUuid, naming what to give) unless the input names the UUID.
@@ -41,31 +40,34 @@ def resolve_set(request: RestoreInput, notes: list[str]) -> SnapshotSet:
             'give an existing set id or "latest"'
         )
     if not found.complete:
+        absent.refuse_binned(found)
         raise IncompleteSnapshotSetError(why_incomplete(found))
     return found
 
 
 def why_incomplete(s: SnapshotSet) -> str:
-    problems = []
     m = s.manifest
     if m is None:
-        problems.append(
-            "raidsnap never recorded it: its snapshots carry raidsnap's tags, but no backup of "
-            "raidsnap took them (another tool copied the tags, or someone set them)"
+        return (
+            f"set {s.set_id} of {s.array} is not in raidsnap's set table, though its snapshots "
+            "carry raidsnap's tags. If the table was lost or is new, record the array's sets "
+            f"again from their tags with `raidsnap sets adopt {s.array}` (it shows what it "
+            "would record, and refuses a set whose tags disagree), then restore again. Nothing "
+            "was changed"
         )
-    else:
-        if m.degraded:
-            problems.append(
-                f"the array was degraded when it was taken (slots {list(m.missing_slots)} "
-                "had no working member)"
-            )
-        if m.status != "taken":
-            problems.append("its backup never finished recording it")
-        if s.missing:
-            problems.append(f"members {s.missing} of {m.member_count} have no snapshot")
-        for x in s.members:
-            if x.state != "completed":
-                problems.append(f"snapshot {x.snapshot_id} (member {x.index}) is {x.state}")
+    problems = []
+    if m.degraded:
+        problems.append(
+            f"the array was degraded when it was taken (slots {list(m.missing_slots)} "
+            "had no working member)"
+        )
+    if m.status != "taken":
+        problems.append("its backup never finished recording it")
+    if s.missing:
+        problems.append(f"members {s.missing} of {m.member_count} have no snapshot")
+    for x in s.members:
+        if x.state != "completed":
+            problems.append(f"snapshot {x.snapshot_id} (member {x.index}) is {x.state}")
     return (
         f"set {s.set_id} of {s.array} is incomplete and is never restored: "
         + "; ".join(problems or ["it is not complete"])
