@@ -1,0 +1,213 @@
+"""Review of the CLI's plan, cancel and operator permissions: each test reproduces one finding
+and fails on the code it was written against."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_runner import Cli, Watch, line_of
+
+from raidsnap.aws.homes import record_move
+from raidsnap_cli import queries, restoring, runs
+from raidsnap_cli.backends import Backend
+from raidsnap_emulation.iam.context import iam_action
+from raidsnap_emulation.world import launch_instance, lock_table
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def cli(template: Path) -> Cli:
+    return Cli(template)
+
+
+# ---------------------------------------------------------------------- operator permissions
+
+
+# Only when the stack's resources cannot be read (resolve._table's fallback, which the
+# emulation's CloudFormation takes): not a call of the command on a deployed stack.
+FALLBACK = {"dynamodb:ListTables", "dynamodb:DescribeTable"}
+
+
+def readme_operator_actions(*tasks: str) -> set[str]:
+    """The IAM actions the rows of README's "Operator roles" table whose task starts with one of
+    ``tasks`` name (``svc:A``/``B`` is svc:A and svc:B)."""
+    text = (REPO / "README.md").read_text()
+    section = text.split("### Operator roles", 1)[1].split("\n### ", 1)[0]
+    rows = [r for r in section.splitlines() if r.startswith("| ") and r[2:].startswith(tasks)]
+    assert len(rows) == len(tasks), rows
+    found: set[str] = set()
+    for match in re.finditer(r"`([a-z0-9-]+):([A-Za-z*]+)`((?:/`?[A-Za-z]+`?)*)", "".join(rows)):
+        prefix = match.group(1)
+        found.add(f"{prefix}:{match.group(2)}")
+        for more in re.findall(r"[A-Za-z]+", match.group(3)):
+            found.add(f"{prefix}:{more}")
+    return found
+
+
+def cli_actions(watch: Watch) -> set[str]:
+    """The IAM actions of the calls the command itself made (not the emulated functions')."""
+    actions = set()
+    for call in watch.calls():
+        if call.actor is not None:
+            continue
+        model = iam_action(call.service, call.operation)
+        actions.add(f"{model.prefix}:{model.name}")
+    return actions
+
+
+def test_readme_operator_permissions_cover_the_calls_of_a_restore_plan(cli: Cli) -> None:
+    # An operator given exactly what README's "Operator roles" lists for starting a restore
+    # from the CLI gets AccessDenied on the plan (GetFunctionConfiguration first), and the
+    # runbook's step 2 (--dry-run) then fails with exit 1.
+    watch = Watch()
+
+    result = cli("recover", "db1", "--dry-run", "--emulation", "--seed-backups", "1", prepare=watch)
+
+    assert result.exit_code == 0, result.output
+    granted = readme_operator_actions("start, stop and follow", "list sets")
+    missing = sorted(cli_actions(watch) - granted - FALLBACK)
+    assert missing == [], f"README's operator roles do not grant: {missing}"
+
+
+def test_readme_operator_permissions_cover_the_calls_of_doctor(cli: Cli) -> None:
+    # README's doctor row lists scheduler:GetSchedule, but doctor finds the schedule with
+    # ListSchedules first (schedules.of_array).
+    watch = Watch()
+
+    result = cli("doctor", "db1", "--emulation", "--seed-backups", "1", prepare=watch)
+
+    assert result.exit_code in (0, 1), result.output
+    granted = readme_operator_actions(
+        "start, stop and follow", "list sets", "run `raidsnap doctor`"
+    )
+    missing = sorted(cli_actions(watch) - granted - FALLBACK)
+    assert missing == [], f"README's operator roles do not grant: {missing}"
+
+
+# ---------------------------------------------------------------------- cancel
+
+MACHINE = "arn:aws:states:us-east-1:111122223333:stateMachine:"
+EXECUTION = "arn:aws:states:us-east-1:111122223333:execution:"
+
+
+class StubSfn:
+    """Step Functions as cancel sees it: a few executions, and the stops it was asked for."""
+
+    def __init__(self, executions: dict[str, dict[str, Any]]) -> None:
+        self.executions = executions
+        self.stopped: list[str] = []
+
+    def describe_execution(self, executionArn: str) -> dict[str, Any]:  # noqa: N803
+        from botocore.exceptions import ClientError  # noqa: PLC0415
+
+        if executionArn not in self.executions:
+            raise ClientError(
+                {"Error": {"Code": "ExecutionDoesNotExist", "Message": "no"}}, "DescribeExecution"
+            )
+        return self.executions[executionArn]
+
+    def list_executions(self, **_: Any) -> dict[str, Any]:
+        return {"executions": []}
+
+    def get_execution_history(self, **_: Any) -> dict[str, Any]:
+        return {"events": []}
+
+    def stop_execution(self, executionArn: str, **_: Any) -> dict[str, Any]:  # noqa: N803
+        self.stopped.append(executionArn)
+        return {}
+
+
+def running(machine: str, name: str, payload: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "stateMachineArn": MACHINE + machine,
+        "status": "RUNNING",
+        "startDate": datetime(2026, 1, 1, tzinfo=UTC),
+        "input": payload,
+    }
+
+
+def stub_backend(sfn: StubSfn) -> Backend:
+    machines = {
+        "backup": MACHINE + "raidsnap-backup",
+        "restore": MACHINE + "raidsnap-restore",
+        "recovery": MACHINE + "raidsnap-recovery",
+        "drill": MACHINE + "raidsnap-drill",
+    }
+    return Backend(
+        sfn=sfn,  # type: ignore[arg-type]
+        snapshot_now=lambda: datetime(2026, 1, 1, tzinfo=UTC),
+        poll_seconds=0,
+        description="stub",
+        outlives_command=True,
+        _resolve=lambda: (machines, "stub"),
+        _resolve_sets=lambda: "sets",
+        _resolve_lock=lambda: "lock",
+    )
+
+
+def test_cancel_refuses_an_execution_of_a_state_machine_that_is_not_raidsnaps() -> None:
+    # `raidsnap cancel ARN` stops any execution ARN it is given: one of another application's
+    # state machine in the same account is "the ? run" and is stopped after a y.
+    foreign = EXECUTION + "payments-settlement:run-42"
+    sfn = StubSfn({foreign: running("payments-settlement", "run-42", '{"array": "db1"}')})
+
+    with pytest.raises(queries.ExecutionNotFoundError):
+        runs._to_stop(stub_backend(sfn), foreign)
+
+
+def test_cancel_refuses_a_backup_it_does_not_claim_to_stop() -> None:
+    # cancel says it stops "a running restore, recovery or drill"; given a backup's name it
+    # finds it in the backup workflow and stops it (a set left half taken, a freeze thawed by
+    # its guard only).
+    backup = EXECUTION + "raidsnap-backup:backup-db1-20260101T000000Z"
+    sfn = StubSfn(
+        {backup: running("raidsnap-backup", "backup-db1-20260101T000000Z", '{"array": "db1"}')}
+    )
+
+    with pytest.raises(queries.ExecutionNotFoundError):
+        runs._to_stop(stub_backend(sfn), "backup-db1-20260101T000000Z")
+
+
+# ---------------------------------------------------------------------- plan against run
+
+
+def test_the_run_acts_on_the_target_the_plan_showed_when_the_array_moves_before_it_starts(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN db1 on its instance, planned there and confirmed; before the run starts db1 is
+    # moved (another instance tagged raidsnap:array=db1, the move recorded, as `raidsnap move`
+    # does). The started input pins only setId: the run resolves the target afresh and
+    # restores onto an instance the operator never saw in the plan.
+    watch = Watch()
+    ran: dict[str, Any] = {}
+    original = restoring.start_and_follow
+
+    def moved_then_started(**kwargs: Any) -> int:
+        assert watch.fx is not None
+        other = launch_instance("db1", watch.fx.availability_zone)
+        record_move(lock_table(), "db1", other, "operator")
+        code = original(**kwargs)
+        backend = kwargs["backend"]
+        arn = backend.sfn.list_executions(stateMachineArn=backend.arn("restore"))["executions"]
+        described = backend.sfn.describe_execution(executionArn=arn[0]["executionArn"])
+        ran["output"] = json.loads(described.get("output") or "{}")
+        ran["status"] = described["status"]
+        return code
+
+    monkeypatch.setattr(restoring, "start_and_follow", moved_then_started)
+
+    result = cli("recover", "db1", "--yes", "--emulation", "--seed-backups", "1", prepare=watch)
+
+    assert watch.fx is not None
+    planned = line_of(result.output, "    target  ")
+    assert watch.fx.instance_id in planned, result.output
+    # THEN the run restored onto the planned instance, or changed nothing
+    assert ran["status"] == "SUCCEEDED", result.output
+    assert ran["output"]["targetInstanceId"] == watch.fx.instance_id, result.output
