@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from cli_runner import Cli, Watch, line_of
 
@@ -103,7 +104,7 @@ class StubSfn:
         self.executions = executions
         self.stopped: list[str] = []
 
-    def describe_execution(self, executionArn: str) -> dict[str, Any]:  # noqa: N803
+    def describe_execution(self, executionArn: str) -> dict[str, Any]:
         from botocore.exceptions import ClientError  # noqa: PLC0415
 
         if executionArn not in self.executions:
@@ -118,7 +119,7 @@ class StubSfn:
     def get_execution_history(self, **_: Any) -> dict[str, Any]:
         return {"events": []}
 
-    def stop_execution(self, executionArn: str, **_: Any) -> dict[str, Any]:  # noqa: N803
+    def stop_execution(self, executionArn: str, **_: Any) -> dict[str, Any]:
         self.stopped.append(executionArn)
         return {}
 
@@ -211,3 +212,43 @@ def test_the_run_acts_on_the_target_the_plan_showed_when_the_array_moves_before_
     # THEN the run restored onto the planned instance, or changed nothing
     assert ran["status"] == "SUCCEEDED", result.output
     assert ran["output"]["targetInstanceId"] == watch.fx.instance_id, result.output
+
+
+def member_replaced_by_hand(emu: Any, fx: Any) -> str:
+    """Since db1's last set, member 1 was replaced by hand (mdadm --replace onto a new volume,
+    the old one detached afterwards): the new member is in no set and carries no raidsnap tag."""
+    ec2 = boto3.client("ec2")
+    hosts = emu.hosts
+    new = ec2.create_volume(
+        AvailabilityZone=fx.availability_zone, Size=32, VolumeType="gp3", Iops=16000,
+        Throughput=1000,
+    )["VolumeId"]  # fmt: skip
+    hosts.double.clock.advance(hosts.double.volume_seconds + 1)
+    ec2.attach_volume(VolumeId=new, InstanceId=fx.instance_id, Device="/dev/sdp")
+    hosts.double.clock.advance(hosts.double.attach_seconds + 1)
+    old = fx.member_ids[1]
+    hosts.superblocks[new] = hosts.superblocks[old]
+    hosts.state(fx.instance_id).arrays["/dev/md0"].members[1] = new
+    ec2.detach_volume(VolumeId=old, InstanceId=fx.instance_id)
+    hosts.double.clock.advance(hosts.double.detach_seconds + 1)
+    ec2.describe_volumes(VolumeIds=[old])  # the double completes a detach when it is looked at
+    return str(new)
+
+
+def test_the_plan_names_every_volume_the_replace_then_detaches(cli: Cli) -> None:
+    # The plan's detach and untouched lines come from the array's records (set sources, tags);
+    # the run detaches what the release document verified on the instance. A member added by
+    # hand since the last set is shown "untouched (attached, not the array's)", then detached.
+    replaced: dict[str, str] = {}
+
+    def hand(emu: Any, fx: Any) -> None:
+        replaced["new"] = member_replaced_by_hand(emu, fx)
+
+    watch = Watch(hand)
+
+    result = cli("recover", "db1", "--yes", "--emulation", "--seed-backups", "1", prepare=watch)
+
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert replaced["new"] in line_of(out, "replaced "), out  # the run detached it (kept)
+    assert replaced["new"] in line_of(out, "    detach  "), out  # so the plan must say so
