@@ -252,3 +252,88 @@ def test_the_plan_names_every_volume_the_replace_then_detaches(cli: Cli) -> None
     out = result.output
     assert replaced["new"] in line_of(out, "replaced "), out  # the run detached it (kept)
     assert replaced["new"] in line_of(out, "    detach  "), out  # so the plan must say so
+
+
+class PagedSfn(StubSfn):
+    """ListExecutions as the API may answer: a page may hold fewer than maxResults, with a
+    nextToken (Step Functions API reference, ListExecutions: maxResults is an upper limit)."""
+
+    def __init__(self, executions: dict[str, dict[str, Any]], pages: dict[str, list[Any]]):
+        super().__init__(executions)
+        self.pages = pages
+
+    def list_executions(self, **kwargs: Any) -> dict[str, Any]:
+        machine = kwargs["stateMachineArn"]
+        pages = self.pages.get(machine, [[]])
+        index = int(kwargs.get("nextToken") or 0)
+        page: dict[str, Any] = {
+            "executions": [
+                {"executionArn": a, "startDate": datetime(2026, 1, 1, tzinfo=UTC)}
+                for a in pages[index]
+                if self.executions[a]["status"] == kwargs.get("statusFilter", "RUNNING")
+            ]
+        }
+        if index + 1 < len(pages):
+            page["nextToken"] = str(index + 1)
+        return page
+
+
+def test_cancel_by_array_finds_a_running_restore_on_a_later_page() -> None:
+    restore = EXECUTION + "raidsnap-restore:restore-db1-20260101T000000Z-0001"
+    sfn = PagedSfn(
+        {restore: running("raidsnap-restore", "restore-db1-20260101T000000Z-0001",
+                          '{"array": "db1"}')},
+        {MACHINE + "raidsnap-restore": [[], [restore]]},
+    )  # fmt: skip
+
+    run, _ = runs._to_stop(stub_backend(sfn), "db1")
+
+    assert run.arn == restore
+
+
+def test_cancel_by_array_stops_its_restore_not_a_drill_that_is_tearing_down() -> None:
+    # `cancel db1` is documented as "an array: its running restore". With the operator's
+    # restore of db1 running and db1's drill past its own restore (tearing its copy down), it
+    # picks the drill and stops that: the drill's teardown never runs (a drill stopped by hand
+    # runs no failure path), its copy stays on the drill instance, and the restore goes on.
+    restore = EXECUTION + "raidsnap-restore:restore-db1-20260101T000000Z-0001"
+    drill = EXECUTION + "raidsnap-drill:drill-db1-20260101T000000Z"
+    sfn = PagedSfn(
+        {
+            restore: running("raidsnap-restore", "restore-db1-20260101T000000Z-0001",
+                             '{"array": "db1"}'),
+            drill: running("raidsnap-drill", "drill-db1-20260101T000000Z",
+                           '{"array": "db1", "targetInstanceId": "i-0123456789abcdef0"}'),
+        },
+        {MACHINE + "raidsnap-restore": [[restore]], MACHINE + "raidsnap-drill": [[drill]]},
+    )  # fmt: skip
+
+    run, _ = runs._to_stop(stub_backend(sfn), "db1")
+
+    assert run.arn == restore
+
+
+# ---------------------------------------------------------------------- screens
+
+
+def test_a_read_only_copy_next_to_the_array_can_be_asked_for_from_the_cli(cli: Cli) -> None:
+    # The run asks for an mdDevice of its own for a copy next to the array ("give one, for
+    # example mdDevice /dev/md10"), and the refusal names 'mdDevice' as the option; the command
+    # has no such option, so the copy DESIGN promises cannot be made from the CLI.
+    result = cli(
+        "restore", "db1", "--read-only", "--md-device", "/dev/md10", "--mount-point",
+        "/mnt/db1-copy", "--dry-run", "--emulation", "--seed-backups", "1",
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    assert "/dev/md10 at /mnt/db1-copy" in result.stdout
+
+
+def test_an_attach_refusal_reads_as_words_not_python(cli: Cli) -> None:
+    # `restore db1` (no --mode given) on the array's own instance is refused as "Invalid value
+    # for '--mode': ['vol-…', 'vol-…', 'vol-…'] of db1 are attached…": a Python list, and an
+    # option the operator never typed.
+    result = cli("restore", "db1", "--dry-run", "--emulation", "--seed-backups", "1")
+
+    assert result.exit_code == 2, result.output
+    assert "['vol-" not in result.output, result.output
