@@ -337,3 +337,41 @@ def test_an_attach_refusal_reads_as_words_not_python(cli: Cli) -> None:
 
     assert result.exit_code == 2, result.output
     assert "['vol-" not in result.output, result.output
+
+
+def test_the_run_initializes_as_the_plan_showed_when_fsr_turns_on_before_it_starts(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The plan shows "prewarm, chosen by auto" and the operator confirms; before the run
+    # starts, FSR becomes enabled for the set's snapshots in the target's AZ (a fastRestore
+    # policy's backup, or a colleague). The input pins setId only, so the run's auto decides
+    # afresh and does something else than what was confirmed.
+    watch = Watch()
+    ran: dict[str, Any] = {}
+    original = restoring.start_and_follow
+
+    def fsr_on_then_started(**kwargs: Any) -> int:
+        assert watch.fx is not None and watch.emu is not None
+        ec2 = boto3.client("ec2")
+        set_id = kwargs["payload"]["setId"]
+        found = ec2.describe_snapshots(
+            Filters=[{"Name": "tag:raidsnap:set-id", "Values": [set_id]}]
+        )["Snapshots"]
+        ec2.enable_fast_snapshot_restores(
+            AvailabilityZones=[watch.fx.availability_zone],
+            SourceSnapshotIds=[s["SnapshotId"] for s in found],
+        )
+        watch.emu.hosts.double.clock.advance(6 * 3600)
+        code = original(**kwargs)
+        backend = kwargs["backend"]
+        arn = backend.sfn.list_executions(stateMachineArn=backend.arn("restore"))["executions"]
+        described = backend.sfn.describe_execution(executionArn=arn[0]["executionArn"])
+        ran["output"] = json.loads(described.get("output") or "{}")
+        return code
+
+    monkeypatch.setattr(restoring, "start_and_follow", fsr_on_then_started)
+
+    result = cli("recover", "db1", "--yes", "--emulation", "--seed-backups", "1", prepare=watch)
+
+    assert re.search(r"initialize\s+prewarm, chosen by auto", result.output), result.output
+    assert ran["output"]["initialization"] == "prewarm", result.output
