@@ -375,3 +375,38 @@ def test_the_run_initializes_as_the_plan_showed_when_fsr_turns_on_before_it_star
 
     assert re.search(r"initialize\s+prewarm, chosen by auto", result.output), result.output
     assert ran["output"]["initialization"] == "prewarm", result.output
+
+
+def restore_told(*states: str) -> Any:
+    from raidsnap_cli.progress import Narrator  # noqa: PLC0415
+
+    told = Narrator("restore")
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    for number, name in enumerate(states, start=1):
+        told.take(
+            {"id": number, "type": "TaskStateEntered", "timestamp": at,
+             "stateEnteredEventDetails": {"name": name}}
+        )  # fmt: skip
+    return told
+
+
+def test_cancel_during_assemble_says_the_assemble_goes_on_on_the_instance() -> None:
+    # Stopped while its assemble document runs on the instance, the run ends but the command
+    # does not: it assembles, mounts and persists the array (fstab, mdadm.conf) after the stop.
+    # cancel says only that attached volumes are left alone (and, for a replace, to bring the
+    # old array back by hand onto the very mount point the new one is about to take).
+    run = queries.ExecutionInfo(
+        arn=EXECUTION + "raidsnap-restore:r", name="r", workflow="restore",
+        state_machine=MACHINE + "raidsnap-restore", status="RUNNING",
+        start=datetime(2026, 1, 1, tzinfo=UTC), stop=None, input={"array": "db1"},
+        output=None, error=None, cause=None,
+    )  # fmt: skip
+    told = restore_told(
+        "Prepare", "CreateVolumes", "ReleaseOldArray", "DetachOldMembers", "AttachVolumes",
+        "Assemble", "WaitForAssemble",
+    )  # fmt: skip
+
+    said = " ".join(runs.consequences(run, told))
+
+    # the command still running on the instance, and how to stop it (aws ssm cancel-command)
+    assert "cancel-command" in said, said
