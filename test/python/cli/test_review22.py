@@ -410,3 +410,30 @@ def test_cancel_during_assemble_says_the_assemble_goes_on_on_the_instance() -> N
 
     # the command still running on the instance, and how to stop it (aws ssm cancel-command)
     assert "cancel-command" in said, said
+
+
+def test_cancel_of_a_recovery_says_in_words_which_run_it_stops() -> None:
+    # "(the restore recovery alarm-db1-… runs: stopping it ends the recovery …)": the words
+    # are put together from the workflow and the name, and read as nothing.
+    recovery = EXECUTION + "raidsnap-recovery:alarm-db1-1"
+    child = EXECUTION + "raidsnap-restore:alarm-db1-1-restore"
+    sfn = PagedSfn(
+        {
+            recovery: running("raidsnap-recovery", "alarm-db1-1", '{"array": "db1"}'),
+            child: running("raidsnap-restore", "alarm-db1-1-restore", '{"array": "db1"}'),
+        },
+        {MACHINE + "raidsnap-recovery": [[recovery]], MACHINE + "raidsnap-restore": [[child]]},
+    )
+
+    run, why = runs._to_stop(stub_backend(sfn), "db1")
+
+    assert run.arn == child
+    assert "the restore recovery" not in why, why
+    assert "alarm-db1-1" in why
+
+
+def test_one_set_is_one_set_in_the_list_of_arrays(cli: Cli) -> None:
+    result = cli("restore", "nope", "--yes", "--emulation", "--seed-backups", "1")
+
+    assert result.exit_code == 1, result.output
+    assert "db1: 1 set, latest" in result.output, result.output
