@@ -437,3 +437,16 @@ def test_one_set_is_one_set_in_the_list_of_arrays(cli: Cli) -> None:
 
     assert result.exit_code == 1, result.output
     assert "db1: 1 set, latest" in result.output, result.output
+
+
+def test_the_emulated_prewarm_reads_no_faster_than_the_instance_can(cli: Cli) -> None:
+    # The demo's restore says "prewarm done: 96.0 GiB at 3000 MiB/s" on an r6i.2xlarge whose
+    # EBS bandwidth, by the same run's own note (DescribeInstanceTypes), is 1192 MiB/s at most:
+    # the emulation's prewarm reads each member at a fixed pace, whatever the instance.
+    result = cli("recover", "db1", "--yes", "--emulation", "--seed-backups", "1")
+
+    assert result.exit_code == 0, result.output
+    limit = re.search(r"\((\d+) MiB/s of EBS bandwidth at most", result.output)
+    read = re.search(r"prewarm done: [\d.]+ GiB at (\d+) MiB/s", result.output)
+    assert limit and read, result.output
+    assert int(read.group(1)) <= int(limit.group(1)), result.output
