@@ -450,3 +450,33 @@ def test_the_emulated_prewarm_reads_no_faster_than_the_instance_can(cli: Cli) ->
     read = re.search(r"prewarm done: [\d.]+ GiB at (\d+) MiB/s", result.output)
     assert limit and read, result.output
     assert int(read.group(1)) <= int(limit.group(1)), result.output
+
+
+def test_cancel_of_a_launch_recovery_after_its_restore_says_the_instance_is_abandoned() -> None:
+    # A recovery of a launch whose restore ended (the array is mounted on the new instance) is
+    # settling: cancel stops the recovery itself and says only that "a recovery stopped by hand
+    # runs no failure path of its own". Its lifecycle hook is then never completed: when the
+    # hook times out, Auto Scaling applies its default result, ABANDON (lib/constructs/
+    # recovery.ts), and terminates the instance the array was just mounted on.
+    from raidsnap_cli.progress import Narrator  # noqa: PLC0415
+
+    run = queries.ExecutionInfo(
+        arn=EXECUTION + "raidsnap-recovery:launch-db1-1", name="launch-db1-1",
+        workflow="recovery", state_machine=MACHINE + "raidsnap-recovery", status="RUNNING",
+        start=datetime(2026, 1, 1, tzinfo=UTC), stop=None,
+        input={"array": "db1", "trigger": "launch", "restore": {"array": "db1"},
+               "lifecycle": {"hookName": "h", "groupName": "g", "token": "t",
+                             "instanceId": "i-0123456789abcdef0"}},
+        output=None, error=None, cause=None,
+    )  # fmt: skip
+    told = Narrator("recovery")
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    for number, name in enumerate(["Start", "Assess", "CheckTarget", "RunRestore", "Settle"], 1):
+        told.take(
+            {"id": number, "type": "TaskStateEntered", "timestamp": at,
+             "stateEnteredEventDetails": {"name": name}}
+        )  # fmt: skip
+
+    said = " ".join(runs.consequences(run, told))
+
+    assert "ABANDON" in said or "terminat" in said, said
