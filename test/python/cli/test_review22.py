@@ -480,3 +480,12 @@ def test_cancel_of_a_launch_recovery_after_its_restore_says_the_instance_is_aban
     said = " ".join(runs.consequences(run, told))
 
     assert "ABANDON" in said or "terminat" in said, said
+
+
+def test_readme_shows_the_commands_that_stop_and_drill() -> None:
+    # README's command-line section lists sets, backup, restore, status, doctor and move; the
+    # new `cancel` (which stops runs, with what that leaves) and `drill` appear nowhere.
+    text = (REPO / "README.md").read_text()
+
+    assert "raidsnap cancel" in text
+    assert "raidsnap drill" in text
