@@ -489,3 +489,18 @@ def test_readme_shows_the_commands_that_stop_and_drill() -> None:
 
     assert "raidsnap cancel" in text
     assert "raidsnap drill" in text
+
+
+def test_readme_grants_the_execution_actions_on_the_executions() -> None:
+    # README grants states:StopExecution, DescribeExecution and GetExecutionHistory "on the
+    # stack's state machines". Those actions authorize the execution resource type
+    # (arn:…:states:…:execution:<machine>:<id>; Service Authorization Reference, AWS Step
+    # Functions), not the stateMachine one: a policy written as the row says denies cancel,
+    # status and every follow.
+    text = (REPO / "README.md").read_text()
+    section = text.split("### Operator roles", 1)[1].split("\n### ", 1)[0]
+    (row,) = [r for r in section.splitlines() if r.startswith("| start, stop and follow")]
+    for action in ("StopExecution", "DescribeExecution", "GetExecutionHistory"):
+        assert iam_action("stepfunctions", action).resource_types.keys() >= {"execution"}
+
+    assert "executions" in row or ":execution:" in row, row
