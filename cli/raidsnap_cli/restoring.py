@@ -153,7 +153,9 @@ def _refused(
 ) -> int:
     if refused.name == "InvalidInput" and refused.field:
         option, problem = inputs.option_and_problem(refused.field, refused.cause)
-        raise typer.BadParameter(problem, param_hint=f"'{option}'")
+        key = refused.field.split(".", 1)[0]
+        hint = f"'{option}'" if key in payload else inputs.DEFAULT_OF.get(key, f"'{option}'")
+        raise typer.BadParameter(problem, param_hint=hint)
     err.print(Text.assemble((f"refused: {refused.name}: ", "bold red"), refused.cause))
     err.print(Text("nothing was started", style="dim"))
     if refused.name in NOT_FOUND:
@@ -205,6 +207,14 @@ def restore(
     read_only: Annotated[
         bool, typer.Option("--read-only", help="Assemble and mount read-only.")
     ] = False,
+    md_device: Annotated[
+        str | None,
+        typer.Option(
+            "--md-device",
+            help="The md device to assemble as (default: as recorded on the set); a read-only "
+            "copy next to the array needs one of its own, such as /dev/md10.",
+        ),
+    ] = None,
     yes: Yes = False,
     dry_run: DryRun = False,
     wait: Wait = True,
@@ -234,6 +244,7 @@ def restore(
             mount_point=mount_point,
             mode=mode,
             read_only=read_only,
+            md_device=md_device,
         )
     except inputs.InputError as error:
         raise bad(error) from None
