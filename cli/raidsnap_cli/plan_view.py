@@ -4,6 +4,7 @@ and how long that is predicted to take."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from datetime import datetime
 
@@ -105,6 +106,12 @@ def plan_view(rp: RestorePlan, now: datetime) -> RenderableType:
             )
     row("create", f"{_volumes(p.members)} in {p.availabilityZone}, from the set's snapshots")
     row("initialize", _initialization(p.initialization))
+    # Where auto weighed the ways: the instance and its EBS bandwidth (the run started from
+    # this plan is told the way auto chose, so the plan is where that is said).
+    for note in p.notes:
+        weighed = re.match(rf"{_CHOICE_NOTES[0]} .+? on (.+?): mounted in", note)
+        if weighed:
+            row("", f"weighed on {weighed.group(1)}", "dim")
     others = [n for n in p.notes if n.startswith(_CHOICE_NOTES[1])]
     for note in others:
         row("", note, "dim")
