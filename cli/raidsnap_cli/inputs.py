@@ -28,6 +28,18 @@ OPTION_OF = {
     "mountPoint": "--mount-point",
     "mode": "--mode",
     "readOnly": "--read-only",
+    "mdDevice": "--md-device",
+}
+
+# A refusal of a field the command left to the workflow names what the workflow chose, not an
+# option that was never typed.
+DEFAULT_OF = {
+    "mode": "the default mode attach",
+    "setId": "the latest set",
+    "targetInstanceId": "the array's own instance",
+    "mountPoint": "the mount point the set recorded",
+    "mdDevice": "the md device the set recorded",
+    "initialization": "the configured initialization",
 }
 
 
@@ -100,6 +112,7 @@ def restore_input(
     mount_point: str | None = None,
     mode: str | None = None,
     read_only: bool = False,
+    md_device: str | None = None,
 ) -> dict[str, Any]:
     """Only the fields given: what is left out, the workflow decides (set tags, config)."""
     given: dict[str, Any] = {
@@ -114,6 +127,7 @@ def restore_input(
         "mountPoint": mount_point,
         "mode": mode,
         "readOnly": True if read_only else None,
+        "mdDevice": md_device,
     }
     payload = {k: v for k, v in given.items() if v is not None}
     try:

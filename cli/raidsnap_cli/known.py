@@ -46,9 +46,9 @@ def arrays_lines(now: datetime) -> list[str]:
         rows = set_rows(snapshot_sets.list_sets(name), now) if name in with_sets else []
         latest = next((r for r in rows if r.latest), None)
         sets = (
-            f"{len(rows)} sets, latest {latest.set_id} ({latest.age} old)"
+            f"{_sets(len(rows))}, latest {latest.set_id} ({latest.age} old)"
             if latest
-            else f"{len(rows)} sets, none complete"
+            else f"{_sets(len(rows))}, none complete"
             if rows
             else "no sets yet"
         )
@@ -70,3 +70,7 @@ def sets_lines(array: str, now: datetime) -> list[str]:
     if len(rows) > SHOWN_SETS:
         out.append(f"… and {len(rows) - SHOWN_SETS} older: raidsnap sets --array {array}")
     return out
+
+
+def _sets(count: int) -> str:
+    return f"{count} set" if count == 1 else f"{count} sets"

@@ -4,6 +4,7 @@ and how long that is predicted to take."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from datetime import datetime
 
@@ -83,16 +84,34 @@ def plan_view(rp: RestorePlan, now: datetime) -> RenderableType:
             "unmounted and stopped",
             "yellow",
         )
-        kept = ", ".join(r.members) or "none found attached (the release finds them)"
+        # The records say which volumes should be the members; the release reads the members
+        # off the instance (md's own view), and that is what the run detaches: a member added
+        # by hand since the last set is in no record, yet detached.
+        detach = ", ".join(r.members) or "none found in raidsnap's records"
+        if r.others:
+            them = "it" if len(r.others) == 1 else "them"
+            detach += f"; also {', '.join(r.others)} if the instance shows {them} in the array"
+        row("detach", detach, "yellow")
         row(
-            "detach",
-            f"{kept}: detached and KEPT, tagged raidsnap:replaced-by (nothing is deleted)",
+            "",
+            "as the release finds the members on the instance: detached and KEPT, tagged "
+            "raidsnap:replaced-by (nothing is deleted)",
             "yellow",
         )
         if r.others:
-            row("untouched", f"{', '.join(r.others)} (attached, not the array's)")
+            row(
+                "others",
+                f"{', '.join(r.others)} attached: not in raidsnap's records; detached too if "
+                "the instance shows it is a member of the array, else untouched",
+            )
     row("create", f"{_volumes(p.members)} in {p.availabilityZone}, from the set's snapshots")
     row("initialize", _initialization(p.initialization))
+    # Where auto weighed the ways: the instance and its EBS bandwidth (the run started from
+    # this plan is told the way auto chose, so the plan is where that is said).
+    for note in p.notes:
+        weighed = re.match(rf"{_CHOICE_NOTES[0]} .+? on (.+?): mounted in", note)
+        if weighed:
+            row("", f"weighed on {weighed.group(1)}", "dim")
     others = [n for n in p.notes if n.startswith(_CHOICE_NOTES[1])]
     for note in others:
         row("", note, "dim")

@@ -37,7 +37,7 @@ from .common import (
     start_and_follow,
     target_of,
 )
-from .plan import PlanRefusedError, PlanUnavailableError, restore_plan
+from .plan import PlanRefusedError, PlanUnavailableError, RestorePlan, restore_plan
 from .plan_view import plan_view
 
 # Refusals that come from a name that matched nothing: answered with what exists.
@@ -122,11 +122,30 @@ def plan_then_start(
         ):
             err.print("nothing started")
             return EXIT_FAILED
-        # What was confirmed is what runs: "latest" could name a newer set by now.
-        payload = {**payload, "setId": planned.plan.setId}
+        payload = confirmed_input(payload, planned)
     return start_and_follow(
         backend=backend, workflow="restore", payload=payload, wait=wait, out=out, err=err
     )
+
+
+def confirmed_input(payload: dict[str, Any], planned: RestorePlan) -> dict[str, Any]:
+    """The input of the run the plan showed: what was confirmed is what runs. "latest" could
+    name a newer set by the time the run starts, the array's instance could be another (a
+    move recorded, a tag changed), and auto could decide differently (FSR turned on or off for
+    the set): the set, the target and a single strategy auto settled on are pinned. The run's
+    Prepare still checks the pinned target (it refuses one that is no longer running, or no
+    longer tagged for the array nor recorded or configured for it), so a pin never takes the
+    restore anywhere the plan did not show. A per-member mix is left to auto: the input has no
+    field for it."""
+    plan = planned.plan
+    pinned = {**payload, "setId": plan.setId, "targetInstanceId": plan.targetInstanceId}
+    chosen = plan.initialization
+    if chosen.requested == "auto" and chosen.used in ("fsr", "rate", "prewarm", "none"):
+        pinned["initialization"] = chosen.used
+        pinned.pop("initializationRate", None)
+        if chosen.used == "rate" and chosen.rate:
+            pinned["initializationRate"] = chosen.rate
+    return pinned
 
 
 def _refused(
@@ -134,7 +153,9 @@ def _refused(
 ) -> int:
     if refused.name == "InvalidInput" and refused.field:
         option, problem = inputs.option_and_problem(refused.field, refused.cause)
-        raise typer.BadParameter(problem, param_hint=f"'{option}'")
+        key = refused.field.split(".", 1)[0]
+        hint = f"'{option}'" if key in payload else inputs.DEFAULT_OF.get(key, f"'{option}'")
+        raise typer.BadParameter(problem, param_hint=hint)
     err.print(Text.assemble((f"refused: {refused.name}: ", "bold red"), refused.cause))
     err.print(Text("nothing was started", style="dim"))
     if refused.name in NOT_FOUND:
@@ -186,6 +207,14 @@ def restore(
     read_only: Annotated[
         bool, typer.Option("--read-only", help="Assemble and mount read-only.")
     ] = False,
+    md_device: Annotated[
+        str | None,
+        typer.Option(
+            "--md-device",
+            help="The md device to assemble as (default: as recorded on the set); a read-only "
+            "copy next to the array needs one of its own, such as /dev/md10.",
+        ),
+    ] = None,
     yes: Yes = False,
     dry_run: DryRun = False,
     wait: Wait = True,
@@ -215,6 +244,7 @@ def restore(
             mount_point=mount_point,
             mode=mode,
             read_only=read_only,
+            md_device=md_device,
         )
     except inputs.InputError as error:
         raise bad(error) from None

@@ -34,7 +34,7 @@ from .common import (
 from .follow import narrate
 from .progress import Narrator
 from .restoring import refuse_unattended
-from .status import NESTED_SUFFIX
+from .stopping import consequences, to_stop
 
 # ---------------------------------------------------------------------- drill
 
@@ -128,100 +128,9 @@ def drill(
 
 # ---------------------------------------------------------------------- cancel
 
-
-def _to_stop(backend: Backend, what: str) -> tuple[queries.ExecutionInfo, str]:
-    """The run to stop, and why that one: the one named, or the array's running restore (else
-    its recovery or drill); for a recovery or a drill, the restore it runs, while it runs (the
-    parent then ends through its own failure path, which a stop of the parent itself skips)."""
-    machines = backend.state_machines
-    why = ""
-    try:
-        run = queries.find(backend.sfn, machines, what)
-    except queries.ExecutionNotFoundError:
-        if what.startswith("arn:"):
-            raise
-        running = _running(backend, what)
-        if not running:
-            raise queries.ExecutionNotFoundError(
-                f"no execution named {what!r}, and no restore, recovery or drill of an array "
-                f"{what!r} runs now (raidsnap status shows what does)"
-            ) from None
-        # A recovery or drill first: stopping it stops the restore it runs, as it should.
-        run = next((r for r in running if r.workflow != "restore"), running[0])
-        why = f"the {run.workflow} of {what} that runs now"
-    if run.status != "RUNNING":
-        raise queries.ExecutionNotFoundError(f"{run.workflow} {run.name} has ended: {run.status}")
-    if run.workflow in ("recovery", "drill"):
-        child = _child(backend, run)
-        if child is not None and child.status == "RUNNING":
-            return child, (
-                f"the restore {run.workflow} {run.name} runs: stopping it ends the "
-                f"{run.workflow} through its own failure path"
-            )
-    return run, why
-
-
-def _running(backend: Backend, array: str) -> list[queries.ExecutionInfo]:
-    found = []
-    for workflow in ("restore", "recovery", "drill"):
-        machine = backend.state_machines.get(workflow)
-        if machine is None:
-            continue
-        page = backend.sfn.list_executions(stateMachineArn=machine, statusFilter="RUNNING")
-        for e in page["executions"]:
-            info = queries.describe(backend.sfn, e["executionArn"], workflow)
-            if info.array == array:
-                found.append(info)
-    return found
-
-
-def _child(backend: Backend, run: queries.ExecutionInfo) -> queries.ExecutionInfo | None:
-    if run.workflow == "recovery":
-        name = run.name + NESTED_SUFFIX
-    else:
-        name = narrate(backend.sfn, run.arn, run.workflow).facts.restore
-    machine = backend.state_machines.get("restore")
-    if not name or machine is None:
-        return None
-    arn = machine.replace(":stateMachine:", ":execution:", 1) + ":" + name
-    try:
-        return queries.describe(backend.sfn, arn, "restore")
-    except ClientError:
-        return None
-
-
-def consequences(run: queries.ExecutionInfo, told: Narrator) -> list[str]:
-    """What stopping ``run`` now leaves, from the steps it has entered."""
-    entered = {name for _, name in told.states}
-    if run.workflow != "restore":
-        return [
-            f"the {run.workflow} stops where it is; a {run.workflow} stopped by hand runs no "
-            "failure path of its own"
-        ]
-    lines = []
-    if told.mounted:
-        lines.append(
-            f"the array is assembled and mounted at {told.facts.mount_point or 'its mount point'}"
-            " and stays so: it is the user's now; a prewarm command still reading on the "
-            "instance goes on (aws ssm cancel-command stops it)"
-        )
-    elif "CreateVolumes" not in entered:
-        lines.append("nothing was created yet: the run ends and its lock is given back")
-    else:
-        lines.append(
-            "the clean-up after a stopped run deletes the volumes this run created that are not "
-            "attached, turns off the FSR it enabled and gives the lock back; a volume already "
-            "attached is left alone and reported"
-        )
-    if "ReleaseOldArray" in entered and not told.mounted:
-        old = ", ".join(told.facts.old_volumes) or "its old members"
-        lines.append(
-            "WARNING: this replace has released the old array on "
-            f"{told.facts.target or 'the instance'}: a stopped run does NOT put it back (only a "
-            f"failed run does). {old} stay detached, kept and tagged raidsnap:replaced-by; "
-            "bring the array back by hand (attach them, mdadm --assemble, mount) or restore again"
-        )
-    return lines
+# The selection and the consequences live in raidsnap_cli.stopping.
+_to_stop = to_stop
+__all__ = ["cancel", "consequences", "drill"]
 
 
 def cancel(
@@ -248,7 +157,7 @@ def cancel(
     refuse_unattended(yes, False)
     out, err = consoles()
     with opened(target, err) as backend:
-        run, why = _to_stop(backend, what)
+        run, why = to_stop(backend, what)
         told = narrate(backend.sfn, run.arn, run.workflow)
         _say_what_stops(run, told, why, err)
         if not yes and not typer.confirm(

@@ -53,7 +53,9 @@ def test_replace_on_a_terminal_shows_the_plan_then_asks_then_starts(cli: Cli) ->
     detach = line_of(out, "    detach  ")
     for volume in fx.member_ids:
         assert volume in detach
-    assert "KEPT, tagged raidsnap:replaced-by (nothing is deleted)" in detach
+    assert "detached and KEPT, tagged raidsnap:replaced-by (nothing is deleted)" in line_of(
+        out, "as the release finds the members on the instance"
+    )
     for volume in fx.other_volume_ids:
         assert volume in line_of(out, "untouched")
     assert "3 x gp3 32 GiB" in line_of(out, "    create  ")
@@ -146,7 +148,7 @@ def test_an_unknown_array_is_refused_listing_the_arrays_that_exist(cli: Cli) -> 
     assert "nothing was started" in result.output
     assert "arrays here:" in result.output
     listed = line_of(result.output, "  db1: ")
-    assert re.search(r"db1: 1 sets, latest db1-\d{8}T\d{6}Z-[0-9a-f]{8} \(.+ old\); on i-", listed)
+    assert re.search(r"db1: 1 set, latest db1-\d{8}T\d{6}Z-[0-9a-f]{8} \(.+ old\); on i-", listed)
     assert started(watch) == []
     assert watch.changes() == []
 
@@ -190,7 +192,7 @@ def test_a_second_array_is_listed_with_where_it_lives(cli: Cli) -> None:
 
     assert result.exit_code == 1, result.output
     assert re.search(r"  db1: no sets yet; on i-[0-9a-f]+", result.output)
-    assert re.search(r"  logs: 1 sets, latest logs-only \(.+ old\); on i-[0-9a-f]+", result.output)
+    assert re.search(r"  logs: 1 set, latest logs-only \(.+ old\); on i-[0-9a-f]+", result.output)
 
 
 def test_on_a_real_terminal_the_plan_is_asked_about_then_the_run_is_shown_live() -> None:

@@ -81,7 +81,7 @@ def test_an_unknown_name_for_status_lists_the_arrays(cli: Cli) -> None:
     said = plain(result.output)
     assert "no execution named 'db7'" in said
     assert "no array db7 here" in said
-    assert re.search(r"arrays here: db1: 1 sets, latest db1-", said)
+    assert re.search(r"arrays here: db1: 1 set, latest db1-", said)
 
 
 def test_cancel_of_an_array_stops_the_restore_its_recovery_runs_after_saying_what_stays(

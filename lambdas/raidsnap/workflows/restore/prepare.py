@@ -259,7 +259,9 @@ def _refuse_copies_attached(
     if not request.readOnly:
         raise InvalidInputError(
             "mode",
-            f"{copies} of {array} are attached to {target.instance_id}: next to the array, "
+            f"{', '.join(copies)} of {array} "
+            f"{'are' if len(copies) > 1 else 'is'} attached to {target.instance_id}: next to "
+            "the array, "
             "attach restores only a read-only copy (readOnly true, with an mdDevice and a "
             "mountPoint of its own); a second writable copy there would leave which one is the "
             "array a guess. Restore onto another instance, or use mode replace (it releases "
@@ -285,9 +287,10 @@ def _refuse_the_arrays_own_places(
             raise InvalidInputError(
                 field,
                 f"a read-only copy of {request.array} next to the array on "
-                f"{target.instance_id} needs a {field} of its own (the array's is "
-                f"{taken or 'unknown'}); give one, for example mdDevice /dev/md10 and "
-                f"mountPoint /mnt/{request.array}-copy. Nothing was changed",
+                f'{target.instance_id} needs a "{field}" of its own (the array\'s is '
+                f"{taken or 'unknown'}); give one, for example "
+                f'"mdDevice": "/dev/md10" and "mountPoint": "/mnt/{request.array}-copy". '
+                "Nothing was changed",
             )
 
 

@@ -25,7 +25,8 @@ def resolve_set(request: RestoreInput, notes: list[str]) -> SnapshotSet:
         if newer and not request.mdUuid:
             notes.append(
                 f"restored {found.set_id}, the newest set that recorded its md UUID; the newer "
-                f"sets {[s.set_id for s in newer]} were taken from the volume tags while the "
+                f"sets {', '.join(s.set_id for s in newer)} were taken from the volume tags "
+                "while the "
                 "SSM agent was offline and recorded none: to restore one of them instead, give "
                 "its setId and mdUuid"
             )
@@ -58,13 +59,15 @@ def why_incomplete(s: SnapshotSet) -> str:
     problems = []
     if m.degraded:
         problems.append(
-            f"the array was degraded when it was taken (slots {list(m.missing_slots)} "
-            "had no working member)"
+            "the array was degraded when it was taken (slots "
+            f"{', '.join(str(i) for i in m.missing_slots)} had no working member)"
         )
     if m.status != "taken":
         problems.append("its backup never finished recording it")
     if s.missing:
-        problems.append(f"members {s.missing} of {m.member_count} have no snapshot")
+        problems.append(
+            f"members {', '.join(str(i) for i in s.missing)} of {m.member_count} have no snapshot"
+        )
     for x in s.members:
         if x.state != "completed":
             problems.append(f"snapshot {x.snapshot_id} (member {x.index}) is {x.state}")

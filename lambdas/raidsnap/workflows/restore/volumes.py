@@ -115,7 +115,8 @@ def check_volumes(call: CheckCall, settings: RestoreSettings) -> Volumes:
             members = [i for i, vid in enumerate(v.ids) if vid in slow]
             v.notes = [
                 *v.notes,
-                f"members {members} were created without an FSR volume creation credit (not "
+                f"members {', '.join(str(i) for i in members)} were created without an FSR "
+                "volume creation credit (not "
                 "fast restored); they are prewarmed, the other FSR members are fast restored",
             ]
         if f.ours and not f.disabled:
@@ -124,7 +125,7 @@ def check_volumes(call: CheckCall, settings: RestoreSettings) -> Volumes:
     elif _waited_out(v):
         slow = [vid for vid in v.ids if views.get(vid) and views[vid].state == "creating"]
         raise VolumeFailedError(
-            f"volumes {slow} were still creating after {VOLUME_BUDGET_SECONDS} s"
+            f"volumes {', '.join(slow)} were still creating after {VOLUME_BUDGET_SECONDS} s"
         )
     return v
 
@@ -192,7 +193,8 @@ def _unmapped_members(
     unsure = len(found) > len(unmapped) or (short and not explained and set(views) - found)
     if unsure:
         raise MemberNotIdentifiedError(
-            f"the release document on {plan.targetInstanceId} found members {unmapped} of "
+            f"the release document on {plan.targetInstanceId} found members "
+            f"{', '.join(unmapped)} of "
             f"{plan.mdDevice} without an EBS volume id (their device is gone), and EC2's "
             f"attachments do not say which volumes they are (unaccounted: "
             f"{sorted(unaccounted)}, of which the array's record names {sorted(found)}). No old "
@@ -280,7 +282,7 @@ def detach_old(call: DetachCall) -> OldMembers:
         old.status = "detached"
     elif _waited_out(old):
         raise VolumeFailedError(
-            f"old members {still} did not detach from {target} within "
+            f"old members {', '.join(still)} did not detach from {target} within "
             f"{DETACH_BUDGET_SECONDS} s; check the instance, then restore again"
         )
     return old
@@ -340,7 +342,8 @@ def attach_volumes(call: AttachCall) -> Attach:
         a.status = "attached"
     elif _waited_out(a):
         raise VolumeFailedError(
-            f"volumes {pending} did not attach to {target} within {ATTACH_BUDGET_SECONDS} s"
+            f"volumes {', '.join(pending)} did not attach to {target} within "
+            f"{ATTACH_BUDGET_SECONDS} s"
         )
     return a
 
