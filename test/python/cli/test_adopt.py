@@ -87,7 +87,9 @@ def seeded_sets() -> list[tuple[str, list[dict[str, Any]]]]:
 
 def restored_set(account: backends.Backend) -> tuple[int, str]:
     """Restore db1 (latest, in place) through the command: its exit code and the set it took."""
-    result = raidsnap(account, "restore", ARRAY, "--mode", "replace", "--initialization", "none")
+    result = raidsnap(
+        account, "restore", ARRAY, "--mode", "replace", "--initialization", "none", "--yes"
+    )
     found = re.search(r"^\s*set\s+(\S+)\s*$", result.output, re.MULTILINE)
     return result.exit_code, found.group(1) if found else result.output
 
@@ -162,6 +164,6 @@ def test_a_forged_set_is_refused_and_nothing_of_it_is_recorded(account: backends
     assert "the members disagree on raidsnap:md-uuid" in result.output
     assert [item["setId"]["S"] for item in items()] == [newest]
     # AND a restore of a refused set still says it is not recorded; latest takes the newest
-    refused = raidsnap(account, "restore", ARRAY, "--set", middle, "--mode", "replace")
+    refused = raidsnap(account, "restore", ARRAY, "--set", middle, "--mode", "replace", "--yes")
     assert refused.exit_code == 1 and "raidsnap sets adopt db1" in " ".join(refused.output.split())
     assert restored_set(account) == (0, newest)
