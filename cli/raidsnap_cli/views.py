@@ -17,6 +17,7 @@ from rich.text import Text
 
 from raidsnap.aws.snapshot_locks import SnapshotLock
 from raidsnap.sets import SnapshotSet
+from raidsnap.text import input_words
 
 from .queries import ExecutionInfo
 
@@ -316,14 +317,7 @@ def output_view(workflow: str, output: Any) -> RenderableType:
 
 def describe_input(payload: Any) -> Text:
     """An execution input in words: ``db1 (mode replace, set latest)``; not JSON."""
-    if not isinstance(payload, Mapping):
-        return Text(str(payload))
-    rest = [
-        f"{key} {'yes' if value is True else value}"
-        for key, value in payload.items()
-        if key not in ("array", "callback") and value is not None
-    ]
-    return Text(str(payload.get("array", "?")) + (f" ({', '.join(rest)})" if rest else ""))
+    return Text(input_words(payload))
 
 
 def execution_row_cells(run: ExecutionInfo, now: datetime) -> list[RenderableType]:

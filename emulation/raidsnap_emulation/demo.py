@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from raidsnap.observability import logger
+from raidsnap.text import input_words
 from raidsnap_emulation.demo_timeline import timeline
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation, Execution
@@ -87,15 +88,9 @@ def _follow(
 def _run(emu: Emulation, workflow: str, payload: dict[str, Any], name: str) -> Execution:
     return _follow(
         emu,
-        f"{_input_words(workflow, payload)}  [dim](execution {name})[/dim]",
+        f"{workflow} {input_words(payload)}  [dim](execution {name})[/dim]",
         lambda: emu.start(workflow, payload, name=name),
     )
-
-
-def _input_words(workflow: str, payload: dict[str, Any]) -> str:
-    """``restore of db1 · mode replace, initialization prewarm``: the input as a person reads it."""
-    rest = ", ".join(f"{k} {v}" for k, v in payload.items() if k != "array")
-    return f"{workflow} of {payload.get('array', '?')}" + (f" · {rest}" if rest else "")
 
 
 def _deliver_alarm(emu: Emulation, fx: ArrayFixture) -> tuple[Execution, Execution]:
