@@ -313,9 +313,7 @@ class Narrator:
 
     @property
     def now_words(self) -> str:
-        """The current step as the live view shows it; once the run ended, how it ended."""
-        if self.status != "RUNNING" and self.lines:
-            return self.lines[-1].text
+        """The current step of a running run, as the live view shows it."""
         if not self.words:
             return "starting"
         return f"{self.words}: {self.count}" if self.count else self.words
