@@ -13,3 +13,7 @@ export class ConfigError extends Error {
     return `raidsnap config: ${file ? `${file}: ` : ''}${this.field}: ${this.problem}; ${this.fix}`;
   }
 }
+
+/** How a module that parses one part of the config reports a mistake: lib/config.ts passes one
+ * that makes a ConfigError. */
+export type Problem = (field: string, problem: string, fix: string) => Error;

@@ -1,5 +1,6 @@
 import { Annotations, Stack, Token } from 'aws-cdk-lib';
 import type { RaidsnapConfig } from './config';
+import type { Problem } from './config-error';
 
 /** An array's fastRestore policy (arrays.<name>.fastRestore): keep Fast Snapshot Restore enabled
  * on its newest complete snapshot sets in chosen Availability Zones, so that a restore there
@@ -20,8 +21,6 @@ export interface KeptPolicy {
   readonly sets: number;
 }
 
-/** Raised as a ConfigError by lib/config.ts (which owns the error type). */
-export type Problem = (field: string, problem: string, fix: string) => Error;
 
 // "You can enable up to 5 snapshots for fast snapshot restore per Region" (EBS User Guide,
 // "Amazon EBS fast snapshot restore", Considerations); adjustable: Service Quotas, EBS quota

@@ -3,6 +3,8 @@
  * whatever IAM permissions, can delete them until the lock ends (or, in governance mode, until
  * someone allowed to unlock them does). Amazon EBS User Guide, "Amazon EBS snapshot lock";
  * EC2 API Reference, LockSnapshot. */
+
+import type { Problem } from './config-error';
 export type LockMode = 'governance' | 'compliance';
 
 export interface LockConfig {
@@ -17,8 +19,6 @@ export interface LockConfig {
   readonly coolOffHours?: number;
 }
 
-/** Raised as a ConfigError by lib/config.ts (which owns the error type). */
-export type Problem = (field: string, problem: string, fix: string) => Error;
 
 // LockSnapshot's limits (botocore's EC2 model: LockDuration 1-36500 days, CoolOffPeriod 1-72
 // hours, compliance mode only: "If you are locking the snapshot in governance mode, omit this
