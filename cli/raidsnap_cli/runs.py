@@ -143,6 +143,13 @@ def cancel(
         ),
     ],
     yes: Yes = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="With --yes: stop even where the command warns (see what it says first).",
+        ),
+    ] = False,
     emulation: EmulationFlag = False,
     seed_backups: SeedBackups = 0,
     region: Region = None,
@@ -152,14 +159,24 @@ def cancel(
     """Stop a running restore, recovery or drill, after saying what that leaves.
 
     For a recovery or a drill, the restore it runs is stopped: the parent then ends through its
-    own failure path."""
+    own failure path. --yes stops without asking unless the command warns about what the stop
+    leaves; then it stops only with --force as well."""
     target = target_of(emulation, seed_backups, region, profile, stack)
     refuse_unattended(yes, False)
     out, err = consoles()
     with opened(target, err) as backend:
         run, why = to_stop(backend, what)
         told = narrate(backend.sfn, run.arn, run.workflow)
-        _say_what_stops(run, told, why, err)
+        warned = _say_what_stops(run, told, why, err)
+        if yes and warned and not force:
+            err.print(
+                Text(
+                    "nothing stopped: --yes does not agree to a warning. Read it; to stop "
+                    "anyway, run again with --yes --force",
+                    style="red",
+                )
+            )
+            raise typer.Exit(EXIT_FAILED)
         if not yes and not typer.confirm(
             f"Stop {run.workflow} {run.name}?", default=False, err=True
         ):
@@ -172,7 +189,8 @@ def cancel(
         out.print(Text(f"follow its clean-up: raidsnap status {run.name}", style="dim"))
 
 
-def _say_what_stops(run: queries.ExecutionInfo, told: Narrator, why: str, err: Console) -> None:
+def _say_what_stops(run: queries.ExecutionInfo, told: Narrator, why: str, err: Console) -> bool:
+    """Say what stops and what that leaves; whether any of it is a warning."""
     err.print(
         Text.assemble(
             ("stop ", "bold"),
@@ -182,5 +200,9 @@ def _say_what_stops(run: queries.ExecutionInfo, told: Narrator, why: str, err: C
     )
     if why:
         err.print(Text(f"  ({why})", style="dim"))
+    warned = False
     for line in consequences(run, told):
-        err.print(Text(f"  {line}", style="yellow" if line.startswith("WARNING") else ""))
+        warning = line.startswith("WARNING")
+        warned = warned or warning
+        err.print(Text(f"  {line}", style="yellow" if warning else ""))
+    return warned

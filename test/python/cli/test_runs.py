@@ -115,6 +115,32 @@ def test_cancel_answered_no_stops_nothing(cli: Cli) -> None:
     assert [c for c in watch.calls() if c.operation == "StopExecution" and c.actor is None] == []
 
 
+def test_cancel_with_yes_stops_nothing_it_warns_about_unless_forced(cli: Cli) -> None:
+    # The restore is past its release: stopping it leaves the old array released and the new
+    # one not assembled. A script's --yes agrees to the stop it asked for, not to a warning no
+    # one read; --force is that agreement.
+    watch = Watch(recovering)
+
+    result = cli("cancel", "db1", "--yes", "--emulation", prepare=watch)
+
+    assert result.exit_code == 1, result.output
+    said = plain(result.output)
+    assert "does NOT put it back" in said
+    assert "nothing stopped" in said and "--yes --force" in said
+    assert [c for c in watch.calls() if c.operation == "StopExecution" and c.actor is None] == []
+
+
+def test_cancel_with_yes_and_force_stops_past_the_warning(cli: Cli) -> None:
+    watch = Watch(recovering)
+
+    result = cli("cancel", "db1", "--yes", "--force", "--emulation", prepare=watch)
+
+    assert result.exit_code == 0, result.output
+    assert "does NOT put it back" in plain(result.output)
+    stops = [c for c in watch.calls() if c.operation == "StopExecution" and c.actor is None]
+    assert len(stops) == 1
+
+
 def test_cancel_of_an_array_with_nothing_running_says_so(cli: Cli) -> None:
     result = cli("cancel", "db1", "--yes", "--emulation", "--seed-backups", "1")
 
