@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
@@ -28,3 +28,17 @@ def input_words(payload: Any) -> str:
         if key not in ("array", "callback") and value is not None
     ]
     return str(payload.get("array", "?")) + (f" ({', '.join(rest)})" if rest else "")
+
+
+def listed(items: Iterable[object]) -> str:
+    """Items as a sentence lists them, not as Python prints a list: ``0, 1 and 2``."""
+    words = [str(i) for i in items]
+    if len(words) <= 1:
+        return "".join(words) or "none"
+    return ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def counted(noun: str, items: Iterable[object]) -> str:
+    """``noun`` with its items, singular for one: ``member 2``, ``members 0 and 1``."""
+    words = list(items)
+    return f"{noun}{'' if len(words) == 1 else 's'} {listed(words)}"

@@ -13,6 +13,7 @@ from raidsnap import clients, tags
 from raidsnap.aws import error_code
 from raidsnap.errors import ArrayNotFoundError
 from raidsnap.plan import md_choice
+from raidsnap.text import counted
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2.type_defs import FilterTypeDef
@@ -268,8 +269,9 @@ def _layout_of(chosen: dict[str, Any], instance: ArrayInstance, attached: set[st
     missing = [m.get("device") for m in raw_members if not m.get("volumeId")]
     if missing:
         raise ArrayNotFoundError(
-            f"members {missing} of {chosen.get('device')} are not EBS volumes (no volume id "
-            "in their NVMe serial); raidsnap snapshots EBS members only"
+            f"not EBS volumes (no volume id in their NVMe serial): "
+            f"{counted('member', missing)} of {chosen.get('device')}; raidsnap snapshots EBS "
+            "members only"
         )
     not_attached = [m["volumeId"] for m in raw_members if m["volumeId"] not in attached]
     if not_attached:

@@ -25,6 +25,7 @@ from typing import Any
 
 from raidsnap import tags
 from raidsnap.sets import Manifest, SetMember, member_of
+from raidsnap.text import counted
 
 # CreateSnapshots takes the snapshots of all the instance's volumes it names at one point in
 # time: "Any attached volumes will produce one snapshot each that is crash-consistent across the
@@ -254,14 +255,14 @@ def _slots(members: tuple[SetMember, ...], count: int, *, degraded: bool) -> lis
     slots = [m.index for m in members if m.index is not None]
     outside = sorted({s for s in slots if s >= count})
     if outside:
-        out.append(f"slots {outside} lie outside 0..{count - 1}")
+        out.append(f"outside 0..{count - 1}: {counted('slot', outside)}")
     for slot, n in sorted(Counter(slots).items()):
         if n > 1:
             ids = [m.snapshot_id for m in members if m.index == slot]
             out.append(f"slot {slot} is claimed by {n} snapshots ({', '.join(ids)})")
     missing = sorted(set(range(count)) - set(slots))
     if missing and not degraded:
-        out.append(f"slots {missing} of {count} have no snapshot")
+        out.append(f"no snapshot for {counted('slot', missing)} of {count}")
     return out
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from raidsnap.models import INITIALIZATION_RATE_RANGE
 from raidsnap.plan import fsr as plan_fsr
+from raidsnap.text import counted
 
 MIB_PER_MB = 1_000_000 / 1_048_576
 # Instance EBS bandwidth: DescribeInstanceTypes EbsInfo.EbsOptimizedInfo Baseline- and
@@ -347,7 +348,9 @@ def describe(e: Estimate) -> str:
         if not idx:
             continue
         label = f"rate at {e.rate} MiB/s" if kind == "rate" else kind
-        parts.append(label if len(idx) == len(e.members) else f"{label} for members {idx}")
+        parts.append(
+            label if len(idx) == len(e.members) else f"{label} for {counted('member', idx)}"
+        )
     return ", ".join(parts)
 
 

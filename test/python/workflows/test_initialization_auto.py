@@ -119,7 +119,7 @@ def test_auto_uses_fsr_kept_enabled_and_initializes_only_the_other_members(
     assert prewarmed(emu) == [run.output["volumeIds"][2:]]
     assert calls(emu, "EnableFastSnapshotRestores", mark) == []
     assert calls(emu, "DisableFastSnapshotRestores", mark) == []
-    assert "fsr for members [0, 1], prewarm for members [2]" in note(run, "auto chose")
+    assert "fsr for members 0 and 1, prewarm for member 2" in note(run, "auto chose")
 
 
 def test_auto_does_not_count_on_a_pair_enabled_too_recently_to_hold_a_credit(

@@ -10,6 +10,7 @@ from raidsnap.errors import ArrayDegradedError, cause_message, public_name
 from raidsnap.observability import count, for_array, logger, publish_alone
 from raidsnap.plan import retention
 from raidsnap.sets import SnapshotSet
+from raidsnap.text import counted
 from raidsnap.workflows.backup import locking, times
 from raidsnap.workflows.backup.contracts import (
     BackupOutput,
@@ -140,9 +141,13 @@ def fail_if_degraded(call: RetentionCall) -> None:
         return
     plan = call.plan
     missing = degraded.missingSlots
-    where = f"slots {missing} of {call.members.memberCount} have" if missing else "md says it has"
+    where = (
+        f"md has no working member in {counted('slot', missing)} of {call.members.memberCount}"
+        if missing
+        else "md says it has no working member"
+    )
     raise ArrayDegradedError(
-        f"array {plan.array} on {plan.instanceId} is degraded: {where} no working member"
+        f"array {plan.array} on {plan.instanceId} is degraded: {where}"
         + (f" ({', '.join(degraded.withoutSlot)} hold no slot)" if degraded.withoutSlot else "")
         + f". Set {call.snapshots.setId} was taken of the working members and marked degraded; "
         "it is never restored as latest, and retention does not count it. Replace or re-add the "

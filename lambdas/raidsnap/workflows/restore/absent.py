@@ -10,6 +10,7 @@ from raidsnap.aws import recycle_bin, snapshot_sets
 from raidsnap.environment import region
 from raidsnap.errors import RaidsnapError, SnapshotSetNotFoundError, SnapshotsInRecycleBinError
 from raidsnap.sets import SnapshotSet
+from raidsnap.text import counted
 
 
 def adopt_hint(array: str) -> str:
@@ -44,9 +45,9 @@ def _advice(s: SnapshotSet, binned: dict[int, recycle_bin.Binned]) -> str:
         for sid in ids
     )
     return (
-        f"set {s.set_id} of {s.array} lacks members {sorted(binned)}: their snapshots {ids} were "
-        f"deleted into the Recycle Bin{until}. Restore them from it (they come back with their "
-        f"tags): {commands}"
+        f"set {s.set_id} of {s.array} lacks {counted('member', sorted(binned))}: the "
+        f"Recycle Bin holds {counted('snapshot', ids)}{until}. Restore them from it (they come "
+        f"back with their tags): {commands}"
     )
 
 

@@ -6,6 +6,7 @@ from raidsnap.aws import snapshot_sets
 from raidsnap.errors import IncompleteSnapshotSetError, SnapshotSetNotFoundError
 from raidsnap.models import RestoreInput
 from raidsnap.sets import SnapshotSet
+from raidsnap.text import counted
 from raidsnap.workflows.restore import absent
 
 
@@ -59,15 +60,13 @@ def why_incomplete(s: SnapshotSet) -> str:
     problems = []
     if m.degraded:
         problems.append(
-            "the array was degraded when it was taken (slots "
-            f"{', '.join(str(i) for i in m.missing_slots)} had no working member)"
+            "the array was degraded when it was taken (no working member in "
+            f"{counted('slot', m.missing_slots)})"
         )
     if m.status != "taken":
         problems.append("its backup never finished recording it")
     if s.missing:
-        problems.append(
-            f"members {', '.join(str(i) for i in s.missing)} of {m.member_count} have no snapshot"
-        )
+        problems.append(f"no snapshot of {counted('member', s.missing)} of {m.member_count}")
     for x in s.members:
         if x.state != "completed":
             problems.append(f"snapshot {x.snapshot_id} (member {x.index}) is {x.state}")

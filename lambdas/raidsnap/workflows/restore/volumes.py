@@ -12,6 +12,7 @@ from raidsnap.observability import count, for_array
 from raidsnap.plan import devices as plan_devices
 from raidsnap.plan import tag_limit
 from raidsnap.plan import volumes as plan_volumes
+from raidsnap.text import listed
 from raidsnap.workflows.restore.contracts import (
     Attach,
     AttachCall,
@@ -197,7 +198,8 @@ def _unmapped_members(
             f"{', '.join(unmapped)} of "
             f"{plan.mdDevice} without an EBS volume id (their device is gone), and EC2's "
             f"attachments do not say which volumes they are (unaccounted: "
-            f"{sorted(unaccounted)}, of which the array's record names {sorted(found)}). No old "
+            f"{listed(sorted(unaccounted))}, of which the array's record names "
+            f"{listed(sorted(found))}). No old "
             "member was detached. Find the volume of each lost member (the EC2 console's "
             "attachments of the instance) and detach it by hand before restoring again, so that "
             "every old member is kept apart from the restored array"
