@@ -4,7 +4,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { ConfigError, parseConfig } from '../lib/config';
 import { checkFastRestore, fastRestoreCost } from '../lib/fast-restore';
 import { RaidsnapStack } from '../lib/raidsnap-stack';
-import { actionsOf, resourcesOf, statementsOf, synth } from './helpers';
+import { actionsOf, functionId, resourcesOf, statementsOf, synth } from './helpers';
 
 const POLICY = { zones: ['eu-west-1a'], sets: 1, members: 2 };
 const problem = (field: string, why: string, fix: string) => new ConfigError(field, why, fix);
@@ -158,5 +158,32 @@ describe('fastRestore in the template', () => {
       Handler: 'raidsnap.handlers.backup_keep_fsr.handler',
       Environment: { Variables: Match.objectLike({ FAST_RESTORE_BY_ARRAY: '{}' }) },
     });
+  });
+});
+
+describe('when the stack is deleted', () => {
+  const { template } = synth();
+  const sweeper = functionId(template, 'sweep');
+
+  test('the sweeper is the provider of a custom resource, deleted before the restore workflow', () => {
+    const [id, resource] = Object.entries(template.toJSON().Resources as Record<string, any>)
+      .find(([, r]) => r.Type === 'Custom::RaidsnapFsrOffWhenDeleted') ?? [];
+    // A fixed logical id: a renamed resource would get a Delete during an update.
+    expect(id).toBe('RaidsnapFsrOffWhenDeleted');
+    expect(resource.Properties).toEqual({
+      ServiceToken: { 'Fn::GetAtt': [sweeper, 'Arn'] },
+      ServiceTimeout: '600',
+    });
+    const restore = Object.keys(resourcesOf(template, 'AWS::StepFunctions::StateMachine'))
+      .find((k) => k.startsWith('RestoreWorkflow'));
+    expect(resource.DependsOn).toContain(restore);
+  });
+
+  test('the sweeper may describe its own stack only: is a Delete the stack\'s deletion?', () => {
+    const describes = statementsOf(template, 'sweep')
+      .filter((s) => actionsOf(s).some((a) => a.startsWith('cloudformation:')));
+    expect(describes).toEqual([
+      { Action: 'cloudformation:DescribeStacks', Effect: 'Allow', Resource: { Ref: 'AWS::StackId' } },
+    ]);
   });
 });

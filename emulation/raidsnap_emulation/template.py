@@ -15,12 +15,17 @@ from typing import Any
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 
+STACK_ID = (
+    f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/raidsnap/5e1f0c2a-7b3d-4e6f-9a8b-0c1d2e3f4a5b"
+)
+
 _PSEUDO = {
     "AWS::Partition": "aws",
     "AWS::Region": REGION,
     "AWS::AccountId": ACCOUNT,
     "AWS::URLSuffix": "amazonaws.com",
     "AWS::StackName": "raidsnap",
+    "AWS::StackId": STACK_ID,
 }
 
 

@@ -40,9 +40,9 @@ export class RestoreLock extends Construct {
       timeToLiveAttribute: 'expiresAt',
       encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED,
       encryptionKey: stackKey(this),
-      // Locks, claims and records of runs; the fastRestore policies' claims outlive runs, and
-      // FSR they keep on stays on (and billed) after the stack goes: the README says to remove
-      // the policies and let the sweeper turn it off before deleting the stack.
+      // Locks, claims and records of runs; the fastRestore policies' claims outlive runs: the
+      // sweeper's custom resource turns their FSR off when the stack is deleted, before this
+      // table goes (lib/constructs/sweeper.ts).
       removalPolicy: RemovalPolicy.DESTROY,
     });
   }

@@ -1,4 +1,4 @@
-import { Duration, Stack } from 'aws-cdk-lib';
+import { CfnResource, CustomResource, Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -53,6 +53,8 @@ export class Sweeper extends Construct {
         ...props.lock.statements('Scan', 'DeleteItem', 'GetItem'),
         // An ended run's nonce, from its ARN and start time: which tagged volumes are its own.
         ...p.readRunSecret(props.restore.runSecret),
+        // As the stack's custom resource: is a Delete the stack's own deletion?
+        new iam.PolicyStatement({ actions: ['cloudformation:DescribeStacks'], resources: [stack.stackId] }),
       ],
       environment: {
         RUN_NONCE_SECRET: props.restore.runSecret.secretArn,
@@ -61,6 +63,18 @@ export class Sweeper extends Construct {
         FAST_RESTORE_BY_ARRAY: JSON.stringify(props.fastRestore ?? {}),
       },
     });
+    // When the stack is deleted, the FSR a fastRestore policy keeps on would stay on, billed by
+    // the hour, with nothing left to turn it off: the sweeper does it, as this resource's
+    // provider (raidsnap.workflows.stack_deletion). It is deleted before the restore workflow,
+    // so the runs it asks about are still known. A fixed logical id: a renamed one would be
+    // deleted on an update.
+    const onDelete = new CustomResource(this, 'FsrOffWhenDeleted', {
+      serviceToken: this.function.functionArn,
+      resourceType: 'Custom::RaidsnapFsrOffWhenDeleted',
+      serviceTimeout: Duration.minutes(10),
+    });
+    (onDelete.node.defaultChild as CfnResource).overrideLogicalId('RaidsnapFsrOffWhenDeleted');
+    onDelete.node.addDependency(props.restore.stateMachine);
     const policy = this.function.role?.node.tryFindChild('DefaultPolicy');
     if (policy) {
       acknowledge(policy, `AwsSolutions-IAM5[Resource::${nagPattern(`${prefix}*`)}]`,

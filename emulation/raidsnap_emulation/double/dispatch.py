@@ -41,6 +41,10 @@ class AwsDouble(Ssm, Health, States, Ec2, Faults):
         self._depth = 0
         self._executor_patch: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
         self._handlers[("cloudformation", "ListStackResources")] = self._list_stack_resources
+        self._handlers[("cloudformation", "DescribeStacks")] = self._describe_stacks
+        # Stacks a test says exist, by stack id (ARN), with their StackStatus; the emulation
+        # deploys none itself.
+        self.stacks: dict[str, str] = {}
         self._handlers[("sns", "Publish")] = self._sns_publish
 
     @contextlib.contextmanager
@@ -190,6 +194,16 @@ class AwsDouble(Ssm, Health, States, Ec2, Faults):
         ):
             raise AwsError("InvalidParameter", "Invalid parameter: Subject")
         return self._moto("sns", "Publish", params)
+
+    def _describe_stacks(self, params: Params) -> Answer:
+        """A stack a test said exists, with the status it gave; else what CloudFormation answers
+        for a stack that does not exist (a ValidationError)."""
+        name = str(params.get("StackName", ""))
+        status = self.stacks.get(name)
+        if status is None:
+            raise AwsError("ValidationError", f"Stack with id {name} does not exist")
+        stack = {"StackId": name, "StackName": name.split("/")[1], "StackStatus": status}
+        return {"Stacks": [{**stack, "CreationTime": self.clock.now()}]}
 
     @staticmethod
     def _list_stack_resources(params: Params) -> Answer:

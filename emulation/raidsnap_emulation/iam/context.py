@@ -137,6 +137,7 @@ class Builder:
             ("cloudwatch", "DescribeAlarms"): self._alarms,
             ("cloudwatch", "PutMetricAlarm"): self._alarms,
             ("secretsmanager", "GetSecretValue"): self._secret,
+            ("cloudformation", "DescribeStacks"): self._stack,
         }
         for op in ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan"):
             self._ops[("dynamodb", op)] = self._table
@@ -491,6 +492,16 @@ class Builder:
         if not secret_id.startswith("arn:"):
             raise UnsupportedPolicyError("GetSecretValue by name is not modelled")
         return [_Target("Secret", secret_id, {"secretsmanager:SecretId": (secret_id,)})]
+
+    def _stack(self, model: sar.ActionModel, params: Params) -> list[_Target]:
+        """DescribeStacks authorizes the stack it names (Service Authorization Reference, AWS
+        CloudFormation: resource type stack, arn:…:stack/${StackName}/${Id}); the stack's
+        functions name it by its id, the full ARN. Without StackName it lists every stack:
+        authorized against "*"."""
+        name = str(params.get("StackName") or "")
+        if name and not name.startswith("arn:"):
+            raise UnsupportedPolicyError("DescribeStacks by stack name is not modelled")
+        return [_Target("stack", name or "*", {})]
 
     def _table(self, model: sar.ActionModel, params: Params) -> list[_Target]:
         name = str(params["TableName"])

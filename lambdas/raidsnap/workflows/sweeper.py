@@ -41,7 +41,18 @@ from datetime import datetime
 from botocore.exceptions import ClientError
 
 from raidsnap import tags
-from raidsnap.aws import created, error_code, executions, fsr, kept_fsr, lock, run_secret, volumes
+from raidsnap.aws import (
+    created,
+    error_code,
+    executions,
+    fsr,
+    kept_fsr,
+    lock,
+    run_secret,
+    stacks,
+    volumes,
+)
+from raidsnap.environment import SweeperSettings
 from raidsnap.models import Contract
 from raidsnap.observability import count, logger
 from raidsnap.plan import fsr as plan_fsr
@@ -86,6 +97,8 @@ class Sweep:
     users: list[str] = field(default_factory=list)
     # What EC2 refused to let the sweeper remove: "id: Code".
     refused: list[str] = field(default_factory=list)
+    # Kept FSR a removed policy left on for now (a running restore holds its set).
+    kept_notes: list[str] = field(default_factory=list)
 
     @property
     def found(self) -> int:
@@ -203,6 +216,7 @@ def _sweep_kept(table: str, kept_arrays: frozenset[str], result: Sweep) -> None:
             result.refused.append(f"{kept_fsr.KEY_PREFIX}{claim.array}: {error_code(err)}")
             continue
         result.kept_sets_disabled += off
+        result.kept_notes += notes
         if off or notes:
             logger.warning(
                 "the fastRestore policy of an array is gone: its FSR was disabled",
@@ -277,3 +291,75 @@ def _drop_records(
 def reached_assemble(execution_arn: str) -> bool:
     """Whether the run entered its Assemble state."""
     return executions.entered(execution_arn, ASSEMBLE_STATE)
+
+
+# ---------------------------------------------------------------------- the stack's deletion
+#
+# FSR is billed by the hour for each snapshot and zone while on. A fastRestore policy keeps it
+# on; deleting the stack deletes the schedule, the sweeper and the lock table that records the
+# claims, so nothing would ever turn it off. The sweeper's function is therefore also the
+# provider of a custom resource (lib/constructs/sweeper.ts): CloudFormation invokes it with a
+# Create, Update or Delete request and waits for the answer at the request's ResponseURL.
+# Create and Update do nothing and keep one physical id (a new id would make CloudFormation
+# send the old one a Delete). A Delete sweeps with no array keeping FSR, but only while the
+# stack itself is being deleted: an update that removes the resource sends one too. Whatever
+# stays on (a set a running restore holds, a pair EC2 refused) makes the answer FAILED, naming
+# it: the deletion stops rather than leave FSR billed unseen.
+
+PHYSICAL_ID = "raidsnap-fsr-off-when-the-stack-is-deleted"
+
+
+class StackRequest(Contract):
+    """CloudFormation's request to the custom resource (the fields the answer needs)."""
+
+    RequestType: str
+    ResponseURL: str
+    StackId: str
+    RequestId: str
+    LogicalResourceId: str
+
+
+class StackAnswer(Contract):
+    Status: str
+    Reason: str
+    PhysicalResourceId: str
+    StackId: str
+    RequestId: str
+    LogicalResourceId: str
+
+
+def answer_stack(request: StackRequest, settings: SweeperSettings) -> StackAnswer:
+    """Do what the request asks, and put the answer where CloudFormation waits for it."""
+    status, reason = "SUCCESS", "nothing to do"
+    try:
+        if request.RequestType == "Delete" and stacks.deleting(request.StackId):
+            status, reason = _turn_everything_off(settings.lock_table, settings.restore_executions)
+    except Exception as err:
+        logger.exception("the clean-up of the stack's deletion failed")
+        status, reason = "FAILED", f"raidsnap's clean-up failed: {type(err).__name__}: {err}"
+    answer = StackAnswer(
+        Status=status,
+        Reason=reason[:3000],
+        PhysicalResourceId=PHYSICAL_ID,
+        StackId=request.StackId,
+        RequestId=request.RequestId,
+        LogicalResourceId=request.LogicalResourceId,
+    )
+    stacks.respond(request.ResponseURL, answer.dump())
+    return answer
+
+
+def _turn_everything_off(lock_table: str, restore_executions: str) -> tuple[str, str]:
+    result = sweep(lock_table, restore_executions, frozenset())
+    turned = (
+        f"turned off FSR of {len(result.fsr_disabled)} pairs of ended restores and of "
+        f"{len(result.kept_sets_disabled)} sets a fastRestore policy kept"
+    )
+    left = [*result.refused, *result.kept_notes]
+    if not left:
+        return "SUCCESS", turned
+    return "FAILED", (
+        f"{turned}, but FSR stays on (and billed) for: {'; '.join(left)}. Delete the stack "
+        "again once no restore runs, or turn it off by hand (aws ec2 "
+        "disable-fast-snapshot-restores) and delete the stack retaining this resource"
+    )

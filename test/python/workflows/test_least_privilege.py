@@ -27,12 +27,15 @@ from typing import Any
 import boto3
 import pytest
 from faults import crash
+from test_stack_deletion import Responses, serving
+from test_stack_deletion import request as stack_request
 from test_sweeper_user_arrays import fail_look_at_assemble
 
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Execution, Template, synthesize
 from raidsnap_emulation.iam import counter
 from raidsnap_emulation.iam.evaluate import Decision, PolicySet, StatementRef
+from raidsnap_emulation.template import STACK_ID
 from raidsnap_emulation.world import (
     SLOW_EBS_INSTANCE_TYPE,
     HeldStep,
@@ -532,6 +535,21 @@ def _scenario_fast_restore_policy(emu: Emulation) -> None:
     assert swept.error_type is None and swept.result["keptSetsDisabled"], swept.result
 
 
+def _scenario_stack_deletion_turns_off_kept_fsr(emu: Emulation) -> None:
+    # The sweeper as the stack's custom resource: DescribeStacks of its own stack, then the
+    # policy's FSR goes off and CloudFormation is answered at its URL.
+    fx = make_array(emu.hosts, "db1", 2)
+    emu.double.fsr_region_limit = 10
+    configure_fast_restore(emu, "db1", [fx.availability_zone], sets=1)
+    assert emu.run("backup", {"array": "db1"}).output["fastRestore"]["status"] == "kept"
+    emu.double.stacks[STACK_ID] = "DELETE_IN_PROGRESS"
+    responses = Responses()
+    with serving(responses):
+        answered = emu.invoke("sweep", stack_request("Delete", responses.url))
+    assert answered.error_type is None, answered.error_message
+    assert [b["Status"] for b in responses.bodies] == ["SUCCESS"], responses.bodies
+
+
 def _scenario_attach_restore_refused_onto_a_copy(emu: Emulation) -> None:
     fx = make_array(emu.hosts, "db1", 2)
     backed_up(emu.hosts, emu.run, fx)
@@ -598,6 +616,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_recovery_skipped_while_a_restore_runs,
     _scenario_attach_restore_refused_onto_a_copy,
     _scenario_fast_restore_policy,
+    _scenario_stack_deletion_turns_off_kept_fsr,
 ]
 
 
