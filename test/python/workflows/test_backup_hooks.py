@@ -75,3 +75,41 @@ def test_a_hook_that_is_shell_text_is_refused_before_anything_runs(emu: Emulatio
         run = emu.run("backup", {"array": "db1", "hooks": {"preSnapshot": bad}})
         assert (run.status, run.error) == ("FAILED", "InvalidInput"), bad
         assert "hooks.preSnapshot" in (run.cause or ""), run.cause
+
+
+def test_a_post_hook_that_fails_in_thaw_fails_the_backup_and_the_set_is_not_application(
+    emu: Emulation,
+) -> None:
+    # GIVEN a backup whose pre hook held the application, WHEN the post hook fails in thaw
+    # (after the filesystem is thawed), THEN the run fails HookFailed, the set it took stays
+    # (its snapshots are kept) but no longer claims the application's help: the hold through the
+    # snapshot instant was never confirmed.
+    fx = make_array(emu.hosts, "db1", 3)
+    line = {
+        "ok": False,
+        "error": "HookFailed",
+        "message": "/data is thawed, but the post-snapshot hook failed (exit 3)",
+    }
+    emu.hosts.fail_next(
+        "thaw", CommandOutcome(status="Failed", stdout=json.dumps(line), exit_code=1)
+    )
+    run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze", "hooks": HOOKS})
+    assert (run.status, run.error) == ("FAILED", "HookFailed"), run.cause
+    cause = run.cause or ""
+    assert "post-snapshot hook failed (exit 3)" in cause
+    (set_id,) = sets_of("db1")
+    assert set_id in cause and "fsfreeze" in cause, cause
+    assert consistency_of(set_id) == {"fsfreeze"}
+    assert "/data" not in emu.hosts.state(fx.instance_id).frozen
+
+
+def test_a_post_hook_without_a_pre_hook_does_not_make_the_set_application(emu: Emulation) -> None:
+    # Nothing held the application at the snapshot instant: the set is what the filesystem got.
+    make_array(emu.hosts, "db1", 3)
+    post_only = {"postSnapshot": "/usr/local/sbin/db-hook --release"}
+    run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze", "hooks": post_only})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert consistency_of(run.output["setId"]) == {"fsfreeze"}
+    run = emu.run("backup", {"array": "db1", "hooks": post_only})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert consistency_of(run.output["setId"]) == {"crash"}

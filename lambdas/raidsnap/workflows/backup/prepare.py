@@ -158,7 +158,8 @@ def _consistency(plan: Plan, layout: instances.Layout, notes: list[str]) -> SetC
     run the freeze document, at a mount point it takes); a freeze the instance cannot do falls
     back to crash, and ``notes`` says why."""
     filesystem = _filesystem(plan, layout, notes)
-    if plan.hooks is None:
+    # Only a pre hook holds the application at the snapshot instant; a post hook alone does not.
+    if plan.hooks is None or not plan.hooks.preSnapshot:
         return filesystem
     if filesystem == "fsfreeze" or (plan.consistency == "crash" and _can_hook(plan, layout)):
         return "application"
