@@ -1,9 +1,10 @@
-"""Application hooks around the freeze, on a real kernel. The application is a STAND-IN: a
-process that holds an flock on a file while "the database is held" (the guest image has no
-PostgreSQL or MariaDB server). It proves the protocol the ready-made hooks rely on: the pre hook
-returns while its session still holds the lock, the lock is held through the snapshot instant,
-the post hook lets go; a pre hook that hangs fails the freeze by name (HookFailed) and the post
-hook still runs; with no thaw, the guard runs the post hook; Freeze=false runs the hooks alone."""
+"""Application hooks around the freeze, on a real kernel. The application is a STAND-IN: a process
+that holds an flock on a file while "the database is held" (test_postgresql.py runs the
+ready-made PostgreSQL hook with a real server). It proves the protocol the ready-made hooks rely on:
+the pre hook returns while its session still holds the lock, the lock is held through the
+snapshot instant, the post hook lets go; a pre hook that hangs fails the freeze by name
+(HookFailed) and the post hook still runs; with no thaw, the guard runs the post hook;
+Freeze=false runs the hooks alone."""
 
 from __future__ import annotations
 
