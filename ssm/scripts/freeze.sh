@@ -125,6 +125,7 @@ give_up() {
   kill -TERM -- "-$pid" 2>/dev/null || true
   rm -f "$state"
   [[ -z $timer ]] || systemctl stop "$timer" >/dev/null 2>&1 || true
+  rm -f "$guard" "$state.post"
 }
 post_status=none
 run_post_here() {
