@@ -22,6 +22,24 @@ host_packages=(qemu-system-x86 mdadm fio busybox-static e2fsprogs xfsprogs nvme-
 # from the host's package like every other guest tool.
 pg_version=15
 
+# The PostgreSQL server package makes and starts a default cluster on the host when it is
+# configured, which nothing here uses. Its postinst asks postgresql-common's createcluster.conf
+# (pg_conftool ... show create_main_cluster), whose stock text ends with
+# `include_dir '/etc/postgresql-common/createcluster.d'`: a setting there turns the cluster off,
+# whether postgresql-common is installed already or comes with the server.
+pg_common=/etc/postgresql-common
+no_host_cluster() {
+  local p drop_in="$pg_common/createcluster.d/raidsnap-vm.conf"
+  for p in "$@"; do
+    if [[ $p == postgresql-[0-9]* && ! -e $drop_in ]]; then
+      mkdir -p "${drop_in%/*}"
+      printf 'create_main_cluster = false\n' >"$drop_in"
+      log "wrote $drop_in (no default cluster on this host)"
+      return 0
+    fi
+  done
+}
+
 ensure_packages() {
   local missing=() p status policy
   for p in "${host_packages[@]}"; do
@@ -39,12 +57,7 @@ ensure_packages() {
   if [[ $(id -u) -ne 0 ]]; then
     log "not root: cannot install ${missing[*]}"; exit 1
   fi
-  # The PostgreSQL package's default cluster on the host is not wanted (nothing here uses it);
-  # postgresql-common reads createcluster.d when its package is configured.
-  if [[ ! -e /etc/postgresql-common/createcluster.conf ]]; then
-    mkdir -p /etc/postgresql-common/createcluster.d
-    printf 'create_main_cluster = false\n' >/etc/postgresql-common/createcluster.d/raidsnap-vm.conf
-  fi
+  no_host_cluster "${missing[@]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   for p in "${missing[@]}"; do
@@ -124,8 +137,8 @@ add_postgresql() {
   cp -L "$sec/pam_rootok.so" "$sec/pam_permit.so" "$root$sec/"
   printf 'auth sufficient pam_rootok.so\naccount required pam_permit.so\nsession required pam_permit.so\n' \
     >"$root/etc/pam.d/runuser"
-  printf 'postgres:x:101:104::/var/lib/postgresql:/bin/bash\n' >>"$root/etc/passwd"
-  printf 'postgres:x:104:\n' >>"$root/etc/group"
+  printf 'postgres:x:101:105::/var/lib/postgresql:/bin/bash\n' >>"$root/etc/passwd"
+  printf 'postgres:x:105:\n' >>"$root/etc/group"
 }
 
 build_initramfs() {
