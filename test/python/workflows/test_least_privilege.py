@@ -131,7 +131,10 @@ def _scenario_backup_post_hook_fails_in_thaw(emu: Emulation) -> None:
     emu.hosts.fail_next(
         "thaw", CommandOutcome(status="Failed", stdout=json.dumps(said), exit_code=1)
     )
-    hooks = {"preSnapshot": "/usr/local/sbin/db-hook", "postSnapshot": "/usr/local/sbin/db-hook"}
+    hooks = {
+        "preSnapshot": "builtin:postgresql-backup",
+        "postSnapshot": "builtin:postgresql-backup",
+    }
     run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze", "hooks": hooks})
     assert (run.status, run.error) == ("FAILED", "HookFailed")
 
