@@ -4,12 +4,20 @@
  * timeoutSeconds. A hook is a ready-made one (builtin:postgresql-checkpoint,
  * builtin:postgresql-backup, builtin:mysql-lock) or an absolute path and its arguments; the
  * freeze and thaw documents refuse anything else (their allowedPattern is HOOK_PATTERN's).
+ * commands names the array's own commands: a backup's input may choose hooks by those names or
+ * the ready-made ones, never give a command itself (lambdas/raidsnap/hooks.py resolves them), so
+ * that starting a backup does not mean choosing what runs as root on the instance.
  */
 export interface HooksConfig {
   readonly preSnapshot?: string;
   readonly postSnapshot?: string;
   readonly timeoutSeconds: number;
+  readonly commands?: Readonly<Record<string, string>>;
 }
+
+/** A command's name: what a run's input gives (lambdas/raidsnap/hooks.py checks the same). */
+export const COMMAND_NAME = /^[a-z][a-z0-9-]{0,31}$/;
+const MAX_COMMANDS = 8;
 
 export const HOOK_PATTERN = new RegExp(
   '^(builtin:(postgresql-checkpoint|postgresql-backup|mysql-lock)'
@@ -17,21 +25,17 @@ export const HOOK_PATTERN = new RegExp(
   + '( [A-Za-z0-9_=:,@%+-][A-Za-z0-9._=:,@%+-]{0,99}){0,15})$');
 
 export function parseHooks(raw: unknown, field: string, error: (field: string, why: string, fix: string) => Error): HooksConfig {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw error(field, 'is not a mapping', 'give preSnapshot, postSnapshot or timeoutSeconds, indented below hooks');
+  if (!isMapping(raw)) throw error(field, 'is not a mapping', 'give preSnapshot, postSnapshot, timeoutSeconds or commands, indented below hooks');
   const found = raw as Record<string, unknown>;
   for (const key of Object.keys(found)) {
-    if (!['preSnapshot', 'postSnapshot', 'timeoutSeconds'].includes(key)) {
-      throw error(`${field}.${key}`, 'unknown setting', 'allowed here: preSnapshot, postSnapshot, timeoutSeconds');
+    if (!['preSnapshot', 'postSnapshot', 'timeoutSeconds', 'commands'].includes(key)) {
+      throw error(`${field}.${key}`, 'unknown setting', 'allowed here: preSnapshot, postSnapshot, timeoutSeconds, commands');
     }
   }
   const hook = (key: 'preSnapshot' | 'postSnapshot'): string | undefined => {
     const value = found[key];
     if (value === undefined) return undefined;
-    if (typeof value !== 'string' || value.length > 2000 || !HOOK_PATTERN.test(value)) {
-      throw error(`${field}.${key}`, `${JSON.stringify(value)} is not a hook`,
-        'use builtin:<name> or an absolute path and its arguments (letters, digits, . _ = : , @ % + -), separated by single spaces');
-    }
-    return value;
+    return command(value, `${field}.${key}`, error);
   };
   const timeout = found.timeoutSeconds ?? 60;
   if (typeof timeout !== 'number' || !Number.isInteger(timeout) || timeout < 1 || timeout > 999) {
@@ -39,5 +43,37 @@ export function parseHooks(raw: unknown, field: string, error: (field: string, w
   }
   const preSnapshot = hook('preSnapshot');
   const postSnapshot = hook('postSnapshot');
-  return { ...(preSnapshot ? { preSnapshot } : {}), ...(postSnapshot ? { postSnapshot } : {}), timeoutSeconds: timeout };
+  const commands = found.commands === undefined ? undefined : parseCommands(found.commands, `${field}.commands`, error);
+  return {
+    ...(preSnapshot ? { preSnapshot } : {}),
+    ...(postSnapshot ? { postSnapshot } : {}),
+    timeoutSeconds: timeout,
+    ...(commands ? { commands } : {}),
+  };
+}
+
+function isMapping(raw: unknown): raw is Record<string, unknown> {
+  return typeof raw === 'object' && raw !== null && !Array.isArray(raw);
+}
+
+function command(value: unknown, field: string, error: (field: string, why: string, fix: string) => Error): string {
+  if (typeof value !== 'string' || value.length > 2000 || !HOOK_PATTERN.test(value)) {
+    throw error(field, `${JSON.stringify(value)} is not a hook`,
+      'use builtin:<name> or an absolute path and its arguments (letters, digits, . _ = : , @ % + -), separated by single spaces');
+  }
+  return value;
+}
+
+function parseCommands(raw: unknown, field: string, error: (field: string, why: string, fix: string) => Error): Record<string, string> {
+  if (!isMapping(raw)) throw error(field, 'is not a mapping', 'give each command as <name>: <absolute path and arguments>, indented below commands');
+  const names = Object.keys(raw);
+  if (names.length > MAX_COMMANDS) throw error(field, `names ${names.length} commands`, `name at most ${MAX_COMMANDS}`);
+  const commands: Record<string, string> = {};
+  for (const name of names) {
+    if (!COMMAND_NAME.test(name)) {
+      throw error(`${field}.${name}`, 'is not a command name', 'use a lower-case letter, then up to 31 lower-case letters, digits or -');
+    }
+    commands[name] = command(raw[name], `${field}.${name}`, error);
+  }
+  return commands;
 }

@@ -1,7 +1,9 @@
 """Application hooks of a backup: a pre-snapshot command run on the instance before the
 snapshot instant (and before the fsfreeze, if any) and a post-snapshot command run once after
 it (ssm/scripts/lib/hooks.sh runs them, never through a shell). Per array in the configuration
-(HOOKS_BY_ARRAY), overridable per run in the backup input (``hooks``)."""
+(HOOKS_BY_ARRAY), where the array's own commands are also named (``commands``); a run's input
+(``hooks``) may choose among those names and the ready-made hooks, never give a command: whoever
+may start a backup must not thereby choose what runs as root on the instance."""
 
 from __future__ import annotations
 
@@ -22,6 +24,9 @@ HOOK_PATTERN = (
     r"( [A-Za-z0-9_=:,@%+-][A-Za-z0-9._=:,@%+-]{0,99}){0,15})$"
 )
 HookCommand = Annotated[str, StringConstraints(pattern=HOOK_PATTERN, max_length=2000)]
+BUILTINS = ("builtin:postgresql-checkpoint", "builtin:postgresql-backup", "builtin:mysql-lock")
+# A configured command's name (lib/hooks-config.ts checks the same at synth).
+CommandName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,31}$")]
 
 # What a set's raidsnap:consistency says it got: the application's help (its hooks ran around
 # the snapshot instant), a filesystem freeze, or neither.
@@ -41,10 +46,64 @@ class Hooks(BaseModel):
         return bool(self.preSnapshot or self.postSnapshot)
 
 
-def hooks_for(array: str, override: Hooks | None) -> Hooks | None:
-    """The run's hooks: the input's, else the configuration's for the array, else none."""
-    if override is not None:
-        return override if override.active else None
+class ConfiguredHooks(Hooks):
+    """An array's hooks in the configuration: the ones a backup runs by default, and the
+    commands a run may choose by name."""
+
+    commands: dict[CommandName, HookCommand] = Field(default_factory=dict)
+
+    def default(self) -> Hooks | None:
+        hooks = Hooks(
+            preSnapshot=self.preSnapshot,
+            postSnapshot=self.postSnapshot,
+            timeoutSeconds=self.timeoutSeconds,
+        )
+        return hooks if hooks.active else None
+
+
+class HooksChoice(BaseModel):
+    """A run's hooks (the backup input's ``hooks``): names, resolved by :func:`hooks_for`; a
+    hook not given does not run, and an empty object runs none."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    preSnapshot: Annotated[str, StringConstraints(max_length=2000)] | None = None
+    postSnapshot: Annotated[str, StringConstraints(max_length=2000)] | None = None
+    timeoutSeconds: int | None = Field(default=None, ge=1, le=999)
+
+
+def hooks_for(array: str, choice: HooksChoice | None) -> Hooks | None:
+    """The run's hooks: the ones the input names, else the configuration's for the array, else
+    none. A name the array's configuration does not give, or a command, is InvalidInput."""
+    configured = _configured(array)
+    if choice is None:
+        return configured.default() if configured else None
+    commands = configured.commands if configured else {}
+    hooks = Hooks(
+        preSnapshot=_resolve(array, "preSnapshot", choice.preSnapshot, commands),
+        postSnapshot=_resolve(array, "postSnapshot", choice.postSnapshot, commands),
+        timeoutSeconds=choice.timeoutSeconds
+        or (configured.timeoutSeconds if configured else Hooks().timeoutSeconds),
+    )
+    return hooks if hooks.active else None
+
+
+def _resolve(array: str, field: str, name: str | None, commands: dict[str, str]) -> str | None:
+    if name is None or name in BUILTINS:
+        return name
+    if name in commands:
+        return commands[name]
+    shown = name if len(name) <= 60 else name[:57] + "..."
+    named = f" ({', '.join(sorted(commands))})" if commands else " (it names none)"
+    raise InvalidInputError(
+        f"hooks.{field}",
+        f"{shown!r} is not a hook a run may choose: name a ready-made hook "
+        f"({', '.join(BUILTINS)}) or a command under arrays.{array}.hooks.commands{named} in "
+        "the configuration; a run names hooks, only the configuration gives commands",
+    )
+
+
+def _configured(array: str) -> ConfiguredHooks | None:
     raw = os.environ.get("HOOKS_BY_ARRAY", "").strip()
     if not raw:
         return None
@@ -55,10 +114,9 @@ def hooks_for(array: str, override: Hooks | None) -> Hooks | None:
     if found is None:
         return None
     try:
-        hooks = Hooks.model_validate(found)
+        return ConfiguredHooks.model_validate(found)
     except ValueError:
         raise InvalidInputError("hooks", f"the configured hooks of {array} are invalid") from None
-    return hooks if hooks.active else None
 
 
 def document_parameters(hooks: Hooks | None, freeze: bool) -> dict[str, str]:

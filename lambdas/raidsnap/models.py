@@ -11,7 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, V
 from pydantic_core import PydanticCustomError
 
 from raidsnap.errors import InvalidInputError
-from raidsnap.hooks import Hooks
+from raidsnap.hooks import HooksChoice
 
 
 class Contract(BaseModel):
@@ -105,7 +105,7 @@ class BackupInput(BaseModel):
     array: ArrayName
     consistency: Consistency | None = None
     trigger: Literal["schedule", "manual"] = "manual"
-    hooks: Hooks | None = None
+    hooks: HooksChoice | None = None
 
 
 def parse_input(model: type[M], data: Any) -> M:

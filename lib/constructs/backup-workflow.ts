@@ -142,7 +142,12 @@ export class BackupWorkflow extends Construct {
       {
         id: 'BackupFailed', module: 'backup_failed',
         description: 'thaw after a failed backup and name the error',
-        statements: [...p.sendCommand(docs.arns('thaw')), ...releaseHold],
+        statements: [
+          ...p.sendCommand(docs.arns('thaw')),
+          ...releaseHold,
+          // A post hook that failed after the set was taken lowers the set's consistency label.
+          p.manageTaggedSnapshots('ec2:CreateTags'),
+        ],
       },
     ];
     this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment: { ...environment, ...s.environment } })));

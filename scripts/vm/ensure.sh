@@ -16,7 +16,29 @@ mkdir -p "$cache"
 log() { printf 'ensure: %s\n' "$*" >&2; }
 
 host_packages=(qemu-system-x86 mdadm fio busybox-static e2fsprogs xfsprogs nvme-cli cpio kmod
-               util-linux udev coreutils grep sed mawk findutils procps xz-utils zstd)
+               util-linux udev coreutils grep sed mawk findutils procps xz-utils zstd
+               postgresql-15)
+# The guest runs a real PostgreSQL server for the ready-made hooks' tests; its binaries come
+# from the host's package like every other guest tool.
+pg_version=15
+
+# The PostgreSQL server package makes and starts a default cluster on the host when it is
+# configured, which nothing here uses. Its postinst asks postgresql-common's createcluster.conf
+# (pg_conftool ... show create_main_cluster), whose stock text ends with
+# `include_dir '/etc/postgresql-common/createcluster.d'`: a setting there turns the cluster off,
+# whether postgresql-common is installed already or comes with the server.
+pg_common=/etc/postgresql-common
+no_host_cluster() {
+  local p drop_in="$pg_common/createcluster.d/raidsnap-vm.conf"
+  for p in "$@"; do
+    if [[ $p == postgresql-[0-9]* && ! -e $drop_in ]]; then
+      mkdir -p "${drop_in%/*}"
+      printf 'create_main_cluster = false\n' >"$drop_in"
+      log "wrote $drop_in (no default cluster on this host)"
+      return 0
+    fi
+  done
+}
 
 ensure_packages() {
   local missing=() p status policy
@@ -35,6 +57,7 @@ ensure_packages() {
   if [[ $(id -u) -ne 0 ]]; then
     log "not root: cannot install ${missing[*]}"; exit 1
   fi
+  no_host_cluster "${missing[@]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   for p in "${missing[@]}"; do
@@ -85,7 +108,7 @@ guest_binaries=(
   cat cp mv rm ln ls mkdir rmdir touch chmod stat sort uniq head tail tr cut wc date sleep timeout
   dd sync sha256sum od readlink realpath basename dirname env id printf echo test seq nohup kill
   true false tee stdbuf mktemp comm paste expr sum md5sum du df
-  grep sed mawk awk find xargs ps pgrep pkill setpriv
+  grep sed mawk awk find xargs ps pgrep pkill setpriv runuser
 )
 
 copy_with_libs() {
@@ -100,12 +123,33 @@ copy_with_libs() {
   done < <(ldd "$real" 2>/dev/null | awk '/=> \//{print $3} /^\t\/lib/{print $1}')
 }
 
+# PostgreSQL in the guest: the server, initdb, pg_ctl and psql (psql on PATH as itself, not
+# Debian's wrapper), the modules initdb loads (plpgsql, snowball dictionaries), its share files, a
+# zone file, the postgres user, and the PAM policy runuser needs (root may run as anyone).
+add_postgresql() {
+  local root=$1 pg=/usr/lib/postgresql/$pg_version b sec=/usr/lib/x86_64-linux-gnu/security
+  for b in postgres initdb pg_ctl psql pg_controldata; do copy_with_libs "$root" "$pg/bin/$b"; done
+  for b in plpgsql dict_snowball; do copy_with_libs "$root" "$pg/lib/$b.so"; done
+  ln -sf "../lib/postgresql/$pg_version/bin/psql" "$root/usr/bin/psql"
+  mkdir -p "$root/usr/share/postgresql" "$root/usr/share/zoneinfo" "$root/etc/pam.d" "$root$sec"
+  cp -a "/usr/share/postgresql/$pg_version" "$root/usr/share/postgresql/"
+  cp -L /usr/share/zoneinfo/UTC "$root/usr/share/zoneinfo/UTC"
+  cp -L "$sec/pam_rootok.so" "$sec/pam_permit.so" "$root$sec/"
+  printf 'auth sufficient pam_rootok.so\naccount required pam_permit.so\nsession required pam_permit.so\n' \
+    >"$root/etc/pam.d/runuser"
+  printf 'postgres:x:101:105::/var/lib/postgresql:/bin/bash\n' >>"$root/etc/passwd"
+  printf 'postgres:x:105:\n' >>"$root/etc/group"
+}
+
 build_initramfs() {
   local kroot=$1 out=$2 kver root b path m
   kver=$(ls "$kroot/lib/modules")
   root=$(mktemp -d "$cache/build.XXXXXX")
+  # mktemp makes it 0700; it becomes the guest's /, which users other than root (postgres) cross.
+  chmod 0755 "$root"
   mkdir -p "$root"/{usr/bin,usr/sbin,usr/lib,usr/lib64,etc,proc,sys,dev,run,tmp,mnt,work,opt/raidsnap/scripts,var/tmp,root}
   # A merged-/usr layout, with relative links so paths resolve inside the image.
+  chmod 1777 "$root/tmp" "$root/var/tmp"
   ln -s usr/bin "$root/bin"; ln -s usr/sbin "$root/sbin"; ln -s usr/lib "$root/lib"; ln -s usr/lib64 "$root/lib64"
 
   for b in "${guest_binaries[@]}"; do
@@ -137,6 +181,7 @@ build_initramfs() {
   printf 'root:x:0:0:root:/root:/bin/bash\n' >"$root/etc/passwd"
   printf 'root:x:0:\ndisk:x:6:\ntty:x:5:\nkmem:x:15:\ninput:x:101:\nkvm:x:102:\nsgx:x:103:\nrender:x:104:\naudio:x:29:\nvideo:x:44:\ncdrom:x:24:\ndialout:x:20:\ntape:x:26:\n' >"$root/etc/group"
   printf 'passwd: files\ngroup: files\n' >"$root/etc/nsswitch.conf"
+  add_postgresql "$root"
   mkdir -p "$root/etc/mdadm"
   printf 'HOMEHOST <system>\n' >"$root/etc/mdadm/mdadm.conf"
   : >"$root/etc/fstab"

@@ -55,24 +55,46 @@ old=$(guard_pid "$state")
 if [[ -n $old ]]; then
   fail AlreadyFrozen "$mount_point already has a freeze guard (pid $old); run thaw first"
 fi
-rm -f "$state" "$state.hook" "$state.hook.claimed"
+rm -f "$state" "$state.hook" "$state.hook.claimed" "$state.post"
+
+# What a guard does when its time comes: thaw, then the post hook if the pre hook started and
+# nobody ran the post hook yet. Both guards run it (the process guard below and the systemd
+# timer), so it is a program of its own in the state directory: the functions it needs, then its
+# body. The post hook reaches it through a file there, never through shell text or a unit's
+# command line. Arguments: the state file, the mount point, whether to fsfreeze -u.
+guard="$state.guard"
+{
+  printf 'hook_dir=%q\n' "$hook_dir"
+  declare -f run_hook raidsnap_builtin_hook raidsnap_held_session claim_post
+  cat <<'GUARD'
+state=$1 mount_point=$2 do_freeze=$3
+[[ $do_freeze != true ]] || fsfreeze -u "$mount_point" >/dev/null 2>&1 || true
+if [[ -r $state.post ]] && claim_post "$state.hook"; then
+  read -r seconds post_hook <"$state.post"
+  run_hook post "$post_hook" "$seconds" 2>/dev/null || true
+fi
+GUARD
+} >"$guard.tmp"
+chmod 0700 "$guard.tmp"
+mv -f "$guard.tmp" "$guard"
+if [[ -n $post_hook ]]; then
+  printf '%s %s\n' "$hook_seconds" "$post_hook" >"$state.post.tmp"
+  mv -f "$state.post.tmp" "$state.post"
+fi
 
 # The guard starts before the freeze, in its own session and immune to hangups, so the
 # filesystem is thawed after MaxFreezeSeconds even if this command, the SSM agent or the
 # workflow that called it dies; it then runs the post hook too if nobody ran it yet. Values
-# reach it as arguments, never as shell text (the hook functions as exported functions).
+# reach it as arguments, never as shell text.
 deadline=$(($(date +%s) + max_seconds))
-export -f run_hook raidsnap_builtin_hook raidsnap_held_session claim_post
-export hook_dir
 # shellcheck disable=SC2016 # the single-quoted program is the guard's, expanded by its own bash
 setsid nohup bash -c '
   printf "%s %s %s %s\n" "$$" "$2" "$5" "$3" >"$4.tmp" && mv -f "$4.tmp" "$4"
   sleep "$1"
-  [[ $7 != true ]] || fsfreeze -u "$3" >/dev/null 2>&1 || true
-  if [[ -n $6 ]] && claim_post "$4.hook"; then run_hook post "$6" "$8" 2>/dev/null || true; fi
-  rm -f "$4"
+  bash "$6" "$4" "$3" "$7"
+  rm -f "$4" "$4.post" "$6"
 ' raidsnap-freeze-guard "$max_seconds" "$deadline" "$mount_point" "$state" "$token" \
-  "$post_hook" "$do_freeze" "$hook_seconds" </dev/null >/dev/null 2>&1 &
+  "$guard" "$do_freeze" </dev/null >/dev/null 2>&1 &
 
 for _ in $(seq 1 50); do
   [[ -s $state ]] && break
@@ -88,8 +110,9 @@ if have_systemd; then
   unit=$(timer_unit "$mount_point")
   systemctl stop "$unit.timer" >/dev/null 2>&1 || true
   systemctl reset-failed "$unit.service" "$unit.timer" >/dev/null 2>&1 || true
+  # The unit runs the same guard program (it thaws, then runs the post hook owed).
   if systemd-run --quiet --unit="$unit" --on-active="${max_seconds}s" --timer-property=AccuracySec=1s \
-      "$(command -v fsfreeze)" -u "$mount_point" >/dev/null 2>&1; then
+      "$(command -v bash)" "$guard" "$state" "$mount_point" "$do_freeze" >/dev/null 2>&1; then
     timer="$unit.timer"
   else
     say "warning: could not add the systemd timer guard; the process guard remains"
@@ -102,6 +125,7 @@ give_up() {
   kill -TERM -- "-$pid" 2>/dev/null || true
   rm -f "$state"
   [[ -z $timer ]] || systemctl stop "$timer" >/dev/null 2>&1 || true
+  rm -f "$guard" "$state.post"
 }
 post_status=none
 run_post_here() {

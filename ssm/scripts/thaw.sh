@@ -72,6 +72,8 @@ rm -f "$state"
 if have_systemd; then
   systemctl stop "$(timer_unit "$mount_point").timer" >/dev/null 2>&1 || true
 fi
+# Both guards are stopped: the program they would have run, and the post hook it would have read.
+rm -f "$state.guard" "$state.post"
 # The post hook, once: freeze's marker says the pre hook started; claiming it takes it from the
 # guard (stopped above, but it may have claimed it first, and then it ran it).
 post_status=none

@@ -1,9 +1,10 @@
-"""Application hooks around the freeze, on a real kernel. The application is a STAND-IN: a
-process that holds an flock on a file while "the database is held" (the guest image has no
-PostgreSQL or MariaDB server). It proves the protocol the ready-made hooks rely on: the pre hook
-returns while its session still holds the lock, the lock is held through the snapshot instant,
-the post hook lets go; a pre hook that hangs fails the freeze by name (HookFailed) and the post
-hook still runs; with no thaw, the guard runs the post hook; Freeze=false runs the hooks alone."""
+"""Application hooks around the freeze, on a real kernel. The application is a STAND-IN: a process
+that holds an flock on a file while "the database is held" (test_postgresql.py runs the
+ready-made PostgreSQL hook with a real server). It proves the protocol the ready-made hooks rely on:
+the pre hook returns while its session still holds the lock, the lock is held through the
+snapshot instant, the post hook lets go; a pre hook that hangs fails the freeze by name
+(HookFailed) and the post hook still runs; with no thaw, the guard runs the post hook;
+Freeze=false runs the hooks alone."""
 
 from __future__ import annotations
 
@@ -136,3 +137,88 @@ echo "$(locked) $(writable)" >/work/after4
     assert b.text("during4").split() == ["held", "yes"]
     assert b.json_of("thaw4")["postSnapshot"] == "ok"
     assert b.text("after4").split() == ["free", "yes"]
+
+
+# Stand-ins for systemd on a guest without it: systemd-run keeps the command it was given (one
+# argument per line; the arguments here are paths and words) for the test to run as the timer
+# would; systemctl does nothing.
+SYSTEMD_RUN = r"""#!/bin/bash
+printf '%s\n' "$@" >/work/systemd-run.args
+"""
+SYSTEMCTL = "#!/bin/bash\nexit 0\n"
+
+
+def test_the_systemd_timer_guard_thaws_and_runs_the_post_hook_when_the_process_guard_is_gone(
+    raid0_set: ArraySet, tmp_path: Path, rng: random.Random
+) -> None:
+    # GIVEN a freeze with hooks on a host with systemd, WHEN the agent's service restarts (its
+    # control group dies: the process guard with it) and no thaw comes, THEN the timer's unit
+    # thaws the filesystem AND runs the post hook, once.
+    disks = raid0_set.copies(tmp_path / "disks", rng)
+    cmds = Commands()
+    assemble = {
+        "VolumeIds": ",".join(d.volume_id for d in disks),
+        "MdUuid": raid0_set.uuid,
+        "NewMdUuid": NEW_UUID,
+        "MdDevice": "/dev/md0",
+        "MountPoint": "/data",
+        "ReadOnly": "false",
+        "Persist": "false",
+    }
+    freeze = {
+        "MountPoint": "/data",
+        "FreezeToken": MINE,
+        "HookSeconds": "5",
+        "MaxFreezeSeconds": "600",
+        "PreSnapshot": "/work/standin.sh hold",
+        "PostSnapshot": "/work/standin.sh hold",
+    }
+    scenario = f"""
+chmod 0755 /work/standin.sh
+cp /work/systemd-run /work/systemctl /usr/bin/ && chmod 0755 /usr/bin/systemd-run /usr/bin/systemctl
+mkdir -p /run/systemd/system
+locked() {{ if flock -n /work/app.lock true; then echo free; else echo held; fi; }}
+writable() {{
+  rm -f /work/wrote; (touch /data/probe && touch /work/wrote) </dev/null >/dev/null 2>&1 &
+  sleep 1; if [ -e /work/wrote ]; then echo yes; else echo no; fi
+}}
+{cmds.ssm("assemble", "assemble", **assemble)}
+: >/work/hooklog
+{cmds.ssm("freeze", "freeze", **freeze)}
+echo "$(locked) $(writable)" >/work/during
+# The agent's control group dies: the process guard with it.
+read -r guard _ <"/run/raidsnap/freeze-$(printf %s /data | sha256sum | cut -c1-16)"
+kill -KILL -- "-$guard" 2>/dev/null; kill -KILL "$guard" 2>/dev/null || true
+sleep 1
+echo "$(locked) $(writable)" >/work/orphaned
+# The timer fires: systemd runs the unit's command as systemd-run was given it.
+mapfile -t unit </work/systemd-run.args
+cmd=()
+for a in "${{unit[@]}}"; do [[ ${{#cmd[@]}} -gt 0 || $a != --* ]] && cmd+=("$a"); done
+"${{cmd[@]}}"; echo "$?" >/work/unit.rc
+sleep 1
+echo "$(locked) $(writable)" >/work/fired
+# A second firing (or the process guard, had it lived) runs nothing more.
+"${{cmd[@]}}"
+cp /work/hooklog /work/hooklog.final
+"""
+    b = record(
+        "hooks-systemd-guard",
+        boot(
+            tmp_path / "vm",
+            scenario,
+            disks,
+            commands=cmds,
+            files={"standin.sh": STANDIN, "systemd-run": SYSTEMD_RUN, "systemctl": SYSTEMCTL},
+        ),
+    )
+    assert b.rc_of("assemble") == 0, b.explain("assemble")
+    assert b.rc_of("freeze") == 0, b.explain("freeze")
+    assert b.json_of("freeze")["systemdTimer"], b.json_of("freeze")
+    args = b.text("systemd-run.args").split("\n")
+    assert "--on-active=600s" in args, args
+    assert b.text("during").split() == ["held", "no"]
+    assert b.text("orphaned").split() == ["held", "no"]  # nobody left to let go but the timer
+    assert b.text("unit.rc").strip() == "0"
+    assert b.text("fired").split() == ["free", "yes"]  # thawed, and the post hook let go
+    assert b.text("hooklog.final").split("\n")[:3] == ["pre hold", "post hold", ""]

@@ -164,7 +164,9 @@ def poll(command: dict[str, Any]) -> dict[str, Any]:
     if status == "failed":
         tail = result.stderr_tail()
         said = result.result or {}
-        if said.get("error") == "HookFailed" and command.get("failOnError", True):
+        # A hook that failed fails the run even where the document's other failures are
+        # tolerated (a thaw's): thaw reports HookFailed only once the filesystem is thawed.
+        if said.get("error") == "HookFailed":
             raise HookFailedError(f"on {command['instanceId']}: {said.get('message', tail)}")
         if command.get("failOnError", True):
             raise CommandFailedError(

@@ -321,3 +321,14 @@ def delete_set(snapshot_set: SnapshotSet) -> tuple[list[str], list[Refusal]]:
     if not refused:
         manifests.forget(snapshot_set.manifest)
     return deleted, refused
+
+
+def relabel_set(snapshot_ids: list[str], consistency: str) -> None:
+    """A set this execution took turns out to have less consistency than its label says (its
+    post hook failed): every snapshot's raidsnap:consistency says what it got. (The manifest
+    keeps what was recorded when the set was taken: only the function that takes a set writes
+    manifests; nothing reads a manifest's consistency, the snapshots' tag is the set's label.)"""
+    if snapshot_ids:
+        clients.ec2().create_tags(
+            Resources=snapshot_ids, Tags=[{"Key": tags.CONSISTENCY, "Value": consistency}]
+        )

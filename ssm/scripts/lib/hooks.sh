@@ -16,6 +16,9 @@ run_hook() {
   local phase=$1 hook=$2 seconds=$3
   local -a argv
   if [[ $hook == builtin:* ]]; then
+    # The ready-made hooks run in a bash of their own (under timeout): they go with it.
+    export -f raidsnap_builtin_hook raidsnap_held_session
+    export hook_dir
     argv=(bash -c 'raidsnap_builtin_hook "$@"' raidsnap-hook "${hook#builtin:}" "$phase" "$seconds")
   else
     # read -a splits on spaces only: no pathname expansion, no quote removal.

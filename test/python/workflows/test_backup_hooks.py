@@ -5,15 +5,28 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import make_array, sets_of, tags_of
 
-HOOKS = {
-    "preSnapshot": "builtin:postgresql-checkpoint",
-    "postSnapshot": "/usr/local/sbin/db-hook --release",
-    "timeoutSeconds": 30,
+# The array's hooks as arrays.db1.hooks in a config file sets them: its own commands, named.
+CONFIGURED = {
+    "db1": {
+        "timeoutSeconds": 30,
+        "commands": {"release": "/usr/local/sbin/db-hook --release"},
+    }
 }
+# What a run chooses among them, by name.
+HOOKS = {"preSnapshot": "builtin:postgresql-checkpoint", "postSnapshot": "release"}
+
+
+@pytest.fixture(autouse=True)
+def configured_hooks(emu: Emulation) -> None:
+    for fn in emu.router.functions.values():
+        if "HOOKS_BY_ARRAY" in fn.environment:
+            fn.environment["HOOKS_BY_ARRAY"] = json.dumps(CONFIGURED)
 
 
 def consistency_of(set_id: str) -> set[str]:
@@ -75,3 +88,83 @@ def test_a_hook_that_is_shell_text_is_refused_before_anything_runs(emu: Emulatio
         run = emu.run("backup", {"array": "db1", "hooks": {"preSnapshot": bad}})
         assert (run.status, run.error) == ("FAILED", "InvalidInput"), bad
         assert "hooks.preSnapshot" in (run.cause or ""), run.cause
+
+
+# Who may start a backup may not thereby run a command of their choosing as root on the
+# instance: a run names hooks, the configuration (deployed with the stack) holds the commands.
+CHANGES = {
+    ("ec2", "CreateSnapshots"),
+    ("ec2", "CreateTags"),
+    ("ssm", "SendCommand"),
+    ("dynamodb", "UpdateItem"),
+    ("dynamodb", "PutItem"),
+}
+
+
+@pytest.mark.parametrize(
+    ("hooks", "shown"),
+    [
+        ({"preSnapshot": "/usr/local/sbin/db-hook --release"}, "'/usr/local/sbin/db-hook"),
+        ({"preSnapshot": "/bin/true", "postSnapshot": "release"}, "'/bin/true'"),
+        ({"postSnapshot": "/usr/bin/id"}, "'/usr/bin/id'"),
+        ({"preSnapshot": "flush"}, "'flush'"),
+    ],
+)
+def test_a_run_that_gives_a_command_or_an_unknown_name_fails_early_and_changes_nothing(
+    emu: Emulation, hooks: dict[str, str], shown: str
+) -> None:
+    fx = make_array(emu.hosts, "db1", 3)
+    mark = len(emu.double.calls)
+
+    run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze", "hooks": hooks})
+
+    assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
+    cause = run.cause or ""
+    assert cause.startswith("hooks."), cause
+    assert shown in cause and "arrays.db1.hooks.commands (release)" in cause, cause
+    made = [
+        (c.service, c.operation)
+        for c in emu.double.calls[mark:]
+        if c.applied and (c.service, c.operation) in CHANGES
+    ]
+    assert made == []
+    assert sets_of("db1") == {}
+    assert emu.hosts.state(fx.instance_id).log == []
+
+
+def test_a_post_hook_that_fails_in_thaw_fails_the_backup_and_the_set_is_not_application(
+    emu: Emulation,
+) -> None:
+    # GIVEN a backup whose pre hook held the application, WHEN the post hook fails in thaw
+    # (after the filesystem is thawed), THEN the run fails HookFailed, the set it took stays
+    # (its snapshots are kept) but no longer claims the application's help: the hold through the
+    # snapshot instant was never confirmed.
+    fx = make_array(emu.hosts, "db1", 3)
+    line = {
+        "ok": False,
+        "error": "HookFailed",
+        "message": "/data is thawed, but the post-snapshot hook failed (exit 3)",
+    }
+    emu.hosts.fail_next(
+        "thaw", CommandOutcome(status="Failed", stdout=json.dumps(line), exit_code=1)
+    )
+    run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze", "hooks": HOOKS})
+    assert (run.status, run.error) == ("FAILED", "HookFailed"), run.cause
+    cause = run.cause or ""
+    assert "post-snapshot hook failed (exit 3)" in cause
+    (set_id,) = sets_of("db1")
+    assert set_id in cause and "fsfreeze" in cause, cause
+    assert consistency_of(set_id) == {"fsfreeze"}
+    assert "/data" not in emu.hosts.state(fx.instance_id).frozen
+
+
+def test_a_post_hook_without_a_pre_hook_does_not_make_the_set_application(emu: Emulation) -> None:
+    # Nothing held the application at the snapshot instant: the set is what the filesystem got.
+    make_array(emu.hosts, "db1", 3)
+    post_only = {"postSnapshot": "release"}
+    run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze", "hooks": post_only})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert consistency_of(run.output["setId"]) == {"fsfreeze"}
+    run = emu.run("backup", {"array": "db1", "hooks": post_only})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert consistency_of(run.output["setId"]) == {"crash"}

@@ -127,6 +127,21 @@ def _scenario_backup_freeze_hangs(emu: Emulation) -> None:
     assert (run.status, run.error) == ("FAILED", "CommandFailed")
 
 
+def _scenario_backup_post_hook_fails_in_thaw(emu: Emulation) -> None:
+    # The failure function lowers the set's consistency label (CreateTags on its snapshots).
+    make_array(emu.hosts, "db1", 3)
+    said = {"ok": False, "error": "HookFailed", "message": "/data is thawed, but the hook failed"}
+    emu.hosts.fail_next(
+        "thaw", CommandOutcome(status="Failed", stdout=json.dumps(said), exit_code=1)
+    )
+    hooks = {
+        "preSnapshot": "builtin:postgresql-backup",
+        "postSnapshot": "builtin:postgresql-backup",
+    }
+    run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze", "hooks": hooks})
+    assert (run.status, run.error) == ("FAILED", "HookFailed")
+
+
 def _scenario_backup_and_restore_exclude_each_other(emu: Emulation) -> None:
     # A backup while a restore holds the lock gives its own hold back and ends; a restore while
     # a backup holds the array is refused under its lock.
@@ -598,6 +613,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_restore_fails_and_cleans_up,
     _scenario_set_age_report,
     _scenario_backup_and_restore_exclude_each_other,
+    _scenario_backup_post_hook_fails_in_thaw,
     _scenario_backup_freeze_hangs,
     _scenario_backup_happy,
     _scenario_backup_follows_the_array_to_a_configured_instance,

@@ -14,6 +14,7 @@ from raidsnap.text import counted
 from raidsnap.workflows.backup import locking, times
 from raidsnap.workflows.backup.contracts import (
     BackupOutput,
+    BackupState,
     CommandCall,
     Failure,
     FailureCall,
@@ -183,6 +184,8 @@ def explain_failure(call: FailureCall, documents: Documents, settings: BackupSet
         except Exception:  # the guard thaws within its bound anyway
             logger.exception("thaw after failure could not be sent")
             cause += " (thaw could not be sent; the freeze guard thaws within its bound)"
+    if name == "HookFailed" and state.snapshots is not None:
+        cause += _relabel_after_post_hook(state)
     # CheckSnapshots lets go once the snapshots are taken; a Prepare that failed let go itself.
     released = state.snapshots is not None and state.snapshots.holdReleased
     if state.plan is not None and not released:
@@ -194,3 +197,29 @@ def explain_failure(call: FailureCall, documents: Documents, settings: BackupSet
         for_array(state.plan.array)
     count("BackupFailed")
     return Failure(error=name, cause=cause)
+
+
+def _relabel_after_post_hook(state: BackupState) -> str:
+    """The post hook failed after the set was taken: the application's hold through the snapshot
+    instant is not confirmed (a held session that ended early fails its post hook), so the set
+    keeps the label of what the filesystem got. Its snapshots are kept. Returns the cause's end."""
+    taken = state.snapshots
+    assert taken is not None  # the caller looked
+    label = taken.consistency
+    if label == "application":
+        said = state.freeze.result if state.freeze and isinstance(state.freeze.result, dict) else {}
+        label = "fsfreeze" if said.get("frozen") is True else "crash"
+        try:
+            snapshots.relabel_set(taken.ids, label)
+        except Exception:
+            logger.exception("the set's consistency label could not be lowered")
+            return (
+                f". Set {taken.setId} was taken before the post hook ran and is kept; its label "
+                f"still says application but only {label} is certain: do not rely on it for "
+                "more than that"
+            )
+    return (
+        f". Set {taken.setId} was taken before the post hook ran and is kept, labelled {label} "
+        "(the application's hold through the snapshot instant is not confirmed); check that "
+        "the application is running normally again"
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from raidsnap import sets
 from raidsnap.aws import commands, homes, instances, lock
 from raidsnap.environment import BackupSettings, Documents, restore_lock_table, retention_for
-from raidsnap.hooks import SetConsistency, hooks_for
+from raidsnap.hooks import Hooks, SetConsistency, hooks_for
 from raidsnap.models import (
     BackupInput,
     Consistency,
@@ -50,15 +50,18 @@ def release_hold(plan: Plan) -> bool:
 def prepare(call: PrepareCall, documents: Documents, settings: BackupSettings) -> Plan:
     """Validate the input, find the instance, and start discovery on it if its agent is up."""
     request = parse_input(BackupInput, call.input)
+    # The hooks a run names are resolved before anything is held or sent: a name the
+    # configuration does not give fails the run here, having changed nothing.
+    hooks = hooks_for(request.array, request.hooks)
     table = restore_lock_table()
     if not table:
-        return _prepare(request, call.execution, documents, settings)
+        return _prepare(request, hooks, call.execution, documents, settings)
     # Before anything reaches the instance: a restore of this array that is running refuses
     # the backup (RestoreInProgress), and a restore that starts later sees the hold.
     arn = call.execution.id
     lock.hold_for_backup(table, request.array, arn, _hold_seconds(settings))
     try:
-        plan = _prepare(request, call.execution, documents, settings)
+        plan = _prepare(request, hooks, call.execution, documents, settings)
     except Exception:
         lock.release_backup(table, request.array, arn)
         raise
@@ -66,7 +69,11 @@ def prepare(call: PrepareCall, documents: Documents, settings: BackupSettings) -
 
 
 def _prepare(
-    request: BackupInput, execution: ExecutionRef, documents: Documents, settings: BackupSettings
+    request: BackupInput,
+    hooks: Hooks | None,
+    execution: ExecutionRef,
+    documents: Documents,
+    settings: BackupSettings,
 ) -> Plan:
     notes: list[str] = []
     instance = homes.array_instance(restore_lock_table(), request.array, notes)
@@ -76,7 +83,7 @@ def _prepare(
     plan = Plan(
         array=request.array,
         consistency=request.consistency or "crash",
-        hooks=hooks_for(request.array, request.hooks),
+        hooks=hooks,
         trigger=request.trigger,
         retention=retention_for(request.array, settings.default_retention),
         execution=RunExecution(arn=execution.id, startTime=times.iso(started)),
@@ -158,7 +165,8 @@ def _consistency(plan: Plan, layout: instances.Layout, notes: list[str]) -> SetC
     run the freeze document, at a mount point it takes); a freeze the instance cannot do falls
     back to crash, and ``notes`` says why."""
     filesystem = _filesystem(plan, layout, notes)
-    if plan.hooks is None:
+    # Only a pre hook holds the application at the snapshot instant; a post hook alone does not.
+    if plan.hooks is None or not plan.hooks.preSnapshot:
         return filesystem
     if filesystem == "fsfreeze" or (plan.consistency == "crash" and _can_hook(plan, layout)):
         return "application"

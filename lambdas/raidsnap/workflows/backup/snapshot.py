@@ -120,9 +120,20 @@ def _label(consistency: str) -> SetConsistency:
     return "fsfreeze" if consistency == "fsfreeze" else "crash"
 
 
+def _got(consistency: str, freeze: Command) -> str:
+    """What the instance says it got: ``application`` only where freeze reports that the pre
+    hook ran and holds the application (never more than that)."""
+    if consistency != "application":
+        return consistency
+    said = freeze.result if isinstance(freeze.result, dict) else {}
+    if said.get("preSnapshot") == "ok":
+        return consistency
+    return "fsfreeze" if said.get("frozen") is True else "crash"
+
+
 def create_set(call: SnapshotCall) -> Snapshots:
     plan, members, freeze = call.plan, call.members, call.freeze
-    consistency = members.consistency or plan.consistency
+    consistency = _got(members.consistency or plan.consistency, freeze)
     instance = instances.describe_instance(plan.instanceId)
     layout = _layout(members)
     facts = volumes.raw([m.volume_id for m in layout.members])
