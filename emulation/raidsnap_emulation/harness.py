@@ -54,7 +54,7 @@ from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 from moto.stepfunctions.parser.utils import TMP_THREADS
 
 from raidsnap import clients
-from raidsnap_emulation import executor_time
+from raidsnap_emulation import executor_time, process_caches
 from raidsnap_emulation.clock import ClockStalledError, OwnedLock, VirtualClock
 from raidsnap_emulation.double import ACTOR_ATTRIBUTE, AwsDouble, AwsError, acting_as
 from raidsnap_emulation.environ import thread_environ
@@ -85,6 +85,10 @@ RUNTIME_ENV = {
 # Real seconds for which nothing in the emulation may run, with no wake-up due, before a wait
 # for an execution says so (only the world outside could still change that).
 STALL_GRACE_SECONDS = 2.0
+
+# Real seconds between two looks at an execution that a test waits for, when no end of its
+# thread wakes the wait sooner.
+WAIT_LOOK_SECONDS = 0.05
 
 _SYNTH_INPUTS = ("bin", "lib", "statemachines", "ssm", "config", "cdk.json")
 
@@ -291,6 +295,8 @@ class Emulation:
     def __enter__(self) -> Emulation:
         stack = self._stack
         stack.enter_context(_environment())
+        stack.enter_context(process_caches.shared_service_models())
+        stack.enter_context(process_caches.definitions_parsed_once())
         stack.enter_context(
             mock_aws(
                 config={
@@ -486,7 +492,11 @@ class Emulation:
                 raise TimeoutError(
                     f"{execution_arn} still running after {timeout} s\n{self.clock.describe()}"
                 )
-            time.sleep(0.005)
+            # Wake when its thread ends rather than look every few milliseconds: each look is a
+            # DescribeExecution through botocore and moto, which took the executions' CPU. Once
+            # it ended (and only its status lags), or while nothing ends, look now and then.
+            if self.clock.await_end(execution_arn, WAIT_LOOK_SECONDS):
+                time.sleep(0.005)
         events = self._sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)[
             "events"
         ]
