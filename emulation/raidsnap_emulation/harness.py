@@ -7,6 +7,7 @@ template in cdk.out, never from a hand copy: what runs here is what would be dep
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib
 import io
 import json
@@ -98,22 +99,35 @@ def synthesize(force: bool = False, config: Path | None = None) -> Path:
     newer than everything it is made from."""
     outdir = "cdk.out" if config is None else "cdk.out.example"
     template = REPO_ROOT / outdir / "raidsnap.template.json"
-    if template.exists() and not force:
-        built = template.stat().st_mtime
-        newest = max(
-            (p.stat().st_mtime for name in _SYNTH_INPUTS for p in _files(REPO_ROOT / name)),
-            default=0.0,
-        )
-        if newest <= built:
+    if not force and _fresh(template):
+        return template
+    # The test processes that run at once (pytest -n) may all find it stale: one synthesizes,
+    # the others wait for it and then find it fresh.
+    lock = REPO_ROOT / ".cache" / f"synth-{outdir}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not force and _fresh(template):
             return template
-    cdk = REPO_ROOT / "node_modules" / ".bin" / "cdk"
-    if not cdk.exists():
-        raise RuntimeError("node_modules is missing: run scripts/setup.sh first")
-    command = [str(cdk), "synth", "--quiet", "-o", outdir]
-    if config is not None:
-        command += ["-c", f"config={config.relative_to(REPO_ROOT)}"]
-    subprocess.run(command, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
+        cdk = REPO_ROOT / "node_modules" / ".bin" / "cdk"
+        if not cdk.exists():
+            raise RuntimeError("node_modules is missing: run scripts/setup.sh first")
+        command = [str(cdk), "synth", "--quiet", "-o", outdir]
+        if config is not None:
+            command += ["-c", f"config={config.relative_to(REPO_ROOT)}"]
+        subprocess.run(command, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
     return template
+
+
+def _fresh(template: Path) -> bool:
+    """Whether the template is newer than everything it is made from."""
+    if not template.exists():
+        return False
+    newest = max(
+        (p.stat().st_mtime for name in _SYNTH_INPUTS for p in _files(REPO_ROOT / name)),
+        default=0.0,
+    )
+    return newest <= template.stat().st_mtime
 
 
 def _files(path: Path) -> Iterator[Path]:
