@@ -274,6 +274,17 @@ class VirtualClock:
             self._closed = True
             self._cond.notify_all()
 
+    def await_end(self, execution_arn: str, seconds: float) -> bool:
+        """For a thread outside the executions (not a participant): block for at most
+        ``seconds`` of real time until the execution with this ARN has ended on this clock;
+        whether it had ended already. Its thread records the end before it leaves (which
+        notifies), so no end is missed between a look and this wait."""
+        with self._cond:
+            if execution_arn in self.ended:
+                return True
+            self._cond.wait_for(lambda: execution_arn in self.ended or self._closed, seconds)
+            return False
+
     def stalled_for(self) -> float:
         """Real seconds for which every participant has been blocked with no wake-up due (0 if
         something can run or sleeps): only the world outside can change that."""

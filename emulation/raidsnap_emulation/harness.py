@@ -7,6 +7,7 @@ template in cdk.out, never from a hand copy: what runs here is what would be dep
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib
 import io
 import json
@@ -54,7 +55,7 @@ from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 from moto.stepfunctions.parser.utils import TMP_THREADS
 
 from raidsnap import clients
-from raidsnap_emulation import executor_time
+from raidsnap_emulation import executor_time, process_caches
 from raidsnap_emulation.clock import ClockStalledError, OwnedLock, VirtualClock
 from raidsnap_emulation.double import ACTOR_ATTRIBUTE, AwsDouble, AwsError, acting_as
 from raidsnap_emulation.environ import thread_environ
@@ -86,6 +87,10 @@ RUNTIME_ENV = {
 # for an execution says so (only the world outside could still change that).
 STALL_GRACE_SECONDS = 2.0
 
+# Real seconds between two looks at an execution that a test waits for, when no end of its
+# thread wakes the wait sooner.
+WAIT_LOOK_SECONDS = 0.05
+
 _SYNTH_INPUTS = ("bin", "lib", "statemachines", "ssm", "config", "cdk.json")
 
 
@@ -94,22 +99,35 @@ def synthesize(force: bool = False, config: Path | None = None) -> Path:
     newer than everything it is made from."""
     outdir = "cdk.out" if config is None else "cdk.out.example"
     template = REPO_ROOT / outdir / "raidsnap.template.json"
-    if template.exists() and not force:
-        built = template.stat().st_mtime
-        newest = max(
-            (p.stat().st_mtime for name in _SYNTH_INPUTS for p in _files(REPO_ROOT / name)),
-            default=0.0,
-        )
-        if newest <= built:
+    if not force and _fresh(template):
+        return template
+    # The test processes that run at once (pytest -n) may all find it stale: one synthesizes,
+    # the others wait for it and then find it fresh.
+    lock = REPO_ROOT / ".cache" / f"synth-{outdir}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not force and _fresh(template):
             return template
-    cdk = REPO_ROOT / "node_modules" / ".bin" / "cdk"
-    if not cdk.exists():
-        raise RuntimeError("node_modules is missing: run scripts/setup.sh first")
-    command = [str(cdk), "synth", "--quiet", "-o", outdir]
-    if config is not None:
-        command += ["-c", f"config={config.relative_to(REPO_ROOT)}"]
-    subprocess.run(command, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
+        cdk = REPO_ROOT / "node_modules" / ".bin" / "cdk"
+        if not cdk.exists():
+            raise RuntimeError("node_modules is missing: run scripts/setup.sh first")
+        command = [str(cdk), "synth", "--quiet", "-o", outdir]
+        if config is not None:
+            command += ["-c", f"config={config.relative_to(REPO_ROOT)}"]
+        subprocess.run(command, cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
     return template
+
+
+def _fresh(template: Path) -> bool:
+    """Whether the template is newer than everything it is made from."""
+    if not template.exists():
+        return False
+    newest = max(
+        (p.stat().st_mtime for name in _SYNTH_INPUTS for p in _files(REPO_ROOT / name)),
+        default=0.0,
+    )
+    return newest <= template.stat().st_mtime
 
 
 def _files(path: Path) -> Iterator[Path]:
@@ -291,6 +309,8 @@ class Emulation:
     def __enter__(self) -> Emulation:
         stack = self._stack
         stack.enter_context(_environment())
+        stack.enter_context(process_caches.shared_service_models())
+        stack.enter_context(process_caches.definitions_parsed_once())
         stack.enter_context(
             mock_aws(
                 config={
@@ -486,7 +506,11 @@ class Emulation:
                 raise TimeoutError(
                     f"{execution_arn} still running after {timeout} s\n{self.clock.describe()}"
                 )
-            time.sleep(0.005)
+            # Wake when its thread ends rather than look every few milliseconds: each look is a
+            # DescribeExecution through botocore and moto, which took the executions' CPU. Once
+            # it ended (and only its status lags), or while nothing ends, look now and then.
+            if self.clock.await_end(execution_arn, WAIT_LOOK_SECONDS):
+                time.sleep(0.005)
         events = self._sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)[
             "events"
         ]
