@@ -1,6 +1,7 @@
 import { readFileSync } from 'fs';
 import * as path from 'path';
 import { parse } from 'yaml';
+import { CopyConfig, parseCopies } from './copies';
 import { DEFAULT_FSR_QUOTA, FastRestoreConfig, parseFastRestore } from './fast-restore';
 
 /** What an operator may configure. Everything is optional: with no file at all, both
@@ -60,6 +61,8 @@ export interface ArrayConfig {
   readonly drill?: DrillConfig;
   /** Keep FSR enabled on the newest complete sets (lib/fast-restore.ts). */
   readonly fastRestore?: FastRestoreConfig;
+  /** Copy each complete set to other Regions or accounts (lib/copies.ts); none: []. */
+  readonly copies: readonly CopyConfig[];
 }
 
 export type RecoveryMode = 'replace' | 'attach';
@@ -203,7 +206,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     throw new ConfigError(field, 'array names are 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit');
   }
   if (!isObject(raw)) throw new ConfigError(field, 'must be a mapping');
-  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore']);
+  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore', 'copies']);
   if (raw.schedule !== undefined && raw.schedules !== undefined) {
     throw new ConfigError(field, 'give either schedule or schedules, not both');
   }
@@ -226,6 +229,8 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
   const retention = raw.retention === undefined ? defaults.retention : integer(raw.retention, `${field}.retention`, 1, 1000);
   const fastRestore = raw.fastRestore === undefined ? undefined
     : parseFastRestore(raw.fastRestore, `${field}.fastRestore`, retention, (f, why) => new ConfigError(f, why));
+  const copies = raw.copies === undefined ? []
+    : parseCopies(raw.copies, `${field}.copies`, retention, (f, why) => new ConfigError(f, why));
   return {
     name,
     schedules,
@@ -237,6 +242,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     ...(recovery ? { recovery } : {}),
     ...(drill ? { drill } : {}),
     ...(fastRestore ? { fastRestore } : {}),
+    copies,
   };
 }
 
