@@ -22,15 +22,16 @@ from raidsnap_emulation.double.base import (
     AwsError,
     Params,
     _actor,
+    account_of,
 )
-from raidsnap_emulation.double.ec2 import Ec2
+from raidsnap_emulation.double.copies import Copies
 from raidsnap_emulation.double.faults import Faults
 from raidsnap_emulation.double.health import Health
 from raidsnap_emulation.double.ssm import Ssm
 from raidsnap_emulation.double.states import States, stopping_ends_waiting_tasks
 
 
-class AwsDouble(Ssm, Health, States, Ec2, Faults):
+class AwsDouble(Ssm, Health, States, Copies, Faults):
     """EC2, FSR, SSM and the rest as they behave, on top of moto, on a virtual clock."""
 
     _installed: AwsDouble | None = None
@@ -74,6 +75,12 @@ class AwsDouble(Ssm, Health, States, Ec2, Faults):
                     AwsDouble._installed = None
 
     def _dispatch(self, client: BaseClient, operation: str, params: Params) -> Answer:
+        region = client.meta.region_name or self.default_region
+        actor = _actor.name or getattr(client, ACTOR_ATTRIBUTE, None)
+        with self.calls_in(region, account_of(client), actor):
+            return self._dispatch_here(client, operation, params)
+
+    def _dispatch_here(self, client: BaseClient, operation: str, params: Params) -> Answer:
         service: str = client.meta.service_model.service_name
         recorded = copy.copy(params)
         actor = _actor.name or getattr(client, ACTOR_ATTRIBUTE, None)

@@ -15,7 +15,7 @@ from raidsnap_emulation.iam.evaluate import (
     StatementRef,
     UnsupportedPolicyError,
 )
-from raidsnap_emulation.template import ACCOUNT, Template
+from raidsnap_emulation.template import Template
 
 
 @dataclass
@@ -112,10 +112,11 @@ def load(template: Template) -> StackPolicies:
         )
 
     principals: dict[str, Principal] = {}
+    account = template.account
     for logical_id, res in template.of_type("AWS::Lambda::Function").items():
         role = res["Properties"]["Role"]["Fn::GetAtt"][0]
-        principals[logical_id] = Principal(roles[role], session=logical_id, account=ACCOUNT)
+        principals[logical_id] = Principal(roles[role], session=logical_id, account=account)
     for logical_id, res in template.of_type("AWS::StepFunctions::StateMachine").items():
         role = res["Properties"]["RoleArn"]["Fn::GetAtt"][0]
-        principals[logical_id] = Principal(roles[role], session=logical_id, account=ACCOUNT)
+        principals[logical_id] = Principal(roles[role], session=logical_id, account=account)
     return StackPolicies(policies, principals, encryption)
