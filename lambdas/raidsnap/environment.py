@@ -175,6 +175,54 @@ def fast_restore_by_array() -> dict[str, FastRestorePolicy]:
     return out
 
 
+@dataclass(frozen=True)
+class CopyDestination:
+    """One place an array's sets are copied to (COPIES_BY_ARRAY; lib/copies.ts): its id (the
+    Region, or account/Region), the copy workflow there, the retention and key there, and for
+    another account the role this stack assumes to start a copy there."""
+
+    id: str
+    region: str
+    account: str
+    retention: int
+    state_machine_arn: str
+    role_arn: str = ""
+    kms_key_arn: str = ""
+
+
+def copies_by_array() -> dict[str, list[CopyDestination]]:
+    """Each configured array's copies (COPIES_BY_ARRAY, a JSON map of array to a list; unset or
+    {}: no array is copied anywhere)."""
+    mapping = _json_env("COPIES_BY_ARRAY", "{}")
+    if not isinstance(mapping, dict) or not all(isinstance(v, list) for v in mapping.values()):
+        raise ConfigurationError("COPIES_BY_ARRAY must map array names to lists of copies")
+    try:
+        return {
+            str(array): [
+                CopyDestination(
+                    id=str(c["id"]),
+                    region=str(c["region"]),
+                    account=str(c["account"]),
+                    retention=int(c["retention"]),
+                    state_machine_arn=str(c["stateMachineArn"]),
+                    role_arn=str(c.get("roleArn", "")),
+                    kms_key_arn=str(c.get("kmsKeyArn", "")),
+                )
+                for c in raw
+            ]
+            for array, raw in mapping.items()
+        }
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise ConfigurationError(
+            "COPIES_BY_ARRAY entries need id, region, account, retention and stateMachineArn"
+        ) from None
+
+
+def stack_name() -> str:
+    """The stack's name (STACK_NAME; unset: empty, as it only labels a copy request)."""
+    return os.environ.get("STACK_NAME", "").strip()
+
+
 def region() -> str:
     """The Region the function runs in (Lambda sets AWS_REGION)."""
     return os.environ.get("AWS_REGION", "").strip() or _require("AWS_DEFAULT_REGION")

@@ -96,6 +96,10 @@ class RestoreAlreadyStartedError(RaidsnapError):
     reports to that attempt's Task, not to the one waiting now."""
 
 
+class CopyFailedError(RaidsnapError):
+    """A copy of a set to another Region or account could not be made, or ended in error."""
+
+
 class ThrottledError(RaidsnapError):
     """EC2 or SSM throttled us beyond the SDK's retries; the workflow retries with backoff."""
 

@@ -5,6 +5,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { ArrayConfig, ArrayDefaults } from '../config';
 import { KeptPolicy } from '../fast-restore';
+import { acknowledgeHandOver, copiesByArray, handOverStatements } from './copies';
 import { Documents } from './documents';
 import { FunctionFactory, FunctionSpec } from './functions';
 import { Permissions, RestorePermissions } from './permissions';
@@ -43,6 +44,8 @@ export class BackupWorkflow extends Construct {
       DEFAULT_RETENTION: String(props.defaults.retention),
       MAX_FREEZE_SECONDS: String(props.defaults.maxFreezeSeconds),
       RETENTION_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.map((a) => [a.name, a.retention]))),
+      // Where each array's sets are copied (lib/copies.ts): Prepare plans the copy step by it.
+      COPIES_BY_ARRAY: JSON.stringify(copiesByArray(this, props.arrays)),
       ...(props.restoreLock ? { RESTORE_LOCK_TABLE: props.restoreLock.tableName } : {}),
     };
     const lockStatements = (actions: string[]) => props.restoreLock ? lockTableStatements(props.restoreLock, actions) : [];
@@ -129,6 +132,13 @@ export class BackupWorkflow extends Construct {
         environment: { FAST_RESTORE_BY_ARRAY: JSON.stringify(props.fastRestore ?? {}) },
       },
       {
+        id: 'BackupCopies', module: 'backup_copies',
+        description: 'hand a new set to the copy workflow of each Region or account it is copied to, and follow the copies',
+        statements: handOverStatements(this, props.arrays, props.sets),
+        environment: { STACK_NAME: Stack.of(this).stackName },
+        timeout: Duration.minutes(2),
+      },
+      {
         id: 'BackupFailed', module: 'backup_failed',
         description: 'thaw after a failed backup and name the error',
         statements: [...p.sendCommand(docs.arns('thaw')), ...releaseHold],
@@ -136,6 +146,7 @@ export class BackupWorkflow extends Construct {
     ];
     this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment: { ...environment, ...s.environment } })));
     const f = this.functions;
+    acknowledgeHandOver(f.BackupCopies, props.arrays);
     const preparePolicy = f.BackupPrepare.role?.node.tryFindChild('DefaultPolicy');
     if (props.restoreLock && preparePolicy) {
       acknowledge(preparePolicy,
@@ -156,6 +167,7 @@ export class BackupWorkflow extends Construct {
         BackupCheckFunctionArn: f.BackupCheck,
         BackupRetentionFunctionArn: f.BackupRetention,
         BackupKeepFsrFunctionArn: f.BackupKeepFsr,
+        BackupCopiesFunctionArn: f.BackupCopies,
         BackupFailedFunctionArn: f.BackupFailed,
       },
     }).stateMachine;

@@ -66,6 +66,8 @@ class Plan(Contract):
     hold: bool = False
     # What the run found about the array's instance (another instance carrying its tag).
     notes: list[str] = Field(default_factory=list)
+    # Where the set is copied once taken (the ids of arrays.<name>.copies); unset: nowhere.
+    copies: list[str] | None = None
 
 
 class Member(Contract):
@@ -183,6 +185,27 @@ class FastRestoreReport(Contract):
     notes: list[str] = Field(default_factory=list)
 
 
+class CopyReport(Contract):
+    """How the copy of the set to one destination went: its run there, copied or failed."""
+
+    status: Literal["copying", "copied", "failed"]
+    executionArn: str
+    snapshotIds: list[str] = Field(default_factory=list)
+    error: str | None = None
+    cause: str | None = None
+
+
+class CopyRound(Contract):
+    """HandOverCopies' result, then each FollowCopies': the copy run of each destination (by its
+    id), pending while one still runs, done once all ended."""
+
+    status: Literal["pending", "done"]
+    runs: dict[str, CopyReport] = Field(default_factory=dict)
+    waitSeconds: int = 0
+    waitedSeconds: int = 0
+    report: dict[str, CopyReport] | None = None
+
+
 class BackupOutput(Contract):
     """The execution's output (DESIGN.md, backup): fields in the order the output has them."""
 
@@ -197,6 +220,8 @@ class BackupOutput(Contract):
     retention: RetentionReport
     # Added by the workflow once the array's fastRestore policy ran (none: no policy).
     fastRestore: FastRestoreReport | None = None
+    # Added by the workflow once the set's copies ended (none: the array is copied nowhere).
+    copies: dict[str, CopyReport] | None = None
 
 
 class Retention(Contract):
@@ -269,3 +294,11 @@ class Failure(Contract):
 
     error: str
     cause: str
+
+
+class CopiesCall(Contract):
+    """The copy step reads the plan (array, execution), the output (the set) and its own round."""
+
+    plan: Plan
+    retention: Retention
+    copies: CopyRound | None = None

@@ -1,0 +1,140 @@
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { parseConfig } from '../lib/config';
+import { RaidsnapStack } from '../lib/raidsnap-stack';
+import { functionId, resourcesOf, statementsOf, synth } from './helpers';
+
+const COPIES = {
+  arrays: {
+    db1: {
+      retention: 14,
+      copies: [
+        { region: 'us-west-2', kmsKeyArn: 'arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab' },
+        { region: 'eu-central-1', account: '222233334444', roleArn: 'arn:aws:iam::222233334444:role/raidsnap-copy-requests', retention: 30 },
+      ],
+    },
+  },
+};
+
+function configFile(raw: unknown): string {
+  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'raidsnap-copies-')), 'c.json');
+  fs.writeFileSync(file, JSON.stringify(raw));
+  return file;
+}
+
+const copied = synth(configFile(COPIES));
+const plain = synth();
+
+function env(template: Template, module: string): Record<string, string> {
+  const vars = resourcesOf(template, 'AWS::Lambda::Function')[functionId(template, module)].Properties.Environment.Variables;
+  return Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, text(v)]));
+}
+
+/** Conditions with their values as text (`<AWS::Partition>` for the partition). */
+function plainText(value: unknown): unknown {
+  if (value && typeof value === 'object' && !Array.isArray(value) && !('Fn::Join' in value) && !('Ref' in value)) {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, plainText(v)]));
+  }
+  return Array.isArray(value) ? value.map(plainText) : text(value);
+}
+
+function text(value: unknown): string {
+  if (typeof value === 'string') return value;
+  const v = value as Record<string, any>;
+  if (v?.['Fn::Join']) return (v['Fn::Join'][1] as unknown[]).map(text).join(v['Fn::Join'][0]);
+  if (v?.Ref) return `<${v.Ref}>`;
+  if (v?.['Fn::GetAtt']) return `<${v['Fn::GetAtt'].join('.')}>`;
+  return JSON.stringify(value);
+}
+
+function granted(template: Template, module: string, action: string): Array<{ resources: string[]; condition: any }> {
+  return statementsOf(template, module)
+    .filter((s) => ([] as string[]).concat(s.Action).includes(action))
+    .map((s) => ({ resources: ([] as unknown[]).concat(s.Resource).map(text), condition: plainText(s.Condition ?? {}) as any }));
+}
+
+describe('copies to other Regions and accounts', () => {
+  test('every stack has the copy workflow, named so a source stack can start it', () => {
+    for (const { template } of [plain, copied]) {
+      const names = Object.values(resourcesOf(template, 'AWS::StepFunctions::StateMachine')).map((m) => m.Properties.StateMachineName);
+      expect(names).toContain('raidsnap-copy');
+    }
+  });
+
+  test('the backup hands a set only to the configured copy workflows, and starts one in another account only as the role named for it', () => {
+    expect(granted(plain.template, 'backup_copies', 'states:StartExecution')).toEqual([]);
+    expect(granted(plain.template, 'backup_copies', 'sts:AssumeRole')).toEqual([]);
+    expect(JSON.parse(env(plain.template, 'backup_prepare').COPIES_BY_ARRAY)).toEqual({});
+    const starts = granted(copied.template, 'backup_copies', 'states:StartExecution');
+    expect(starts.flatMap((g) => g.resources)).toEqual(['arn:<AWS::Partition>:states:us-west-2:123456789012:stateMachine:raidsnap-copy']);
+    expect(granted(copied.template, 'backup_copies', 'states:DescribeExecution').flatMap((g) => g.resources))
+      .toEqual(['arn:<AWS::Partition>:states:us-west-2:123456789012:execution:raidsnap-copy:*']);
+    expect(granted(copied.template, 'backup_copies', 'sts:AssumeRole').flatMap((g) => g.resources))
+      .toEqual(['arn:aws:iam::222233334444:role/raidsnap-copy-requests']);
+  });
+
+  test('with no copies configured the copy step may do nothing; with copies, it records them in the manifests only', () => {
+    const none = statementsOf(plain.template, 'backup_copies').flatMap((s) => ([] as string[]).concat(s.Action));
+    expect(none.filter((a) => !/^(logs|xray):/.test(a))).toEqual([]);
+    const writes = statementsOf(copied.template, 'backup_copies')
+      .filter((s) => ([] as string[]).concat(s.Action).some((a) => a.startsWith('dynamodb:')));
+    expect(writes.map((s) => [s.Action, text(s.Resource)])).toEqual([
+      [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/^<SnapshotSetsTable/)],
+    ]);
+  });
+
+  test('the copy step knows each destination: its retention (default the array\'s), key and workflow', () => {
+    const byArray = JSON.parse(env(copied.template, 'backup_copies').COPIES_BY_ARRAY);
+    expect(byArray.db1.map((c: any) => [c.id, c.retention, c.kmsKeyArn ?? null, c.roleArn ?? null])).toEqual([
+      ['us-west-2', 14, 'arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab', null],
+      ['222233334444/eu-central-1', 30, null, 'arn:aws:iam::222233334444:role/raidsnap-copy-requests'],
+    ]);
+    expect(byArray.db1[1].stateMachineArn).toContain(':states:eu-central-1:222233334444:stateMachine:raidsnap-copy');
+  });
+
+  test('copies are made with the set\'s tags and their run\'s, from a snapshot of this account, and only a run\'s own copies are deleted', () => {
+    const copies = granted(plain.template, 'copy_progress', 'ec2:CopySnapshot');
+    expect(copies).toEqual([
+      {
+        resources: ['arn:<AWS::Partition>:ec2:eu-west-1::snapshot/*'],
+        condition: { StringLike: {
+          'aws:RequestTag/raidsnap:array': '*', 'aws:RequestTag/raidsnap:set-id': '*',
+          'aws:RequestTag/raidsnap:copy-execution': 'arn:<AWS::Partition>:states:eu-west-1:123456789012:execution:raidsnap-copy:*',
+        } },
+      },
+      {
+        resources: ['arn:<AWS::Partition>:ec2:*::snapshot/*'],
+        condition: { StringEquals: { 'ec2:Owner': ['123456789012'] } },
+      },
+    ]);
+    expect(granted(plain.template, 'copy_progress', 'ec2:CreateTags')).toEqual([
+      { resources: ['arn:<AWS::Partition>:ec2:eu-west-1::snapshot/*'], condition: { StringEquals: { 'ec2:CreateAction': 'CopySnapshot' } } },
+    ]);
+    expect(granted(plain.template, 'copy_progress', 'ec2:DeleteSnapshot')).toEqual([]);
+    const deletes = granted(plain.template, 'copy_failed', 'ec2:DeleteSnapshot');
+    expect(deletes.map((g) => g.condition.StringLike['aws:ResourceTag/raidsnap:copy-execution']))
+      .toEqual(['arn:<AWS::Partition>:states:eu-west-1:123456789012:execution:raidsnap-copy:*']);
+  });
+
+  test('keys are used for copies only through EC2, and grants only for AWS resources', () => {
+    const kms = statementsOf(plain.template, 'copy_progress').filter((s) => ([] as string[]).concat(s.Action).some((a) => a.startsWith('kms:'))
+      && text(s.Resource).includes(':key/*'));
+    expect(kms.length).toBe(2);
+    for (const s of kms) {
+      expect(s.Condition.StringLike).toEqual({ 'kms:ViaService': 'ec2.*.amazonaws.com' });
+      expect(text(s.Resource)).toBe('arn:<AWS::Partition>:kms:*:123456789012:key/*');
+    }
+    const grant = kms.find((s) => ([] as string[]).concat(s.Action).includes('kms:CreateGrant'));
+    expect(grant?.Condition.Bool).toEqual({ 'kms:GrantIsForAWSResource': 'true' });
+  });
+
+  test('a copy to the stack\'s own Region of its own account is refused at synth', () => {
+    const app = new App({ context: { 'aws:cdk:disable-asset-staging': true } });
+    const config = parseConfig({ arrays: { db1: { copies: [{ region: 'eu-west-1' }] } } });
+    expect(() => new RaidsnapStack(app, 'raidsnap', { config, env: { account: '123456789012', region: 'eu-west-1' } }))
+      .toThrow('arrays.db1.copies[0].region');
+  });
+});
