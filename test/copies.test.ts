@@ -11,6 +11,7 @@ const COPIES = {
   arrays: {
     db1: {
       retention: 14,
+      rpoMinutes: 300,
       copies: [
         { region: 'us-west-2', kmsKeyArn: 'arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab' },
         { region: 'eu-central-1', account: '222233334444', roleArn: 'arn:aws:iam::222233334444:role/raidsnap-copy-requests', retention: 30 },
@@ -129,6 +130,37 @@ describe('copies to other Regions and accounts', () => {
     }
     const grant = kms.find((s) => ([] as string[]).concat(s.Action).includes('kms:CreateGrant'));
     expect(grant?.Condition.Bool).toEqual({ 'kms:GrantIsForAWSResource': 'true' });
+  });
+
+  test('the RPO covers each copy: an alarm per place on the age of the newest set copied there, silence breaching', () => {
+    const alarms = Object.values(resourcesOf(copied.template, 'AWS::CloudWatch::Alarm'))
+      .filter((a) => a.Properties.MetricName === 'NewestCopiedSetAgeMinutes');
+    const byPlace = Object.fromEntries(alarms.map((a) => [
+      a.Properties.Dimensions.find((d: any) => d.Name === 'Destination').Value, a.Properties,
+    ]));
+    expect(Object.keys(byPlace).sort()).toEqual(['222233334444/eu-central-1', 'us-west-2']);
+    for (const props of Object.values(byPlace) as any[]) {
+      expect(props).toMatchObject({
+        Namespace: 'raidsnap', Threshold: 300, ComparisonOperator: 'GreaterThanThreshold',
+        TreatMissingData: 'breaching', Statistic: 'Maximum', Period: 900,
+      });
+      expect(props.Dimensions).toEqual(expect.arrayContaining([{ Name: 'Array', Value: 'db1' }, { Name: 'service', Value: 'raidsnap' }]));
+      expect(props.AlarmActions).toHaveLength(1);
+    }
+    // The array's own RPO alarm stays as it is; without copies there is no copy alarm.
+    expect(Object.values(resourcesOf(plain.template, 'AWS::CloudWatch::Alarm'))
+      .filter((a) => a.Properties.MetricName === 'NewestCopiedSetAgeMinutes')).toEqual([]);
+    const reporter = JSON.parse(env(copied.template, 'monitor_set_age').COPIES_BY_ARRAY);
+    expect(reporter.db1.map((c: any) => c.id)).toEqual(['us-west-2', '222233334444/eu-central-1']);
+  });
+
+  test('the dashboard shows the age of the newest set in every place it is copied to', () => {
+    const [dashboard] = Object.values(resourcesOf(copied.template, 'AWS::CloudWatch::Dashboard'));
+    const body = text(dashboard.Properties.DashboardBody);
+    expect(body).toContain('{raidsnap,Array,Destination,service} MetricName=\\"NewestCopiedSetAgeMinutes\\"');
+    expect(body).toContain('{raidsnap,Array,service} MetricName=\\"NewestCompleteSetAgeMinutes\\"');
+    const [plainDashboard] = Object.values(resourcesOf(plain.template, 'AWS::CloudWatch::Dashboard'));
+    expect(text(plainDashboard.Properties.DashboardBody)).not.toContain('NewestCopiedSetAgeMinutes');
   });
 
   test('a copy to the stack\'s own Region of its own account is refused at synth', () => {

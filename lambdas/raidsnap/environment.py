@@ -218,6 +218,11 @@ def copies_by_array() -> dict[str, list[CopyDestination]]:
         ) from None
 
 
+def copy_destinations() -> dict[str, list[str]]:
+    """Each copied array's destinations, by id (Region, or account/Region)."""
+    return {array: [d.id for d in places] for array, places in copies_by_array().items()}
+
+
 def stack_name() -> str:
     """The stack's name (STACK_NAME; unset: empty, as it only labels a copy request)."""
     return os.environ.get("STACK_NAME", "").strip()

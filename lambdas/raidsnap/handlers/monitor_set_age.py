@@ -1,4 +1,4 @@
-"""Every few minutes: publish the age of each array's newest complete set (the RPO metric)."""
+"""Every few minutes: the age of each array's newest complete set, here and where it is copied."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from raidsnap import monitoring
-from raidsnap.environment import configured_arrays
+from raidsnap.environment import configured_arrays, copy_destinations
 from raidsnap.handlers._entry import entry
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return monitoring.publish(datetime.now(UTC), configured_arrays())
+    return monitoring.publish(datetime.now(UTC), configured_arrays(), copy_destinations())

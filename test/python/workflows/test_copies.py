@@ -97,6 +97,11 @@ def test_a_set_copied_to_another_region_restores_there_onto_an_instance_there(
     item = manifest_in(west, "db1", set_id)
     assert item is not None and item["status"]["S"] == "taken"
     assert item["source"]["M"]["region"]["S"] == "us-east-1"
+    # ... and the RPO report here counts the copy there from when the set was taken
+    reported = emu.invoke("monitor_set_age", {}).result
+    there = reported["copies"]["db1"][WEST]
+    assert there["newestCopiedSet"] == set_id
+    assert there["ageMinutes"] == reported["arrays"]["db1"]["ageMinutes"]
     # WHEN an instance in us-west-2 is made db1's and the stack there restores db1
     target = launch_instance("db1", f"{WEST}a", region=WEST)
     restore = west.run("restore", {"array": "db1"})
@@ -137,6 +142,9 @@ def test_a_copy_that_errors_leaves_nothing_complete_there_and_fails_the_backup_b
     assert manifest_in(west, "db1", set_id) is None
     # ... nothing of the source was touched
     assert len(ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"]) == 3
+    # ... and the RPO report says no set of db1 is copied there (its alarm fires)
+    there = emu.invoke("monitor_set_age", {}).result["copies"]["db1"][WEST]
+    assert there["newestCopiedSet"] is None and there["ageMinutes"] >= 10 * 365 * 24 * 60
 
 
 def test_a_destination_key_the_copy_cannot_use_fails_the_copy_and_removes_it(
