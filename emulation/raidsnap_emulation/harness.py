@@ -77,8 +77,10 @@ __all__ = [
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "cdk.out" / "raidsnap.template.json"
 EXAMPLE_CONFIG = REPO_ROOT / "config" / "example.yaml"
-# An array whose sets are copied to another Region (config/copies.example.yaml).
+# Arrays whose sets are copied to another Region, and to a backup account
+# (config/copies.example.yaml), and that backup account's stack (backup-account.example.yaml).
 COPIES_CONFIG = REPO_ROOT / "config" / "copies.example.yaml"
+BACKUP_ACCOUNT_CONFIG = REPO_ROOT / "config" / "backup-account.example.yaml"
 
 # What the emulation's own stack's functions see on top of their template environment: its
 # Region, fake keys, and Powertools quiet enough for a person to follow the workflow.
@@ -278,6 +280,7 @@ class Emulation:
         if iam:
             self.double.authorize = self._authorize
             self.double.key_usable = self._key_usable
+        self.double.role_actor = self._role_actor
         # What the stack's alarms and rules do when they fire (publish, invoke), under IAM.
         self.services = Services(self)
         self.state_machines: dict[str, str] = self.own.state_machines
@@ -328,7 +331,22 @@ class Emulation:
         self.double.places.append((account, region))
         peer = Peer(self, stack)
         self.peers.append(peer)
+        # Each stack's IAM knows the roles of the others that a principal of it may assume.
+        stacks = [self.own, *(p.stack for p in self.peers)]
+        for one in stacks:
+            for other in stacks:
+                if other is not one:
+                    one.iam.know_trusts(other.iam.stack.trusts)
         return peer
+
+    def _role_actor(self, role_arn: str) -> str | None:
+        """The stack role (of a deployed stack) whose credentials a client holds."""
+        name = f"role:{role_arn.rsplit('/', 1)[-1]}"
+        account = role_arn.split(":")[4]
+        for stack in [self.own, *(p.stack for p in self.peers)]:
+            if stack.account == account and name in stack.iam.stack.principals:
+                return stack.prefix + name
+        return None
 
     def _iam_of(self, actor: str) -> tuple[Authorizer, str]:
         """The IAM of the stack whose function or state machine ``actor`` is, and its name

@@ -22,6 +22,7 @@ import boto3
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 from moto.iam.models import get_account_id_from
+from moto.sts.models import sts_backends
 
 from raidsnap_emulation.clock import VirtualClock
 from raidsnap_emulation.environ import thread_environ
@@ -153,6 +154,20 @@ class _Where(threading.local):
         self.stack: list[tuple[str, str, str | None]] = []
 
 
+def assumed_role_of(client: BaseClient) -> str | None:
+    """The role whose credentials the client uses, when they come from sts:AssumeRole (moto
+    keeps each assumed role's access key with the role's account)."""
+    credentials = getattr(getattr(client, "_request_signer", None), "_credentials", None)
+    key = getattr(credentials, "access_key", None)
+    if not key:
+        return None
+    for account in list(sts_backends):
+        assumed = sts_backends[account]["aws"].get_assumed_role_from_access_key(key)
+        if assumed is not None:
+            return str(assumed.role_arn)
+    return None
+
+
 def account_of(client: BaseClient) -> str:
     """The account a client acts in, as moto decides it: MOTO_ACCOUNT_ID where set (a function
     of a stack deployed in another account has it in its environment), else the account its
@@ -191,6 +206,9 @@ class DoubleBase:
         self._where = _Where()
         # (account, Region) of every stack deployed besides the emulation's own.
         self.places: list[tuple[str, str]] = []
+        # Who calls with an assumed role's credentials: the role, named as the stack that made
+        # it names its principals (the harness answers), or None for a role of no stack.
+        self.role_actor: Callable[[str], str | None] | None = None
         self.calls: list[Call] = []
 
         # IAM: the emulation authorizes each call a known principal makes, in this one place.

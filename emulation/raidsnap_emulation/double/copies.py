@@ -3,8 +3,10 @@ https://docs.aws.amazon.com/ebs/latest/userguide/ebs-copy-snapshot.html), on the
 
 - the copy is made in the Region the request is sent to, from a completed snapshot of the
   Region it names (SourceRegion), one the caller owns or that is shared with its account
-  (createVolumePermission); a snapshot it cannot see is answered InvalidSnapshot.NotFound, as
-  every EC2 call that names one;
+  (createVolumePermission: "Share an Amazon EBS snapshot"); a snapshot it cannot see is
+  answered InvalidSnapshot.NotFound ("The specified snapshot does not exist", EC2 API error
+  codes), as every EC2 call that names one; a shared snapshot's tags are its owner's and are not
+  shown to the account it is shared with (DescribeSnapshots below leaves them out);
 - it is pending, with progress, for ``copy_seconds``, then completed;
 - "There is a limit of 20 concurrent snapshot copy requests per destination Region. If you exceed
   this quota, you receive a ResourceLimitExceeded error" (Considerations);
@@ -25,8 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from moto.ec2.models import ec2_backends
+from moto.ec2.models.elastic_block_store import Snapshot
+from moto.ec2.utils import random_snapshot_id
+
 from raidsnap_emulation.clock import VirtualClock
-from raidsnap_emulation.double.base import Answer, AwsError, Params
+from raidsnap_emulation.double.base import DEFAULT_ACCOUNT, Answer, AwsError, Params
 from raidsnap_emulation.double.ec2 import Ec2, _Snapshot
 
 COPY_LIMIT = 20
@@ -83,20 +89,97 @@ class Copies(Ec2):
             and self._snapshot_state(snap, now)[0] == "pending"
         )
 
-    def _source(self, params: Params) -> dict[str, Any]:
+    def shared_snapshot(self, snapshot_id: str, region: str) -> tuple[str, dict[str, Any]] | None:
+        """Another account's snapshot in ``region`` that is shared with the caller's account
+        (its createVolumePermission names the account, or all): (owner, the snapshot as the
+        caller sees it). A shared snapshot's tags are its owner's and are not shown."""
+        me = self.account
+        for owner in dict.fromkeys([DEFAULT_ACCOUNT, *(a for a, _ in self.places)]):
+            if owner == me:
+                continue
+            with self.calls_in(region, owner):
+                try:
+                    raw = self._moto_snapshot(snapshot_id)
+                except (AwsError, IndexError):
+                    continue
+                permissions = self._moto(
+                    "ec2",
+                    "DescribeSnapshotAttribute",
+                    {"SnapshotId": snapshot_id, "Attribute": "createVolumePermission"},
+                )["CreateVolumePermissions"]
+                if not any(p.get("UserId") == me or p.get("Group") == "all" for p in permissions):
+                    return None
+                view = self._snapshot_view(raw)
+            view.pop("Tags", None)
+            return owner, view
+        return None
+
+    def _describe_snapshots(self, params: Params) -> Answer:
+        """DescribeSnapshots, with the snapshots of another account (OwnerIds) shared with the
+        caller's among those it names by id (moto shows one account's only)."""
+        answer = super()._describe_snapshots(params)
+        others = {
+            o for o in params.get("OwnerIds", []) if o not in ("self", "amazon", self.account)
+        }
+        filters = params.get("Filters", [])
+        ids = list(params.get("SnapshotIds", [])) + [
+            v for f in filters if f.get("Name") == "snapshot-id" for v in f.get("Values", [])
+        ]
+        # A filter on anything but the id or the state matches no shared snapshot's hidden tags.
+        if not others or not ids or params.get("NextToken"):
+            return answer
+        if any(f.get("Name") not in ("snapshot-id", "status") for f in filters):
+            return answer
+        states = [v for f in filters if f.get("Name") == "status" for v in f.get("Values", [])]
+        for snapshot_id in ids:
+            shared = self.shared_snapshot(snapshot_id, self.region)
+            if shared and shared[0] in others and (not states or shared[1]["State"] in states):
+                answer["Snapshots"].append(shared[1])
+        return answer
+
+    def _source(self, params: Params) -> tuple[str, dict[str, Any]]:
+        """The snapshot to copy, and its owner: the caller's own, or one shared with it."""
         source_id, source_region = params["SourceSnapshotId"], params["SourceRegion"]
-        with self.calls_in(source_region, self.account):
-            source = self._snapshot_view(self._moto_snapshot(source_id))
+        try:
+            with self.calls_in(source_region, self.account):
+                found = (self.account, self._snapshot_view(self._moto_snapshot(source_id)))
+        except (AwsError, IndexError):
+            shared = self.shared_snapshot(source_id, source_region)
+            if shared is None:
+                raise AwsError(
+                    "InvalidSnapshot.NotFound", f"The snapshot '{source_id}' does not exist."
+                ) from None
+            found = shared
+        owner, source = found
         if source.get("State") != "completed":
             raise AwsError(
                 "IncorrectState",
                 f"Snapshot '{source_id}' is in state '{source.get('State')}', not 'completed'.",
             )
-        return source
+        return owner, source
+
+    def _copy_across(self, owner: str, params: Params, tags: list[dict[str, str]]) -> str:
+        """A copy of another account's snapshot, made in the caller's account (moto 5.2.5 copies
+        within one account only: the copy is made in its backend directly)."""
+        source = ec2_backends[owner][params["SourceRegion"]].get_snapshot(
+            params["SourceSnapshotId"]
+        )
+        here = ec2_backends[self.account][self.region]
+        copy = Snapshot(
+            here,
+            random_snapshot_id(),
+            volume=source.volume,
+            description=params.get("Description", ""),
+            encrypted=source.encrypted,
+            kms_key_id=params.get("KmsKeyId"),
+        )
+        here.snapshots[copy.id] = copy
+        copy.add_tags({t["Key"]: t["Value"] for t in tags})
+        return str(copy.id)
 
     def _copy_snapshot(self, params: Params) -> Answer:
         now, here, account = self.clock.now(), self.region, self.account
-        source = self._source(params)
+        owner, source = self._source(params)
         if self.copies_under_way(here, account) >= COPY_LIMIT:
             raise AwsError(
                 COPY_LIMIT_ERROR,
@@ -104,9 +187,17 @@ class Copies(Ec2):
                 f"{here}. Retry after some of them complete.",
             )
         key = params.get("KmsKeyId")
-        request = {k: v for k, v in params.items() if k not in ("Encrypted", "DryRun")}
-        answer = self._moto("ec2", "CopySnapshot", request)
-        copy_id = str(answer["SnapshotId"])
+        tags = [
+            t
+            for spec in params.get("TagSpecifications", [])
+            if spec.get("ResourceType") == "snapshot"
+            for t in spec.get("Tags", [])
+        ]
+        if owner == account:
+            request = {k: v for k, v in params.items() if k not in ("Encrypted", "DryRun")}
+            copy_id = str(self._moto("ec2", "CopySnapshot", request)["SnapshotId"])
+        else:
+            copy_id = self._copy_across(owner, params, tags)
         failure = self._failing_copy_sources.get(
             source["SnapshotId"], self._failing_copy_sources.get(str(source.get("VolumeId")))
         )
@@ -129,4 +220,4 @@ class Copies(Ec2):
             here,
             account,
         )
-        return {"SnapshotId": copy_id, "Tags": answer.get("Tags", [])}
+        return {"SnapshotId": copy_id, "Tags": tags}

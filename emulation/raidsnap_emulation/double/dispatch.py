@@ -23,6 +23,7 @@ from raidsnap_emulation.double.base import (
     Params,
     _actor,
     account_of,
+    assumed_role_of,
 )
 from raidsnap_emulation.double.copies import Copies
 from raidsnap_emulation.double.faults import Faults
@@ -77,13 +78,17 @@ class AwsDouble(Ssm, Health, States, Copies, Faults):
     def _dispatch(self, client: BaseClient, operation: str, params: Params) -> Answer:
         region = client.meta.region_name or self.default_region
         actor = _actor.name or getattr(client, ACTOR_ATTRIBUTE, None)
+        role = assumed_role_of(client)
+        if role is not None and self.role_actor is not None:
+            # Calls made with a role's credentials are that role's, whoever holds them.
+            actor = self.role_actor(role) or actor
         with self.calls_in(region, account_of(client), actor):
             return self._dispatch_here(client, operation, params)
 
     def _dispatch_here(self, client: BaseClient, operation: str, params: Params) -> Answer:
         service: str = client.meta.service_model.service_name
         recorded = copy.copy(params)
-        actor = _actor.name or getattr(client, ACTOR_ATTRIBUTE, None)
+        actor = self.actor
         if self.authorize is not None and actor is not None:
             try:
                 with self._lock:

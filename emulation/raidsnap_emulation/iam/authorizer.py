@@ -111,6 +111,8 @@ class _State:
     def __init__(self, double: AwsDouble, stack: stack_policies.StackPolicies) -> None:
         self.double = double
         self.stack = stack
+        # Trust policies of roles of every stack deployed (a role another account assumes).
+        self.trusts: dict[str, list[Statement]] = {}
 
     @property
     def region(self) -> str:
@@ -153,6 +155,9 @@ class _State:
     def resource_policy(self, arn: str) -> str | None:
         if arn in self.stack.policies.resource:
             return arn
+        if arn in self.trusts:
+            self.stack.policies.resource[arn] = self.trusts[arn]
+            return arn
         if arn.startswith("arn:aws:kms:"):
             return self._moto_key_policy(arn)
         return None
@@ -184,9 +189,15 @@ class Authorizer:
         self.template = template
         self.stack = stack_policies.load(template)
         self.double = double
-        self.builder = Builder(_State(double, self.stack))
+        self.state = _State(double, self.stack)
+        self.builder = Builder(self.state)
         self.decisions: list[Decision] = []
         self._lock = threading.Lock()
+
+    def know_trusts(self, trusts: Mapping[str, list[Statement]]) -> None:
+        """The trust policies of roles of other stacks (of other accounts), which a role of
+        this stack may be allowed to assume."""
+        self.state.trusts.update(trusts)
 
     @property
     def policies(self) -> PolicySet:

@@ -117,6 +117,8 @@ class Builder:
         self._ops: dict[tuple[str, str], Callable[[sar.ActionModel, Params], list[_Target]]] = {
             ("ec2", "CreateSnapshots"): self._create_snapshots,
             ("ec2", "CopySnapshot"): self._copy_snapshot,
+            ("ec2", "ModifySnapshotAttribute"): self._snapshot_attribute,
+            ("sts", "AssumeRole"): self._role,
             ("ec2", "CreateVolume"): self._create_volume,
             ("ec2", "AttachVolume"): self._attach_volume,
             ("ec2", "DetachVolume"): self._detach_volume,
@@ -370,6 +372,23 @@ class Builder:
             copy_keys["ec2:ParentSnapshot"] = (targets[0].arn,)
         copy_arn = self._arn(model, "snapshot", SnapshotId="*")
         return [_Target("snapshot", copy_arn, copy_keys), *targets]
+
+    def _snapshot_attribute(self, model: sar.ActionModel, params: Params) -> list[_Target]:
+        """ModifySnapshotAttribute names the accounts it adds to or removes from the snapshot's
+        createVolumePermission: ec2:Add/userId or ec2:Remove/userId (Service Authorization
+        Reference, ec2:ModifySnapshotAttribute)."""
+        found = self._snapshot(model, str(params["SnapshotId"]))
+        if found is None:
+            return []
+        users = tuple(str(u) for u in params.get("UserIds") or [])
+        keys = dict(found.keys)
+        operation = params.get("OperationType")
+        if operation in ("add", "remove") and users:
+            keys[f"ec2:{operation.capitalize()}/userId"] = users
+        return [_Target("snapshot", found.arn, keys)]
+
+    def _role(self, model: sar.ActionModel, params: Params) -> list[_Target]:
+        return [_Target("role", str(params["RoleArn"]), {})]
 
     def _create_volume(self, model: sar.ActionModel, params: Params) -> list[_Target]:
         snapshot = None
