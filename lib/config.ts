@@ -13,6 +13,9 @@ export interface RaidsnapConfig {
   readonly notifications: NotificationsConfig;
   /** Unset: no tag protection policy is made. */
   readonly tagProtection?: TagProtectionConfig;
+  /** Accounts whose raidsnap stacks may have this one copy their sets here (this stack is
+   * their backup account's): their stacks start copies as this stack's copy-requests role. */
+  readonly acceptCopiesFrom: readonly string[];
 }
 
 /** The managed policy that keeps raidsnap:* tags to raidsnap and its administrators. */
@@ -369,12 +372,22 @@ function parseTagProtection(raw: unknown): TagProtectionConfig | undefined {
   };
 }
 
+function parseAcceptCopiesFrom(raw: unknown): string[] {
+  if (raw === undefined) return [];
+  if (!Array.isArray(raw)) throw new ConfigError('acceptCopiesFrom', 'must be a list of 12-digit account ids');
+  const accounts = raw.map((a, i) => matching(a, `acceptCopiesFrom[${i}]`, /^\d{12}$/, 'a 12-digit account id (quoted in YAML)'));
+  accounts.forEach((a, i) => {
+    if (accounts.indexOf(a) !== i) throw new ConfigError(`acceptCopiesFrom[${i}]`, `names ${a} twice`);
+  });
+  return accounts;
+}
+
 export function parseConfig(raw: unknown): RaidsnapConfig {
   if (raw === undefined || raw === null) {
-    return { defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] } };
+    return { defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] }, acceptCopiesFrom: [] };
   }
   if (!isObject(raw)) throw new ConfigError('(top level)', 'must be a mapping');
-  only(raw, '(top level)', ['defaults', 'arrays', 'notifications', 'tagProtection']);
+  only(raw, '(top level)', ['defaults', 'arrays', 'notifications', 'tagProtection', 'acceptCopiesFrom']);
   const defaults = parseDefaults(raw.defaults);
   const arrays: Record<string, ArrayConfig> = {};
   if (raw.arrays !== undefined) {
@@ -384,7 +397,10 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
     }
   }
   const tagProtection = parseTagProtection(raw.tagProtection);
-  return { defaults, arrays, notifications: parseNotifications(raw.notifications), ...(tagProtection ? { tagProtection } : {}) };
+  return {
+    defaults, arrays, notifications: parseNotifications(raw.notifications),
+    ...(tagProtection ? { tagProtection } : {}), acceptCopiesFrom: parseAcceptCopiesFrom(raw.acceptCopiesFrom),
+  };
 }
 
 /** Read the config file named by the `config` context value; no file means no config. */

@@ -6,7 +6,7 @@ import { EXAMPLE_CONFIG } from './helpers';
 
 describe('config', () => {
   test('no file means built-in defaults and no arrays', () => {
-    expect(loadConfig(undefined)).toEqual({ defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] } });
+    expect(loadConfig(undefined)).toEqual({ defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] }, acceptCopiesFrom: [] });
   });
 
   test('the example config parses with per-array values and inherited defaults', () => {
@@ -98,6 +98,9 @@ describe('config', () => {
       kmsKeyArn: 'arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab' }] } } }, 'arrays.db1.copies[0].kmsKeyArn'],
     [{ arrays: { db1: { copies: [{ region: 'us-west-2', stackName: 'raidsnap backup' }] } } }, 'arrays.db1.copies[0].stackName'],
     [{ arrays: { db1: { copies: [{ region: 'us-west-2', vault: 'x' }] } } }, 'arrays.db1.copies[0].vault'],
+    [{ acceptCopiesFrom: '123456789012' }, 'acceptCopiesFrom'],
+    [{ acceptCopiesFrom: [123456789012] }, 'acceptCopiesFrom[0]'],
+    [{ acceptCopiesFrom: ['123456789012', '123456789012'] }, 'acceptCopiesFrom[1]'],
   ])('%j is refused naming %s', (raw, field) => {
     expect(() => parseConfig(raw)).toThrow(ConfigError);
     try {

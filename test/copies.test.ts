@@ -163,6 +163,46 @@ describe('copies to other Regions and accounts', () => {
     expect(text(plainDashboard.Properties.DashboardBody)).not.toContain('NewestCopiedSetAgeMinutes');
   });
 
+  test('a set is shared only with the backup accounts, only a set\'s snapshots, and shared no more once copied', () => {
+    expect(granted(plain.template, 'backup_copies', 'ec2:ModifySnapshotAttribute')).toEqual([]);
+    const shares = granted(copied.template, 'backup_copies', 'ec2:ModifySnapshotAttribute');
+    const ofSets = { 'aws:ResourceTag/raidsnap:array': '*', 'aws:ResourceTag/raidsnap:set-id': '*' };
+    expect(shares).toEqual([
+      { resources: ['arn:<AWS::Partition>:ec2:eu-west-1::snapshot/*'],
+        condition: { StringLike: ofSets, StringEquals: { 'ec2:Add/userId': ['222233334444'] } } },
+      { resources: ['arn:<AWS::Partition>:ec2:eu-west-1::snapshot/*'],
+        condition: { StringLike: ofSets, StringEquals: { 'ec2:Remove/userId': ['222233334444'] } } },
+    ]);
+  });
+
+  test('a backup account\'s stack lets the accounts it accepts start and follow copies there, and nothing else', () => {
+    const vault = synth(configFile({ acceptCopiesFrom: ['111122223333'] }));
+    const roles = Object.values(resourcesOf(vault.template, 'AWS::IAM::Role'))
+      .filter((r) => r.Properties.RoleName === 'raidsnap-copy-requests');
+    expect(roles).toHaveLength(1);
+    expect(roles[0].Properties.AssumeRolePolicyDocument.Statement.map((st: any) => [st.Action, text(st.Principal.AWS)]))
+      .toEqual([['sts:AssumeRole', 'arn:<AWS::Partition>:iam::111122223333:root']]);
+    const [roleId] = Object.entries(resourcesOf(vault.template, 'AWS::IAM::Role'))
+      .find(([, r]) => r.Properties.RoleName === 'raidsnap-copy-requests')!;
+    const statements = Object.values(resourcesOf(vault.template, 'AWS::IAM::Policy'))
+      .filter((pol) => (pol.Properties.Roles as Array<{ Ref: string }>).some((r) => r.Ref === roleId))
+      .flatMap((pol) => pol.Properties.PolicyDocument.Statement);
+    expect(statements.map((st: any) => [st.Action, text(st.Resource)])).toEqual([
+      ['states:StartExecution', 'arn:<AWS::Partition>:states:eu-west-1:123456789012:stateMachine:raidsnap-copy'],
+      ['states:DescribeExecution', 'arn:<AWS::Partition>:states:eu-west-1:123456789012:execution:raidsnap-copy:*'],
+    ]);
+    // Its copies may come from that account's snapshots, encrypted with that account's keys.
+    const sources = granted(vault.template, 'copy_progress', 'ec2:CopySnapshot')[1];
+    expect(sources.condition).toEqual({ StringEquals: { 'ec2:Owner': ['123456789012', '111122223333'] } });
+    const keys = statementsOf(vault.template, 'copy_progress')
+      .filter((st) => ([] as string[]).concat(st.Action).includes('kms:Decrypt') && st.Condition?.StringLike);
+    expect(([] as unknown[]).concat(keys[0].Resource).map(text))
+      .toEqual(['arn:<AWS::Partition>:kms:*:123456789012:key/*', 'arn:<AWS::Partition>:kms:*:111122223333:key/*']);
+    // A stack that accepts no copies has no such role.
+    expect(Object.values(resourcesOf(plain.template, 'AWS::IAM::Role')).filter((r) => r.Properties.RoleName === 'raidsnap-copy-requests'))
+      .toEqual([]);
+  });
+
   test('a copy to the stack\'s own Region of its own account is refused at synth', () => {
     const app = new App({ context: { 'aws:cdk:disable-asset-staging': true } });
     const config = parseConfig({ arrays: { db1: { copies: [{ region: 'eu-west-1' }] } } });

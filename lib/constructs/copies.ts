@@ -1,4 +1,4 @@
-import { Duration, Stack, Token } from 'aws-cdk-lib';
+import { CfnOutput, Duration, Stack, Token } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
@@ -76,6 +76,22 @@ export function handOverStatements(scope: IConstruct, arrays: readonly ArrayConf
   }
   const roles = [...new Set(copies.map((c) => c.roleArn).filter((r): r is string => Boolean(r)))];
   if (roles.length) statements.push(new iam.PolicyStatement({ actions: ['sts:AssumeRole'], resources: roles }));
+  const accounts = [...new Set(copies.map((c) => c.account).filter((a): a is string => Boolean(a) && a !== stack.account))];
+  if (accounts.length) {
+    // Share a set's snapshots with the backup accounts, and stop sharing them once copied
+    // (ModifySnapshotAttribute, createVolumePermission): only snapshots of raidsnap sets, and
+    // only with those accounts (ec2:Add/userId, ec2:Remove/userId: Service Authorization
+    // Reference, ec2:ModifySnapshotAttribute).
+    const snapshots = [`arn:${stack.partition}:ec2:${stack.region}::snapshot/*`];
+    const ofSets = { [`aws:ResourceTag/${ARRAY_TAG}`]: '*', [`aws:ResourceTag/${SET_ID_TAG}`]: '*' };
+    for (const key of ['ec2:Add/userId', 'ec2:Remove/userId']) {
+      statements.push(new iam.PolicyStatement({
+        actions: ['ec2:ModifySnapshotAttribute'],
+        resources: snapshots,
+        conditions: { StringLike: ofSets, StringEquals: { [key]: accounts } },
+      }));
+    }
+  }
   return statements;
 }
 
@@ -96,6 +112,14 @@ export interface CopyWorkflowProps {
   readonly factory: FunctionFactory;
   readonly sets: SnapshotSets;
   readonly lock: RestoreLock;
+  /** Accounts whose stacks may have this one copy their sets (acceptCopiesFrom). */
+  readonly sourceAccounts?: readonly string[];
+}
+
+/** The role a source stack of another account assumes to start a copy here: named, so that
+ * its config can name it (copies[].roleArn). */
+export function copyRequestsRoleName(stackName: string): string {
+  return `${stackName}-copy-requests`;
 }
 
 // A first copy to a Region is a full copy; the run's own limit (raidsnap.workflows.copy.progress
@@ -109,11 +133,14 @@ export class CopyWorkflow extends Construct {
   readonly stateMachine: sfn.StateMachine;
   readonly stateMachineName: string;
   readonly functions: Record<string, lambda.Function>;
+  /** The role source accounts assume to start copies here (with acceptCopiesFrom only). */
+  readonly requestsRole?: iam.Role;
 
   constructor(scope: Construct, id: string, props: CopyWorkflowProps) {
     super(scope, id);
     const stack = Stack.of(this);
     const p = new Permissions(this);
+    const sources = (props.sourceAccounts ?? []).filter((a) => a !== stack.account);
     this.stateMachineName = copyWorkflowName(stack.stackName);
     const executions = `arn:${stack.partition}:states:${stack.region}:${stack.account}:execution:${this.stateMachineName}:*`;
     const copiesHere = `arn:${stack.partition}:ec2:${stack.region}::snapshot/*`;
@@ -132,13 +159,14 @@ export class CopyWorkflow extends Construct {
           },
         },
       }),
-      // The source, in any Region (where the set was taken): a snapshot of this account. For
-      // CopySnapshot the reference lists no aws:ResourceTag key on the snapshot (only
-      // aws:RequestTag, aws:TagKeys and ec2:* keys such as ec2:Owner), so its owner scopes it.
+      // The source, in any Region (where the set was taken): a snapshot of this account or of
+      // an account it accepts copies from. For CopySnapshot the reference lists no
+      // aws:ResourceTag key on the snapshot (only aws:RequestTag, aws:TagKeys and ec2:* keys such
+      // as ec2:Owner), so its owner scopes it.
       new iam.PolicyStatement({
         actions: ['ec2:CopySnapshot'],
         resources: [`arn:${stack.partition}:ec2:*::snapshot/*`],
-        conditions: { StringEquals: { 'ec2:Owner': [stack.account] } },
+        conditions: { StringEquals: { 'ec2:Owner': [stack.account, ...sources] } },
       }),
       new iam.PolicyStatement({
         actions: ['ec2:CreateTags'],
@@ -187,7 +215,7 @@ export class CopyWorkflow extends Construct {
     ];
     const environment = { RESTORE_LOCK_TABLE: props.lock.table.tableName };
     this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment })));
-    this.encryptedCopies(this.functions.CopyProgress);
+    this.encryptedCopies(this.functions.CopyProgress, sources);
     const f = this.functions;
     this.stateMachine = new Workflow(this, 'Workflow', {
       definitionFile: 'copy.asl.json',
@@ -201,6 +229,34 @@ export class CopyWorkflow extends Construct {
       },
     }).stateMachine;
     (this.stateMachine.node.defaultChild as sfn.CfnStateMachine).stateMachineName = this.stateMachineName;
+    if (sources.length) this.requestsRole = this.acceptRequests(sources, executions);
+  }
+
+  /** The role the source accounts' stacks assume to start a copy here and follow it, and
+   * nothing else: it can neither read nor delete anything of this account. Trusted by those
+   * accounts (their own IAM decides who may assume it: their stacks' copy step). */
+  private acceptRequests(sources: readonly string[], executions: string): iam.Role {
+    const stack = Stack.of(this);
+    const role = new iam.Role(this, 'Requests', {
+      roleName: copyRequestsRoleName(stack.stackName),
+      assumedBy: new iam.CompositePrincipal(...sources.map((a) => new iam.AccountPrincipal(a))),
+      description: 'raidsnap: lets the source accounts\' raidsnap stacks start and follow copies of their sets into this account',
+    });
+    role.addToPolicy(new iam.PolicyStatement({
+      actions: ['states:StartExecution'],
+      resources: [`arn:${stack.partition}:states:${stack.region}:${stack.account}:stateMachine:${this.stateMachineName}`],
+    }));
+    role.addToPolicy(new iam.PolicyStatement({ actions: ['states:DescribeExecution'], resources: [executions] }));
+    const policy = role.node.tryFindChild('DefaultPolicy');
+    if (policy) {
+      acknowledge(policy, `AwsSolutions-IAM5[Resource::${nagPattern(executions)}]`,
+        'DescribeExecution of this stack\'s copy workflow only: a copy run is known only once started');
+    }
+    new CfnOutput(this, 'RequestsRoleArn', {
+      description: 'raidsnap: the roleArn a source account\'s config names for copies into this account (arrays.<name>.copies[].roleArn)',
+      value: role.roleArn,
+    });
+    return role;
   }
 
   /** A copy encrypted with a customer managed key (the request's kmsKeyId, or the source's key
@@ -209,23 +265,26 @@ export class CopyWorkflow extends Construct {
    * lists what a copier needs of the key: DescribeKey, CreateGrant, GenerateDataKey*,
    * ReEncrypt*, Decrypt). Only through EC2 (kms:ViaService), on keys of this account: the copy's
    * key is in this Region, the source's in the Region the set was taken in. */
-  private encryptedCopies(fn: lambda.Function): void {
+  private encryptedCopies(fn: lambda.Function, sources: readonly string[]): void {
     const stack = Stack.of(this);
-    const keys = `arn:${stack.partition}:kms:*:${stack.account}:key/*`;
+    // A shared snapshot's key is its owner's, which that account's key policy must let this
+    // account use ("Share the KMS key used to encrypt a shared Amazon EBS snapshot").
+    const keys = [stack.account, ...sources].map((a) => `arn:${stack.partition}:kms:*:${a}:key/*`);
     const viaEc2 = { 'kms:ViaService': 'ec2.*.amazonaws.com' };
     fn.addToRolePolicy(new iam.PolicyStatement({
       actions: ['kms:Decrypt', 'kms:DescribeKey', 'kms:GenerateDataKeyWithoutPlaintext', 'kms:ReEncryptFrom', 'kms:ReEncryptTo'],
-      resources: [keys],
+      resources: keys,
       conditions: { StringLike: viaEc2 },
     }));
     fn.addToRolePolicy(new iam.PolicyStatement({
       actions: ['kms:CreateGrant'],
-      resources: [keys],
+      resources: keys,
       conditions: { StringLike: viaEc2, Bool: { 'kms:GrantIsForAWSResource': 'true' } },
     }));
     const policy = fn.role?.node.tryFindChild('DefaultPolicy');
-    if (policy) {
-      acknowledge(policy, `AwsSolutions-IAM5[Resource::${nagPattern(keys)}]`,
+    for (const pattern of keys) {
+      if (!policy) break;
+      acknowledge(policy, `AwsSolutions-IAM5[Resource::${nagPattern(pattern)}]`,
         'the copies\' and the sources\' keys are the operator\'s and unknown at deploy time; use is limited by condition to EC2 (kms:ViaService) and grants to those EC2 makes for AWS resources');
     }
   }

@@ -11,9 +11,23 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
-from raidsnap_emulation.harness import COPIES_CONFIG, Emulation, Peer, synthesize
-from raidsnap_emulation.world import ArrayFixture, launch_instance, make_array, sets_of, tags_of
+from raidsnap_emulation.harness import (
+    BACKUP_ACCOUNT_CONFIG,
+    COPIES_CONFIG,
+    Emulation,
+    Peer,
+    synthesize,
+)
+from raidsnap_emulation.world import (
+    ArrayFixture,
+    HeldStep,
+    launch_instance,
+    make_array,
+    sets_of,
+    tags_of,
+)
 
 WEST = "us-west-2"
 
@@ -267,3 +281,136 @@ def test_copies_there_keep_their_own_retention_and_the_source_its_own(
     assert manifest_in(west, "db1", set_ids[1]) is None
     (last,) = [r for r in copy_runs(west) if r.input["setId"] == set_ids[-1]]
     assert last.output["retention"]["deletedSets"] == [set_ids[1]]
+
+
+# ---------------------------------------------------------------------- a backup account
+
+BACKUP_ACCOUNT = "222233334444"
+VAULT = f"{BACKUP_ACCOUNT}/{WEST}"
+REQUESTS_ROLE = f"arn:aws:iam::{BACKUP_ACCOUNT}:role/raidsnap-copy-requests"
+
+
+@pytest.fixture(scope="module")
+def vault_template() -> Path:
+    return synthesize(config=BACKUP_ACCOUNT_CONFIG)
+
+
+@pytest.fixture
+def vault(copies_template: Path, vault_template: Path) -> Iterator[tuple[Emulation, Peer]]:
+    """db2's stack (its config copies db2 to us-west-2 of the backup account) and the backup
+    account's stack there (it accepts copies from db2's account)."""
+    with Emulation(copies_template) as emu:
+        yield emu, emu.deploy(WEST, BACKUP_ACCOUNT, template=vault_template)
+
+
+def shared_with(snapshot_id: str) -> list[str]:
+    answer = boto3.client("ec2").describe_snapshot_attribute(
+        SnapshotId=snapshot_id, Attribute="createVolumePermission"
+    )
+    return [p["UserId"] for p in answer["CreateVolumePermissions"] if "UserId" in p]
+
+
+def test_a_set_copied_to_a_backup_account_is_its_own_there_and_restores_there(
+    vault: tuple[Emulation, Peer],
+) -> None:
+    emu, backup = vault
+    fx = make_array(emu.hosts, "db2", 2)
+    # WHEN db2 is backed up
+    run = backed_up_and_copied(emu, fx)
+    set_id = run.output["setId"]
+    # THEN its snapshots were shared with the backup account for the copy, and no longer are
+    assert run.output["copies"][VAULT]["status"] == "copied"
+    sources = sets_of("db2")[set_id]
+    shares = [c for c in emu.double.calls if c.operation == "ModifySnapshotAttribute" and c.applied]
+    assert {(c.params["OperationType"], c.params["UserIds"][0]) for c in shares} == {
+        ("add", BACKUP_ACCOUNT),
+        ("remove", BACKUP_ACCOUNT),
+    }
+    assert all(shared_with(str(s["SnapshotId"])) == [] for s in sources)
+    # ... the copies belong to the backup account, are recorded there, and the copy was started
+    # there as its copy-requests role (assumed by the copy step here)
+    copies = copies_in(backup, set_id)
+    assert len(copies) == 2 and {c["OwnerId"] for c in copies} == {BACKUP_ACCOUNT}
+    assert {tags_of(c)["raidsnap:source-account"] for c in copies} == {"123456789012"}
+    assert manifest_in(backup, "db2", set_id) is not None
+    starts = [c for c in emu.double.calls if c.operation == "StartExecution" and c.applied]
+    assert [c.actor for c in starts if "raidsnap-copy" in c.params["stateMachineArn"]] == [
+        f"{BACKUP_ACCOUNT}/{WEST}/role:raidsnap-copy-requests"
+    ]
+    # ... and the backup account's stack restores it onto an instance there
+    with backup.inside():
+        target = launch_instance("db2", f"{WEST}a", region=WEST)
+    restore = backup.run("restore", {"array": "db2"})
+    assert restore.status == "SUCCEEDED", f"{restore.error}: {restore.cause}"
+    assert restore.output["setId"] == set_id and restore.output["targetInstanceId"] == target
+
+
+def test_the_source_account_can_start_copies_there_but_not_delete_one(
+    vault: tuple[Emulation, Peer],
+) -> None:
+    emu, backup = vault
+    fx = make_array(emu.hosts, "db2", 2)
+    set_id = backed_up_and_copied(emu, fx).output["setId"]
+    (copy, *_) = copies_in(backup, set_id)
+    # WHEN someone of the source account assumes the role its stack uses there and deletes a copy
+    credentials = boto3.client("sts").assume_role(RoleArn=REQUESTS_ROLE, RoleSessionName="someone")[
+        "Credentials"
+    ]
+    ec2 = boto3.client(
+        "ec2",
+        region_name=WEST,
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+    )
+    with pytest.raises(ClientError) as denied:
+        ec2.delete_snapshot(SnapshotId=copy["SnapshotId"])
+    # THEN the backup account refuses it, and the copy stays
+    assert denied.value.response["Error"]["Code"] == "UnauthorizedOperation"
+    assert len(copies_in(backup, set_id)) == 2
+
+
+def test_a_copy_of_a_set_not_shared_with_the_backup_account_fails_and_copies_nothing(
+    vault: tuple[Emulation, Peer],
+) -> None:
+    emu, backup = vault
+    fx = make_array(emu.hosts, "db2", 2)
+    # GIVEN a set of db2 whose copy was handed over, and whose snapshots were not shared (the
+    # share was taken back, or never made)
+    run = backed_up_and_copied(emu, fx)
+    (done,) = copy_runs(backup)
+    request = done.input
+    for snapshot in sets_of("db2")[run.output["setId"]]:
+        assert shared_with(str(snapshot["SnapshotId"])) == []
+    # WHEN the copy of such a set is asked for (as a new set id: the first one is copied)
+    request["setId"] = request["setId"] + "-again"
+    again = backup.run("copy", request)
+    # THEN it fails by name, saying the snapshots are not shared with the backup account
+    assert (again.status, again.error) == ("FAILED", "SnapshotSetNotFound"), again.cause
+    assert "not shared with this account" in (again.cause or "")
+    assert copies_in(backup, request["setId"]) == []
+    assert manifest_in(backup, "db2", request["setId"]) is None
+
+
+def test_retention_here_keeps_a_set_while_it_is_being_copied(two: tuple[Emulation, Peer]) -> None:
+    emu, _ = two
+    fx = make_array(emu.hosts, "db1", 2)
+    # GIVEN db1's first set is still being copied (its copy run there has not ended)
+    held = HeldStep(emu, "copy_finish")
+    first = emu.start("backup", {"array": "db1"})
+    held.wait()
+    # WHEN three more sets are taken meanwhile (db1 keeps 3 here)
+    later = []
+    for _ in range(3):
+        emu.clock.advance(3600)
+        later.append(backed_up_and_copied(emu, fx))
+    # THEN the first set is kept while its copy runs
+    (first_id,) = set(sets_of("db1")) - {r.output["setId"] for r in later}
+    assert later[-1].output["retention"]["deletedSets"] == []
+    assert first_id in later[-1].output["retention"]["keptSets"]
+    # ... and once its copy ended, the next backup's retention lets it go
+    held.release()
+    assert emu.wait(first).status == "SUCCEEDED"
+    emu.clock.advance(3600)
+    deleted = backed_up_and_copied(emu, fx).output["retention"]["deletedSets"]
+    assert deleted == [first_id, later[0].output["setId"]]

@@ -31,6 +31,7 @@ from test_sweeper_user_arrays import fail_look_at_assemble
 
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import (
+    BACKUP_ACCOUNT_CONFIG,
     COPIES_CONFIG,
     EXAMPLE_CONFIG,
     Emulation,
@@ -620,12 +621,26 @@ def _scenario_copies_encrypted_with_a_key_there(emu: Emulation) -> None:
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
 
 
-# Run on the stack synthesized with config/copies.example.yaml (db1 copied to us-west-2), with
-# the stack without a config deployed in us-west-2.
+def _scenario_copies_to_a_backup_account_restored_there(emu: Emulation) -> None:
+    # db2 is copied to us-west-2 of the backup account, whose stack accepts copies from here:
+    # the snapshots are shared, the copy started there as its copy-requests role, then unshared.
+    vault = emu.deploy(WEST, "222233334444", template=synthesize(config=BACKUP_ACCOUNT_CONFIG))
+    make_array(emu.hosts, "db2", 2)
+    run = emu.run("backup", {"array": "db2"})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    with vault.inside():
+        launch_instance("db2", f"{WEST}a", region=WEST)
+    restore = vault.run("restore", {"array": "db2"})
+    assert restore.status == "SUCCEEDED", f"{restore.error}: {restore.cause}"
+
+
+# Run on the stack synthesized with config/copies.example.yaml (db1 copied to us-west-2, db2 to a
+# backup account), with the stacks deployed there.
 COPY_SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_copies_to_another_region_kept_there_and_restored_there,
     _scenario_a_failed_copy_removes_the_copies_it_made,
     _scenario_copies_encrypted_with_a_key_there,
+    _scenario_copies_to_a_backup_account_restored_there,
 ]
 
 # Conditioned grants no scenario can need, each with the reason.
