@@ -27,6 +27,21 @@ def run_name(set_id: str, source: str) -> str:
     return f"{_NAME_CHARS.sub('_', set_id)[:63]}-{digest}"
 
 
+# What makes a copy impossible to start there, whatever the retries: no stack there (or another
+# name), a role this stack may not assume, or one that may not start it.
+_NOT_STARTED = frozenset(
+    {"StateMachineDoesNotExist", "AccessDenied", "AccessDeniedException", "InvalidArn"}
+)
+
+
+class NotStartedError(Exception):
+    """The destination's copy workflow could not be started (its code and EC2's message)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
 def _states(destination: CopyDestination, session: str) -> Any:
     if destination.role_arn:
         return clients.in_account(
@@ -38,13 +53,16 @@ def _states(destination: CopyDestination, session: str) -> Any:
 def start(destination: CopyDestination, name: str, request: str) -> str:
     """Start the destination's copy workflow with ``request`` (JSON); its execution ARN. Started
     before (a retried step): the run of that name, whether it still runs or has ended."""
-    states = _states(destination, name)
     try:
-        answer = states.start_execution(
+        answer = _states(destination, name).start_execution(
             stateMachineArn=destination.state_machine_arn, name=name, input=request
         )
     except ClientError as err:
-        if error_code(err) != "ExecutionAlreadyExists":
+        code = error_code(err)
+        if code in _NOT_STARTED:
+            message = str(err.response.get("Error", {}).get("Message", ""))
+            raise NotStartedError(code, message) from None
+        if code != "ExecutionAlreadyExists":
             raise
         return destination.state_machine_arn.replace(":stateMachine:", ":execution:") + f":{name}"
     return str(answer["executionArn"])

@@ -414,3 +414,28 @@ def test_retention_here_keeps_a_set_while_it_is_being_copied(two: tuple[Emulatio
     emu.clock.advance(3600)
     deleted = backed_up_and_copied(emu, fx).output["retention"]["deletedSets"]
     assert deleted == [first_id, later[0].output["setId"]]
+
+
+def test_a_copy_to_a_region_without_the_stack_fails_by_name_saying_what_to_deploy(
+    copies_template: Path,
+) -> None:
+    # GIVEN db1 is copied to us-west-2, where no raidsnap stack is deployed
+    with Emulation(copies_template) as emu:
+        fx = make_array(emu.hosts, "db1", 2)
+        # WHEN db1 is backed up
+        run = emu.run("backup", {"array": "db1"})
+        # THEN the set is complete here, and the backup fails by name, saying what is missing
+        assert (run.status, run.error) == ("FAILED", "CopyFailed"), run.cause
+        assert "StateMachineDoesNotExist" in (run.cause or "")
+        assert "deploy raidsnap there" in (run.cause or "") and "raidsnap-copy" in (run.cause or "")
+        (set_id,) = sets_of("db1")
+        assert len(sets_of("db1")[set_id]) == len(fx.member_ids)
+        record = boto3.client("dynamodb").get_item(
+            TableName=next(
+                t
+                for t in boto3.client("dynamodb").list_tables()["TableNames"]
+                if "SnapshotSets" in t
+            ),
+            Key={"array": {"S": "db1"}, "setId": {"S": set_id}},
+        )["Item"]
+        assert record["copies"]["M"][WEST]["M"]["status"]["S"] == "failed"

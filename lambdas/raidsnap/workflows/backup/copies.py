@@ -71,19 +71,40 @@ def hand_over(call: CopiesCall) -> CopyRound:
         raise IncompleteSnapshotSetError(
             f"set {set_id} of {plan.array} is not complete: not copied"
         )
-    runs = {}
-    for d in environment.copies_by_array().get(plan.array, []):
-        if d.account != _account(plan.execution.arn):
-            handover.share((x.snapshot_id for x in s.members), d.account, add=True)
-        name = handover.run_name(set_id, f"{environment.region()}/{_account(plan.execution.arn)}")
-        body = request(s, d, plan.execution.arn).model_dump_json(exclude_none=True)
-        arn = handover.start(d, name, body)
-        since = datetime.now(UTC).isoformat()
-        manifests.record_copy(
-            plan.array, set_id, d.id, {"status": "copying", "execution": arn, "since": since}
-        )
-        runs[d.id] = CopyReport(status="copying", executionArn=arn)
+    runs = {
+        d.id: _hand_over_one(s, d, plan.execution.arn)
+        for d in environment.copies_by_array().get(plan.array, [])
+    }
     return CopyRound(status="pending", runs=runs, waitSeconds=FIRST_LOOK_SECONDS)
+
+
+def _hand_over_one(s: SnapshotSet, d: CopyDestination, execution_arn: str) -> CopyReport:
+    """Share the set with another account, start the copy there, and record it; a copy that
+    cannot be started there (no stack, a role refused) is recorded failed, and not shared."""
+    here = _account(execution_arn)
+    members = [x.snapshot_id for x in s.members]
+    if d.account != here:
+        handover.share(members, d.account, add=True)
+    name = handover.run_name(s.set_id, f"{environment.region()}/{here}")
+    body = request(s, d, execution_arn).model_dump_json(exclude_none=True)
+    now = datetime.now(UTC).isoformat()
+    try:
+        arn = handover.start(d, name, body)
+    except handover.NotStartedError as err:
+        if d.account != here:
+            handover.share(members, d.account, add=False)
+        workflow = d.state_machine_arn.rsplit(":", 1)[-1]
+        cause = (
+            f"the copy could not be started in {d.region} of {d.account} ({err}): deploy "
+            f"raidsnap there, a stack whose copy workflow is {workflow}"
+            + (f", that accepts copies from this account ({d.role_arn})" if d.role_arn else "")
+        )
+        failed = {"status": "failed", "execution": "", "ended": now, "error": err.code}
+        manifests.record_copy(s.array, s.set_id, d.id, failed)
+        return CopyReport(status="failed", executionArn="", error=err.code, cause=cause)
+    copying = {"status": "copying", "execution": arn, "since": now}
+    manifests.record_copy(s.array, s.set_id, d.id, copying)
+    return CopyReport(status="copying", executionArn=arn)
 
 
 def follow(call: CopiesCall) -> CopyRound:
@@ -106,7 +127,8 @@ def follow(call: CopiesCall) -> CopyRound:
         raise CopyFailedError(
             f"set {set_id} of {plan.array} is complete here, but its copy failed: "
             + "; ".join(
-                f"to {k}: {r.error}: {r.cause} ({r.executionArn})" for k, r in failed.items()
+                f"to {k}: {r.error}: {r.cause}" + (f" ({r.executionArn})" if r.executionArn else "")
+                for k, r in failed.items()
             )
         )
     return CopyRound(status="done", runs=runs, waitedSeconds=waited, report=runs)
