@@ -3,6 +3,7 @@ import * as path from 'path';
 import { parse } from 'yaml';
 import { CopyConfig, parseCopies } from './copies';
 import { DEFAULT_FSR_QUOTA, FastRestoreConfig, parseFastRestore } from './fast-restore';
+import { HooksConfig, parseHooks } from './hooks-config';
 
 /** What an operator may configure. Everything is optional: with no file at all, both
  * workflows still work for any array found by tags; the file only adds schedules, retention,
@@ -64,6 +65,7 @@ export interface ArrayConfig {
   readonly drill?: DrillConfig;
   /** Keep FSR enabled on the newest complete sets (lib/fast-restore.ts). */
   readonly fastRestore?: FastRestoreConfig;
+  readonly hooks?: HooksConfig;
   /** Copy each complete set to other Regions or accounts (lib/copies.ts); none: []. */
   readonly copies: readonly CopyConfig[];
 }
@@ -209,7 +211,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     throw new ConfigError(field, 'array names are 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit');
   }
   if (!isObject(raw)) throw new ConfigError(field, 'must be a mapping');
-  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore', 'copies']);
+  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore', 'hooks', 'copies']);
   if (raw.schedule !== undefined && raw.schedules !== undefined) {
     throw new ConfigError(field, 'give either schedule or schedules, not both');
   }
@@ -245,6 +247,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     ...(recovery ? { recovery } : {}),
     ...(drill ? { drill } : {}),
     ...(fastRestore ? { fastRestore } : {}),
+    ...(raw.hooks === undefined ? {} : { hooks: parseHooks(raw.hooks, `${field}.hooks`, (f, why) => new ConfigError(f, why)) }),
     copies,
   };
 }

@@ -27,7 +27,7 @@ export function nagArn(scope: IConstruct, service: string, resource: string): st
 }
 
 export const REASONS = {
-  describe: 'EC2 Describe*, SSM DescribeInstanceInformation/GetCommandInvocation/CancelCommand, Step Functions SendTaskSuccess/SendTaskFailure and X-Ray writes support no resource-level permissions (Service Authorization Reference); CancelCommand reaches only command ids raidsnap got from its own tag-scoped SendCommand, SendTask* only the Task whose token a parent put in the run\'s input; every other mutating action is scoped separately',
+  describe: 'EC2 Describe*, SSM DescribeInstanceInformation/GetCommandInvocation/CancelCommand, Step Functions SendTaskSuccess/SendTaskFailure and X-Ray writes support no resource-level permissions (Service Authorization Reference); CancelCommand reaches only command ids raidsnap got from its own tag-scoped SendCommand, SendTask* only the Task whose token a parent wrote in the lock table under the run\'s own name (operators cannot write that table); every other mutating action is scoped separately',
   instances: 'limited by condition to instances tagged raidsnap:array (the array instances raidsnap serves)',
   snapshots: 'limited by condition to snapshots that carry the raidsnap:array tag (or are being created with it)',
   volumes: 'limited by condition to volumes tagged by raidsnap (raidsnap:restore-execution, raidsnap:replaced-by)',

@@ -89,6 +89,7 @@ export class RaidsnapStack extends Stack {
     this.drills.notifyTo(this.monitoring.topic, stackKey(this));
     notifyRecoveryTo(this.recovery, this.monitoring.topic, stackKey(this));
     notifyAlarms(this.recovery, this.monitoring);
+    this.monitoring.notify(this.restore.endedDeadLettersAlarm);
     // Last: it names every role made above.
     if (props.config.tagProtection) {
       this.tagProtection = new TagProtection(this, 'TagProtection', { config: props.config.tagProtection });

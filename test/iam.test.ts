@@ -177,7 +177,7 @@ describe.each([['without a config', undefined], ['with the example config', EXAM
 
   test('Step Functions actions name raidsnap state machines or their executions only', () => {
     for (const g of all.filter((x) => x.action.startsWith('states:') && !WILDCARD_ONLY.includes(x.action))) {
-      expect(g.resource).toMatch(/(StateMachine[A-Za-z0-9]*>|:execution:raidsnap-[a-z]+:(drill-)?\*|:stateMachine:raidsnap-[a-z]+)$/);
+      expect(g.resource).toMatch(/(StateMachine[A-Za-z0-9]*>|:execution:raidsnap-[a-z]+:((drill-)?\*|\*-restore)|:stateMachine:raidsnap-[a-z]+)$/);
     }
   });
 

@@ -95,6 +95,11 @@ describe('recovery with the example config', () => {
     const env = step?.[1].Properties.Environment.Variables.ALARM_BY_ARRAY;
     expect(JSON.stringify(env)).toContain(alarms[0]);
     expect(JSON.stringify(env)).toContain(alarms[1]);
+    // The trigger reads the same map: the alarm that fired names the array of an instance
+    // that holds several.
+    const start = Object.entries(resourcesOf(template, 'AWS::Lambda::Function'))
+      .find(([id]) => id.startsWith('RecoveryRecoveryStart'));
+    expect(start?.[1].Properties.Environment.Variables.ALARM_BY_ARRAY).toEqual(env);
   });
 
   test('a launch lifecycle hook on the configured group holds new instances up to an hour, ABANDON by default', () => {
@@ -216,21 +221,56 @@ describe('recovery with the example config', () => {
     expect(restore.States.StartRestore.Catch).toBeUndefined();
     expect(restore.States.RestoreUsable).toMatchObject({ Type: 'Fail', Error: 'RestoreUsable' });
     expect(launch.States.KeepLaunchAlive).toMatchObject({ Resource: '${RecoveryStepFunctionArn}', Parameters: { step: 'heartbeat' } });
+    // Every other end of the wait looks at the restore itself before the run ends (Settle).
     expect(doc.States.RunRestore.Catch).toEqual([
       { ErrorEquals: ['RestoreUsable'], ResultPath: '$.usable', Next: 'Finish' },
-      { ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'Failure' },
+      { ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'Settle' },
     ]);
+    expect(doc.States.Settle).toMatchObject({ Parameters: { step: 'settle' }, ResultPath: '$.settled', Next: 'IsSettled' });
+    expect(doc.States.IsSettled.Choices.map((c: any) => [c.StringEquals, c.Next]))
+      .toEqual([['running', 'WaitToSettle'], ['mounted', 'Finish']]);
+    expect(doc.States.IsSettled.Default).toBe('Failure');
+    // A report Finish does not believe sends the run back to look at the restore.
+    expect(doc.States.Finish.Catch[0]).toEqual({ ErrorEquals: ['UntrustedReportError'], ResultPath: '$.error', Next: 'Settle' });
     expect(doc.States.Failed).toEqual({ Type: 'Fail', ErrorPath: '$.failure.error', CausePath: '$.failure.cause' });
   });
 
-  test('the recovery step may start only the restore workflow, and looks at no execution', () => {
+  test('the wait for the restore times out 15 minutes after the restore itself would have, inside the recovery\'s own timeout', () => {
+    const [, machine] = recoveryMachine(template);
+    const doc = JSON.parse(machine.Properties.DefinitionString);
+    const restore = Object.values(resourcesOf(template, 'AWS::StepFunctions::StateMachine'))
+      .map((m) => JSON.parse(m.Properties.DefinitionString))
+      .find((d) => String(d.Comment).startsWith('raidsnap restore:'));
+    const wait = doc.States.RunRestore.Branches[0].States.StartRestore.TimeoutSeconds;
+    expect(wait).toBe(restore.TimeoutSeconds + 900);
+    // Before the restore starts: Assess and CheckTarget (up to 15 minutes for the target's
+    // agent); after the wait: Settle, Finish or Failure.
+    expect(doc.TimeoutSeconds - wait).toBeGreaterThanOrEqual(2 * 900);
+  });
+
+  test('the heartbeat branch ends the wait when the restore\'s answer was lost, and only then', () => {
+    const [, machine] = recoveryMachine(template);
+    const branch = JSON.parse(machine.Properties.DefinitionString).States.RunRestore.Branches[1].States;
+    expect(branch.IsLaunchHeld.Choices).toEqual([
+      { Variable: '$.keepAlive.status', StringEquals: 'open', Next: 'WaitToKeepAlive' },
+      { Variable: '$.keepAlive.status', StringEquals: 'unanswered', Next: 'RestoreUnanswered' },
+    ]);
+    expect(branch.RestoreUnanswered).toMatchObject({ Type: 'Fail', Error: 'RestoreUnanswered' });
+    const fails = Object.entries(branch).filter(([, st]: [string, any]) => st.Type === 'Fail').map(([n]) => n);
+    expect(fails).toEqual(['RestoreUnanswered']);
+  });
+
+  test('the recovery step may start only the restore workflow, and look only at the restores recoveries start', () => {
     const [machineId, machine] = recoveryMachine(template);
     const own = roleStatements(template, machine.Properties.RoleArn['Fn::GetAtt'][0]);
     expect(own.flatMap(actionsOf).filter((a) => a.startsWith('states:'))).toEqual([]);
     const statements = statementsOf(template, 'recovery_step');
     const starts = statements.filter((s) => actionsOf(s).includes('states:StartExecution'));
     expect(starts).toEqual([expect.objectContaining({ Resource: { Ref: expect.stringMatching(/^RestoreWorkflowStateMachine/) } })]);
-    expect(statements.flatMap(actionsOf).filter((a) => a.startsWith('states:'))).toEqual(['states:StartExecution']);
+    expect(statements.flatMap(actionsOf).filter((a) => a.startsWith('states:')).sort()).toEqual(['states:DescribeExecution', 'states:StartExecution']);
+    const looks = statements.filter((s) => actionsOf(s).includes('states:DescribeExecution'));
+    expect(looks).toHaveLength(1);
+    expect(JSON.stringify(looks[0].Resource)).toMatch(/:execution:raidsnap-restore:\*-restore"/);
     expect(machineId).toMatch(/^RecoveryWorkflow/);
   });
 
@@ -247,10 +287,34 @@ describe('recovery with the example config', () => {
       Targets: [Match.objectLike({
         Arn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^RestoreRestoreEnded'), 'Arn'] },
         RetryPolicy: { MaximumRetryAttempts: 8, MaximumEventAgeInSeconds: 21600 },
+        DeadLetterConfig: { Arn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^RestoreEndedDeadLetters'), 'Arn'] } },
       })],
     });
-    expect(statementsOf(template, 'restore_ended').flatMap(actionsOf).filter((a) => !/^(xray|logs):/.test(a)).sort())
-      .toEqual(['states:SendTaskFailure', 'states:SendTaskSuccess']);
+    // It reads who waits from the lock table (never from the restore's input), and writes nothing.
+    expect(statementsOf(template, 'restore_ended').flatMap(actionsOf).filter((a) => !/^(xray|logs|kms):/.test(a)).sort())
+      .toEqual(['dynamodb:GetItem', 'states:SendTaskFailure', 'states:SendTaskSuccess']);
+    expect(statementsOf(template, 'restore_report').flatMap(actionsOf).filter((a) => !/^(xray|logs|kms):/.test(a)).sort())
+      .toEqual(['dynamodb:GetItem', 'dynamodb:UpdateItem', 'states:SendTaskFailure', 'states:SendTaskSuccess']);
+  });
+
+  test('an end that cannot be delivered lands in an encrypted queue, whose alarm tells the operators', () => {
+    const queues = Object.entries(resourcesOf(template, 'AWS::SQS::Queue')).filter(([id]) => id.startsWith('RestoreEndedDeadLetters'));
+    expect(queues).toHaveLength(1);
+    const [queueId, queue] = queues[0];
+    expect(queue.Properties).toMatchObject({ SqsManagedSseEnabled: true, MessageRetentionPeriod: 14 * 86400 });
+    template.hasResourceProperties('AWS::SQS::QueuePolicy', {
+      Queues: [{ Ref: queueId }],
+      PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]) },
+    });
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      Namespace: 'AWS/SQS',
+      MetricName: 'ApproximateNumberOfMessagesVisible',
+      Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [queueId, 'QueueName'] } }],
+      Threshold: 1,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      TreatMissingData: 'notBreaching',
+      AlarmActions: [{ Ref: Match.stringLikeRegexp('^MonitoringNotifications') }],
+    });
   });
 
   test('failed recoveries are notified with every other failed run', () => {

@@ -25,7 +25,7 @@ from raidsnap.aws import snapshot_sets
 from raidsnap.models import Consistency, Initialization, RestoreMode, VolumeType
 from raidsnap.text import printable
 
-from . import backends, inputs, move, queries, trust
+from . import backends, inputs, local, move, queries, trust
 from .backends import AwsOptions, Backend, BackendError
 from .follow import follow, new_events
 from .views import (
@@ -63,6 +63,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+app.add_typer(local.app)
+app.callback()(local.choose)  # --local (RAIDSNAP_LOCAL=1): every command against the local world
 
 
 # Choices are the workflow input's own (raidsnap.models): a typo is a usage error naming them.
@@ -176,7 +178,9 @@ def _backend(target: Target, err: Console) -> Iterator[Backend]:
     """Open the backend; AWS and setup problems become one line and exit code 1."""
     try:
         with contextlib.ExitStack() as stack:
-            if target.emulation:
+            if local.chosen():
+                backend = stack.enter_context(local.backend(target))
+            elif target.emulation:
                 status = err.status("starting the local emulation…")
                 status.start()
                 try:

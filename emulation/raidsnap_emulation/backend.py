@@ -51,7 +51,7 @@ def account(
     """A fresh account in this process: the synthesized state machines on moto and one instance
     holding array db1 (RAID 0 of three volumes), after ``seed_backups`` backups of it one hour
     of emulated time apart. Nothing of it outlives the block."""
-    with _quiet_functions(), Emulation(_synthesized(template)) as emu:
+    with quiet_functions(), Emulation(_synthesized(template)) as emu:
         # Emulation keeps the process environment and puts it back on exit.
         os.environ["POWERTOOLS_METRICS_DISABLED"] = "true"
         fixture = make_array(emu.hosts, ARRAY, MEMBERS)
@@ -89,7 +89,7 @@ def _synthesized(pinned: Path | None) -> Path:
 
 
 @contextlib.contextmanager
-def _quiet_functions() -> Iterator[None]:
+def quiet_functions() -> Iterator[None]:
     """The functions log to this process's stdout. While the account lives: their warnings and
     errors go to stderr, with the command's progress; their info logs nowhere; the executor's
     evaluation chatter is dropped. Put back afterwards."""

@@ -47,9 +47,15 @@ class _Participant:
     since: datetime | None = None  # when that sleep began
     waiting: Callable[[], bool] | None = None  # blocked while this answers True
     what: str = ""
+    # A sleeper that another participant may wake before its time (an Event set): it can run
+    # again as soon as this answers True. Such a sleep is a timeout (a Task's TimeoutSeconds).
+    until: Callable[[], bool] | None = None
+    # Waiting for the world outside the executions (a test holding a step), not for time.
+    outside: bool = False
 
     def runnable(self) -> bool:
-        return self.wake is None and (self.waiting is None or not self.waiting())
+        awake = self.wake is None or (self.until is not None and self.until())
+        return awake and (self.waiting is None or not self.waiting())
 
 
 class VirtualClock:
@@ -64,6 +70,14 @@ class VirtualClock:
         self._groups = itertools.count(1)
         self._closed = False
         self._stalled_since: float | None = None
+        # Whether a Task's TimeoutSeconds runs out on this clock (executor_time.py). Off unless
+        # a test turns it on: the emulation delivers Step Functions' end events only when a
+        # test says so, and meanwhile, with nothing else to run, time would jump to a waiting
+        # Task's timeout (a recovery waiting days for the restore whose end the test is about
+        # to deliver).
+        self.task_timeouts = False
+        # Real seconds a sleeper may see no progress before it gives up (None: never).
+        self.stall_limit: float | None = STALL_LIMIT_SECONDS
         # When each execution ended, on this clock, by its ARN (Step Functions' own stopDate
         # is stamped with real time here).
         self.ended: dict[str, datetime] = {}
@@ -126,42 +140,65 @@ class VirtualClock:
 
     # -- blocking
 
-    def sleep(self, seconds: float, interrupted: Callable[[], bool] | None = None) -> None:
-        """Block until the clock reaches now + ``seconds`` (or ``interrupted()``)."""
+    def sleep(
+        self,
+        seconds: float,
+        interrupted: Callable[[], bool] | None = None,
+        until: Callable[[], bool] | None = None,
+    ) -> None:
+        """Block until the clock reaches now + ``seconds`` (or ``interrupted()``, or
+        ``until()``). ``until`` is what another participant sets (it is read under the clock's
+        lock, and may only read): once it answers True the sleeper counts as running, so time
+        cannot move past the instant it was woken. Such a sleeper waits for others as much as
+        for time (a Task's timeout while its task runs), so it is never given up on as stalled:
+        its wake-up is due, and the others' work may take long in real time."""
         if seconds <= 0:
             return
         with self.hold(), self._cond:
             me = self._threads[threading.current_thread()]
             me.wake, me.since = self._now + timedelta(seconds=seconds), self._now
+            me.until = until
             self._changed()
-            deadline = time.monotonic() + STALL_LIMIT_SECONDS
-            while me.wake is not None:  # _schedule releases it
-                stalled = time.monotonic() > deadline
-                if self._closed or stalled or (interrupted is not None and interrupted()):
-                    me.wake = None
-                    self._changed()
-                    if stalled and not self._closed:
-                        raise ClockStalledError(self._describe())
-                    return
-                self._cond.wait(POLL_SECONDS)
+            limit = self.stall_limit
+            deadline = None if limit is None else time.monotonic() + limit
+            try:
+                while me.wake is not None:  # _schedule releases it
+                    stalled = until is None and deadline is not None and time.monotonic() > deadline
+                    woken = until is not None and until()
+                    if (
+                        self._closed
+                        or stalled
+                        or woken
+                        or (interrupted is not None and interrupted())
+                    ):
+                        me.wake = None
+                        self._changed()
+                        if stalled and not self._closed:
+                            raise ClockStalledError(self._describe())
+                        return
+                    self._cond.wait(POLL_SECONDS)
+            finally:
+                me.until = None
 
     @contextlib.contextmanager
-    def waiting(self, blocked: Callable[[], bool], what: str) -> Iterator[None]:
-        """Inside the block the calling thread waits for another participant: it counts as
-        blocked while ``blocked()`` answers True. ``blocked`` is called under the clock's lock:
-        it may only read."""
+    def waiting(
+        self, blocked: Callable[[], bool], what: str, outside: bool = False
+    ) -> Iterator[None]:
+        """Inside the block the calling thread waits for another participant (``outside``: for
+        the world outside the executions, a test): it counts as blocked while ``blocked()``
+        answers True. ``blocked`` is called under the clock's lock: it may only read."""
         me = self._threads.get(threading.current_thread())
         if me is None:  # not taking part: nothing to account for
             yield
             return
         with self._cond:
-            me.waiting, me.what = blocked, what
+            me.waiting, me.what, me.outside = blocked, what, outside
             self._changed()
         try:
             yield
         finally:
             with self._cond:
-                me.waiting, me.what = None, ""
+                me.waiting, me.what, me.outside = None, "", False
                 self._changed()
 
     def wait_until(self, done: Callable[[], bool], what: str) -> None:
@@ -194,11 +231,24 @@ class VirtualClock:
         if self._closed:
             return
         sleepers = []
+        held = False
         for participant in self._threads.values():
             if participant.runnable():
                 return  # time stands still while anything can still run at this instant
             if participant.wake is not None:
                 sleepers.append(participant)
+            held = held or (participant.outside and participant.waiting is not None)
+        if held:
+            # While a test holds a step, the executions' waits go on, but no timeout runs out
+            # (and time does not pass one): holding takes no time on AWS, and a Task's timeout
+            # is for what never ends there.
+            timeouts = [p.wake for p in sleepers if p.until is not None and p.wake is not None]
+            sleepers = [
+                p
+                for p in sleepers
+                if p.until is None
+                and (not timeouts or (p.wake is not None and p.wake < min(timeouts)))
+            ]
         if not sleepers:
             if self._threads:
                 self._stalled_since = time.monotonic()
@@ -207,8 +257,14 @@ class VirtualClock:
         # system ran first: what it does at this instant is done before the next one wakes.
         first = min(sleepers, key=lambda p: (p.wake, p.since, p.group, p.seq))
         assert first.wake is not None
-        self._now = max(self._now, first.wake)
-        first.wake = None
+        if self._reached(first.wake):
+            first.wake = None
+
+    def _reached(self, wake: datetime) -> bool:
+        """Whether time may be at ``wake`` now that nothing can run: here at once (time jumps
+        to the next wake-up). Under self._cond."""
+        self._now = max(self._now, wake)
+        return True
 
     # -- ending and diagnostics
 

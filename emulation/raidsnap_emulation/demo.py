@@ -19,8 +19,9 @@ from rich.console import Console
 from rich.table import Table
 
 from raidsnap.observability import logger
+from raidsnap_emulation.demo_timeline import timeline
 from raidsnap_emulation.double import CommandOutcome
-from raidsnap_emulation.harness import Emulation, Execution, Invocation
+from raidsnap_emulation.harness import Emulation, Execution
 from raidsnap_emulation.world import (
     ArrayFixture,
     alarm_event,
@@ -31,185 +32,18 @@ from raidsnap_emulation.world import (
     sets_of,
 )
 
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
-Narrator = Callable[[dict[str, Any]], str]
+# A summary row: the run, and the run it started that went on after it (a recovery's restore).
+Row = tuple[str, Execution, Execution | None]
 
-
-def _short(items: list[str], limit: int = 4) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
-
-
-def _prepare(r: dict[str, Any]) -> str:
-    d = r.get("discovery", {})
-    how = "discovery started on the instance" if d.get("status") == "pending" else d.get("reason")
-    return f"array instance {r['instanceId']} in {r['availabilityZone']}; {how}"
-
-
-def _members(r: dict[str, Any]) -> str:
-    d = r.get("discovery", {})
-    if d.get("status") == "pending":
-        return "discover document still running"
-    md = r.get("md") or {}
-    facts = (
-        f"md {md.get('level', '?')} {md.get('uuid', '?')}, "
-        f"{md.get('fsType', '?')} at {md.get('mountPoint', '?')}"
-    )
-    return f"{len(r['members'])} members from {d.get('source')}: {facts}"
-
-
-def _snapshot(r: dict[str, Any]) -> str:
-    return f"one CreateSnapshots call: set {r['setId']} = {_short(r['ids'])}"
-
-
-def _check(r: dict[str, Any]) -> str:
-    if r["status"] == "completed":
-        return "every snapshot completed"
-    return f"slowest snapshot at {r.get('progress', 0)}%; next look in {r['waitSeconds']} s"
-
-
-def _retention(r: dict[str, Any]) -> str:
-    ret = r["output"]["retention"]
-    return f"retention keeps {len(ret['keptSets'])} set(s), deleted {len(ret['deletedSets'])}"
-
-
-def _poll(r: dict[str, Any]) -> str:
-    return f"{r.get('document')}: {r.get('status')}"
-
-
-def _failed(r: dict[str, Any]) -> str:
-    return f"{r.get('error')}: {r.get('cause')}"
-
-
-def _restore_prepare(r: dict[str, Any]) -> str:
-    init = r["initialization"]
-    chosen = "" if init["used"] == init["requested"] else f" (chose {init['used']})"
-    return (
-        f"set {r['setId']} ({len(r['members'])} members) onto {r['targetInstanceId']} in "
-        f"{r['availabilityZone']}; {r['mode']} mode, initialization {init['requested']}"
-        f"{chosen}; lock taken"
-    )
-
-
-def _restore_fsr(f: dict[str, Any]) -> str:
-    if f["status"] == "ready":
-        return "Fast Snapshot Restore usable for every snapshot: create the volumes"
-    if f["status"] == "pending" and not f.get("seen"):
-        return f"enabled FSR for {len(f['ours'])} snapshots in the target's AZ only"
-    if f["status"] == "pending":
-        states = sorted({v[0] for v in f["seen"].values()})
-        return f"FSR {', '.join(states)}; next look in {f['waitSeconds']} s"
-    return f"FSR: {f['status']} ({'; '.join(f.get('notes', [])[-1:])})"
-
-
-def _restore_create(v: dict[str, Any]) -> str:
-    ids = v["ids"]
-    return f"one step asked for {len(ids)} volumes (a ClientToken per member): {_short(ids)}"
-
-
-def _restore_check(v: dict[str, Any]) -> str:
-    done = "; FSR disabled again" if v.get("fsrDisabled") else ""
-    return f"{len(v['ids'])} volumes {v['status']} (one DescribeVolumes call){done}"
-
-
-def _restore_old(old: dict[str, Any]) -> str:
-    if old["status"] == "detached":
-        kept = _short(old["volumeIds"])
-        return f"old members detached and kept, tagged raidsnap:replaced-by: {kept}"
-    return f"detaching old members {_short(old['volumeIds'])}"
-
-
-def _restore_attach(a: dict[str, Any]) -> str:
-    return f"attach: {a['status']}"
-
-
-def _restore_command(r: dict[str, Any]) -> str:
-    return f"sent {r.get('document')} to {r.get('instanceId')}"
-
-
-def _restore_finish(r: dict[str, Any]) -> str:
-    out = r["output"]
-    return f"array back: {out['mdDevice']} at {out['mountPoint']}; lock released"
-
-
-NARRATORS: dict[str, Narrator] = {
-    "restore_prepare": _restore_prepare,
-    "restore_fsr": _restore_fsr,
-    "restore_create_volumes": _restore_create,
-    "restore_check_volumes": _restore_check,
-    "restore_detach_old": _restore_old,
-    "restore_attach": _restore_attach,
-    "restore_command": _restore_command,
-    "restore_finish": _restore_finish,
-    "backup_prepare": _prepare,
-    "backup_members": _members,
-    "backup_snapshot": _snapshot,
-    "backup_check": _check,
-    "backup_retention": _retention,
-    "command_poll": _poll,
-    "backup_failed": _failed,
-    "restore_failed": _failed,
-}
-
-
-def _stepwise(inv: Invocation) -> str | None:
-    """Recovery and drill functions serve several steps, named in the event."""
-    step = str(inv.event.get("step")) if isinstance(inv.event, dict) else ""
-    r = inv.result if isinstance(inv.result, dict) else {}
-    texts = {
-        ("recovery_step", "target"): "the target instance is ready for the restore",
-        ("recovery_step", "succeeded"): "recovery done: metric RecoverySucceeded, notification",
-        ("recovery_step", "failed"): "recovery failed: metric RecoveryFailed",
-        ("drill_verify", "discover"): "discover document on the drill instance",
-        ("drill_teardown", "release"): "release document: unmount and stop the drill copy",
-    }
-    if (inv.module, step) in texts:
-        return texts[(inv.module, step)]
-    if inv.module == "drill_verify" and step == "check":
-        return (
-            f"the copy is the array: md UUID {r.get('mdUuid')}, {r.get('filesystem')}, "
-            f"{r.get('members')} members, read-only"
-        )
-    if inv.module == "drill_teardown" and step == "volumes":
-        left = r.get("left") or []
-        return f"deleted {len(r.get('deleted', []))} drill volumes" + (
-            f", {len(left)} still detaching" if left else "; nothing else touched"
-        )
-    if inv.module == "drill_prepare":
-        return f"drill of {r.get('array')} onto {r.get('targetInstanceId')}, restore nested"
-    if inv.module == "drill_report":
-        return "metric DrillSucceeded or DrillFailed, and a notification"
-    if inv.module == "recovery_start":
-        return f"trigger: one recovery execution, named for the event: {r.get('name', '')}"
-    return None
-
-
-def _narrate(inv: Invocation) -> str:
-    if inv.error_type:
-        return (
-            f"[red]{inv.error_type}[/red]: {inv.error_message} "
-            "[dim](the workflow decides: retry or fail)[/dim]"
-        )
-    stepwise = _stepwise(inv)
-    if stepwise is not None:
-        return stepwise
-    narrator = NARRATORS.get(inv.module)
-    if narrator is not None and isinstance(inv.result, dict):
-        try:
-            return narrator(inv.result)
-        except (KeyError, TypeError):
-            pass
-    if isinstance(inv.result, dict) and isinstance(inv.result.get("narration"), str):
-        return str(inv.result["narration"])
-    return "done"
+# Lines are not cut to the width (the terminal wraps them): a line stays one line for grep and
+# for a copy; the width lays out the rule and the summary table.
+console = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 120)
 
 
 def _timeline(emu: Emulation, since: int, start: datetime) -> None:
     assert emu.router is not None
-    for inv in emu.router.invocations[since:]:
-        offset = int((inv.at - start).total_seconds())
-        stamp = f"+{offset // 60:02d}:{offset % 60:02d}"
-        console.print(f"   [dim]{stamp}[/dim]  [cyan]{inv.module:<20}[/cyan] {_narrate(inv)}")
+    for line in timeline(emu.router.invocations[since:], start):
+        console.print(line)
 
 
 def _minutes(seconds: float) -> str:
@@ -258,7 +92,7 @@ def _run(emu: Emulation, workflow: str, payload: dict[str, Any], name: str) -> E
     )
 
 
-def _deliver_alarm(emu: Emulation, fx: ArrayFixture) -> Execution:
+def _deliver_alarm(emu: Emulation, fx: ArrayFixture) -> tuple[Execution, Execution]:
     """The attached-EBS status check fails; CloudWatch raises the alarm; EventBridge delivers
     its state change to the recovery trigger (twice: EventBridge delivers at least once)."""
     event = alarm_event(fx.instance_id)
@@ -283,14 +117,15 @@ def _deliver_alarm(emu: Emulation, fx: ArrayFixture) -> Execution:
         "prewarm goes on"
     )
     run = _follow(emu, "automated recovery (recovery workflow, restore nested)", start, its_restore)
-    run.nested_transitions = its_restore(run)[0].transitions
+    (restore,) = its_restore(run)
+    run.nested_transitions = restore.transitions
     again = emu.invoke("recovery_start", event)
     result = again.result or {}
     console.print(
         f"   the same event delivered again: started={result.get('started')} "
         f"[dim]({result.get('reason', 'same execution name')})[/dim]"
     )
-    return run
+    return run, restore
 
 
 def _world(emu: Emulation) -> tuple[ArrayFixture, str]:
@@ -363,34 +198,59 @@ def _prewarm_fails(emu: Emulation, fx: ArrayFixture) -> Execution:
     return run
 
 
-def _summary(rows: list[tuple[str, Execution]]) -> None:
+def _result(run: Execution, went_on: Execution | None) -> str:
+    """The run's status, and what a SUCCEEDED hides: a warning of its own restore, or of the
+    restore it started that went on after it (a recovery's prewarm)."""
+    said = run.status
+    for source, whose in ((run, ""), (went_on, " (its restore)")):
+        out = source.output if source is not None and isinstance(source.output, dict) else {}
+        prewarm = out.get("prewarm") or {}
+        warned = len(out.get("warnings") or [])
+        if prewarm.get("status") == "failed":
+            said += f", prewarm failed{whose}"
+        elif warned:
+            said += f", {warned} warning{'s' if warned > 1 else ''}{whose}"
+    return said
+
+
+def _detail(run: Execution, out: dict[str, Any]) -> str:
+    if run.error:
+        return str(run.error)
+    if "verification" in out:
+        v = out["verification"]
+        return (
+            f"{v.get('members')} members verified read-only, "
+            f"{len(out.get('deletedVolumeIds', []))} drill volumes removed"
+        )
+    if "snapshotIds" in out:
+        return f"{len(out['snapshotIds'])} snapshots"
+    if "volumeIds" in out:
+        return f"{len(out['volumeIds'])} volumes → {out.get('mdDevice')} at {out.get('mountPoint')}"
+    return ""
+
+
+def _summary(rows: list[Row]) -> None:
     table = Table(title="summary", title_justify="left")
     for column in ("run", "result", "transitions", "set", "detail"):
-        table.add_column(column)
-    for label, run in rows:
+        table.add_column(column, no_wrap=column != "detail")
+    for label, run, went_on in rows:
         out = run.output if isinstance(run.output, dict) else {}
         if isinstance(out.get("restore"), dict):  # a recovery reports its nested restore
             out = {**out["restore"], "trigger": out.get("trigger")}
-        detail = ""
-        if "verification" in out:
-            v = out["verification"]
-            detail = (
-                f"{v.get('members')} members verified read-only, "
-                f"{len(out.get('deletedVolumeIds', []))} drill volumes removed"
-            )
-        if "snapshotIds" in out:
-            detail = f"{len(out['snapshotIds'])} snapshots"
-        if "volumeIds" in out and "verification" not in out:
-            detail = (
-                f"{len(out['volumeIds'])} volumes → {out.get('mdDevice')} "
-                f"at {out.get('mountPoint')}"
-            )
-        if run.error:
-            detail = f"{run.error}"
+        result = _result(run, went_on)
+        colour = (
+            "green" if result == "SUCCEEDED" else "yellow" if run.status == "SUCCEEDED" else "red"
+        )
         transitions = str(run.transitions)
         if run.nested_transitions:
             transitions += f" + {run.nested_transitions}"
-        table.add_row(label, run.status, transitions, str(out.get("setId", "")), detail)
+        table.add_row(
+            label,
+            f"[{colour}]{result}[/{colour}]",
+            transitions,
+            str(out.get("setId", "")),
+            _detail(run, out),
+        )
     console.print()
     console.print(table)
 
@@ -404,16 +264,16 @@ def main() -> int:
     warnings.filterwarnings("ignore", message="No application metrics to publish")
     console.rule("[bold]raidsnap demo[/bold]: local AWS emulation, virtual time")
     real = time.monotonic()
-    rows: list[tuple[str, Execution]] = []
+    rows: list[Row] = []
     with Emulation() as emu:
         fx, drill_host = _world(emu)
         backup = _run(emu, "backup", {"array": "db1"}, "nightly-backup")
-        rows.append(("backup", backup))
+        rows.append(("backup", backup, None))
         if backup.status == "SUCCEEDED":
             console.print(f"   snapshot sets of db1 now: {', '.join(sets_of('db1'))}")
             _lose_member(emu, fx)
-            recovery = _deliver_alarm(emu, fx)
-            rows.append(("automated recovery", recovery))
+            recovery, its_restore = _deliver_alarm(emu, fx)
+            rows.append(("automated recovery", recovery, its_restore))
             if recovery.status == "SUCCEEDED":
                 state = emu.hosts.state(fx.instance_id)
                 md = state.arrays.get("/dev/md0")
@@ -427,11 +287,11 @@ def main() -> int:
             drill = _run(
                 emu, "drill", {"array": "db1", "targetInstanceId": drill_host}, "weekly-drill"
             )
-            rows.append(("drill", drill))
-            rows.append(("restore, prewarm fails", _prewarm_fails(emu, fx)))
+            rows.append(("drill", drill, None))
+            rows.append(("restore, prewarm fails", _prewarm_fails(emu, fx), None))
     _summary(rows)
     console.print(f"[dim]{time.monotonic() - real:.0f} s real in all[/dim]")
-    return 0 if all(run.status == "SUCCEEDED" for _, run in rows) else 1
+    return 0 if all(run.status == "SUCCEEDED" for _, run, _ in rows) else 1
 
 
 if __name__ == "__main__":

@@ -87,11 +87,23 @@ def _execution_arn(thread: threading.Thread) -> str | None:
     return getattr(_execution_details(thread), "arn", None)
 
 
+# The executor's "no timeout" (moto's TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS): a state without
+# TimeoutSeconds waits on its task with this.
+NO_TIMEOUT_SECONDS = 99999999
+
+
 def _event_type(clock: VirtualClock, what: str) -> type[threading.Event]:
     class ClockEvent(threading.Event):
-        """An Event whose waiter counts as blocked until another thread sets it."""
+        """An Event whose waiter counts as blocked until another thread sets it. With the
+        clock's task_timeouts on, a wait with a timeout (a Task's TimeoutSeconds or
+        HeartbeatSeconds, on the state's task and on its task token) ends at that time on the
+        clock: Step Functions fails the Task with States.Timeout once it has run that long
+        ("Task workflow state", developer guide)."""
 
         def wait(self, timeout: float | None = None) -> bool:
+            if clock.task_timeouts and timeout is not None and 0 < timeout < NO_TIMEOUT_SECONDS:
+                clock.sleep(timeout, until=self.is_set)
+                return self.is_set()
             with clock.waiting(lambda: not self.is_set(), what):
                 return super().wait(timeout)
 

@@ -267,9 +267,12 @@ class Execution:
 class Emulation:
     """moto + the double + patched executor timing + in-process Lambda, as one context."""
 
-    def __init__(self, template: Path | None = None, *, iam: bool = True) -> None:
+    def __init__(
+        self, template: Path | None = None, *, iam: bool = True, clock: VirtualClock | None = None
+    ) -> None:
         self.template = Template(template or synthesize())
-        self.clock = VirtualClock()
+        # Discrete-event by default; a local world that lives on paces it (paced.py).
+        self.clock = clock or VirtualClock()
         self.double = AwsDouble(self.clock, region=REGION)
         # Every call a function or a state machine makes is authorized against its synthesized
         # role (and the topic and key policies it reaches); decisions are in self.iam.decisions.

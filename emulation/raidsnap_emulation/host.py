@@ -74,6 +74,8 @@ class InstanceState:
     # Mount point -> the token its freeze guard keeps (freeze.sh's state file). A mount point
     # frozen without a guard is frozen by someone else (another tool).
     freeze_tokens: dict[str, str] = field(default_factory=dict)
+    # Mount point -> the post-snapshot hook owed once its pre hook ran (freeze.sh's marker).
+    hooks_owed: dict[str, str] = field(default_factory=dict)
     # Volumes EC2 shows attached whose NVMe device the instance no longer has (the controller
     # dropped off): no block device, no serial to read.
     dropped: set[str] = field(default_factory=set)
@@ -427,8 +429,14 @@ class Hosts:
                 "Device or resource busy",
             )
         pid = 4000 + len(state.log)
-        state.log.append(f"freeze {mount}")
-        state.frozen.add(mount)
+        pre, freeze = p["PreSnapshot"], p["Freeze"] == "true"
+        if pre:
+            # freeze.sh runs the pre hook before fsfreeze and owes the post hook from then on.
+            state.log.append(f"pre-snapshot {pre}")
+            state.hooks_owed[mount] = p["PostSnapshot"]
+        if freeze:
+            state.log.append(f"freeze {mount}")
+            state.frozen.add(mount)
         state.guards[mount] = pid
         state.freeze_tokens[mount] = token
         deadline = ctx.now + timedelta(seconds=max_seconds)
@@ -437,13 +445,14 @@ class Hosts:
             {
                 "ok": True,
                 "mountPoint": mount,
-                "frozen": True,
-                "freezeSeconds": 0.004,
+                "frozen": freeze,
+                "freezeSeconds": 0.004 if freeze else 0,
                 "guardPid": pid,
                 "maxFreezeSeconds": max_seconds,
                 "thawDeadline": deadline.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "systemdTimer": unit,
                 "token": token,
+                "preSnapshot": "ok" if pre else "none",
             },
             progress=f"froze {mount}; guard {pid} thaws it by {deadline:%H:%M:%S}",
         )
@@ -473,6 +482,7 @@ class Hosts:
                     "mounted": mounted,
                     "wasFrozen": False,
                     "guardStopped": False,
+                    "postSnapshot": "none",
                 },
                 progress=f"no raidsnap freeze guard for {mount}: nothing of ours to thaw",
             )
@@ -480,6 +490,9 @@ class Hosts:
         state.frozen.discard(mount)
         guard = state.guards.pop(mount, None)
         del state.freeze_tokens[mount]
+        owed = state.hooks_owed.pop(mount, "")
+        if owed and p["PostSnapshot"]:
+            state.log.append(f"post-snapshot {p['PostSnapshot']}")
         return self._ok(
             {
                 "ok": True,
@@ -487,6 +500,7 @@ class Hosts:
                 "mounted": mounted,
                 "wasFrozen": was_frozen,
                 "guardStopped": guard is not None,
+                "postSnapshot": "ok" if owed and p["PostSnapshot"] else "none",
             },
             progress=f"thawed {mount} (was frozen: {str(was_frozen).lower()})",
         )
@@ -786,6 +800,12 @@ class _Refusal(Exception):
 VOLUME_IDS = r"^vol-[0-9a-f]{8,17}(,vol-[0-9a-f]{8,17}){0,39}$"
 MD_DEVICE = r"^/dev/md[0-9]{1,3}$"
 TRUE_FALSE = r"^(true|false)$"
+HOOK = (
+    r"^(builtin:(postgresql-checkpoint|postgresql-backup|mysql-lock)"
+    r"|(/[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}){1,16}"
+    r"( [A-Za-z0-9_=:,@%+-][A-Za-z0-9._=:,@%+-]{0,99}){0,15})$"
+)
+HOOK_SECONDS = r"^[1-9][0-9]{0,2}$"
 SCRIPT_INPUTS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
     "discover": (("ArrayName", r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$", None),),
     "freeze": (
@@ -793,11 +813,17 @@ SCRIPT_INPUTS: dict[str, tuple[tuple[str, str, str | None], ...]] = {
         ("MountPoint", "not-system", None),
         ("MaxFreezeSeconds", r"^[1-9][0-9]{0,3}$", None),
         ("FreezeToken", r"if-set:^[0-9a-f]{32}$", None),
+        ("PreSnapshot", f"if-set:{HOOK}", None),
+        ("PostSnapshot", f"if-set:{HOOK}", None),
+        ("HookSeconds", HOOK_SECONDS, "60"),
+        ("Freeze", TRUE_FALSE, "true"),
     ),
     "thaw": (
         ("MountPoint", "mount", None),
         ("FreezeToken", r"^[0-9a-f]{32}$", None),
         ("MaxFreezeSeconds", r"if-set:^[1-9][0-9]{0,3}$", None),
+        ("PostSnapshot", f"if-set:{HOOK}", None),
+        ("HookSeconds", HOOK_SECONDS, "60"),
     ),
     "assemble": (
         ("VolumeIds", VOLUME_IDS, None),

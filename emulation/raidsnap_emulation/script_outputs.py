@@ -22,9 +22,15 @@ class _Model(BaseModel):
 
 DiscoverError = Literal["InvalidInput", "ToolMissing"]
 FreezeError = Literal[
-    "AlreadyFrozen", "FreezeFailed", "GuardFailed", "InvalidInput", "NotMounted", "ToolMissing"
+    "AlreadyFrozen",
+    "FreezeFailed",
+    "GuardFailed",
+    "HookFailed",
+    "InvalidInput",
+    "NotMounted",
+    "ToolMissing",
 ]
-ThawError = Literal["InvalidInput", "NotOurFreeze", "ThawFailed", "ToolMissing"]
+ThawError = Literal["HookFailed", "InvalidInput", "NotOurFreeze", "ThawFailed", "ToolMissing"]
 AssembleError = Literal[
     "AssembleFailed",
     "CopyAttached",
@@ -136,13 +142,16 @@ class DiscoverResult(_Model):
 class FreezeResult(_Model):
     ok: Literal[True]
     mountPoint: str
-    frozen: Literal[True]
+    # false: only the application hooks ran (Freeze=false)
+    frozen: bool
     freezeSeconds: float
     guardPid: int
     maxFreezeSeconds: int
     thawDeadline: str
     systemdTimer: str | None
     token: str
+    # the pre-snapshot hook: "none" (no hook given) or "ok" (a failed one fails the freeze)
+    preSnapshot: Literal["none", "ok"] = "none"
 
 
 class ThawResult(_Model):
@@ -151,6 +160,8 @@ class ThawResult(_Model):
     mounted: bool
     wasFrozen: bool
     guardStopped: bool
+    # the post-snapshot hook: "none" (none given, or already run by freeze or the guard) or "ok"
+    postSnapshot: Literal["none", "ok"] = "none"
 
 
 # ---------------------------------------------------------------------- assemble, release

@@ -98,6 +98,8 @@ class Template:
             return name.rsplit(":", 1)[1]
         if kind == "AWS::SNS::Topic" and attribute == "TopicName":
             return name.rsplit(":", 1)[1]
+        if kind == "AWS::SQS::Queue" and attribute == "QueueName":
+            return logical_id  # the name in its URL and ARN above
         if attribute in ("Arn", "TopicArn") and kind in arns:
             return arns[kind]
         raise KeyError(f"GetAtt {logical_id}.{attribute} is not emulated")

@@ -535,11 +535,13 @@ def create_topics(emu: Any) -> list[str]:
 
 
 class HeldStep:
-    """Holds the first invocation of one function until released, so that a test can act while
-    a workflow is inside that step (e.g. while a restore holds its lock). The held step waits
-    for the test, not for time: other executions' waits go on meanwhile."""
+    """Holds one invocation of one function (the first, or the nth) until released, so that a
+    test can act while a workflow is inside that step (e.g. while a restore holds its lock). The
+    held step waits for the test, not for time: other executions' waits go on meanwhile (but no
+    Task's timeout runs out: clock.py)."""
 
-    def __init__(self, emu: Any, module: str) -> None:
+    def __init__(self, emu: Any, module: str, nth: int = 1) -> None:
+        """Hold the ``nth`` invocation of the function (the first by default)."""
         router = emu.router
         self.function = next(
             n for n, f in router.functions.items() if f.handler.endswith(f".{module}.handler")
@@ -547,13 +549,23 @@ class HeldStep:
         self.reached = threading.Event()
         self._go_on = threading.Event()
         self._held = False
+        self._seen = 0
+
+        counting = threading.Lock()
 
         def invoke(params: dict[str, Any]) -> Any:
-            if str(params["FunctionName"]).rsplit(":", 1)[-1] == self.function and not self._held:
-                self._held = True
+            hold = False
+            if str(params["FunctionName"]).rsplit(":", 1)[-1] == self.function:
+                with counting:
+                    self._seen += 1
+                    hold = self._seen == nth and not self._held
+                    self._held = self._held or hold
+            if hold:
                 self.reached.set()
                 with emu.clock.waiting(
-                    lambda: not self._go_on.is_set(), f"the test to release {self.function}"
+                    lambda: not self._go_on.is_set(),
+                    f"the test to release {self.function}",
+                    outside=True,
                 ):
                     self._go_on.wait(120)
             return router(params)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from raidsnap.errors import ConfigurationError
 
@@ -246,13 +246,22 @@ class RecoverySettings:
     state_machine_arn: str
     lock_table: str
     by_array: dict[str, dict[str, str]]
+    # Each configured array's attached-EBS alarm (ALARM_BY_ARRAY): where one instance holds
+    # several configured arrays, the alarm that fired says which array's recovery it starts.
+    alarm_by_array: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls) -> RecoverySettings:
+        raw = os.environ.get("ALARM_BY_ARRAY", "").strip() or "{}"
+        try:
+            alarms = json.loads(raw)
+        except json.JSONDecodeError:
+            raise ConfigurationError("ALARM_BY_ARRAY is not valid JSON") from None
         return cls(
             state_machine_arn=_require("RECOVERY_STATE_MACHINE_ARN"),
             lock_table=_require("LOCK_TABLE"),
             by_array=recovery_by_array(),
+            alarm_by_array={str(k): str(v) for k, v in dict(alarms).items()},
         )
 
 

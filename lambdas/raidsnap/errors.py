@@ -58,6 +58,11 @@ class CommandFailedError(RaidsnapError):
     pass
 
 
+class HookFailedError(RaidsnapError):
+    """Not in the design's list: an application hook of the backup failed or ran out of time on
+    the instance (the post hook has run; the cause says how it went)."""
+
+
 class ArrayDegradedError(RaidsnapError):
     """The array was degraded when its set was taken: the set is kept, marked degraded."""
 
@@ -92,8 +97,13 @@ class DrillTeardownFailedError(RaidsnapError):
 
 
 class RestoreAlreadyStartedError(RaidsnapError):
-    """A recovery's restore was started by an earlier attempt of the step that starts it: it
-    reports to that attempt's Task, not to the one waiting now."""
+    """A recovery's restore name is taken by an execution this step cannot start again (it has
+    ended, or has another input): no restore of this recovery's is running for it to wait on."""
+
+
+class UntrustedReportError(RaidsnapError):
+    """What reached a recovery as its restore's report of a mounted array is not that: another
+    array's, another run's, or without the set and mount point a mounted array has."""
 
 
 class CopyFailedError(RaidsnapError):

@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, V
 from pydantic_core import PydanticCustomError
 
 from raidsnap.errors import InvalidInputError
+from raidsnap.hooks import Hooks
 
 
 class Contract(BaseModel):
@@ -39,27 +40,6 @@ class ExecutionRef(Contract):
     id: str = ""
     name: str = ""
     startTime: str | None = None
-
-
-class StatusChangeDetail(Contract):
-    """What is read of a "Step Functions Execution Status Change" event's detail (Step
-    Functions Developer Guide, "Execution status change" events: the detail gives what
-    DescribeExecution gives): the ARN, the status, the start time in epoch milliseconds, the
-    execution input and output as JSON strings, and the error and cause of a run that failed."""
-
-    executionArn: str | None = None
-    status: str | None = None
-    startDate: int | None = None
-    input: str | None = None
-    output: str | None = None
-    error: str | None = None
-    cause: str | None = None
-
-
-class StatusChange(Contract):
-    """The EventBridge event; only its detail is read."""
-
-    detail: StatusChangeDetail | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +105,7 @@ class BackupInput(BaseModel):
     array: ArrayName
     consistency: Consistency | None = None
     trigger: Literal["schedule", "manual"] = "manual"
+    hooks: Hooks | None = None
 
 
 def parse_input(model: type[M], data: Any) -> M:
@@ -285,18 +266,6 @@ Initialization = Literal["auto", "fsr", "rate", "prewarm", "none"]
 RestoreMode = Literal["attach", "replace"]
 
 
-class Callback(BaseModel):
-    """Who waits on the run: the task token of a parent's ``.waitForTaskToken`` Task (Step
-    Functions Developer Guide, "Wait for a Callback with Task Token"). The run tells it once
-    the array is assembled and mounted (SendTaskSuccess), or that the run failed
-    (SendTaskFailure); a run that ends without telling is told of by its end event."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    # SendTaskSuccess and SendTaskFailure take a token of 1 to 2,048 characters (API reference).
-    taskToken: Annotated[str, StringConstraints(min_length=1, max_length=2048)]
-
-
 class RestoreInput(BaseModel):
     """A restore request. Only ``array`` is required; what is left out comes from the set's
     tags, the stack's configuration, or the array's instance."""
@@ -322,7 +291,6 @@ class RestoreInput(BaseModel):
     newMdUuid: MdUuid | None = None
     readOnly: bool = False
     mode: RestoreMode = "attach"
-    callback: Callback | None = None
 
     def check_combinations(self) -> None:
         """What pydantic's field types cannot say: which fields go together."""

@@ -6,10 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
-
 from raidsnap.aws.snapshot_sets import list_all_sets
-from raidsnap.observability import logger
+from raidsnap.observability import logger, publish_alone
 from raidsnap.sets import SnapshotSet
 
 # An array with no complete set at all is reported as this old, so its RPO alarm fires.
@@ -66,9 +64,7 @@ def _publish_copies(now: datetime, copies: dict[str, list[str]]) -> dict[str, An
     for array, places in copy_ages(now, list_all_sets(), copies).items():
         for destination, (set_id, age) in places.items():
             minutes = NEVER_MINUTES if age is None else round(age, 1)
-            with single_metric(name=COPY_AGE_METRIC, unit=MetricUnit.Count, value=minutes) as m:
-                m.add_dimension(name="Array", value=array)
-                m.add_dimension(name="Destination", value=destination)
+            publish_alone(COPY_AGE_METRIC, minutes, {"Array": array, "Destination": destination})
             report.setdefault(array, {})[destination] = {
                 "newestCopiedSet": set_id,
                 "ageMinutes": minutes,
@@ -91,12 +87,7 @@ def publish(
     for age in ages(now, expected):
         minutes = NEVER_MINUTES if age.age_minutes is None else round(age.age_minutes, 1)
         # One EMF document per array: each carries its own Array dimension.
-        with single_metric(
-            name="NewestCompleteSetAgeMinutes",
-            unit=MetricUnit.Count,
-            value=minutes,
-        ) as metric:
-            metric.add_dimension(name="Array", value=age.array)
+        publish_alone("NewestCompleteSetAgeMinutes", minutes, {"Array": age.array})
         report[age.array] = {
             "newestCompleteSet": age.newest_complete.set_id if age.newest_complete else None,
             "ageMinutes": minutes,

@@ -40,6 +40,41 @@ REPLACED_BY = "raidsnap:replaced-by"
 READ_ONLY_COPY = "raidsnap:read-only-copy"
 
 
+# Not in the design's list: one instance may carry several arrays. ``raidsnap:array=<name>``
+# stays the instance's mark (IAM conditions and the documents' grants look at that key); each
+# further array on it is named by a key of its own, ``raidsnap:array:<name>``, whose value is
+# the array's md UUID or its mount point, so discovery can pick it out of several md arrays.
+# EC2 tag keys take up to 128 characters of letters, digits, spaces and + - = . _ : / @
+# ("Tag restrictions", EC2 User Guide): a 63-character array name fits, and so does a value of
+# an md UUID (hex and ':') or a mount point.
+ARRAY_KEY_PREFIX = "raidsnap:array:"
+
+
+def array_key(array: str) -> str:
+    return f"{ARRAY_KEY_PREFIX}{array}"
+
+
+def holds(instance_tags: Mapping[str, str], array: str) -> bool:
+    """Whether an instance's tags say it holds ``array``: its ``raidsnap:array`` names it, or it
+    carries that mark and ``raidsnap:array:<array>`` (a per-array tag alone counts for nothing:
+    without the mark raidsnap may not act on the instance)."""
+    if instance_tags.get(ARRAY) == array:
+        return True
+    return bool(instance_tags.get(ARRAY)) and array_key(array) in instance_tags
+
+
+def held_name(instance_tags: Mapping[str, str], array: str) -> str:
+    """``array`` when the instance holds it, else the name its ``raidsnap:array`` gives."""
+    return array if holds(instance_tags, array) else instance_tags.get(ARRAY, "")
+
+
+def array_selector(instance_tags: Mapping[str, str], array: str) -> str:
+    """The md UUID or mount point a per-array tag gives for ``array`` ("" without one)."""
+    if not holds(instance_tags, array):
+        return ""
+    return instance_tags.get(array_key(array), "").strip()
+
+
 def is_copy(volume_tags: Mapping[str, str]) -> bool:
     return volume_tags.get(READ_ONLY_COPY) == "true"
 

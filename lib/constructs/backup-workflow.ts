@@ -44,6 +44,8 @@ export class BackupWorkflow extends Construct {
       DEFAULT_RETENTION: String(props.defaults.retention),
       MAX_FREEZE_SECONDS: String(props.defaults.maxFreezeSeconds),
       RETENTION_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.map((a) => [a.name, a.retention]))),
+      // Each array's application hooks from the configuration (a run's input may override them).
+      HOOKS_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.flatMap((a) => (a.hooks ? [[a.name, a.hooks]] : [])))),
       // Where each array's sets are copied (lib/copies.ts): Prepare plans the copy step by it.
       COPIES_BY_ARRAY: JSON.stringify(copiesByArray(this, props.arrays)),
       ...(props.restoreLock ? { RESTORE_LOCK_TABLE: props.restoreLock.tableName } : {}),
@@ -126,8 +128,10 @@ export class BackupWorkflow extends Construct {
           fsrGrants.fastSnapshotRestores('ec2:EnableFastSnapshotRestores', 'ec2:DisableFastSnapshotRestores'),
           fsrGrants.readFsrQuota(),
           // The policy's claim (an item of its own in the lock table, replaced under a version
-          // condition, deleted once empty) and the restore lock (a set a restore holds keeps FSR).
-          ...lockStatements(['GetItem', 'PutItem', 'DeleteItem']),
+          // condition, deleted once empty), the restore lock (a set a restore holds keeps FSR)
+          // and the restores' FSR claims (Scan: a pair on before the policy claims it is taken
+          // over only when a raidsnap restore enabled it; anyone else's is never turned off).
+          ...lockStatements(['GetItem', 'PutItem', 'DeleteItem', 'Scan']),
         ],
         environment: { FAST_RESTORE_BY_ARRAY: JSON.stringify(props.fastRestore ?? {}) },
       },

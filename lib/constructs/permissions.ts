@@ -301,8 +301,9 @@ export class RestorePermissions extends Permissions {
   }
 
   /** Answer the Task a parent workflow waits on with the callback pattern (its token in the
-   * run's input): SendTaskSuccess and SendTaskFailure support no resource-level permissions
-   * (Service Authorization Reference, AWS Step Functions: no resource type), so only `*`. */
+   * parent's record in the lock table, never in the run's input): SendTaskSuccess and
+   * SendTaskFailure support no resource-level permissions (Service Authorization Reference,
+   * AWS Step Functions: no resource type), so only `*`. */
   answerWaitingTask(): iam.PolicyStatement {
     return new iam.PolicyStatement({ actions: ['states:SendTaskSuccess', 'states:SendTaskFailure'], resources: ['*'] });
   }

@@ -21,6 +21,9 @@ import { Workflow } from './workflow';
 export const ATTACHED_EBS_METRIC = 'StatusCheckFailed_AttachedEBS';
 /** Every restore a drill starts is named drill-<hash> (lambdas/raidsnap/workflows/drill/prepare.py). */
 export const DRILL_RESTORE_PREFIX = 'drill-';
+/** Every restore a recovery starts is named <recovery name>-restore
+ * (lambdas/raidsnap/workflows/recovery/following.py). */
+export const RECOVERY_RESTORE_SUFFIX = '-restore';
 /** A launching instance waits this long in Pending:Wait for its array before the hook's
  * default result (ABANDON) ends it. */
 export const LIFECYCLE_HEARTBEAT = Duration.hours(1);
@@ -77,11 +80,16 @@ export class Recovery extends Construct {
         // instance, and back onto it if the restore fails.
         p.tagArrayInstance(), p.untagArrayInstance(),
         ...(groups.length ? [p.completeLifecycleActions(groups)] : []),
-        // The restore it starts: the restore reports back to the waiting Task itself (its
-        // input's callback), so nothing here looks at the restore's executions.
+        // The restore it starts, named <recovery name>-restore. It reports back to the waiting
+        // Task itself; the recovery looks at it (DescribeExecution) only when no report arrives.
         new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [restoreArn] }),
-        // Gives back the array's recovery claim.
-        ...props.lock.statements('DeleteItem'),
+        new iam.PolicyStatement({
+          actions: ['states:DescribeExecution'],
+          resources: [`${p.executionArnPrefix(restoreName)}*${RECOVERY_RESTORE_SUFFIX}`],
+        }),
+        // Gives back the array's recovery claim; writes, reads and at its end removes its record
+        // of the restore it waits on (callback#<restore name>: who waits, with which token).
+        ...props.lock.statements('DeleteItem', 'GetItem', 'UpdateItem'),
         ...props.sets.statements('Query'),
       ],
       environment: {
@@ -91,6 +99,12 @@ export class Recovery extends Construct {
         LIFECYCLE_HEARTBEAT_SECONDS: String(LIFECYCLE_HEARTBEAT.toSeconds()),
       },
     });
+    const stepPolicy = step.role?.node.tryFindChild('DefaultPolicy');
+    if (stepPolicy) {
+      acknowledge(stepPolicy,
+        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${restoreName}:*${RECOVERY_RESTORE_SUFFIX}`)}]`,
+        'DescribeExecution of the restores recoveries start only (named <recovery name>-restore): what became of a restore whose report did not arrive');
+    }
     if (groups.length) {
       const policy = step.role?.node.tryFindChild('DefaultPolicy');
       for (const g of groups) {
@@ -221,8 +235,12 @@ export class Recovery extends Construct {
     // (lambdas/raidsnap/workflows/recovery/protection.py): read and rewrite exactly these alarms.
     const alarms = Object.entries(this.alarms);
     if (alarms.length) {
-      step.addEnvironment('ALARM_BY_ARRAY', Stack.of(this).toJsonString(
-        Object.fromEntries(alarms.map(([name, alarm]) => [name, alarm.alarmName]))));
+      const alarmByArray = Stack.of(this).toJsonString(
+        Object.fromEntries(alarms.map(([name, alarm]) => [name, alarm.alarmName])));
+      step.addEnvironment('ALARM_BY_ARRAY', alarmByArray);
+      // Several arrays of one instance each have an alarm on it: the one that fired names the
+      // array whose recovery starts.
+      start.addEnvironment('ALARM_BY_ARRAY', alarmByArray);
       step.addToRolePolicy(new iam.PolicyStatement({
         actions: ['cloudwatch:DescribeAlarms', 'cloudwatch:PutMetricAlarm'],
         resources: alarms.map(([, alarm]) => alarm.alarmArn),

@@ -1,4 +1,5 @@
 import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as eventTargets from 'aws-cdk-lib/aws-events-targets';
@@ -6,6 +7,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { ArrayConfig, ArrayDefaults } from '../config';
 import { acknowledge } from '../nag';
@@ -38,7 +40,9 @@ export class RestoreLock extends Construct {
       timeToLiveAttribute: 'expiresAt',
       encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED,
       encryptionKey: stackKey(this),
-      // Only transient locks live here; nothing to keep when the stack goes.
+      // Locks, claims and records of runs; the fastRestore policies' claims outlive runs, and
+      // FSR they keep on stays on (and billed) after the stack goes: the README says to remove
+      // the policies and let the sweeper turn it off before deleting the stack.
       removalPolicy: RemovalPolicy.DESTROY,
     });
   }
@@ -87,8 +91,11 @@ export interface RestoreWorkflowProps {
 }
 
 // The restore reaches its lock table, documents and functions for 3 days at most: a prewarm of
-// a large array may read for up to 48 hours (the prewarm document's own limit).
-const TIMEOUT = Duration.days(3);
+// a large array may read for up to 48 hours (the prewarm document's own limit). The recovery's
+// StartRestore Task waits this long and 15 minutes more (statemachines/recovery.asl.json,
+// test/recovery.test.ts).
+export const RESTORE_TIMEOUT = Duration.days(3);
+const TIMEOUT = RESTORE_TIMEOUT;
 
 /** statemachines/restore.asl.json and the functions it calls, each with only its permissions. */
 export class RestoreWorkflow extends Construct {
@@ -98,6 +105,10 @@ export class RestoreWorkflow extends Construct {
   readonly runSecret: secretsmanager.Secret;
   readonly functions: Record<string, lambda.Function>;
   readonly stateMachineName: string;
+  /** Restore ends that never reached the function telling a waiting workflow, after all of
+   * EventBridge's retries; and the alarm that says one is there. */
+  readonly endedDeadLetters: sqs.Queue;
+  readonly endedDeadLettersAlarm: cloudwatch.Alarm;
 
   constructor(scope: Construct, id: string, props: RestoreWorkflowProps) {
     super(scope, id);
@@ -211,13 +222,15 @@ export class RestoreWorkflow extends Construct {
       },
       {
         id: 'RestoreReport', module: 'restore_report',
-        description: 'tell the workflow waiting on a restore (its input\'s callback) that the array is mounted, or that the run failed',
-        statements: [p.answerWaitingTask()],
+        description: 'tell the workflow waiting on a restore (its record in the lock table) that the array is mounted, or that the run failed',
+        // GetItem: who waits (callback#<run name>); UpdateItem: what the run reached, written
+        // back for a parent that hears nothing.
+        statements: [p.answerWaitingTask(), ...lock.statements('GetItem', 'UpdateItem')],
       },
       {
         id: 'RestoreEnded', module: 'restore_ended',
-        description: 'a restore ended: tell the workflow still waiting on it (its input\'s callback), if one does',
-        statements: [p.answerWaitingTask()],
+        description: 'a restore ended: tell the workflow still waiting on it (its record in the lock table), if one does',
+        statements: [p.answerWaitingTask(), ...lock.statements('GetItem')],
       },
       {
         id: 'RestoreCleanup', module: 'restore_cleanup',
@@ -244,12 +257,20 @@ export class RestoreWorkflow extends Construct {
         id: 'RestoreAbandoned', module: 'restore_abandoned',
         description: 'after a restore stopped or timed out: its FSR off, its lock released, its unattached volumes deleted',
         statements: [
-          p.describe('ec2:DescribeVolumes'),
+          // DescribeInstances: whether the new target still carries the tag the run put on it.
+          p.describe('ec2:DescribeVolumes', 'ec2:DescribeInstances'),
           ...p.manageRestoredVolumes('ec2:DeleteVolume'),
           p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
           ...lock.statements('GetItem', 'DeleteItem', 'Scan'),
           // The run's nonce, from its ARN and start time: which volumes and record are its own.
           ...p.readRunSecret(this.runSecret),
+          // The run's plan and how far it got (did it tag a new target, did it assemble?), and
+          // the tag it put on a target it never assembled on.
+          new iam.PolicyStatement({
+            actions: ['states:GetExecutionHistory'],
+            resources: [`${p.executionArnPrefix(this.stateMachineName)}*`],
+          }),
+          p.untagArrayInstance(),
         ],
       },
     ];
@@ -263,6 +284,14 @@ export class RestoreWorkflow extends Construct {
           'DescribeExecution of this restore workflow\'s own executions only: is the holder of a restore lock still running?',
         );
       }
+    }
+    const abandonedPolicy = this.functions.RestoreAbandoned.role?.node.tryFindChild('DefaultPolicy');
+    if (abandonedPolicy) {
+      acknowledge(
+        abandonedPolicy,
+        `AwsSolutions-IAM5[Resource::${nagPattern(`${p.executionArnPrefix(this.stateMachineName)}*`)}]`,
+        'GetExecutionHistory of this restore workflow\'s own executions only: what a stopped run planned and how far it got',
+      );
     }
     // A volume from a snapshot encrypted with a customer managed key is created and attached
     // with that key (and so is an old member a failed replace attaches back): EBS and EC2 use it
@@ -324,8 +353,25 @@ export class RestoreWorkflow extends Construct {
         retryAttempts: 8, maxEventAge: Duration.hours(6),
       })],
     });
-    // Every end of a run reaches a parent still waiting on it (the input's callback), whether
-    // or not the run could tell it itself: stopped, timed out, or a report that failed.
+    // Every end of a run reaches a parent still waiting on it (its record in the lock table),
+    // whether or not the run could tell it itself: stopped, timed out, or a report that failed.
+    // An end EventBridge could not deliver within its retries goes to a dead-letter queue
+    // ("Using dead-letter queues to process undelivered events", EventBridge user guide),
+    // encrypted by SQS (SSE-SQS: EventBridge sends to it with no key policy of ours to name
+    // it), and its alarm tells the operators: the recovery waiting on that restore then hears
+    // of it only from its own look at the restore (Settle) or its timeout.
+    this.endedDeadLetters = new sqs.Queue(this, 'EndedDeadLetters', {
+      enforceSSL: true,
+      encryption: sqs.QueueEncryption.SQS_MANAGED,
+      retentionPeriod: Duration.days(14),
+    });
+    // checkov's CKV_AWS_27 looks for a KMS key only; SSE-SQS is encryption at rest too ("Amazon
+    // SQS managed server-side encryption", SQS developer guide, Encryption at rest).
+    (this.endedDeadLetters.node.defaultChild as sqs.CfnQueue).addMetadata('checkov', {
+      skip: [{ id: 'CKV_AWS_27', comment: 'encrypted with SSE-SQS (SqsManagedSseEnabled), which this check does not recognise' }],
+    });
+    acknowledge(this.endedDeadLetters, 'AwsSolutions-SQS3',
+      'this queue is itself the dead-letter queue of the rule on restore ends; a queue behind it would only move the problem');
     new events.Rule(this, 'Ended', {
       description: 'raidsnap: tell the workflow waiting on a restore that the restore ended',
       eventPattern: {
@@ -334,8 +380,16 @@ export class RestoreWorkflow extends Construct {
         detail: { stateMachineArn: [this.stateMachine.stateMachineArn], status: ['SUCCEEDED', 'FAILED', 'TIMED_OUT', 'ABORTED'] },
       },
       targets: [new eventTargets.LambdaFunction(this.functions.RestoreEnded, {
-        retryAttempts: 8, maxEventAge: Duration.hours(6),
+        retryAttempts: 8, maxEventAge: Duration.hours(6), deadLetterQueue: this.endedDeadLetters,
       })],
+    });
+    this.endedDeadLettersAlarm = new cloudwatch.Alarm(this, 'EndedUndelivered', {
+      alarmDescription: 'raidsnap: the end of a restore could not be delivered to the function that tells a waiting recovery (see the EndedDeadLetters queue); the recovery finds out from the restore itself or its timeout',
+      metric: this.endedDeadLetters.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(5), statistic: 'Maximum' }),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
     // A fixed name, so the functions can be granted DescribeExecution on its executions
     // without depending on the state machine itself.

@@ -21,6 +21,11 @@ from raidsnap.aws import error_code
 from raidsnap.observability import logger
 
 NO_LONGER_WAITING = frozenset({"TaskTimedOut", "TaskDoesNotExist", "InvalidToken"})
+# Error names a parent takes for something other than a child's failure (the recovery's
+# RestoreUsable is the report of a mounted array, RestoreUnanswered its own look at a restore
+# that did not answer), and those Step Functions keeps for itself (States.*): a child's end never
+# passes them on.
+RESERVED_ERRORS = frozenset({"RestoreUsable", "RestoreUnanswered"})
 # SendTaskFailure takes an error of at most 256 characters and a cause of at most 32,768
 # (API reference; botocore's model of the operation).
 ERROR_LIMIT = 256
@@ -45,6 +50,20 @@ def fail(token: str, error: str, cause: str) -> bool:
     except ClientError as err:
         return _gone(err)
     return True
+
+
+def parent_error(status: str, error: str | None) -> str:
+    """The error a parent's Task fails with for a child run that ended with ``status``: a stop
+    or a timeout by what it was, whatever error the stop was given (StopExecution takes any
+    error from its caller, Step Functions API Reference); a failure by the run's own error,
+    except a reserved name."""
+    if status == "ABORTED":
+        return "RestoreAborted"
+    if status == "TIMED_OUT":
+        return "RestoreTimedOut"
+    if error and not error.startswith("States.") and error not in RESERVED_ERRORS:
+        return error
+    return "RestoreFailed"
 
 
 def run_failure(execution_arn: str, status: str, error: str | None, cause: str | None) -> str:

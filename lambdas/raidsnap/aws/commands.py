@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 
 from raidsnap import clients
 from raidsnap.aws import error_code
-from raidsnap.errors import CommandFailedError
+from raidsnap.errors import CommandFailedError, HookFailedError
 from raidsnap.models import Poll, wait_toward_end
 
 Status = Literal["pending", "success", "failed"]
@@ -163,6 +163,9 @@ def poll(command: dict[str, Any]) -> dict[str, Any]:
         updated["result"] = result.result
     if status == "failed":
         tail = result.stderr_tail()
+        said = result.result or {}
+        if said.get("error") == "HookFailed" and command.get("failOnError", True):
+            raise HookFailedError(f"on {command['instanceId']}: {said.get('message', tail)}")
         if command.get("failOnError", True):
             raise CommandFailedError(
                 f"{command['document']} failed on {command['instanceId']} "

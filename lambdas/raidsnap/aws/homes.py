@@ -146,7 +146,7 @@ def _warn_unusable_replacements(array: str, chosen: str, notes: list[str]) -> No
     before the recovery that needs it."""
     for instance_id in sorted(configured(array).instances - {chosen}):
         state, found = instances.instance_facts(instance_id)
-        held = found.get(tags.ARRAY)
+        held = tags.held_name(found, array) or None
         if state in instances.GONE_STATES or held in (None, array):
             continue
         notes.append(

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from raidsnap import clients, tags
 from raidsnap.aws import error_code
 from raidsnap.errors import ArrayNotFoundError
+from raidsnap.plan import md_choice
+
+if TYPE_CHECKING:
+    from mypy_boto3_ec2.type_defs import FilterTypeDef
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,8 @@ class ArrayInstance:
     root_device: str
     attachments: tuple[Attachment, ...]
     instance_type: str = ""
+    # The instance's tags: which arrays it holds (raidsnap.tags.holds) and how to tell them apart.
+    tag_map: Mapping[str, str] = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def boot_volume_id(self) -> str | None:
@@ -77,24 +83,31 @@ def _instance_from(raw: Mapping[str, Any]) -> ArrayInstance:
         root_device=raw.get("RootDeviceName", ""),
         attachments=attachments,
         instance_type=str(raw.get("InstanceType", "")),
+        tag_map=tags.as_dict(raw.get("Tags")),
     )
 
 
 def tagged_running(array: str) -> list[tuple[ArrayInstance, dict[str, str]]]:
-    """Every running instance tagged ``raidsnap:array=<array>``, with its tags. Which of them
-    is the array's is raidsnap.aws.homes' to say: a tag alone never moves an array."""
-    pages = (
-        clients.ec2()
-        .get_paginator("describe_instances")
-        .paginate(
-            Filters=[
-                {"Name": f"tag:{tags.ARRAY}", "Values": [array]},
-                {"Name": "instance-state-name", "Values": ["running"]},
-            ]
-        )
+    """Every running instance that holds ``array`` by its tags (``raidsnap:array=<array>``, or
+    the mark and ``raidsnap:array:<array>``), with its tags. Which of them is the array's is
+    raidsnap.aws.homes' to say: a tag alone never moves an array."""
+    running: FilterTypeDef = {"Name": "instance-state-name", "Values": ["running"]}
+    # DescribeInstances filters: tag:<key> matches key and value, tag-key the key whatever its
+    # value (EC2 API Reference, DescribeInstances).
+    queries: tuple[list[FilterTypeDef], ...] = (
+        [{"Name": f"tag:{tags.ARRAY}", "Values": [array]}, running],
+        [{"Name": "tag-key", "Values": [tags.array_key(array)]}, running],
     )
-    found = [i for page in pages for r in page["Reservations"] for i in r["Instances"]]
-    return [(_instance_from(i), tags.as_dict(i.get("Tags"))) for i in found]  # type: ignore[arg-type]
+    found: dict[str, tuple[ArrayInstance, dict[str, str]]] = {}
+    for filters in queries:
+        pages = clients.ec2().get_paginator("describe_instances").paginate(Filters=filters)
+        for page in pages:
+            for r in page["Reservations"]:
+                for raw in r["Instances"]:
+                    instance = _instance_from(raw)
+                    if tags.holds(instance.tag_map, array):
+                        found[instance.instance_id] = (instance, dict(instance.tag_map))
+    return [found[k] for k in sorted(found)]
 
 
 def describe_instance(instance_id: str) -> ArrayInstance:
@@ -225,38 +238,12 @@ def members_from_discovery(
         return None
     tagged -= copies
 
-    return _layout_of(_choose(array, instance, arrays, tagged), instance, attached)
+    chosen = md_choice.choose(array, instance.instance_id, instance.tag_map, arrays, tagged)
+    return _layout_of(chosen, instance, attached)
 
 
 def _volume_ids(md: dict[str, Any]) -> set[str]:
     return {str(m["volumeId"]) for m in md["members"] if m.get("volumeId")}
-
-
-def _choose(
-    array: str, instance: ArrayInstance, arrays: list[dict[str, Any]], tagged: set[str]
-) -> dict[str, Any]:
-    """The md array of the report that is ``array``: the one its member tags name, else the
-    one named so, else the only one."""
-
-    def volume_ids(md: dict[str, Any]) -> set[str]:
-        return {m.get("volumeId") for m in md["members"] if m.get("volumeId")}
-
-    chosen: dict[str, Any] | None = None
-    by_tag = [md for md in arrays if tagged and volume_ids(md) <= tagged]
-    by_name = [md for md in arrays if str(md.get("name") or "").split(":")[-1] == array]
-    if len(by_tag) == 1:
-        chosen = by_tag[0]
-    elif len(by_name) == 1:
-        chosen = by_name[0]
-    elif len(arrays) == 1:
-        chosen = arrays[0]
-    if chosen is None:
-        devices = ", ".join(str(md.get("device")) for md in arrays)
-        raise ArrayNotFoundError(
-            f"{instance.instance_id} has several md arrays ({devices}) and none is clearly "
-            f"{array}: tag its member volumes {tags.ARRAY}={array}"
-        )
-    return chosen
 
 
 def _layout_of(chosen: dict[str, Any], instance: ArrayInstance, attached: set[str]) -> Layout:

@@ -136,7 +136,10 @@ def turn_off(table: str, array: str, sets: Sequence[KeptSet]) -> tuple[list[str]
             )
             continue
         for zone in s.zones:
-            fsr.disable(sorted(fsr.already_active(sorted(s.sizes), zone)), zone)
+            on = fsr.already_active(sorted(s.sizes), zone)
+            ours = sorted(sid for sid in on if pair_key(sid, zone) not in s.foreign)
+            if ours:
+                fsr.disable(ours, zone)
         off.append(s.set_id)
     if off:
         change(table, array, lambda current: without(current, off))

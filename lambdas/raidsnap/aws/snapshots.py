@@ -188,7 +188,11 @@ def _label(
 ) -> tuple[str, str]:
     """A set is fsfreeze-consistent only if every snapshot started while the guard still held
     the freeze; CreateSnapshots retried through a rate limit may start long after."""
-    if consistency != "fsfreeze" or frozen_until is None or last_start <= frozen_until:
+    # The hooks' hold on the application ends with the same guard (application), so a late
+    # snapshot is crash-consistent in either case.
+    if consistency not in ("fsfreeze", "application") or frozen_until is None:
+        return consistency, ""
+    if last_start <= frozen_until:
         return consistency, ""
     late = (last_start - frozen_until).total_seconds()
     return "crash", (

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from raidsnap.environment import RestoreSettings
 from raidsnap.handlers._entry import entry
-from raidsnap.models import StatusChange
-from raidsnap.workflows.restore.ended import tell_parent
+from raidsnap.workflows.restore import ended
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return tell_parent(StatusChange.model_validate(event)).dump()
+    table = RestoreSettings.from_env().lock_table
+    return ended.tell_parent(ended.StatusChange.model_validate(event), table).dump()

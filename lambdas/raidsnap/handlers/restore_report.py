@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from raidsnap.environment import RestoreSettings
 from raidsnap.handlers._entry import entry
 from raidsnap.workflows import restore
 
 
 @entry
 def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return restore.report(restore.ReportCall.model_validate(event)).dump()
+    table = RestoreSettings.from_env().lock_table
+    return restore.report(restore.ReportCall.model_validate(event), table).dump()

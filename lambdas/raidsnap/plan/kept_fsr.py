@@ -45,6 +45,9 @@ class KeptSet:
     state: str = ENABLING
     run: str = ""
     before: tuple[str, ...] = ()
+    # Of ``before``, the pairs no raidsnap restore claimed (an operator's, another tool's): the
+    # policy never turns those off.
+    foreign: tuple[str, ...] = ()
 
     @property
     def pairs(self) -> set[str]:
@@ -59,6 +62,7 @@ class KeptSet:
             "state": self.state,
             "run": self.run,
             "before": list(self.before),
+            "foreign": list(self.foreign),
         }
 
     @classmethod
@@ -71,6 +75,7 @@ class KeptSet:
             state=str(raw.get("state", ENABLING)),
             run=str(raw.get("run", "")),
             before=tuple(str(p) for p in raw.get("before", [])),
+            foreign=tuple(str(p) for p in raw.get("foreign", [])),
         )
 
 

@@ -162,7 +162,7 @@ def tag_target(
     an untagged instance nobody named for the array: ``raidsnap:array`` is the mark that lets
     raidsnap's documents run on an instance, and a restore must not put it, or a filesystem,
     where its array has no business."""
-    held = target_tags.get(tags.ARRAY)
+    held = tags.held_name(target_tags, array) or None
     if held == array:
         return False
     own = (recorded is not None and recorded.instance_id == target_id) or configured.names(

@@ -6,7 +6,9 @@ attached: those it recorded creating (raidsnap.aws.created) and whose tags name 
 volume that is attached is left alone and reported: the run may have been stopped after the
 array was assembled and mounted, and taking it away could destroy data in use. A volume tagged
 as the run's that it never recorded is left alone and reported as unknown: tags prove nothing.
-Once nothing the record names is left, the record goes."""
+Once nothing the record names is left, the record goes. The array's tag the run put on a new
+target goes too, if the run never reached its Assemble step: nothing of the array can be
+there, and the tag would say it lives on an instance that holds none of it."""
 
 from __future__ import annotations
 
@@ -15,10 +17,20 @@ import json
 from pydantic import Field
 
 from raidsnap import tags
-from raidsnap.aws import created, kept_fsr, lock, run_secret, volumes
+from raidsnap.aws import (
+    created,
+    executions,
+    instances,
+    kept_fsr,
+    lock,
+    run_secret,
+    tagging,
+    volumes,
+)
 from raidsnap.environment import RestoreSettings
 from raidsnap.errors import RaidsnapError
-from raidsnap.models import Contract, StatusChange, StatusChangeDetail
+from raidsnap.execution_events import StatusChange, StatusChangeDetail
+from raidsnap.models import Contract
 from raidsnap.observability import logger
 from raidsnap.plan.cleanup import disposition
 from raidsnap.plan.fsr import by_zone
@@ -27,6 +39,8 @@ from raidsnap.plan.volumes import VolumeView, owned_by
 __all__ = ["ENDED_WITHOUT_CATCH", "Cleaned", "CleanupPendingError", "StatusChange", "clean_up"]
 
 ENDED_WITHOUT_CATCH = ("ABORTED", "TIMED_OUT")
+# restore.asl.json: the step that tags a new target with the array, and the one that assembles.
+PREPARE_STATE, ATTACH_STATE, ASSEMBLE_STATE = "Prepare", "AttachVolumes", "Assemble"
 
 
 class CleanupPendingError(RaidsnapError):
@@ -45,6 +59,8 @@ class Cleaned(Contract):
     unknownVolumeIds: list[str] = Field(default_factory=list)
     fsrDisabled: list[str] = Field(default_factory=list)
     lockReleased: list[str] = Field(default_factory=list)
+    # The new target whose array tag the run had put on it, taken off (it never assembled).
+    untagged: str | None = None
 
 
 def _array_of(detail: StatusChangeDetail) -> str | None:
@@ -122,6 +138,7 @@ def clean_up(event: StatusChange, settings: RestoreSettings) -> Cleaned:
     names = {v.tags.get(tags.ARRAY) for v in views.values()} | {_array_of(detail)}
     fsr_disabled = _disable_own_fsr(table, arn)
     released = _release_locks(table, arn, names)
+    untagged = _untag_unassembled_target(arn)
     found = _remove(views, mine, arn, run)
     pending = found["pending"]
     result = Cleaned(
@@ -133,6 +150,7 @@ def clean_up(event: StatusChange, settings: RestoreSettings) -> Cleaned:
         unknownVolumeIds=found["unknown"],
         fsrDisabled=fsr_disabled,
         lockReleased=released,
+        untagged=untagged,
     )
     if result.attachedVolumeIds:
         logger.warning(
@@ -157,3 +175,31 @@ def _gone(mine: frozenset[str], views: dict[str, VolumeView]) -> set[str]:
     """Recorded volumes EC2 shows deleting or deleted. One it does not show at all may be one
     not yet visible (EC2 is eventually consistent): its record stays for the sweeper."""
     return {vid for vid in mine if vid in views and disposition(views[vid]) == "gone"}
+
+
+def _untag_unassembled_target(arn: str) -> str | None:
+    """The run's history: its plan (Prepare's result: the target, and whether the run makes it
+    the array's instance) and how far it got. A run that entered its attach step with a target
+    to tag, and never its Assemble step, tagged an instance that holds nothing of the array:
+    that tag goes (only that key, only with the array's value, only if the instance has it)."""
+    plan: dict[str, object] = {}
+    reached: set[str] = set()
+    for event in executions.history(arn):
+        exited = event.get("stateExitedEventDetails") or {}
+        if exited.get("name") == PREPARE_STATE:
+            found = json.loads(exited.get("output") or "{}").get("plan")
+            plan = found if isinstance(found, dict) else {}
+        entered = event.get("stateEnteredEventDetails") or {}
+        reached.add(str(entered.get("name", "")))
+    target, array = plan.get("targetInstanceId"), plan.get("array")
+    if not plan.get("tagTarget") or ATTACH_STATE not in reached or ASSEMBLE_STATE in reached:
+        return None
+    if not isinstance(target, str) or not isinstance(array, str):
+        return None
+    if instances.instance_facts(target)[1].get(tags.ARRAY) != array:
+        return None
+    tagging.remove([target], tags.ARRAY, array)
+    logger.info(
+        "array tag taken off a target the stopped run never assembled on", extra={"target": target}
+    )
+    return target

@@ -5,6 +5,7 @@ one scenario gives the same emulated times run after run."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +16,13 @@ import pytest
 
 from raidsnap_emulation.clock import ClockStalledError
 from raidsnap_emulation.harness import ACCOUNT, Emulation, synthesize
-from raidsnap_emulation.world import alarm_event, backed_up, configure_recovery, make_array
+from raidsnap_emulation.world import (
+    HeldStep,
+    alarm_event,
+    backed_up,
+    configure_recovery,
+    make_array,
+)
 
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/raidsnap-emulation"
 # The last state of each test machine: one call the double records, with the emulated time at
@@ -274,3 +281,162 @@ def test_an_execution_nothing_can_move_on_is_reported_with_what_it_waits_for(
     token = json.loads(message["Body"])["token"]
     emu.sfn.send_task_failure(taskToken=token, error="Nobody", cause="no one answers")
     assert emu.wait(arn).status == "FAILED"
+
+
+def _asks(queue: str, **task: Any) -> dict[str, Any]:
+    """A Task that sends its token to ``queue`` and waits for an answer."""
+    return {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+        "Parameters": {"QueueUrl": queue, "MessageBody": {"token.$": "$$.Task.Token"}},
+        **task,
+    }
+
+
+def _waiting_for_a_token(emu: Emulation) -> list[str]:
+    return [line for line in emu.clock.describe().splitlines() if "task token" in line]
+
+
+def test_a_failed_branch_ends_the_task_another_branch_waits_on(emu: Emulation) -> None:
+    # GIVEN a Parallel whose first branch waits for a task token and whose second fails
+    # ("Parallel workflow state", developer guide, error handling: a failed branch fails the
+    # Parallel, and Step Functions stops all its branches)
+    queue = boto3.client("sqs").create_queue(QueueName="tokens")["QueueUrl"]
+    definition = {
+        "StartAt": "Both",
+        "States": {
+            "Both": {
+                "Type": "Parallel",
+                "Branches": [
+                    {"StartAt": "Ask", "States": {"Ask": _asks(queue, End=True)}},
+                    {
+                        "StartAt": "Pause",
+                        "States": {
+                            "Pause": {"Type": "Wait", "Seconds": 30, "Next": "Give up"},
+                            "Give up": {"Type": "Fail", "Error": "GaveUp", "Cause": "enough"},
+                        },
+                    },
+                ],
+                "End": True,
+            }
+        },
+    }
+    arn = start(emu, machine(emu, "branches", definition), {}, "branches")
+    # WHEN the second branch fails
+    run = emu.wait(arn)
+    assert (run.status, run.error) == ("FAILED", "GaveUp")
+    # THEN the first branch's Task no longer waits: no thread of it is left behind
+    deadline = time.monotonic() + 5
+    while _waiting_for_a_token(emu) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _waiting_for_a_token(emu) == [], emu.clock.describe()
+    # AND its token is refused as that of a closed Task
+    (message,) = boto3.client("sqs").receive_message(QueueUrl=queue)["Messages"]
+    token = json.loads(message["Body"])["token"]
+    with pytest.raises(emu.sfn.exceptions.TaskTimedOut):
+        emu.sfn.send_task_success(taskToken=token, output="{}")
+
+
+def test_a_task_that_nobody_answers_times_out_on_the_clock(emu: Emulation) -> None:
+    # GIVEN a Task waiting for a token with TimeoutSeconds of 3 days, and nobody to answer, in a
+    # Parallel's branch and on its own
+    emu.clock.task_timeouts = True
+    queue = boto3.client("sqs").create_queue(QueueName="tokens")["QueueUrl"]
+    timed_out = [{"ErrorEquals": ["States.Timeout"], "ResultPath": None, "Next": "Alone"}]
+    definition = {
+        "StartAt": "Both",
+        "States": {
+            "Both": {
+                "Type": "Parallel",
+                "Branches": [
+                    {
+                        "StartAt": "Ask",
+                        "States": {"Ask": _asks(queue, TimeoutSeconds=259200, End=True)},
+                    }
+                ],
+                "Catch": timed_out,
+                "Next": "Alone",
+            },
+            "Alone": _asks(
+                queue,
+                TimeoutSeconds=3600,
+                Catch=[{"ErrorEquals": ["States.Timeout"], "ResultPath": None, "Next": "Mark"}],
+                Next="Mark",
+            ),
+            "Mark": MARK,
+        },
+    }
+    begin = emu.clock.now()
+    arn = start(emu, machine(emu, "asks", definition), {}, "asks")
+    # THEN each times out on the emulated clock (States.Timeout, which fails the Parallel under
+    # that name, for its Catch), and the run goes on: 3 days, then 1 hour
+    succeeded(emu, arn)
+    assert ended(emu, arn, begin) == 259200 + 3600
+    assert _waiting_for_a_token(emu) == [], emu.clock.describe()
+
+
+def test_a_stop_keeps_its_error_and_cause_in_the_history(emu: Emulation) -> None:
+    # GIVEN an execution waiting for a task token
+    queue = boto3.client("sqs").create_queue(QueueName="tokens")["QueueUrl"]
+    definition = {"StartAt": "Ask", "States": {"Ask": _asks(queue, End=True)}}
+    arn = start(emu, machine(emu, "asks", definition), {}, "stopped")
+    while not boto3.client("sqs").receive_message(QueueUrl=queue).get("Messages"):
+        time.sleep(0.01)
+    # WHEN it is stopped with an error and a cause (StopExecution)
+    emu.sfn.stop_execution(executionArn=arn, error="ByHand", cause="an operator stopped it")
+    assert emu.wait(arn).status == "ABORTED"
+    # THEN its ExecutionAborted event carries them (ExecutionAbortedEventDetails)
+    aborted: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 5
+    while not aborted and time.monotonic() < deadline:
+        events = emu.sfn.get_execution_history(executionArn=arn)["events"]
+        aborted = [e for e in events if e["type"] == "ExecutionAborted"]
+    details = aborted[0]["executionAbortedEventDetails"]
+    assert (details.get("error"), details.get("cause")) == ("ByHand", "an operator stopped it")
+
+
+def test_no_task_times_out_while_a_test_holds_a_step(emu: Emulation) -> None:
+    # GIVEN one branch waiting for a token (TimeoutSeconds 60) while the other is in a function
+    # the test holds, and nothing else to run
+    emu.clock.task_timeouts = True
+    queue = boto3.client("sqs").create_queue(QueueName="tokens")["QueueUrl"]
+    assert emu.router is not None
+    function = next(
+        name
+        for name, f in emu.router.functions.items()
+        if f.handler.endswith(".monitor_set_age.handler")
+    )
+    held = HeldStep(emu, "monitor_set_age")
+    step = {
+        "Type": "Task",
+        "Resource": f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:{function}",
+        "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "Done"}],
+        "ResultPath": None,
+        "Next": "Done",
+    }
+    definition = {
+        "StartAt": "Both",
+        "States": {
+            "Both": {
+                "Type": "Parallel",
+                "Branches": [
+                    {
+                        "StartAt": "Ask",
+                        "States": {"Ask": _asks(queue, TimeoutSeconds=60, End=True)},
+                    },
+                    {"StartAt": "Held", "States": {"Held": step, "Done": {"Type": "Succeed"}}},
+                ],
+                "End": True,
+            }
+        },
+    }
+    arn = start(emu, machine(emu, "held", definition), {}, "held")
+    held.wait()
+    # WHEN the test takes its time (real time) before it releases the step
+    time.sleep(1)
+    assert emu.sfn.describe_execution(executionArn=arn)["status"] == "RUNNING", emu.clock.describe()
+    held.release()
+    # THEN the waiting Task did not time out meanwhile: its answer still reaches it
+    (message,) = boto3.client("sqs").receive_message(QueueUrl=queue)["Messages"]
+    emu.sfn.send_task_success(taskToken=json.loads(message["Body"])["token"], output="{}")
+    assert emu.wait(arn).status == "SUCCEEDED"

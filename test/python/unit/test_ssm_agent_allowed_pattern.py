@@ -57,6 +57,10 @@ def test_no_deployed_document_runs_a_value_with_a_final_newline() -> None:
         "ArrayName": "db1",
         "Method": "auto",
         "FreezeToken": "0123456789abcdef0123456789abcdef",
+        "PreSnapshot": "builtin:mysql-lock",
+        "PostSnapshot": "/usr/local/sbin/app-hook --done",
+        "HookSeconds": "60",
+        "Freeze": "true",
     }
     ran = []
     for kind, content in sorted(documents.items()):

@@ -37,8 +37,16 @@ SHELLCHECK = Path(sys.executable).parent / "shellcheck"
 
 EXPECTED_PARAMETERS = {
     "discover": {"ArrayName"},
-    "freeze": {"MountPoint", "MaxFreezeSeconds", "FreezeToken"},
-    "thaw": {"MountPoint", "MaxFreezeSeconds", "FreezeToken"},
+    "freeze": {
+        "MountPoint",
+        "MaxFreezeSeconds",
+        "FreezeToken",
+        "PreSnapshot",
+        "PostSnapshot",
+        "HookSeconds",
+        "Freeze",
+    },
+    "thaw": {"MountPoint", "MaxFreezeSeconds", "FreezeToken", "PostSnapshot", "HookSeconds"},
     "assemble": {
         "VolumeIds",
         "MdUuid",
@@ -66,6 +74,10 @@ VALID = {
     "OwnMountPoint": "false",
     "Method": "auto",
     "FreezeToken": "0123456789abcdef0123456789abcdef",
+    "PreSnapshot": "builtin:postgresql-checkpoint",
+    "PostSnapshot": "/usr/local/bin/app-hook --flag=1 release",
+    "HookSeconds": "30",
+    "Freeze": "true",
 }
 
 INJECTIONS = [

@@ -17,6 +17,7 @@ machine of the synthesized template (with and without the example config):
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -211,6 +212,20 @@ def _scenario_recovery_whose_restore_is_stopped(emu: Emulation) -> None:
     assert emu.wait(started.result["executionArn"]).status == "FAILED"
 
 
+def _scenario_recovery_told_by_the_end_of_its_restore(emu: Emulation) -> None:
+    # The restore's own report of its mounted array is refused once: its end tells the recovery.
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    emu.double.impair_volume(fx.member_ids[1])  # evidence: a member fails its status check
+    emu.double.fail("stepfunctions", "SendTaskSuccess", times=1, code="AccessDeniedException")
+    started = emu.invoke("recovery_start", alarm_event(fx.instance_id))
+    sfn = boto3.client("stepfunctions")
+    while not sfn.list_executions(stateMachineArn=emu.state_machines["restore"])["executions"]:
+        time.sleep(0.01)
+    _restores_end(emu)
+    assert emu.wait(started.result["executionArn"]).status == "SUCCEEDED"
+
+
 def _scenario_recovery_attach_onto_replacement(emu: Emulation) -> None:
     fx = make_array(emu.hosts, "db1", 2)
     backed_up(emu.hosts, emu.run, fx)
@@ -356,6 +371,33 @@ def _scenario_restore_stopped_by_hand(emu: Emulation) -> None:
     ]
     assert done.error_type is None, done.error_message
     assert done.result["deletedVolumeIds"] and done.result["fsrDisabled"]
+
+
+def _scenario_restore_stopped_after_tagging_a_new_target(emu: Emulation) -> None:
+    # The stop cleanup reads the run's history, and takes off the tag the run put on its new
+    # target (it never reached its Assemble step).
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    terminate(fx.instance_id)
+    target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    name_in_config(emu, "db1", target)
+    held = HeldStep(emu, "restore_attach", nth=2)
+    arn = emu.start(
+        "restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"}
+    )
+    held.wait()
+    boto3.client("stepfunctions").stop_execution(executionArn=arn)
+    held.release()
+    emu.wait(arn)
+    deliveries = emu.services.execution_event(arn)
+    assert deliveries and all(d.delivered for d in deliveries), deliveries
+    (done,) = [
+        d.result
+        for d in deliveries
+        if d.result is not None and d.result.module == "restore_abandoned"
+    ]
+    assert done.error_type is None, done.error_message
+    assert done.result["untagged"] == target
 
 
 def _scenario_restore_prewarm_cannot_be_followed(emu: Emulation) -> None:
@@ -515,6 +557,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_failed_replace_of_an_encrypted_array_attaches_its_members_again,
     _scenario_restore_kept_after_assembly_records_its_identity,
     _scenario_restore_stopped_by_hand,
+    _scenario_restore_stopped_after_tagging_a_new_target,
     _scenario_restore_volume_error_while_fsr_on,
     _scenario_restore_fsr_stuck_falls_back,
     _scenario_restore_fsr_replace,
@@ -533,6 +576,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_backup_fails_while_frozen,
     _scenario_recovery_from_alarm,
     _scenario_recovery_whose_restore_is_stopped,
+    _scenario_recovery_told_by_the_end_of_its_restore,
     _scenario_drill,
     _scenario_recovery_preempts_a_drill,
     _scenario_recovery_attach_onto_replacement,

@@ -14,8 +14,12 @@ from raidsnap_emulation.world import (
     SLOW_EBS_INSTANCE_TYPE,
     HeldStep,
     backed_up,
+    launch_instance,
     make_array,
+    name_in_config,
     restored_volumes,
+    tags_of,
+    terminate,
 )
 
 
@@ -132,6 +136,57 @@ def test_attached_volumes_of_a_stopped_restore_are_left_alone_and_reported(
     assert touched == []
     # (the held step was in flight when the run stopped, and released the lock itself)
     assert lock_holder(emu, "db1") is None
+
+
+def _array_tag(instance_id: str) -> str | None:
+    (reservation,) = boto3.client("ec2").describe_instances(InstanceIds=[instance_id])[
+        "Reservations"
+    ]
+    return tags_of(reservation["Instances"][0]).get("raidsnap:array")
+
+
+def test_a_restore_stopped_after_tagging_a_new_target_takes_the_tag_off(emu: Emulation) -> None:
+    # GIVEN a restore onto a new instance, stopped after its attach step tagged the instance
+    # with the array and before it assembled anything there
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    terminate(fx.instance_id)
+    target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    name_in_config(emu, "db1", target)
+    held = HeldStep(emu, "restore_attach", nth=2)
+    arn = emu.start(
+        "restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"}
+    )
+    held.wait()
+    assert _array_tag(target) == "db1"
+    boto3.client("stepfunctions").stop_execution(executionArn=arn, cause="operator stopped it")
+    held.release()
+    assert emu.wait(arn).status == "ABORTED"
+    # WHEN the end of the run reaches the cleanup function
+    done = emu.invoke("restore_abandoned", status_change(emu, arn, "ABORTED"))
+    # THEN the instance no longer says it holds the array: nothing of it is there
+    assert done.error_type is None, done.error_message
+    assert done.result["untagged"] == target
+    assert _array_tag(target) is None
+    assert "/dev/md0" not in emu.hosts.state(target).arrays
+
+
+def test_a_restore_stopped_once_it_assembled_keeps_the_tag(emu: Emulation) -> None:
+    # GIVEN a restore onto a new instance, stopped once it entered its Assemble step
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    terminate(fx.instance_id)
+    target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+    name_in_config(emu, "db1", target)
+    arn = stop_while_held(
+        emu, "command_poll", {"array": "db1", "targetInstanceId": target, "initialization": "none"}
+    )
+    # WHEN the end of the run reaches the cleanup function
+    done = emu.invoke("restore_abandoned", status_change(emu, arn, "ABORTED"))
+    # THEN the tag stays: the array may be mounted there
+    assert done.error_type is None, done.error_message
+    assert "untagged" not in done.result or done.result["untagged"] is None
+    assert _array_tag(target) == "db1"
 
 
 @pytest.mark.parametrize("status", ["SUCCEEDED", "FAILED", "RUNNING"])

@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import Field, JsonValue
 
+from raidsnap.hooks import Hooks, SetConsistency
 from raidsnap.models import Consistency, Contract, ExecutionRef, StepError
 
 
@@ -55,6 +56,8 @@ class Plan(Contract):
 
     array: str
     consistency: Consistency
+    # The run's application hooks (input or configuration), none when it has none.
+    hooks: Hooks | None = None
     trigger: str
     retention: int
     execution: RunExecution
@@ -90,7 +93,7 @@ class Members(Contract):
     md: dict[str, JsonValue] = Field(default_factory=dict)
     memberCount: int | None = None
     degraded: Degraded | None = None
-    consistency: Consistency | None = None
+    consistency: SetConsistency | None = None
     notes: list[str] = Field(default_factory=list)
 
     def mount_point(self) -> str:
@@ -131,7 +134,7 @@ class Snapshots(Contract):
     snapshots are going."""
 
     setId: str
-    consistency: Consistency
+    consistency: SetConsistency
     notes: list[str] = Field(default_factory=list)
     status: Literal["pending", "completed"]
     waitSeconds: int

@@ -3,12 +3,10 @@ path thaws and lets go of the array."""
 
 from __future__ import annotations
 
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
-
 from raidsnap.aws import in_use, snapshot_sets, snapshots
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import ArrayDegradedError, cause_message, public_name
-from raidsnap.observability import count, for_array, logger
+from raidsnap.observability import count, for_array, logger, publish_alone
 from raidsnap.plan import retention
 from raidsnap.workflows.backup import times
 from raidsnap.workflows.backup.contracts import (
@@ -36,10 +34,7 @@ def finish(call: RetentionCall) -> Retention:
     for_array(call.plan.array)
     count("SnapshotsDeleted", report.deletedSnapshots)
     # Without the array dimension: one alarm watches every array (the output names the array).
-    with single_metric(
-        name="SnapshotsNotDeleted", unit=MetricUnit.Count, value=len(report.notDeleted)
-    ):
-        pass
+    publish_alone("SnapshotsNotDeleted", len(report.notDeleted))
     count("DegradedSetsTaken" if call.members.degraded else "BackupSucceeded")
     fail_if_degraded(call)
     return result

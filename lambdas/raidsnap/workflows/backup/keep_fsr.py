@@ -11,10 +11,9 @@ metric FastRestoreNotKept raises its alarm.
 
 from __future__ import annotations
 
-from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from botocore.exceptions import ClientError
 
-from raidsnap.aws import THROTTLE_CODES, error_code, fsr, kept_fsr, snapshot_sets
+from raidsnap.aws import THROTTLE_CODES, error_code, fsr, kept_fsr, lock, snapshot_sets
 from raidsnap.environment import (
     FastRestorePolicy,
     fast_restore_by_array,
@@ -22,7 +21,7 @@ from raidsnap.environment import (
     restore_lock_table,
 )
 from raidsnap.errors import ConfigurationError
-from raidsnap.observability import logger
+from raidsnap.observability import logger, publish_alone
 from raidsnap.plan import fsr as plan_fsr
 from raidsnap.plan import kept_fsr as plan
 from raidsnap.workflows.backup.contracts import (
@@ -111,6 +110,7 @@ def _start(call: KeepFsrCall, policy: FastRestorePolicy | None, table: str) -> K
         for zone in policy.zones
         for sid in fsr.already_active(out.snapshotIds, zone)
     )
+    restored = {pair for c in lock.fsr_claims(table) for pair in c.pairs}
     entry = plan.KeptSet(
         set_id=out.setId,
         taken_at=call.plan.execution.startTime,
@@ -118,6 +118,7 @@ def _start(call: KeepFsrCall, policy: FastRestorePolicy | None, table: str) -> K
         sizes=sizes,
         run=call.plan.execution.arn,
         before=tuple(before),
+        foreign=tuple(pair for pair in before if pair not in restored),
     )
     claimed = kept_fsr.change(table, array, lambda sets: plan.with_set(sets, entry)).find(out.setId)
     k.before = list(claimed.before if claimed else before)
@@ -245,5 +246,4 @@ def _publish(k: KeepFsr) -> None:
     if k.status in ("pending", "off"):
         return
     value = 1 if k.status in ("skipped", "failed") else 0
-    with single_metric(name=NOT_KEPT_METRIC, unit=MetricUnit.Count, value=value):
-        pass
+    publish_alone(NOT_KEPT_METRIC, value)

@@ -12,6 +12,7 @@ from raidsnap.environment import (
     restore_lock_table,
     retention_for,
 )
+from raidsnap.hooks import SetConsistency, hooks_for
 from raidsnap.models import (
     BackupInput,
     Consistency,
@@ -81,6 +82,7 @@ def _prepare(
     plan = Plan(
         array=request.array,
         consistency=request.consistency or "crash",
+        hooks=hooks_for(request.array, request.hooks),
         trigger=request.trigger,
         retention=retention_for(request.array, settings.default_retention),
         execution=RunExecution(arn=execution.id, startTime=times.iso(started)),
@@ -160,9 +162,25 @@ def collect_members(call: MembersCall) -> Members:
     )
 
 
-def _consistency(plan: Plan, layout: instances.Layout, notes: list[str]) -> Consistency:
-    """The consistency the set can have; a freeze the instance cannot do falls back to crash,
-    and ``notes`` says why."""
+def _consistency(plan: Plan, layout: instances.Layout, notes: list[str]) -> SetConsistency:
+    """The consistency the set can have: ``application`` when hooks run (on an agent that can
+    run the freeze document, at a mount point it takes); a freeze the instance cannot do falls
+    back to crash, and ``notes`` says why."""
+    filesystem = _filesystem(plan, layout, notes)
+    if plan.hooks is None:
+        return filesystem
+    if filesystem == "fsfreeze" or (plan.consistency == "crash" and _can_hook(plan, layout)):
+        return "application"
+    notes.append("the application hooks were not run: the set is " + filesystem)
+    return filesystem
+
+
+def _can_hook(plan: Plan, layout: instances.Layout) -> bool:
+    mount_point = str(layout.md.get("mountPoint") or "")
+    return not plan.agentTooOld and bool(mount_point) and not system_directory(mount_point)
+
+
+def _filesystem(plan: Plan, layout: instances.Layout, notes: list[str]) -> Consistency:
     mount_point = layout.md.get("mountPoint")
     if plan.consistency != "fsfreeze":
         return plan.consistency

@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 from datetime import timedelta
 
+from raidsnap import hooks
 from raidsnap.aws import commands, instances, snapshot_sets, snapshots, volumes
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import SnapshotFailedError
+from raidsnap.hooks import SetConsistency
 from raidsnap.models import Poll
 from raidsnap.observability import count, for_array
 from raidsnap.workflows.backup import times
@@ -34,13 +36,21 @@ def freeze_token(plan: Plan) -> str:
     return hashlib.sha256(f"freeze:{plan.execution.arn}".encode()).hexdigest()[:32]
 
 
+def _hook_seconds(plan: Plan) -> int:
+    return plan.hooks.timeoutSeconds if plan.hooks else 0
+
+
 def send_freeze(call: CommandCall, documents: Documents, settings: BackupSettings) -> Command:
+    # The hooks run in the freeze document around fsfreeze, or alone for a crash-consistent
+    # set (Freeze=false); a pre hook that fails runs the post hook there too.
+    plan = call.plan
     command = _start_command(
         documents.freeze,
         call,
         settings,
-        timeout=settings.max_freeze_seconds + 60,
+        timeout=settings.max_freeze_seconds + 60 + 2 * _hook_seconds(plan),
         fail_on_error=True,
+        extra=hooks.document_parameters(plan.hooks, freeze=plan.consistency == "fsfreeze"),
     )
     # The guard cannot thaw before the command was requested plus its bound: until then the
     # freeze is certain to hold (create_set compares the snapshots' start with this).
@@ -51,11 +61,26 @@ def send_freeze(call: CommandCall, documents: Documents, settings: BackupSetting
 
 
 def send_thaw(call: CommandCall, documents: Documents, settings: BackupSettings) -> Command:
-    return _start_command(documents.thaw, call, settings, timeout=120, fail_on_error=False)
+    plan = call.plan
+    extra = hooks.document_parameters(plan.hooks, freeze=False)
+    return _start_command(
+        documents.thaw,
+        call,
+        settings,
+        timeout=120 + _hook_seconds(plan),
+        fail_on_error=False,
+        extra={k: v for k, v in extra.items() if k in ("PostSnapshot", "HookSeconds")},
+    )
 
 
 def _start_command(
-    document: str, call: CommandCall, settings: BackupSettings, timeout: int, fail_on_error: bool
+    document: str,
+    call: CommandCall,
+    settings: BackupSettings,
+    *,
+    timeout: int,
+    fail_on_error: bool,
+    extra: dict[str, str],
 ) -> Command:
     plan = call.plan
     params = {
@@ -63,6 +88,7 @@ def _start_command(
         "MaxFreezeSeconds": str(settings.max_freeze_seconds),
         "FreezeToken": freeze_token(plan),
     }
+    params |= extra
     command_id, requested = commands.send_timed(
         document, plan.instanceId, params, comment=f"raidsnap {plan.setId}", timeout=timeout
     )
@@ -88,6 +114,12 @@ def _layout(members: Members) -> instances.Layout:
     )
 
 
+def _label(consistency: str) -> SetConsistency:
+    if consistency == "application":
+        return "application"
+    return "fsfreeze" if consistency == "fsfreeze" else "crash"
+
+
 def create_set(call: SnapshotCall) -> Snapshots:
     plan, members, freeze = call.plan, call.members, call.freeze
     consistency = members.consistency or plan.consistency
@@ -96,7 +128,7 @@ def create_set(call: SnapshotCall) -> Snapshots:
     facts = volumes.raw([m.volume_id for m in layout.members])
     frozen_until = (
         times.parse_time(freeze.frozenUntil)
-        if consistency == "fsfreeze" and freeze.frozenUntil
+        if consistency in ("fsfreeze", "application") and freeze.frozenUntil
         else None
     )
     taken = snapshots.create_set(
@@ -112,7 +144,7 @@ def create_set(call: SnapshotCall) -> Snapshots:
     )
     result = Snapshots(
         setId=taken.snapshot_set.set_id,
-        consistency="fsfreeze" if taken.consistency == "fsfreeze" else "crash",
+        consistency=_label(taken.consistency),
         notes=[taken.note] if taken.note else [],
         status="pending",
         waitSeconds=SNAPSHOT_POLL_MIN_SECONDS,

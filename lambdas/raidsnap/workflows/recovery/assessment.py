@@ -71,9 +71,10 @@ def start(array: str, instance_id: str, discover_document: str) -> Look:
         ]
     checked = sorted((set(members) & attached) | set(restored))
     look = Look(
+        array=array,
         instanceId=instance_id,
         checked=checked,
-        evidence=evidence + volume_evidence(checked),
+        evidence=_named(array, evidence + volume_evidence(checked)),
         mdUuid=md_uuid,
         mdLevel=facts.tag_values.get(tags.MD_LEVEL) if facts else None,
     )
@@ -191,7 +192,7 @@ def poll(look: Look) -> Look:
     if result.status == "failed" or not report.get("ok"):
         return _unseen(look).decided(discovery=f"discovery failed ({result.detail})")
     found = arrays_of_set(report, look.mdUuid, set(look.checked or []))
-    evidence = look.evidence + _discovered(look, found)
+    evidence = look.evidence + _named(look.array, _discovered(look, found))
     serving = [md for md in found if serving_degraded(md)]
     if evidence and found and len(serving) == len(found):
         return look.decided(discovery="done", evidence=evidence, degraded=_degraded(look, serving))
@@ -229,6 +230,12 @@ def _unseen(look: Look) -> Look:
             )
         }
     )
+
+
+def _named(array: str | None, lines: list[str]) -> list[str]:
+    """Evidence lines that say which array they are about (an instance may hold several, and
+    one attached-EBS alarm watches them all)."""
+    return [f"{array}: {line}" for line in lines] if array else lines
 
 
 def _discovered(look: Look, found: list[dict[str, object]]) -> list[str]:

@@ -3,7 +3,8 @@
 The state machine (statemachines/recovery.asl.json) keeps one object: ``input`` (what the
 trigger started the run with), ``execution``, and one key per step's result (``assessment``,
 ``target``; ``usable``, the restore's report that its array is mounted; ``error`` when a step,
-or the restore, failed). Every Lambda step gets that whole object as ``state`` and its result
+or the restore, failed; ``settled``, what became of the restore when no report of a mounted
+array arrived). Every Lambda step gets that whole object as ``state`` and its result
 goes to its own key (in RunRestore's branches, a key of the branch's own copy). Results are
 written with the fields that were set, so the JSON the Choice states and the operators read
 stays exactly as it was.
@@ -92,6 +93,8 @@ class Look(Contract):
 
     status: Literal["pending", "act", "none"] | None = None
     evidence: list[str] = Field(default_factory=list)
+    # The array the evidence is about: an instance may hold several, and every line names it.
+    array: str | None = None
     instanceId: str | None = None
     checked: list[str] | None = None
     mdUuid: str | None = None
@@ -129,10 +132,24 @@ class Started(Contract):
 
 class KeepAlive(Contract):
     """KeepLaunchAlive's result: the launch's lifecycle action still open (with the wait before
-    the next heartbeat), or no longer (completed, or past its global timeout)."""
+    the next heartbeat), or no longer (completed, or past its global timeout); or ``unanswered``:
+    the restore mounted its array or ended, and what it said did not reach this run."""
 
-    status: Literal["open", "closed"]
+    status: Literal["open", "closed", "unanswered"]
     waitSeconds: int
+
+
+class Settled(Contract):
+    """Settle's result, once RunRestore ended without the report of a mounted array: the
+    restore still ``running`` (look again after waitSeconds), its array ``mounted`` (with its
+    report), or ``ended`` without one (its status, error and cause, when known)."""
+
+    status: Literal["running", "mounted", "ended"]
+    waitSeconds: int | None = None
+    restoreStatus: str | None = None
+    error: str | None = None
+    cause: str | None = None
+    report: dict[str, JsonValue] | None = None
 
 
 class RecoveryState(Contract):
@@ -146,13 +163,16 @@ class RecoveryState(Contract):
     target: TargetWait | None = None
     usable: StepError | None = None
     error: StepError | None = None
+    settled: Settled | None = None
 
 
 class StepCall(Contract):
     """What the state machine sends the recovery step function: which step, and the run (and,
     to start the restore, the token of the Task that waits on it)."""
 
-    step: Literal["assess", "target", "restore", "heartbeat", "none", "succeeded", "failed"]
+    step: Literal[
+        "assess", "target", "restore", "heartbeat", "settle", "none", "succeeded", "failed"
+    ]
     state: RecoveryState
     taskToken: str | None = None
 

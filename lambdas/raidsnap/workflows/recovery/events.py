@@ -104,13 +104,23 @@ def _restore_input(
     return request
 
 
-def _array_of_instance(instance_id: str, settings: RecoverySettings) -> tuple[str, dict[str, str]]:
+def _array_of_instance(
+    instance_id: str, settings: RecoverySettings, alarm_name: str = ""
+) -> tuple[str, dict[str, str]]:
     """The array whose configured instance (or replacement) this is, else the array the instance
     is tagged with: after a move the alarm watches an instance the config may not name (an
-    array without recovery config still recovers in place)."""
-    for array, config in settings.by_array.items():
-        if instance_id in (config.get("instanceId"), config.get("replacementInstanceId")):
-            return array, config
+    array without recovery config still recovers in place). Where one instance holds several
+    configured arrays, the array whose alarm fired (each has its own alarm on the instance)."""
+    here = [
+        (array, config)
+        for array, config in settings.by_array.items()
+        if instance_id in (config.get("instanceId"), config.get("replacementInstanceId"))
+    ]
+    by_alarm = [(a, c) for a, c in here if settings.alarm_by_array.get(a) == alarm_name]
+    if alarm_name and len(by_alarm) == 1:
+        return by_alarm[0]
+    if here:
+        return here[0]
     tagged = instance_facts(instance_id)[1].get(tags.ARRAY, "")
     return tagged, settings.by_array.get(tagged, {})
 
@@ -121,7 +131,7 @@ def _holder(array: str, config: dict[str, str], besides: str) -> str | None:
     for candidate in (config.get("instanceId"), config.get("replacementInstanceId")):
         if candidate and candidate != besides:
             state, found = instance_facts(candidate)
-            if state not in ("terminated", "unknown") and found.get(tags.ARRAY) == array:
+            if state not in ("terminated", "unknown") and tags.holds(found, array):
                 return candidate
     return None
 
@@ -136,11 +146,12 @@ def _from_alarm(
     if not instance_id:
         logger.warning("alarm without an InstanceId dimension", extra={"alarm": detail.dump()})
         return None
-    array, config = _array_of_instance(instance_id, settings)
+    alarm_arn = (event.resources or [detail.alarmName or ""])[0]
+    array, config = _array_of_instance(instance_id, settings, alarm_arn.rsplit(":", 1)[-1])
     if not array:
         logger.warning("alarm for an instance of no array", extra={"instance": instance_id})
         return None
-    if instance_facts(instance_id)[1].get(tags.ARRAY) != array:
+    if not tags.holds(instance_facts(instance_id)[1], array):
         moved_to = _holder(array, config, instance_id)
         if moved_to:
             return Skip(
@@ -149,7 +160,6 @@ def _from_alarm(
                 f"the attached EBS alarm of {instance_id} fired, but {array} is no longer on it: "
                 f"a recovery moved it to {moved_to}",
             )
-    alarm_arn = (event.resources or [detail.alarmName or ""])[0]
     key = f"{alarm_arn}|{state.timestamp or event.time}"
     replacement = config.get("replacementInstanceId")
     if (
@@ -185,7 +195,7 @@ def _from_state_change(
         if instance_id not in (configured, replacement):
             continue
         # A terminated instance stays visible, tags included, for a while after it ends.
-        holds = instance_facts(instance_id)[1].get(tags.ARRAY) == array
+        holds = tags.holds(instance_facts(instance_id)[1], array)
         if instance_id != configured:  # the replacement
             if holds:
                 return Skip(

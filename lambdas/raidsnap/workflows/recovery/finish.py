@@ -10,13 +10,15 @@ from botocore.exceptions import ClientError
 from pydantic import JsonValue
 
 from raidsnap import tags
-from raidsnap.aws import claims, error_code, lifecycle
+from raidsnap.aws import awaited, callbacks, claims, error_code, lifecycle
 from raidsnap.aws.instances import instance_facts, tag_array
 from raidsnap.aws.notifications import notify
+from raidsnap.environment import RecoveryStepSettings
+from raidsnap.errors import UntrustedReportError
 from raidsnap.observability import logger
 from raidsnap.plan.causes import child_failure
 from raidsnap.plan.set_facts import SetFacts, age_text
-from raidsnap.workflows.recovery import assessment
+from raidsnap.workflows.recovery import assessment, following
 from raidsnap.workflows.recovery.contracts import (
     Failure,
     Finished,
@@ -28,31 +30,44 @@ from raidsnap.workflows.recovery.events import event_time
 from raidsnap.workflows.recovery.protection import follow
 
 
-def finish(state: RecoveryState, outcome: str, table: str) -> Finished | Failure:
+def finish(
+    state: RecoveryState, outcome: str, settings: RecoveryStepSettings
+) -> Finished | Failure:
     """Complete the lifecycle action (if any, and not completed yet) with CONTINUE or ABANDON,
     give the array's recovery claim back, and shape the run's output, or its named error and
-    cause. Both name the set restored, its age, and that writes after it are not in it."""
+    cause. Both name the set restored, its age, and that writes after it are not in it. A
+    report of a mounted array is believed only once checked (following.checked_report); the
+    run's record of its restore goes last."""
     array = state.input.array
+    table = settings.lock_table
+    arn = following.restore_arn(state, settings)
     facts = assessment.latest_set(array, event_time(state.input.event.time))
     out: Finished | Failure
     if outcome == "succeeded":
-        out, result = _succeeded(state, facts), "CONTINUE"
+        out, result = _succeeded(state, facts, _mounted(state, arn)), "CONTINUE"
     else:
-        out, result = _failed(state, facts)
+        out, result = _failed(state, facts, _mount_evidence(state, settings, arn))
     claims.unclaim(table, array, state.execution.name)
-    return _complete_lifecycle(state, out, result)
+    done = _complete_lifecycle(state, out, result)
+    awaited.forget(table, following.restore_name(state))
+    return done
 
 
-def _succeeded(state: RecoveryState, facts: SetFacts | None) -> Finished:
+def _succeeded(
+    state: RecoveryState, facts: SetFacts | None, restored: dict[str, JsonValue]
+) -> Finished:
     given = state.input
     array = given.array
-    restored = _mounted(state)
     restore_arn = str(restored.get("executionArn") or "")
     taken = restored.get("setTakenAt")
     same_set = facts is not None and facts.set_id == restored.get("setId")
     target = str(restored.get("targetInstanceId") or given.restore.targetInstanceId)
     prewarm = restored.get("prewarm")
-    running = isinstance(prewarm, dict) and prewarm.get("status") == "running"
+    # Settle found the report written back by a restore that has ended since, without
+    # reaching its own end (stopped, timed out, failed after the mount): no prewarm goes on.
+    gone = state.settled.restoreStatus if state.settled else None
+    cut_short = gone in ("ABORTED", "TIMED_OUT", "FAILED")
+    running = isinstance(prewarm, dict) and prewarm.get("status") == "running" and not cut_short
     message = (
         f"{array} was restored from set {restored.get('setId')}, taken {taken}"
         + (
@@ -66,6 +81,13 @@ def _succeeded(state: RecoveryState, facts: SetFacts | None) -> Finished:
             f"; the prewarm goes on in restore {restore_arn} (until it ends, blocks it has not "
             "read yet come from S3 slowly on first access)"
             if running
+            else ""
+        )
+        + (
+            f"; restore {restore_arn} then ended {gone} without finishing its last steps (a "
+            "prewarm it had begun did not finish: blocks not read yet come from S3 slowly on "
+            "first access)"
+            if cut_short
             else ""
         )
     )
@@ -93,25 +115,55 @@ def _succeeded(state: RecoveryState, facts: SetFacts | None) -> Finished:
     return Finished(output=report)
 
 
-def _mounted(state: RecoveryState) -> dict[str, JsonValue]:
-    """The restore's report that its array is mounted (RunRestore's RestoreUsable, whose cause
-    is the report as JSON), or its output if it ended before it could report."""
+def _mounted(state: RecoveryState, arn: str) -> dict[str, JsonValue]:
+    """The report that the restore's array is mounted: Settle's, which it checked already, or
+    RunRestore's RestoreUsable (whose cause is what reached the waiting Task, as JSON), checked
+    here: what is not believed goes back to Settle (UntrustedReportError)."""
+    if state.settled is not None and state.settled.status == "mounted":
+        if state.settled.report is None:
+            raise ValueError("succeeded: Settle found a mounted array but no report of it")
+        return state.settled.report
     if state.usable is None:
         raise ValueError("succeeded: the run has no report of a mounted array")
-    report = json.loads(state.usable.Cause)
-    if not isinstance(report, dict):
-        raise TypeError("succeeded: the restore's report is not a JSON object")
-    return report
+    try:
+        report = json.loads(state.usable.Cause)
+    except json.JSONDecodeError:
+        report = None
+    return following.checked_report(report, state, arn)
 
 
-def _failed(state: RecoveryState, facts: SetFacts | None) -> tuple[Failure, str]:
+def _mount_evidence(state: RecoveryState, settings: RecoveryStepSettings, arn: str) -> bool:
+    """Whether the restore assembled and mounted the array (or may have: its cleanup kept
+    volumes an md device or a mount uses on the target). Only what the restore itself said
+    counts (the run's record of it, a report that was believed), never a tag alone: the restore
+    tags its target before it attaches anything."""
+    if state.settled is not None and state.settled.status == "mounted":
+        return True
+    waiting = awaited.awaited(settings.lock_table, following.restore_name(state))
+    own = waiting is not None and waiting.parent_arn == state.execution.id
+    said = waiting is not None and (
+        waiting.outcome == awaited.MOUNTED
+        or (waiting.outcome == awaited.FAILED and bool(waiting.kept))
+    )
+    if own and said:
+        return True
+    if state.usable is not None:
+        try:
+            following.checked_report(json.loads(state.usable.Cause), state, arn)
+        except (UntrustedReportError, json.JSONDecodeError):
+            return False
+        return True
+    return False
+
+
+def _failed(state: RecoveryState, facts: SetFacts | None, mounted: bool) -> tuple[Failure, str]:
     """The named error and cause, the array's tag given back where the array is not on the
     target, and the lifecycle result: a launched instance that holds the mounted array goes into
     service with it."""
     array = state.input.array
-    error = state.error
-    name, cause = child_failure(error.dump() if error else {})
-    on_target = _array_on_target(state) if state.input.restore.mode == "attach" else None
+    name, cause = _failure_named(state)
+    attach = state.input.restore.mode == "attach"
+    on_target = _array_on_target(state) if attach and mounted else None
     cause += _unretire(state, on_target)
     if on_target:
         # The array lives there now, whatever failed after it was mounted: so does its alarm.
@@ -121,6 +173,27 @@ def _failed(state: RecoveryState, facts: SetFacts | None) -> tuple[Failure, str]
     return Failure(error=name, cause=cause, lifecycleAction=None), (
         "CONTINUE" if on_target else "ABANDON"
     )
+
+
+def _failure_named(state: RecoveryState) -> tuple[str, str]:
+    """The error and cause the run fails with: the step's or the restore's. Where the wait for
+    the restore ended without its answer (the Task's timeout, or RestoreUnanswered), what
+    Settle found of the restore says it better."""
+    error = state.error
+    settled = state.settled
+    unanswered = error is not None and error.Error in ("States.Timeout", "RestoreUnanswered")
+    if unanswered and settled is not None and settled.restoreStatus:
+        restore = settled.restoreStatus
+        found = (settled.error or "", settled.cause or "")
+        if restore in ("ABORTED", "TIMED_OUT", "FAILED"):
+            return callbacks.parent_error(restore, found[0]), found[
+                1
+            ] or f"the restore ended {restore}"
+        return "RestoreUnanswered", (
+            f"the restore did not report a mounted array ({restore}); waited for: "
+            f"{error.Error if error else '-'}"
+        )
+    return child_failure(error.dump() if error else {})
 
 
 def _complete_lifecycle(

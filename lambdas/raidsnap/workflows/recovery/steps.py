@@ -1,31 +1,29 @@
 """Recovery workflow steps: look for evidence that a member is impaired, wait for the target,
 start the restore (which reports back once its array is mounted, or that it failed), keep a
-launch's lifecycle action alive meanwhile, and at the end name the outcome (finish)."""
+launch's lifecycle action alive meanwhile, settle what became of a restore that did not report
+(following), and at the end name the outcome (finish)."""
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 
 from raidsnap import tags
-from raidsnap.aws import claims, executions, instances, lifecycle
+from raidsnap.aws import claims, instances
 from raidsnap.aws.instances import instance_facts, untag_array
 from raidsnap.aws.notifications import notify
 from raidsnap.environment import RecoveryStepSettings
-from raidsnap.errors import InstanceNotReadyError, RestoreAlreadyStartedError
+from raidsnap.errors import InstanceNotReadyError
 from raidsnap.models import Contract, Poll
 from raidsnap.observability import count, for_array, logger
 from raidsnap.plan.set_facts import SetFacts
-from raidsnap.workflows.recovery import assessment
+from raidsnap.workflows.recovery import assessment, following
 from raidsnap.workflows.recovery.contracts import (
     Degraded,
     Finished,
-    KeepAlive,
     Look,
     RecoveryState,
     Report,
     SetRef,
-    Started,
     StepCall,
     TargetWait,
 )
@@ -47,14 +45,16 @@ def run(call: StepCall, settings: RecoveryStepSettings) -> Contract:
     if call.step == "target":
         return check_target(state)
     if call.step == "restore":
-        return start_restore(state, settings.restore_state_machine_arn, call.taskToken)
+        return following.start_restore(state, settings, call.taskToken)
     if call.step == "heartbeat":
-        return keep_alive(state)
+        return following.keep_alive(state, settings)
+    if call.step == "settle":
+        return following.settle(state, settings)
     if call.step == "none":
         return no_action(state, settings.lock_table)
     for_array(state.input.array)
     count("RecoverySucceeded" if call.step == "succeeded" else "RecoveryFailed")
-    return finish(state, call.step, settings.lock_table)
+    return finish(state, call.step, settings)
 
 
 def assess(state: RecoveryState, discover_document: str) -> Look:
@@ -162,48 +162,6 @@ def _degraded(state: RecoveryState, look: Look, facts: SetFacts | None, table: s
         message=message,
     )
     return Finished(output=report)
-
-
-def start_restore(state: RecoveryState, restore_machine_arn: str, token: str | None) -> Started:
-    """Tell the operators which set the restore restores and what that means for their data,
-    then start it (named after this execution) with the token of the Task that waits on it
-    (lambda:invoke.waitForTaskToken: the Task ends only with SendTaskSuccess or SendTaskFailure
-    for that token, developer guide, "Wait for a Callback with Task Token"): the restore reports
-    to that Task once its array is mounted, or that it failed."""
-    if not token:
-        raise ValueError("restore: the waiting Task's token is missing")
-    array = state.input.array
-    restore = state.input.restore
-    name = f"{state.execution.name}-restore"
-    arn = executions.arn_of(restore_machine_arn, name)
-    facts = assessment.latest_set(array, reference_time(state))
-    evidence = state.assessment.evidence if state.assessment else []
-    notify(
-        f"raidsnap: recovering {array}",
-        f"Recovery of {array}: restoring onto {restore.targetInstanceId or 'its instance'} "
-        f"in {restore.mode} mode (restore {arn}), because: {'; '.join(evidence)}. "
-        + (facts.sentence(array) + "." if facts else f"{array} has no complete set."),
-    )
-    request = {**restore.dump(), "callback": {"taskToken": token}}
-    if executions.start(restore_machine_arn, name, request) is None:
-        # Started by an earlier attempt of this step, whose Task (and token) is gone: the
-        # restore reports to no one, so this run cannot follow it. It goes on by itself.
-        raise RestoreAlreadyStartedError(
-            f"the restore {arn} was started by an earlier attempt of this step and reports to "
-            "it, not to this one; it goes on by itself: follow it with aws stepfunctions "
-            f"describe-execution --execution-arn {arn}"
-        )
-    return Started(executionArn=arn, started=True)
-
-
-def keep_alive(state: RecoveryState) -> KeepAlive:
-    """A heartbeat for the launch's lifecycle action while the restore runs, and the wait before
-    the next: a third of the hook's heartbeat timeout, so that one late heartbeat is no loss."""
-    action = state.input.lifecycle
-    third = max(60, int(os.environ.get("LIFECYCLE_HEARTBEAT_SECONDS", "3600")) // 3)
-    if action is None or not lifecycle.heartbeat(action.as_dict()):
-        return KeepAlive(status="closed", waitSeconds=third)
-    return KeepAlive(status="open", waitSeconds=third)
 
 
 def check_target(state: RecoveryState) -> TargetWait:

@@ -32,7 +32,7 @@ def _record_move(plan: Plan, table: str, notes: list[str], warnings: list[str]) 
         return
     try:
         _, target_tags = instances.instance_facts(plan.targetInstanceId)
-        if target_tags.get(tags.ARRAY) != plan.array:
+        if not tags.holds(target_tags, plan.array):
             return
         home = homes.recorded(table, plan.array)
         still = False
@@ -40,7 +40,7 @@ def _record_move(plan: Plan, table: str, notes: list[str], warnings: list[str]) 
             held_state, held_tags = instances.instance_facts(home.instance_id)
             # Stopped (or rebooting) still holds the array; terminated or unknown does not.
             gone = held_state in instances.GONE_STATES
-            still = not gone and held_tags.get(tags.ARRAY) == plan.array
+            still = not gone and tags.holds(held_tags, plan.array)
         if not plan_targets.moves_home(plan.targetInstanceId, homes.as_recorded(home), still):
             if home is not None and home.instance_id != plan.targetInstanceId:
                 notes.append(

@@ -338,7 +338,7 @@ def _resolve_target(
         raise InvalidInputError(
             "targetInstanceId", f"instance {instance_id} does not exist in this region"
         )
-    held = target_tags.get(tags.ARRAY) or ""
+    held = tags.held_name(target_tags, request.array)
     configured = homes.configured(request.array)
     tag_target = plan_targets.tag_target(
         request.array,

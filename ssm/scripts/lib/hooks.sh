@@ -1,0 +1,109 @@
+# shellcheck shell=bash
+# lib/hooks.sh: application hooks that freeze runs before the snapshot instant (pre) and thaw, or
+# the freeze guard, after it (post).
+#
+# A hook is "builtin:<name>" (a ready-made hook below) or the absolute path of an executable
+# followed by its arguments, separated by single spaces. It is split into words here and run as
+# that argument vector: never handed to a shell, so nothing in it is expanded, globbed, quoted or
+# chained. Hooks run as root (the SSM agent's user); a hook that should run as another user says
+# so itself (the ready-made ones run their clients as the database's own system user).
+
+hook_dir=/run/raidsnap/hooks
+
+# run_hook PHASE HOOK SECONDS: run one hook, killed after SECONDS (then 5 s later with SIGKILL).
+# Its output goes to stderr. Returns its status (124: timed out, as timeout(1) reports).
+run_hook() {
+  local phase=$1 hook=$2 seconds=$3
+  local -a argv
+  if [[ $hook == builtin:* ]]; then
+    argv=(bash -c 'raidsnap_builtin_hook "$@"' raidsnap-hook "${hook#builtin:}" "$phase" "$seconds")
+  else
+    # read -a splits on spaces only: no pathname expansion, no quote removal.
+    read -r -a argv <<<"$hook"
+    argv+=("$phase")
+  fi
+  timeout --kill-after=5 "$seconds" "${argv[@]}" >&2
+}
+
+# The ready-made hooks. NAME PHASE SECONDS.
+raidsnap_builtin_hook() {
+  local name=$1 phase=$2 seconds=$3
+  case $name in
+    postgresql-checkpoint)
+      # A crash-consistent snapshot of data and WAL together is what PostgreSQL recovers from;
+      # a CHECKPOINT first makes that recovery short. Nothing is held, so post does nothing.
+      [[ $phase == pre ]] || return 0
+      runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -c 'CHECKPOINT'
+      ;;
+    postgresql-backup)
+      # pg_backup_start and pg_backup_stop (PostgreSQL 15 and later) in one session, held open
+      # between pre and post; the label pg_backup_stop returns is kept next to the session's.
+      raidsnap_held_session "$phase" postgresql "$seconds" \
+        "SELECT pg_backup_start('raidsnap', true);" \
+        "SELECT * FROM pg_backup_stop(false);" \
+        runuser -u postgres -- psql -X -q -A -t -v ON_ERROR_STOP=1
+      ;;
+    mysql-lock)
+      # FLUSH TABLES WITH READ LOCK lasts as long as the session that took it: held open
+      # between pre and post, then UNLOCK TABLES.
+      raidsnap_held_session "$phase" mysql "$seconds" \
+        "FLUSH TABLES WITH READ LOCK;" \
+        "UNLOCK TABLES;" \
+        mysql --batch --skip-column-names
+      ;;
+    *)
+      printf 'unknown ready-made hook %s\n' "$name" >&2
+      return 2
+      ;;
+  esac
+}
+
+# raidsnap_held_session PHASE NAME SECONDS START_SQL END_SQL CLIENT...: pre starts CLIENT in a
+# session of its own, sends START_SQL and a marker query, and returns once the marker came back
+# (the statement before it succeeded); post sends END_SQL, ends the session and returns its
+# status. The session ends by itself after an hour whatever happens to post.
+raidsnap_held_session() {
+  local phase=$1 name=$2 seconds=$3 start_sql=$4 end_sql=$5
+  shift 5
+  local dir=$hook_dir/$name
+  if [[ $phase == pre ]]; then
+    rm -rf "$dir" && mkdir -p "$dir" && chmod 0700 "$dir" && mkfifo "$dir/in"
+    # The holder keeps the fifo's write end open, feeds the client and waits for release.
+    # shellcheck disable=SC2016 # the program is the holder's, expanded by its own bash
+    setsid nohup bash -c '
+      dir=$1 start_sql=$2 end_sql=$3; shift 3
+      "$@" <"$dir/in" >"$dir/out" 2>&1 &
+      client=$!
+      exec 3>"$dir/in"
+      printf "%s\nSELECT '\''raidsnap-held'\'';\n" "$start_sql" >&3
+      for _ in $(seq 1 36000); do
+        [[ -e $dir/release ]] && break
+        kill -0 "$client" 2>/dev/null || break
+        sleep 0.1
+      done
+      printf "%s\nSELECT '\''raidsnap-released'\'';\n" "$end_sql" >&3
+      exec 3>&-
+      wait "$client"; echo "$?" >"$dir/rc"
+    ' raidsnap-held-session "$dir" "$start_sql" "$end_sql" "$@" </dev/null >/dev/null 2>&1 &
+    for _ in $(seq 1 $((seconds * 10))); do
+      if grep -qx 'raidsnap-held' "$dir/out" 2>/dev/null; then return 0; fi
+      if [[ -e $dir/rc ]]; then break; fi
+      sleep 0.1
+    done
+    cat "$dir/out" >&2 2>/dev/null || true
+    return 1
+  fi
+  [[ -d $dir ]] || return 0
+  touch "$dir/release"
+  for _ in $(seq 1 $((seconds * 10))); do
+    [[ -e $dir/rc ]] && break
+    sleep 0.1
+  done
+  cat "$dir/out" >&2 2>/dev/null || true
+  [[ $(cat "$dir/rc" 2>/dev/null) == 0 ]] && grep -qx 'raidsnap-released' "$dir/out"
+}
+
+# claim_post MARKER: true for exactly one caller (thaw or the guard) once pre has started.
+claim_post() {
+  mv -f -T "$1" "$1.claimed" 2>/dev/null
+}
