@@ -1,4 +1,10 @@
+import * as path from 'path';
 import { EXAMPLE_CONFIG, resourcesOf, synth } from './helpers';
+
+// The copies' grants (the source's share and hand-over, a backup account's requests role) exist
+// only with copies configured: the same rules hold for them.
+const COPIES_CONFIG = path.join(__dirname, '..', 'config', 'copies.example.yaml');
+const BACKUP_ACCOUNT_CONFIG = path.join(__dirname, '..', 'config', 'backup-account.example.yaml');
 
 /** Every Allow statement of every IAM policy in the synthesized stack, flattened. */
 interface Grant { policy: string; action: string; resource: string; condition: Record<string, Record<string, unknown>>; sid?: string }
@@ -51,6 +57,9 @@ const SCOPED: Array<[string, string, string[]]> = [
   ['ec2:CopySnapshot', '::snapshot/*', ['aws:RequestTag/raidsnap:copy-execution', 'ec2:Owner']],
   ['ec2:CreateTags', '::snapshot/*', ['ec2:CreateAction', 'aws:ResourceTag/raidsnap:array']],
   ['ec2:DeleteSnapshot', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
+  // A set's snapshots shared with a backup account, and no longer (createVolumePermission):
+  // the accounts added or removed are keys of their own (ec2:Add/userId, ec2:Remove/userId).
+  ['ec2:ModifySnapshotAttribute', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:EnableFastSnapshotRestores', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:DisableFastSnapshotRestores', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:CreateVolume', ':volume/*', ['aws:RequestTag/raidsnap:restore-execution']],
@@ -72,7 +81,10 @@ const SCOPED: Array<[string, string, string[]]> = [
   ['kms:CreateGrant', ':key/*', ['kms:ViaService']],
 ];
 
-describe.each([['without a config', undefined], ['with the example config', EXAMPLE_CONFIG]])('IAM %s', (_label, config) => {
+describe.each([
+  ['without a config', undefined], ['with the example config', EXAMPLE_CONFIG],
+  ['with copies to another Region and account', COPIES_CONFIG], ['of a backup account', BACKUP_ACCOUNT_CONFIG],
+])('IAM %s', (_label, config) => {
   const all = grants(config);
 
   test('no statement allows a mutating action on "*"', () => {
@@ -169,6 +181,7 @@ describe.each([['without a config', undefined], ['with the example config', EXAM
       .map((g) => `${g.policy.replace(/Role.*$/, '')} ${g.action}`)
       .sort();
     expect(changes).toEqual([
+      ...(config === COPIES_CONFIG ? ['BackupBackupCopies dynamodb:UpdateItem'] : []),
       'BackupBackupRetention dynamodb:DeleteItem', 'BackupBackupSnapshot dynamodb:PutItem',
       'CopyCopyFailed dynamodb:DeleteItem', 'CopyCopyFinish dynamodb:DeleteItem', 'CopyCopyFinish dynamodb:PutItem',
       'CopyCopyPrepare dynamodb:PutItem', 'CopyCopyProgress dynamodb:PutItem',
