@@ -55,10 +55,11 @@ def restore_in_second_region(
     )
     target = launch_instance("db1", f"{SECOND_REGION}a", region=SECOND_REGION)
     console.print(f"   instance {target} in {SECOND_REGION}a, tagged raidsnap:array=db1")
+    name = "restore-in-the-west"
     run = follow(
         emu,
-        f"restore {{'array': 'db1'}} in {SECOND_REGION}  [dim](execution restore-in-the-west)[/dim]",
-        lambda: peer.start("restore", {"array": "db1"}, name="restore-in-the-west"),
+        f"restore {{'array': 'db1'}} in {SECOND_REGION}  [dim](execution {name})[/dim]",
+        lambda: peer.start("restore", {"array": "db1"}, name=name),
     )
     out = run.output if isinstance(run.output, dict) else {}
     md = emu.hosts.state(target).arrays.get(str(out.get("mdDevice") or "/dev/md0"))
