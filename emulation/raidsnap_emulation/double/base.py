@@ -240,9 +240,14 @@ class DoubleBase:
         return self._where.stack[-1][2] if self._where.stack else None
 
     @contextlib.contextmanager
-    def calls_in(self, region: str, account: str, actor: str | None = None) -> Iterator[None]:
-        """What this thread asks of moto inside the block goes to this Region and account."""
-        self._where.stack.append((region, account, actor if actor is not None else self.actor))
+    def calls_in(
+        self, region: str, account: str, actor: str | None = None, *, inherit: bool = True
+    ) -> Iterator[None]:
+        """What this thread asks of moto inside the block goes to this Region and account, made
+        by ``actor``; without one, by whoever makes the call being answered (``inherit``), or by
+        nobody in particular (a new call, from a client of no principal)."""
+        made_by = actor if actor is not None or not inherit else self.actor
+        self._where.stack.append((region, account, made_by))
         try:
             with thread_environ().adding({"MOTO_ACCOUNT_ID": account}):
                 yield

@@ -82,7 +82,8 @@ class AwsDouble(Ssm, Health, States, Copies, Faults):
         if role is not None and self.role_actor is not None:
             # Calls made with a role's credentials are that role's, whoever holds them.
             actor = self.role_actor(role) or actor
-        with self.calls_in(region, account_of(client), actor):
+        # A new call is its own client's: never the principal whose call is being answered.
+        with self.calls_in(region, account_of(client), actor, inherit=False):
             return self._dispatch_here(client, operation, params)
 
     def _dispatch_here(self, client: BaseClient, operation: str, params: Params) -> Answer:

@@ -168,7 +168,7 @@ def test_a_call_made_while_a_principals_call_is_answered_is_not_that_principals(
     double.authorize = authorize
     double.route("lambda", "Invoke", answer)
     machine = boto3.client("lambda")
-    setattr(machine, ACTOR_ATTRIBUTE, "Machine")  # noqa: B010
+    setattr(machine, ACTOR_ATTRIBUTE, "Machine")
     machine.invoke(FunctionName="step")
     assert asked == [("lambda", "Invoke", "Machine")]
 
