@@ -1,4 +1,4 @@
-import type { Problem } from './fast-restore';
+import type { Problem } from './config-error';
 
 /** One place an array's sets are copied to (arrays.<name>.copies[i]): another Region of this
  * account, or a Region of another account (a backup account). The raidsnap stack deployed there
@@ -38,14 +38,14 @@ const KEY_ARN = /^arn:aws[a-z-]*:kms:([a-z0-9-]+):(\d{12}):key\/(mrk-[0-9a-f]{32
 const ALLOWED = ['region', 'account', 'roleArn', 'kmsKeyArn', 'retention', 'stackName'];
 
 function text(value: unknown, field: string, pattern: RegExp, what: string, problem: Problem): string {
-  if (typeof value !== 'string' || !pattern.test(value)) throw problem(field, `must be ${what}, not ${JSON.stringify(value)}`);
+  if (typeof value !== 'string' || !pattern.test(value)) throw problem(field, `${JSON.stringify(value)} is not valid`, `use ${what}`);
   return value;
 }
 
 function parseCopy(raw: unknown, field: string, retention: number, problem: Problem): CopyConfig {
-  if (!isObject(raw)) throw problem(field, 'must be a mapping with at least region');
+  if (!isObject(raw)) throw problem(field, 'is not a mapping', 'give at least region (and account, roleArn, kmsKeyArn, retention, stackName as needed), indented below the list item');
   for (const key of Object.keys(raw)) {
-    if (!ALLOWED.includes(key)) throw problem(`${field}.${key}`, `unknown setting (allowed: ${ALLOWED.join(', ')})`);
+    if (!ALLOWED.includes(key)) throw problem(`${field}.${key}`, 'unknown setting', `allowed here: ${ALLOWED.join(', ')}`);
   }
   const region = text(raw.region, `${field}.region`, REGION, 'a Region name such as us-west-2', problem);
   const account = raw.account === undefined ? undefined
@@ -53,24 +53,25 @@ function parseCopy(raw: unknown, field: string, retention: number, problem: Prob
   let roleArn: string | undefined;
   if (raw.roleArn !== undefined) {
     roleArn = text(raw.roleArn, `${field}.roleArn`, ROLE_ARN, 'an IAM role ARN (arn:aws:iam::<account>:role/<name>)', problem);
-    if (account === undefined) throw problem(`${field}.roleArn`, 'is only for a copy to another account: give account as well');
-    if (ROLE_ARN.exec(roleArn)![1] !== account) throw problem(`${field}.roleArn`, `must be a role of account ${account}, where the copies go`);
+    if (account === undefined) throw problem(`${field}.roleArn`, 'is given without account', 'give the backup account\'s id as account, or drop roleArn for a copy within this account');
+    if (ROLE_ARN.exec(roleArn)![1] !== account) throw problem(`${field}.roleArn`, `is not a role of account ${account}, where the copies go`, `name the copy-requests role of the raidsnap stack in ${account}`);
   } else if (account !== undefined) {
-    throw problem(`${field}.roleArn`, 'is required with account: the role of the backup account\'s raidsnap stack that starts copies there (see "Copies to other Regions and accounts" in the README)');
+    throw problem(`${field}.roleArn`, 'is missing: a copy to another account starts there as a role of that account\'s raidsnap stack',
+      'give the ARN of its <stack>-copy-requests role (docs/copies.md, "Copies to another account")');
   }
   let kmsKeyArn: string | undefined;
   if (raw.kmsKeyArn !== undefined) {
     kmsKeyArn = text(raw.kmsKeyArn, `${field}.kmsKeyArn`, KEY_ARN, 'a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>), not an alias', problem);
     const [, keyRegion, keyAccount] = KEY_ARN.exec(kmsKeyArn)!;
     // KMS keys are Regional: EC2 encrypts the copy with a key of the Region it makes it in.
-    if (keyRegion !== region) throw problem(`${field}.kmsKeyArn`, `is a key of ${keyRegion}; the copies are made in ${region} and need a key there`);
+    if (keyRegion !== region) throw problem(`${field}.kmsKeyArn`, `is a key of ${keyRegion}, but the copies are made in ${region}`, `name a key of ${region}`);
     if (account !== undefined && keyAccount !== account) {
-      throw problem(`${field}.kmsKeyArn`, `is a key of account ${keyAccount}; the copies belong to account ${account} and are encrypted with its key`);
+      throw problem(`${field}.kmsKeyArn`, `is a key of account ${keyAccount}, but the copies belong to account ${account}`, `name a key of account ${account}`);
     }
   }
   const kept = raw.retention === undefined ? retention : raw.retention;
   if (typeof kept !== 'number' || !Number.isInteger(kept) || kept < 1 || kept > 1000) {
-    throw problem(`${field}.retention`, `must be an integer from 1 to 1000, not ${JSON.stringify(kept)}`);
+    throw problem(`${field}.retention`, `${JSON.stringify(kept)} is not valid`, 'use an integer from 1 to 1000');
   }
   const stackName = raw.stackName === undefined ? undefined
     : text(raw.stackName, `${field}.stackName`, STACK_NAME, 'a CloudFormation stack name', problem);
@@ -83,12 +84,12 @@ function parseCopy(raw: unknown, field: string, retention: number, problem: Prob
 
 /** arrays.<name>.copies: a list of places, each at most once. */
 export function parseCopies(raw: unknown, field: string, retention: number, problem: Problem): CopyConfig[] {
-  if (!Array.isArray(raw)) throw problem(field, 'must be a list of {region, ...}');
+  if (!Array.isArray(raw)) throw problem(field, 'is not a list', 'list the places to copy to, each as "- region: us-west-2" with its settings below');
   const copies = raw.map((c, i) => parseCopy(c, `${field}[${i}]`, retention, problem));
   const seen = new Set<string>();
   copies.forEach((c, i) => {
     const where = `${c.account ?? 'this account'}/${c.region}`;
-    if (seen.has(where)) throw problem(`${field}[${i}]`, `copies to ${c.region} of ${c.account ?? 'this account'} twice`);
+    if (seen.has(where)) throw problem(`${field}[${i}]`, `copies to ${c.region} of ${c.account ?? 'this account'} a second time`, 'list each place once');
     seen.add(where);
   });
   return copies;

@@ -60,6 +60,7 @@ const SCOPED: Array<[string, string, string[]]> = [
   // A set's snapshots shared with a backup account, and no longer (createVolumePermission):
   // the accounts added or removed are keys of their own (ec2:Add/userId, ec2:Remove/userId).
   ['ec2:ModifySnapshotAttribute', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
+  ['ec2:LockSnapshot', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:EnableFastSnapshotRestores', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:DisableFastSnapshotRestores', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:CreateVolume', ':volume/*', ['aws:RequestTag/raidsnap:restore-execution']],

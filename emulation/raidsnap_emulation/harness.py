@@ -56,7 +56,7 @@ from raidsnap import clients
 from raidsnap_emulation import executor_time
 from raidsnap_emulation.clock import ClockStalledError, OwnedLock, VirtualClock
 from raidsnap_emulation.deployment import BASE_ENV, Deployment, FunctionDef
-from raidsnap_emulation.double import ACTOR_ATTRIBUTE, AwsDouble, acting_as
+from raidsnap_emulation.double import ACTOR_ATTRIBUTE, AwsDouble, AwsError, acting_as
 from raidsnap_emulation.environ import thread_environ
 from raidsnap_emulation.events import Services
 from raidsnap_emulation.host import Hosts
@@ -187,6 +187,23 @@ class LambdaRouter:
             where = (self.own.region, self.own.account)
         return self.stacks.get(where, self.own)
 
+    def configuration(self, params: dict[str, Any]) -> dict[str, Any]:
+        """lambda:GetFunctionConfiguration as Lambda answers it for a deployed function: its
+        name, ARN, handler and environment variables (Lambda API reference,
+        GetFunctionConfiguration; FunctionName is a name or an ARN). The operator's tools read
+        a function's settings so (the CLI's restore plan reads the restore's Prepare)."""
+        asked = str(params["FunctionName"])
+        stack = self._stack_of(asked)
+        fn = stack.functions.get(asked.rsplit(":", 1)[-1])
+        if fn is None:
+            raise AwsError("ResourceNotFoundException", f"Function not found: {asked}", 404)
+        return {
+            "FunctionName": fn.name,
+            "FunctionArn": f"arn:aws:lambda:{stack.region}:{stack.account}:function:{fn.name}",
+            "Handler": fn.handler,
+            "Environment": {"Variables": dict(fn.environment)},
+        }
+
     def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
         stack = self._stack_of(str(params["FunctionName"]))
         name = str(params["FunctionName"]).rsplit(":", 1)[-1]
@@ -316,6 +333,7 @@ class Emulation:
         self.hosts = Hosts(self.double, self.document_names, REGION)
         self.router = LambdaRouter(self.own, self.clock, self.double)
         self.double.route("lambda", "Invoke", self.router)
+        self.double.route("lambda", "GetFunctionConfiguration", self.router.configuration)
         self._sfn = boto3.client("stepfunctions", region_name=REGION)
         return self
 

@@ -154,7 +154,7 @@ class FastRestorePolicy:
 def fast_restore_by_array() -> dict[str, FastRestorePolicy]:
     """Each configured array's fastRestore policy (FAST_RESTORE_BY_ARRAY, a JSON map of array to
     {"zones": [...], "sets": n}; unset or {}: no array has one)."""
-    mapping = _json_env("FAST_RESTORE_BY_ARRAY", "{}")
+    mapping = json_env("FAST_RESTORE_BY_ARRAY", "{}")
     if not isinstance(mapping, dict):
         raise ConfigurationError("FAST_RESTORE_BY_ARRAY must map array names to settings")
     out = {}
@@ -173,54 +173,6 @@ def fast_restore_by_array() -> dict[str, FastRestorePolicy]:
             )
         out[str(array)] = FastRestorePolicy(tuple(str(z) for z in zones), sets)
     return out
-
-
-@dataclass(frozen=True)
-class CopyDestination:
-    """One place an array's sets are copied to (COPIES_BY_ARRAY; lib/copies.ts): its id (the
-    Region, or account/Region), the copy workflow there, the retention and key there, and for
-    another account the role this stack assumes to start a copy there."""
-
-    id: str
-    region: str
-    account: str
-    retention: int
-    state_machine_arn: str
-    role_arn: str = ""
-    kms_key_arn: str = ""
-
-
-def copies_by_array() -> dict[str, list[CopyDestination]]:
-    """Each configured array's copies (COPIES_BY_ARRAY, a JSON map of array to a list; unset or
-    {}: no array is copied anywhere)."""
-    mapping = _json_env("COPIES_BY_ARRAY", "{}")
-    if not isinstance(mapping, dict) or not all(isinstance(v, list) for v in mapping.values()):
-        raise ConfigurationError("COPIES_BY_ARRAY must map array names to lists of copies")
-    try:
-        return {
-            str(array): [
-                CopyDestination(
-                    id=str(c["id"]),
-                    region=str(c["region"]),
-                    account=str(c["account"]),
-                    retention=int(c["retention"]),
-                    state_machine_arn=str(c["stateMachineArn"]),
-                    role_arn=str(c.get("roleArn", "")),
-                    kms_key_arn=str(c.get("kmsKeyArn", "")),
-                )
-                for c in raw
-            ]
-            for array, raw in mapping.items()
-        }
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise ConfigurationError(
-            "COPIES_BY_ARRAY entries need id, region, account, retention and stateMachineArn"
-        ) from None
-
-
-def copy_destinations() -> dict[str, list[str]]:
-    """Each copied array's destinations, by id (Region, or account/Region)."""
-    return {array: [d.id for d in places] for array, places in copies_by_array().items()}
 
 
 def stack_name() -> str:
@@ -355,7 +307,7 @@ class SweeperSettings:
         return cls(lock_table=_require("LOCK_TABLE"), restore_executions=prefix, kept_arrays=kept)
 
 
-def _json_env(name: str, default: str) -> object:
+def json_env(name: str, default: str) -> object:
     raw = os.environ.get(name, "").strip() or default
     try:
         return json.loads(raw)
@@ -366,7 +318,7 @@ def _json_env(name: str, default: str) -> object:
 def array_instances() -> dict[str, dict[str, object]]:
     """What the config names for each configured array (ARRAY_INSTANCES, a JSON map of array to
     {"instances": [ids], "autoScalingGroup": name}; every configured array has an entry)."""
-    mapping = _json_env("ARRAY_INSTANCES", "{}")
+    mapping = json_env("ARRAY_INSTANCES", "{}")
     if not isinstance(mapping, dict) or not all(isinstance(v, dict) for v in mapping.values()):
         raise ConfigurationError("ARRAY_INSTANCES must map array names to settings")
     return {str(k): dict(v) for k, v in mapping.items()}
@@ -375,9 +327,49 @@ def array_instances() -> dict[str, dict[str, object]]:
 def allowed_mount_points() -> list[str] | None:
     """The directories restored arrays may be mounted under (ALLOWED_MOUNT_POINTS, a JSON list;
     unset: None, the default list)."""
-    value = _json_env("ALLOWED_MOUNT_POINTS", "null")
+    value = json_env("ALLOWED_MOUNT_POINTS", "null")
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigurationError("ALLOWED_MOUNT_POINTS must be a JSON list of paths")
     return [str(v) for v in value]
+
+
+@dataclass(frozen=True)
+class LockPolicy:
+    """An array's lock setting: lock the snapshots of its newest ``sets`` restorable sets in
+    ``mode`` for ``days`` days (with a cooling-off period of ``cool_off_hours`` in compliance
+    mode, when given)."""
+
+    mode: str
+    days: int
+    sets: int
+    cool_off_hours: int | None = None
+
+
+def _count(value: object) -> bool:
+    """A whole number from 1 (JSON true is no count, though Python takes it for 1)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def lock_policy(array: str) -> LockPolicy | None:
+    """The array's lock policy (LOCK_BY_ARRAY, a JSON map of array to {"mode", "days", "sets",
+    "coolOffHours"?}; an array without an entry has none)."""
+    mapping = json_env("LOCK_BY_ARRAY", "{}")
+    if not isinstance(mapping, dict):
+        raise ConfigurationError("LOCK_BY_ARRAY must map array names to settings")
+    raw = mapping.get(array)
+    if raw is None:
+        return None
+    fields = raw if isinstance(raw, dict) else {}
+    cool_off = fields.get("coolOffHours")
+    if (
+        fields.get("mode") not in ("governance", "compliance")
+        or not all(_count(fields.get(k)) for k in ("days", "sets"))
+        or not (cool_off is None or _count(cool_off))
+    ):
+        raise ConfigurationError(
+            f'LOCK_BY_ARRAY[{array!r}] must be {{"mode": "governance"|"compliance", '
+            '"days": n >= 1, "sets": n >= 1, "coolOffHours"?: n >= 1}'
+        )
+    return LockPolicy(str(fields["mode"]), int(fields["days"]), int(fields["sets"]), cool_off)

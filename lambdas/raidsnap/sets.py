@@ -56,6 +56,9 @@ class Manifest:
     # Where this set was handed to be copied (a destination's id: its Region, or account/Region)
     # and how that went: status copying | copied | failed, the copy run, since when.
     copies: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Set when the manifest was rebuilt from the snapshots' tags (``raidsnap sets adopt``)
+    # rather than written by the backup that took the set: when, and who confirmed it.
+    adopted: str = ""
 
     @property
     def snapshot_ids(self) -> set[str]:

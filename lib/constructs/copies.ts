@@ -28,7 +28,8 @@ export function copiesByArray(scope: IConstruct, arrays: readonly ArrayConfig[])
       // Known at synth only for a stack deployed to a named Region and account (env).
       const sameAccount = !c.account || (!Token.isUnresolved(stack.account) && c.account === stack.account);
       if (!Token.isUnresolved(stack.region) && c.region === stack.region && sameAccount) {
-        throw new ConfigError(`arrays.${a.name}.copies[${i}].region`, `is this stack's own Region (${stack.region}): a copy goes to another Region or account`);
+        throw new ConfigError(`arrays.${a.name}.copies[${i}].region`, `is this stack's own Region (${stack.region})`,
+          'copy to another Region, or give the backup account that copies go to as account');
       }
     });
   }

@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 
 from raidsnap import clients
 from raidsnap.aws import error_code
-from raidsnap.environment import CopyDestination
+from raidsnap.copy_places import CopyDestination
 
 # Execution names: 1 to 80 characters, and with logging enabled only 0-9, A-Z, a-z, - and _
 # (Step Functions API reference, StartExecution ``name``).

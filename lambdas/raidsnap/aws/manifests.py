@@ -60,6 +60,8 @@ def _to_item(m: Manifest) -> dict[str, Any]:
         raw["source"] = dict(m.source)
     if m.copies:
         raw["copies"] = {k: dict(v) for k, v in m.copies.items()}
+    if m.adopted:
+        raw["adopted"] = m.adopted
     return {k: _SERIALIZE.serialize(v) for k, v in raw.items()}
 
 
@@ -85,6 +87,7 @@ def _from_item(item: Mapping[str, Any]) -> Manifest:
             str(k): {str(a): str(b) for a, b in v.items()}
             for k, v in (raw.get("copies") or {}).items()
         },
+        adopted=str(raw.get("adopted", "")),
     )
 
 
@@ -192,6 +195,22 @@ def record_copy(array: str, set_id: str, destination: str, status: Mapping[str, 
         ExpressionAttributeNames={"#c": "copies", "#d": destination},
         ExpressionAttributeValues={":status": _SERIALIZE.serialize(dict(status))},
     )
+
+
+def adopt(manifest: Manifest) -> Manifest | None:
+    """Record a set rebuilt from its snapshots' tags, as a backup records one, unless its set id
+    is recorded already: then nothing is written and the recorded manifest is returned."""
+    try:
+        clients.dynamodb().put_item(
+            TableName=snapshot_sets_table(),
+            Item=_to_item(manifest),
+            ConditionExpression="attribute_not_exists(setId)",
+        )
+    except ClientError as err:
+        if error_code(err) != "ConditionalCheckFailedException":
+            raise
+        return get(manifest.array, manifest.set_id)
+    return None
 
 
 def forget(manifest: Manifest) -> None:

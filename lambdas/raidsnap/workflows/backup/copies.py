@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 
 from pydantic import Field, ValidationError
 
-from raidsnap import environment
+from raidsnap import copy_places, environment
 from raidsnap.aws import handover, manifests, snapshot_sets
+from raidsnap.copy_places import CopyDestination
 from raidsnap.copy_request import CopyInput, SourceMember, SourceRef, SourceSet
-from raidsnap.environment import CopyDestination
 from raidsnap.errors import CopyFailedError, IncompleteSnapshotSetError
 from raidsnap.models import Contract
 from raidsnap.observability import count, for_array
@@ -73,7 +73,7 @@ def hand_over(call: CopiesCall) -> CopyRound:
         )
     runs = {
         d.id: _hand_over_one(s, d, plan.execution.arn)
-        for d in environment.copies_by_array().get(plan.array, [])
+        for d in copy_places.copies_by_array().get(plan.array, [])
     }
     return CopyRound(status="pending", runs=runs, waitSeconds=FIRST_LOOK_SECONDS)
 
@@ -112,7 +112,7 @@ def follow(call: CopiesCall) -> CopyRound:
     plan, set_id = call.plan, call.retention.output.setId
     assert call.copies is not None
     for_array(plan.array)
-    destinations = {d.id: d for d in environment.copies_by_array().get(plan.array, [])}
+    destinations = {d.id: d for d in copy_places.copies_by_array().get(plan.array, [])}
     runs = dict(call.copies.runs)
     for key, run in runs.items():
         if run.status == "copying" and key in destinations:

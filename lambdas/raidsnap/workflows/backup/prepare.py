@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from raidsnap import sets
 from raidsnap.aws import commands, homes, instances, lock
+from raidsnap.copy_places import copies_by_array
 from raidsnap.environment import (
     BackupSettings,
     Documents,
-    copies_by_array,
     restore_lock_table,
     retention_for,
 )
