@@ -7,7 +7,8 @@ import { ArrayConfig, ConfigError } from '../config';
 import { CopyConfig, destinationId } from '../copies';
 import { acknowledge } from '../nag';
 import { FunctionFactory, FunctionSpec } from './functions';
-import { ARRAY_TAG, Permissions, SET_ID_TAG } from './permissions';
+import { ARRAY_TAG, lockSetSnapshots, Permissions, SET_ID_TAG } from './permissions';
+import { lockPolicies } from '../snapshot-lock';
 import { nagPattern, RestoreLock } from './restore-workflow';
 import { SnapshotSets } from './snapshot-sets';
 import { Workflow } from './workflow';
@@ -115,6 +116,8 @@ export interface CopyWorkflowProps {
   readonly lock: RestoreLock;
   /** Accounts whose stacks may have this one copy their sets (acceptCopiesFrom). */
   readonly sourceAccounts?: readonly string[];
+  /** This stack's arrays: an array's lock policy here locks its newest copied sets here. */
+  readonly arrays?: readonly ArrayConfig[];
 }
 
 /** The role a source stack of another account assumes to start a copy here: named, so that
@@ -191,6 +194,8 @@ export class CopyWorkflow extends Construct {
         },
       },
     });
+    const locks = lockPolicies(props.arrays ?? []);
+    const longestLock = Math.max(0, ...Object.values(locks).map((l) => l.days));
     const specs: FunctionSpec[] = [
       {
         id: 'CopyPrepare', module: 'copy_prepare',
@@ -204,13 +209,18 @@ export class CopyWorkflow extends Construct {
       },
       {
         id: 'CopyFinish', module: 'copy_finish',
-        description: 'record a copied set complete and keep the newest copied sets',
+        description: 'record a copied set complete, lock the newest copied sets and keep the newest',
         statements: [
-          p.describe('ec2:DescribeSnapshots', 'ec2:DescribeVolumes'),
+          // DescribeLockedSnapshots: retention here never asks to delete a locked snapshot.
+          p.describe('ec2:DescribeSnapshots', 'ec2:DescribeVolumes', 'ec2:DescribeLockedSnapshots'),
           p.manageTaggedSnapshots('ec2:DeleteSnapshot'),
+          // This stack's own lock policies (a source never decides how long copies here are
+          // locked), on set snapshots only and never longer than the longest of them.
+          ...(longestLock > 0 ? [lockSetSnapshots(p, longestLock)] : []),
           ...props.sets.statements('GetItem', 'PutItem', 'Query', 'DeleteItem'),
           ...props.lock.statements('GetItem'),
         ],
+        environment: { LOCK_BY_ARRAY: JSON.stringify(locks) },
       },
       {
         id: 'CopyFailed', module: 'copy_failed',
@@ -219,7 +229,7 @@ export class CopyWorkflow extends Construct {
       },
     ];
     const environment = { RESTORE_LOCK_TABLE: props.lock.table.tableName };
-    this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment })));
+    this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment: { ...environment, ...s.environment } })));
     this.encryptedCopies(this.functions.CopyProgress, sources);
     const f = this.functions;
     this.stateMachine = new Workflow(this, 'Workflow', {

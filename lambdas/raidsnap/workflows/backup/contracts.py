@@ -21,6 +21,7 @@ from pydantic import Field, JsonValue
 
 from raidsnap.hooks import Hooks, SetConsistency
 from raidsnap.models import Consistency, Contract, ExecutionRef, StepError
+from raidsnap.set_locks import HeldSet, LockReport
 
 
 class RunExecution(Contract):
@@ -162,16 +163,6 @@ class NotDeleted(Contract):
     message: str
 
 
-class HeldSet(Contract):
-    """A set retention would delete, kept whole because a snapshot lock holds its snapshots
-    (``until``: when the last of those locks ends)."""
-
-    setId: str
-    snapshotIds: list[str]
-    lockStates: list[str]
-    until: str | None = None
-
-
 class RetentionReport(Contract):
     keep: int
     keptSets: list[str]
@@ -181,17 +172,6 @@ class RetentionReport(Contract):
     unrecordedSnapshots: list[str]
     unrecordedCount: int
     heldSets: list[HeldSet] = Field(default_factory=list)
-
-
-class LockReport(Contract):
-    """What the array's lock policy did (the output's ``locks``): the sets it covers now, the
-    snapshots this run locked, and how many were locked already."""
-
-    mode: str
-    days: int
-    sets: list[str]
-    lockedSnapshots: list[str]
-    alreadyLocked: int
 
 
 class FastRestoreReport(Contract):

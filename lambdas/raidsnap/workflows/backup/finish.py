@@ -8,13 +8,13 @@ from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import ArrayDegradedError, cause_message, public_name
 from raidsnap.observability import count, for_array, logger, publish_alone
 from raidsnap.plan import retention
+from raidsnap.set_locks import HeldSet
 from raidsnap.workflows.backup import locking, times
 from raidsnap.workflows.backup.contracts import (
     BackupOutput,
     CommandCall,
     Failure,
     FailureCall,
-    HeldSet,
     NotDeleted,
     Retention,
     RetentionCall,

@@ -13,6 +13,7 @@ from typing import Literal
 from pydantic import Field, JsonValue
 
 from raidsnap.models import Contract, ExecutionRef, StepError
+from raidsnap.set_locks import HeldSet, LockReport
 
 
 class CopyPrepareCall(Contract):
@@ -69,6 +70,8 @@ class CopyRetention(Contract):
     deletedSets: list[str]
     deletedSnapshots: int
     notDeleted: list[str] = Field(default_factory=list)
+    # Sets retention would delete here, kept whole because a snapshot lock holds them.
+    heldSets: list[HeldSet] = Field(default_factory=list)
 
 
 class CopyOutput(Contract):
@@ -80,6 +83,8 @@ class CopyOutput(Contract):
     source: dict[str, str]
     snapshotIds: list[str]
     retention: CopyRetention | None = None
+    # What this stack's lock policy for the array did to the copied sets here.
+    locks: LockReport | None = None
     notes: list[str] = Field(default_factory=list)
 
 

@@ -1,5 +1,7 @@
-"""Copy, last steps: record the copied set complete and keep the configured number of complete
-sets here; or, on failure, delete exactly the copies this run recorded and forget its record."""
+"""Copy, last steps: record the copied set complete, lock the newest copied sets (this stack's
+lock policy for the array, as the backup locks its own), and keep the configured number of
+complete sets here, never asking to delete one a lock holds; or, on failure, delete exactly the
+copies this run recorded and forget its record."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from raidsnap.aws import copies, in_use, manifests, snapshot_sets, snapshots
 from raidsnap.errors import CopyFailedError, cause_message, public_name
 from raidsnap.observability import count, for_array, logger
 from raidsnap.plan import retention
+from raidsnap.set_locks import held_back, lock_newest
 from raidsnap.workflows.copy.contracts import (
     CopyCall,
     CopyFailure,
@@ -34,6 +37,11 @@ def finish(call: CopyCall) -> CopyOutput:
             raise CopyFailedError(f"copies {unfinished} of {plan.setId} are not completed")
         manifests.complete(manifest, manifest.snapshots, manifest.started or run_start(plan))
     current = snapshot_sets.get_set(plan.array, plan.setId)
+    locks = lock_newest(
+        plan.array,
+        f"the copied set {plan.setId} is complete here, and retention here did not run. "
+        "The next copy tries again",
+    )
     kept = _retention(plan)
     count("SetCopied")
     return CopyOutput(
@@ -43,6 +51,7 @@ def finish(call: CopyCall) -> CopyOutput:
         source={"region": plan.sourceRegion, "account": plan.sourceAccount},
         snapshotIds=[m.snapshot_id for m in current.by_index()] if current else [],
         retention=kept,
+        locks=locks,
         notes=["this set was copied here by an earlier run"] if plan.alreadyCopied else [],
     )
 
@@ -53,9 +62,10 @@ def _retention(plan: CopyPlan) -> CopyRetention:
     sets = snapshot_sets.listing(plan.array).sets
     now = datetime.now(UTC)
     decided = retention.plan(sets, plan.retention, in_use.sets_in_use(sets, now), now)
+    deletable, held = held_back(decided.delete)
     deleted: list[str] = []
     refused: list[str] = []
-    for s in decided.delete:
+    for s in deletable:
         logger.info("copy retention deletes set", extra={"set_id": s.set_id})
         gone, kept = snapshots.delete_set(s)
         deleted += gone
@@ -63,9 +73,10 @@ def _retention(plan: CopyPlan) -> CopyRetention:
     return CopyRetention(
         keep=plan.retention,
         keptSets=[s.set_id for s in decided.keep],
-        deletedSets=[s.set_id for s in decided.delete],
+        deletedSets=[s.set_id for s in deletable],
         deletedSnapshots=len(deleted),
         notDeleted=refused,
+        heldSets=held,
     )
 
 
