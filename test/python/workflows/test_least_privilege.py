@@ -709,6 +709,17 @@ def _scenario_copies_to_a_backup_account_restored_there(emu: Emulation) -> None:
     assert restore.status == "SUCCEEDED", f"{restore.error}: {restore.cause}"
 
 
+def _scenario_copies_locked_there(emu: Emulation) -> None:
+    # The stack there has db1's lock policy (config/example.yaml: the 2 newest sets, governance):
+    # its copy runs lock the newest copies, and its retention keeps the oldest, still locked.
+    emu.deploy(WEST, template=synthesize(config=EXAMPLE_CONFIG))
+    make_array(emu.hosts, "db1", 2)
+    for _ in range(3):
+        run = emu.run("backup", {"array": "db1"})
+        assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+        emu.clock.advance(3600)
+
+
 # Run on the stack synthesized with config/copies.example.yaml (db1 copied to us-west-2, db2 to a
 # backup account), with the stacks deployed there.
 COPY_SCENARIOS: list[Callable[[Emulation], None]] = [
@@ -716,6 +727,7 @@ COPY_SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_a_failed_copy_removes_the_copies_it_made,
     _scenario_copies_encrypted_with_a_key_there,
     _scenario_copies_to_a_backup_account_restored_there,
+    _scenario_copies_locked_there,
 ]
 
 # Conditioned grants no scenario can need, each with the reason.

@@ -152,6 +152,9 @@ def _ended(
             status="failed", executionArn=run.executionArn, error=error, cause=cause
         )
     record = {"status": report.status, "execution": run.executionArn, "ended": ended}
+    if report.snapshotIds:
+        # The copies there, by member index (`raidsnap sets` asks there for their locks).
+        record["snapshots"] = ",".join(report.snapshotIds)
     manifests.record_copy(array, set_id, d.id, record)
     if d.account != _account(execution_arn):
         s = snapshot_sets.get_set(array, set_id)
