@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
+from raidsnap.text import input_words
 from raidsnap_emulation.harness import COPIES_CONFIG, Emulation, Execution, Peer, synthesize
 from raidsnap_emulation.world import ArrayFixture, launch_instance
 
@@ -55,11 +56,11 @@ def restore_in_second_region(
     )
     target = launch_instance("db1", f"{SECOND_REGION}a", region=SECOND_REGION)
     console.print(f"   instance {target} in {SECOND_REGION}a, tagged raidsnap:array=db1")
-    name = "restore-in-the-west"
+    name, payload = "restore-in-the-west", {"array": "db1"}
     run = follow(
         emu,
-        f"restore {{'array': 'db1'}} in {SECOND_REGION}  [dim](execution {name})[/dim]",
-        lambda: peer.start("restore", {"array": "db1"}, name=name),
+        f"restore {input_words(payload)} in {SECOND_REGION}  [dim](execution {name})[/dim]",
+        lambda: peer.start("restore", payload, name=name),
     )
     out = run.output if isinstance(run.output, dict) else {}
     md = emu.hosts.state(target).arrays.get(str(out.get("mdDevice") or "/dev/md0"))

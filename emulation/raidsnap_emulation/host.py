@@ -163,7 +163,8 @@ class Hosts:
         EbsInfo.EbsOptimizedInfo, MB/s, as moto describes the type; EC2 User Guide, "Amazon
         EBS-optimized instance types": the maximum lasts 30 minutes at least once every 24
         hours). 0 for a type described without it: then only the volumes set the pace."""
-        kind = str(getattr(self._backend().get_instance(instance_id), "instance_type", ""))
+        instance = self._backend(instance_id=instance_id).get_instance(instance_id)
+        kind = str(getattr(instance, "instance_type", ""))
         info = (INSTANCE_TYPES.get(kind, {}).get("EbsInfo") or {}).get("EbsOptimizedInfo") or {}
         baseline = float(info.get("BaselineThroughputInMBps") or 0) * 1e6
         maximum = float(info.get("MaximumThroughputInMBps") or 0) * 1e6
