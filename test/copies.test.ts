@@ -96,20 +96,18 @@ describe('copies to other Regions and accounts', () => {
     expect(byArray.db1[1].stateMachineArn).toContain(':states:eu-central-1:222233334444:stateMachine:raidsnap-copy');
   });
 
-  test('every statement that allows CopySnapshot asks for the set\'s tags and its run\'s (they apply to the source and the copy alike), and the owner: this account', () => {
-    const tags = { StringLike: {
-      'aws:RequestTag/raidsnap:array': '*', 'aws:RequestTag/raidsnap:set-id': '*',
-      'aws:RequestTag/raidsnap:copy-execution': 'arn:<AWS::Partition>:states:eu-west-1:123456789012:execution:raidsnap-copy:*',
-    } };
+  test('CopySnapshot is allowed by one statement, for the source and the copy alike: the set\'s tags and its run\'s on the request, the owner this account where the key exists', () => {
     const copies = granted(plain.template, 'copy_progress', 'ec2:CopySnapshot');
     expect(copies).toEqual([
       {
-        resources: ['arn:<AWS::Partition>:ec2:eu-west-1::snapshot/*'],
-        condition: { ...tags, StringEqualsIfExists: { 'ec2:Owner': ['123456789012'] } },
-      },
-      {
         resources: ['arn:<AWS::Partition>:ec2:*::snapshot/*'],
-        condition: { ...tags, StringEquals: { 'ec2:Owner': ['123456789012'] } },
+        condition: {
+          StringLike: {
+            'aws:RequestTag/raidsnap:array': '*', 'aws:RequestTag/raidsnap:set-id': '*',
+            'aws:RequestTag/raidsnap:copy-execution': 'arn:<AWS::Partition>:states:eu-west-1:123456789012:execution:raidsnap-copy:*',
+          },
+          StringEqualsIfExists: { 'ec2:Owner': ['123456789012'] },
+        },
       },
     ]);
     expect(granted(plain.template, 'copy_progress', 'ec2:CreateTags')).toEqual([
@@ -193,8 +191,8 @@ describe('copies to other Regions and accounts', () => {
       ['states:DescribeExecution', 'arn:<AWS::Partition>:states:eu-west-1:123456789012:execution:raidsnap-copy:*'],
     ]);
     // Its copies may come from that account's snapshots, encrypted with that account's keys.
-    const sources = granted(vault.template, 'copy_progress', 'ec2:CopySnapshot')[1];
-    expect(sources.condition.StringEquals).toEqual({ 'ec2:Owner': ['123456789012', '111122223333'] });
+    const sources = granted(vault.template, 'copy_progress', 'ec2:CopySnapshot')[0];
+    expect(sources.condition.StringEqualsIfExists).toEqual({ 'ec2:Owner': ['123456789012', '111122223333'] });
     expect(Object.keys(sources.condition.StringLike)).toContain('aws:RequestTag/raidsnap:copy-execution');
     const keys = statementsOf(vault.template, 'copy_progress')
       .filter((st) => ([] as string[]).concat(st.Action).includes('kms:Decrypt') && st.Condition?.StringLike);

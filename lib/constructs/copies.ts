@@ -149,32 +149,27 @@ export class CopyWorkflow extends Construct {
     const executions = `arn:${stack.partition}:states:${stack.region}:${stack.account}:execution:${this.stateMachineName}:*`;
     const copiesHere = `arn:${stack.partition}:ec2:${stack.region}::snapshot/*`;
     // CopySnapshot's resource-level permissions "apply to both the snapshot copy and the source
-    // snapshot" (Service Authorization Reference, Amazon EC2, ec2:CopySnapshot): each statement
-    // that allows it must hold for both. Its keys there are aws:RequestTag, aws:TagKeys and ec2:*
-    // keys such as ec2:Owner, but no aws:ResourceTag: IAM cannot tell a set's snapshot from any
-    // other of the same owner (Prepare copies only the snapshots the source's manifest lists).
-    // The request's tags are in the context for both resources, so every statement asks for
-    // them: no copy is made without the set's tags and this workflow's run. The source is a
-    // snapshot of this account or of an account it accepts copies from (ec2:Owner); the copy
-    // belongs to this account, and whether EC2 gives it an ec2:Owner key is not documented, so
-    // the statement for the copy (this Region) checks the owner only where the key exists.
-    const copyTags = {
-      [`aws:RequestTag/${ARRAY_TAG}`]: '*',
-      [`aws:RequestTag/${SET_ID_TAG}`]: '*',
-      [`aws:RequestTag/${COPY_EXECUTION_TAG}`]: executions,
-    };
-    const owners = [stack.account, ...sources];
+    // snapshot" (Service Authorization Reference, Amazon EC2, ec2:CopySnapshot): one statement
+    // must hold for both. Its keys there are aws:RequestTag, aws:TagKeys and ec2:* keys such as
+    // ec2:Owner, but no aws:ResourceTag: IAM cannot tell a set's snapshot from any other of the
+    // same owner (Prepare copies only the snapshots the source's manifest lists). The request's
+    // tags are in the context for both resources: no copy is made without the set's tags and
+    // this workflow's run. The source, in any Region (where the set was taken), is a snapshot of
+    // this account or of an account it accepts copies from (ec2:Owner); the copy is made here
+    // and belongs to this account, and whether EC2 gives it an ec2:Owner key is not documented,
+    // so the owner is checked where the key exists.
     const makeCopies = [
       new iam.PolicyStatement({
         actions: ['ec2:CopySnapshot'],
-        resources: [copiesHere],
-        conditions: { StringLike: copyTags, StringEqualsIfExists: { 'ec2:Owner': owners } },
-      }),
-      // The source, in any Region (where the set was taken).
-      new iam.PolicyStatement({
-        actions: ['ec2:CopySnapshot'],
         resources: [`arn:${stack.partition}:ec2:*::snapshot/*`],
-        conditions: { StringLike: copyTags, StringEquals: { 'ec2:Owner': owners } },
+        conditions: {
+          StringLike: {
+            [`aws:RequestTag/${ARRAY_TAG}`]: '*',
+            [`aws:RequestTag/${SET_ID_TAG}`]: '*',
+            [`aws:RequestTag/${COPY_EXECUTION_TAG}`]: executions,
+          },
+          StringEqualsIfExists: { 'ec2:Owner': [stack.account, ...sources] },
+        },
       }),
       new iam.PolicyStatement({
         actions: ['ec2:CreateTags'],
