@@ -125,12 +125,13 @@ def test_the_demo_ends_with_the_array_restored_in_a_second_region_from_its_copy(
     assert len(copied) == 1, shown.out[-3000:]
     # ... and the last run restores it there, onto an instance there, mounted.
     last = shown.out[shown.out.rindex("▶") :]
-    assert last.startswith("▶ restore {'array': 'db1'} in us-west-2"), last[:300]
+    assert last.startswith("▶ restore db1 in us-west-2"), last[:300]
     assert "ARRAY MOUNTED at /data — usable now" in last
     assert "on the instance in us-west-2: /dev/md0 assembled from" in last
     summary = shown.out[shown.out.rindex("summary") :].splitlines()
     (row,) = [line for line in summary if "restore in us-west-2" in line]
     assert "SUCCEEDED" in row and "3 volumes" in row, row
+    assert "warning" not in row, row  # its prewarm ran there as anywhere
 
 
 def test_the_summary_shows_the_prewarm_failure(shown: Demo) -> None:
