@@ -1,7 +1,7 @@
 # The two commands of the README, and a few conveniences around them.
 .PHONY: demo test setup synth bench sim clean
 
-demo: ## a backup, the loss of a member and a restore, on the local AWS emulation
+demo: ## a backup copied to a second Region, the loss of a member, restores, on the local AWS emulation
 	@scripts/demo.sh
 
 test: ## every check: types, lint, shellcheck, synth + cfn-lint, jest, pytest, the QEMU VM suite

@@ -2,6 +2,7 @@ import { readFileSync } from 'fs';
 import * as path from 'path';
 import { ConfigError } from './config-error';
 import { readYaml } from './config-yaml';
+import { CopyConfig, parseCopies } from './copies';
 import { DEFAULT_FSR_QUOTA, FastRestoreConfig, parseFastRestore } from './fast-restore';
 import { HooksConfig, parseHooks } from './hooks-config';
 import { LockConfig, parseLock } from './snapshot-lock';
@@ -17,6 +18,9 @@ export interface RaidsnapConfig {
   readonly notifications: NotificationsConfig;
   /** Unset: no tag protection policy is made. */
   readonly tagProtection?: TagProtectionConfig;
+  /** Accounts whose raidsnap stacks may have this one copy their sets here (this stack is
+   * their backup account's): their stacks start copies as this stack's copy-requests role. */
+  readonly acceptCopiesFrom: readonly string[];
 }
 
 /** The managed policy that keeps raidsnap:* tags to raidsnap and its administrators. */
@@ -66,6 +70,8 @@ export interface ArrayConfig {
   /** Keep FSR enabled on the newest complete sets (lib/fast-restore.ts). */
   readonly fastRestore?: FastRestoreConfig;
   readonly hooks?: HooksConfig;
+  /** Copy each complete set to other Regions or accounts (lib/copies.ts); none: []. */
+  readonly copies: readonly CopyConfig[];
   /** Lock the newest sets' snapshots against deletion (lib/snapshot-lock.ts). */
   readonly lock?: LockConfig;
 }
@@ -208,7 +214,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     throw new ConfigError(field, 'is not a valid array name', 'use 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit');
   }
   if (!isObject(raw)) throw new ConfigError(field, 'is not a mapping', INDENT);
-  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore', 'hooks', 'lock']);
+  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore', 'hooks', 'lock', 'copies']);
   if (raw.schedule !== undefined && raw.schedules !== undefined) {
     throw new ConfigError(field, 'has both schedule and schedules', 'keep one of them (schedules takes a list)');
   }
@@ -233,6 +239,8 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     : parseFastRestore(raw.fastRestore, `${field}.fastRestore`, retention, (f, why, fix) => new ConfigError(f, why, fix));
   const lock = raw.lock === undefined ? undefined
     : parseLock(raw.lock, `${field}.lock`, retention, (f, why, fix) => new ConfigError(f, why, fix));
+  const copies = raw.copies === undefined ? []
+    : parseCopies(raw.copies, `${field}.copies`, retention, (f, why, fix) => new ConfigError(f, why, fix));
   return {
     name,
     schedules,
@@ -246,6 +254,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     ...(fastRestore ? { fastRestore } : {}),
     ...(raw.hooks === undefined ? {} : { hooks: parseHooks(raw.hooks, `${field}.hooks`, (f, why, fix) => new ConfigError(f, why, fix)) }),
     ...(lock ? { lock } : {}),
+    copies,
   };
 }
 
@@ -375,12 +384,22 @@ function parseTagProtection(raw: unknown): TagProtectionConfig | undefined {
   };
 }
 
+function parseAcceptCopiesFrom(raw: unknown): string[] {
+  if (raw === undefined) return [];
+  if (!Array.isArray(raw)) throw new ConfigError('acceptCopiesFrom', 'is not a list', 'list the 12-digit ids of the accounts whose sets this stack copies, quoted in YAML');
+  const accounts = raw.map((a, i) => matching(a, `acceptCopiesFrom[${i}]`, /^\d{12}$/, 'a 12-digit account id (quoted in YAML)'));
+  accounts.forEach((a, i) => {
+    if (accounts.indexOf(a) !== i) throw new ConfigError(`acceptCopiesFrom[${i}]`, `names ${a} twice`, 'list each account once');
+  });
+  return accounts;
+}
+
 export function parseConfig(raw: unknown): RaidsnapConfig {
   if (raw === undefined || raw === null) {
-    return { defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] } };
+    return { defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] }, acceptCopiesFrom: [] };
   }
-  if (!isObject(raw)) throw new ConfigError('(top level)', 'is not a mapping', 'start from config/example.yaml: defaults, arrays, notifications, tagProtection');
-  only(raw, '(top level)', ['defaults', 'arrays', 'notifications', 'tagProtection']);
+  if (!isObject(raw)) throw new ConfigError('(top level)', 'is not a mapping', 'start from config/example.yaml: defaults, arrays, notifications, tagProtection, acceptCopiesFrom');
+  only(raw, '(top level)', ['defaults', 'arrays', 'notifications', 'tagProtection', 'acceptCopiesFrom']);
   const defaults = parseDefaults(raw.defaults);
   const arrays: Record<string, ArrayConfig> = {};
   if (raw.arrays !== undefined) {
@@ -390,7 +409,10 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
     }
   }
   const tagProtection = parseTagProtection(raw.tagProtection);
-  return { defaults, arrays, notifications: parseNotifications(raw.notifications), ...(tagProtection ? { tagProtection } : {}) };
+  return {
+    defaults, arrays, notifications: parseNotifications(raw.notifications),
+    ...(tagProtection ? { tagProtection } : {}), acceptCopiesFrom: parseAcceptCopiesFrom(raw.acceptCopiesFrom),
+  };
 }
 
 /** Read the config file named by the `config` context value; no file means no config. A

@@ -2,6 +2,7 @@ import { Stack, StackProps } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
 import { ArrayConfig, ConfigError, RaidsnapConfig } from './config';
 import { BackupWorkflow } from './constructs/backup-workflow';
+import { CopyWorkflow } from './constructs/copies';
 import { Documents } from './constructs/documents';
 import { Drills } from './constructs/drills';
 import { stackKey } from './constructs/encryption';
@@ -34,6 +35,7 @@ function arrayInstances(arrays: ArrayConfig[]): Record<string, { instances: stri
 /** Composition only: each part lives in lib/constructs. */
 export class RaidsnapStack extends Stack {
   readonly backup: BackupWorkflow;
+  readonly copy: CopyWorkflow;
   readonly documents: Documents;
   readonly drills: Drills;
   readonly monitoring: Monitoring;
@@ -66,6 +68,8 @@ export class RaidsnapStack extends Stack {
       factory, documents: this.documents, defaults: props.config.defaults, arrays,
       lock: restoreLock, commandPoll: this.backup.functions.CommandPoll, sets,
     });
+    // Copies of sets taken in other Regions or accounts are made here by this workflow.
+    this.copy = new CopyWorkflow(this, 'Copy', { factory, sets, lock: restoreLock, sourceAccounts: props.config.acceptCopiesFrom, arrays });
     this.recovery = new Recovery(this, 'Recovery', {
       factory, arrays, restore: this.restore, lock: restoreLock, documents: this.documents, sets,
     });
@@ -77,7 +81,7 @@ export class RaidsnapStack extends Stack {
       factory, arrays, emails: props.config.notifications.emails, sets, fastRestore: Object.keys(fastRestore).length > 0,
       workflows: {
         backup: this.backup.stateMachine, restore: this.restore.stateMachine,
-        recovery: this.recovery.stateMachine, drill: this.drills.stateMachine,
+        recovery: this.recovery.stateMachine, drill: this.drills.stateMachine, copy: this.copy.stateMachine,
       },
     });
     this.sweeper = new Sweeper(this, 'Sweeper', {

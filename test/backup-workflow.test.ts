@@ -3,7 +3,7 @@ import { actionsOf, functionId, resourcesOf, statementsOf, synth } from './helpe
 
 const BACKUP_MODULES = [
   'backup_prepare', 'backup_members', 'backup_freeze', 'backup_thaw', 'command_poll',
-  'backup_snapshot', 'backup_check', 'backup_retention', 'backup_keep_fsr', 'backup_failed',
+  'backup_snapshot', 'backup_check', 'backup_retention', 'backup_keep_fsr', 'backup_copies', 'backup_failed',
 ];
 
 describe('backup workflow', () => {
@@ -20,7 +20,7 @@ describe('backup workflow', () => {
     const backup = machines.find((m) => String(m.Properties.DefinitionString).includes('raidsnap backup:'))!;
     expect(backup.Properties.DefinitionS3Location).toBeUndefined();
     expect(Object.keys(backup.Properties.DefinitionSubstitutions).sort()).toEqual([
-      'BackupCheckFunctionArn', 'BackupFailedFunctionArn', 'BackupFreezeFunctionArn',
+      'BackupCheckFunctionArn', 'BackupCopiesFunctionArn', 'BackupFailedFunctionArn', 'BackupFreezeFunctionArn',
       'BackupKeepFsrFunctionArn', 'BackupMembersFunctionArn', 'BackupPrepareFunctionArn', 'BackupRetentionFunctionArn',
       'BackupSnapshotFunctionArn', 'BackupThawFunctionArn', 'CommandPollFunctionArn',
     ]);

@@ -6,7 +6,7 @@ import { EXAMPLE_CONFIG } from './helpers';
 
 describe('config', () => {
   test('no file means built-in defaults and no arrays', () => {
-    expect(loadConfig(undefined)).toEqual({ defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] } });
+    expect(loadConfig(undefined)).toEqual({ defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] }, acceptCopiesFrom: [] });
   });
 
   test('the example config parses with per-array values and inherited defaults', () => {
@@ -78,6 +78,29 @@ describe('config', () => {
     [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', mountPoint: '/home/db' } } } }, 'arrays.db1.recovery.mountPoint'],
     [{ arrays: { db1: { drill: { schedule: 'rate(7 days)', targetInstanceId: 'i-0123456789abcdef0', mountPoint: '/home/drill' } } } },
       'arrays.db1.drill.mountPoint'],
+    // Copies: a Region, at most once per account; another account names the role that starts
+    // copies there; a key of that Region (and account), never an alias.
+    [{ arrays: { db1: { copies: { region: 'us-west-2' } } } }, 'arrays.db1.copies'],
+    [{ arrays: { db1: { copies: [{}] } } }, 'arrays.db1.copies[0].region'],
+    [{ arrays: { db1: { copies: [{ region: 'Oregon' }] } } }, 'arrays.db1.copies[0].region'],
+    [{ arrays: { db1: { copies: [{ region: 'us-west-2' }, { region: 'us-west-2', retention: 3 }] } } }, 'arrays.db1.copies[1]'],
+    [{ arrays: { db1: { copies: [{ region: 'us-west-2', retention: 0 }] } } }, 'arrays.db1.copies[0].retention'],
+    [{ arrays: { db1: { copies: [{ region: 'us-west-2', kmsKeyArn: 'alias/backup' }] } } }, 'arrays.db1.copies[0].kmsKeyArn'],
+    [{ arrays: { db1: { copies: [{ region: 'us-west-2', kmsKeyArn: 'arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab' }] } } },
+      'arrays.db1.copies[0].kmsKeyArn'],
+    [{ arrays: { db1: { copies: [{ region: 'us-west-2', account: 222233334444 }] } } }, 'arrays.db1.copies[0].account'],
+    [{ arrays: { db1: { copies: [{ region: 'us-west-2', account: '222233334444' }] } } }, 'arrays.db1.copies[0].roleArn'],
+    [{ arrays: { db1: { copies: [{ region: 'us-west-2', roleArn: 'arn:aws:iam::222233334444:role/raidsnap-copy-requests' }] } } },
+      'arrays.db1.copies[0].roleArn'],
+    [{ arrays: { db1: { copies: [{ region: 'us-west-2', account: '222233334444', roleArn: 'arn:aws:iam::999988887777:role/raidsnap-copy-requests' }] } } },
+      'arrays.db1.copies[0].roleArn'],
+    [{ arrays: { db1: { copies: [{ region: 'us-west-2', account: '222233334444', roleArn: 'arn:aws:iam::222233334444:role/raidsnap-copy-requests',
+      kmsKeyArn: 'arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab' }] } } }, 'arrays.db1.copies[0].kmsKeyArn'],
+    [{ arrays: { db1: { copies: [{ region: 'us-west-2', stackName: 'raidsnap backup' }] } } }, 'arrays.db1.copies[0].stackName'],
+    [{ arrays: { db1: { copies: [{ region: 'us-west-2', vault: 'x' }] } } }, 'arrays.db1.copies[0].vault'],
+    [{ acceptCopiesFrom: '123456789012' }, 'acceptCopiesFrom'],
+    [{ acceptCopiesFrom: [123456789012] }, 'acceptCopiesFrom[0]'],
+    [{ acceptCopiesFrom: ['123456789012', '123456789012'] }, 'acceptCopiesFrom[1]'],
   ])('%j is refused naming %s', (raw, field) => {
     expect(() => parseConfig(raw)).toThrow(ConfigError);
     try {
@@ -124,6 +147,24 @@ describe('config', () => {
       instanceId: 'i-0123456789abcdef0', mode: 'attach', replacementInstanceId: 'i-0fedcba9876543210', mountPoint: '/srv/db',
     } } } });
     expect(moved.arrays.db1.recovery?.mountPoint).toBe('/srv/db');
+  });
+
+  test('copies take the array\'s retention unless they name their own, and name the other account\'s role and keys', () => {
+    const config = parseConfig({ arrays: { db1: { retention: 14, copies: [
+      { region: 'us-west-2' },
+      { region: 'eu-west-1', retention: 30, account: '222233334444', roleArn: 'arn:aws:iam::222233334444:role/raidsnap-copy-requests',
+        kmsKeyArn: 'arn:aws:kms:eu-west-1:222233334444:key/1234abcd-12ab-34cd-56ef-1234567890ab', stackName: 'raidsnap-backup' },
+    ] } } });
+    expect(config.arrays.db1.copies).toEqual([
+      { region: 'us-west-2', retention: 14 },
+      { region: 'eu-west-1', retention: 30, account: '222233334444', roleArn: 'arn:aws:iam::222233334444:role/raidsnap-copy-requests',
+        kmsKeyArn: 'arn:aws:kms:eu-west-1:222233334444:key/1234abcd-12ab-34cd-56ef-1234567890ab', stackName: 'raidsnap-backup' },
+    ]);
+    // The same Region once for this account and once for another is two places.
+    expect(parseConfig({ arrays: { db1: { copies: [{ region: 'us-west-2' }, {
+      region: 'us-west-2', account: '222233334444', roleArn: 'arn:aws:iam::222233334444:role/r',
+    }] } } }).arrays.db1.copies).toHaveLength(2);
+    expect(parseConfig({ arrays: { db1: {} } }).arrays.db1.copies).toEqual([]);
   });
 
   test('a missing file is a clear error', () => {

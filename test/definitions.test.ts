@@ -162,6 +162,12 @@ describe.each(Object.keys(MACHINES).sort())('the synthesized %s definition', (na
     }
   });
 
+  test('no Succeed state has an InputPath or OutputPath (CloudFormation\'s schema for the definition refuses them there, cfn-lint E3601): a Pass state ends the run instead', () => {
+    const refused = states.filter(([, s]) => s.Type === 'Succeed')
+      .filter(([, s]) => 'OutputPath' in s || 'InputPath' in s).map(([n]) => n);
+    expect(refused).toEqual([]);
+  });
+
   test('asl-validator accepts it', () => {
     const { isValid, errorsText } = aslValidator(resolved(machine), { checkArn: true, checkPaths: true });
     if (!isValid) throw new Error(errorsText('\n'));

@@ -1,4 +1,10 @@
+import * as path from 'path';
 import { EXAMPLE_CONFIG, resourcesOf, synth } from './helpers';
+
+// The copies' grants (the source's share and hand-over, a backup account's requests role) exist
+// only with copies configured: the same rules hold for them.
+const COPIES_CONFIG = path.join(__dirname, '..', 'config', 'copies.example.yaml');
+const BACKUP_ACCOUNT_CONFIG = path.join(__dirname, '..', 'config', 'backup-account.example.yaml');
 
 /** Every Allow statement of every IAM policy in the synthesized stack, flattened. */
 interface Grant { policy: string; action: string; resource: string; condition: Record<string, Record<string, unknown>>; sid?: string }
@@ -45,8 +51,15 @@ const conditionKeys = (g: Grant) => Object.values(g.condition).flatMap((c) => Ob
 const SCOPED: Array<[string, string, string[]]> = [
   ['ec2:CreateSnapshots', ':instance/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:CreateSnapshots', '::snapshot/*', ['aws:RequestTag/raidsnap:array']],
+  // A copy: the new snapshot is made with the set's tags and its copy run's; the source is a
+  // snapshot of an account the stack accepts copies from (the grant's resource-level
+  // permissions apply to both; CopySnapshot takes no aws:ResourceTag key).
+  ['ec2:CopySnapshot', '::snapshot/*', ['aws:RequestTag/raidsnap:copy-execution', 'ec2:Owner']],
   ['ec2:CreateTags', '::snapshot/*', ['ec2:CreateAction', 'aws:ResourceTag/raidsnap:array']],
   ['ec2:DeleteSnapshot', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
+  // A set's snapshots shared with a backup account, and no longer (createVolumePermission):
+  // the accounts added or removed are keys of their own (ec2:Add/userId, ec2:Remove/userId).
+  ['ec2:ModifySnapshotAttribute', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:LockSnapshot', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:EnableFastSnapshotRestores', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:DisableFastSnapshotRestores', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
@@ -69,7 +82,10 @@ const SCOPED: Array<[string, string, string[]]> = [
   ['kms:CreateGrant', ':key/*', ['kms:ViaService']],
 ];
 
-describe.each([['without a config', undefined], ['with the example config', EXAMPLE_CONFIG]])('IAM %s', (_label, config) => {
+describe.each([
+  ['without a config', undefined], ['with the example config', EXAMPLE_CONFIG],
+  ['with copies to another Region and account', COPIES_CONFIG], ['of a backup account', BACKUP_ACCOUNT_CONFIG],
+])('IAM %s', (_label, config) => {
   const all = grants(config);
 
   test('no statement allows a mutating action on "*"', () => {
@@ -152,18 +168,25 @@ describe.each([['without a config', undefined], ['with the example config', EXAM
     }
   });
 
-  test('DynamoDB is reached only on the restore lock table and the set manifests; only the backup writes manifests', () => {
+  test('DynamoDB is reached only on the restore lock table and the set manifests; only the backup and the copy workflow write manifests', () => {
     const dynamo = all.filter((x) => x.action.startsWith('dynamodb:'));
     for (const g of dynamo) {
       expect(g.resource).toMatch(/^<(RestoreLockTable|SnapshotSetsTable)[A-Za-z0-9]+\.Arn>$/);
     }
     // A manifest says which snapshots retention may delete: only the function that took the set
-    // writes it, and only retention removes it with the set.
+    // (or made the copies of a copied set) writes it, only retention removes it with the set
+    // (and a failed copy run the record of its own copies). With copies configured, the
+    // backup's copy step also records where the set was copied (test/copies.test.ts).
     const changes = dynamo
       .filter((g) => g.resource.startsWith('<SnapshotSetsTable') && !READ.test(g.action))
       .map((g) => `${g.policy.replace(/Role.*$/, '')} ${g.action}`)
       .sort();
-    expect(changes).toEqual(['BackupBackupRetention dynamodb:DeleteItem', 'BackupBackupSnapshot dynamodb:PutItem']);
+    expect(changes).toEqual([
+      ...(config === COPIES_CONFIG ? ['BackupBackupCopies dynamodb:UpdateItem'] : []),
+      'BackupBackupRetention dynamodb:DeleteItem', 'BackupBackupSnapshot dynamodb:PutItem',
+      'CopyCopyFailed dynamodb:DeleteItem', 'CopyCopyFinish dynamodb:DeleteItem', 'CopyCopyFinish dynamodb:PutItem',
+      'CopyCopyPrepare dynamodb:PutItem', 'CopyCopyProgress dynamodb:PutItem',
+    ]);
   });
 
   test('Step Functions actions name raidsnap state machines or their executions only', () => {

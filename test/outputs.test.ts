@@ -82,7 +82,8 @@ describe('Step Functions log groups', () => {
     const { template } = synth(EXAMPLE_CONFIG);
     const groups = resourcesOf(template, 'AWS::Logs::LogGroup');
     const machines = Object.values(resourcesOf(template, 'AWS::StepFunctions::StateMachine'));
-    expect(machines.length).toBe(4);
+    // backup, restore, recovery, drill and copy
+    expect(machines.length).toBe(5);
     for (const machine of machines) {
       const [destination] = machine.Properties.LoggingConfiguration.Destinations;
       const [groupId] = destination.CloudWatchLogsLogGroup.LogGroupArn['Fn::GetAtt'];

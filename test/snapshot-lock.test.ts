@@ -37,7 +37,7 @@ describe('arrays.<name>.lock', () => {
     expect(loadConfig(EXAMPLE_CONFIG).arrays.db1.lock).toEqual({ mode: 'governance', days: 7, sets: 2 });
   });
 
-  test('retention may read which snapshots are locked, and only it may lock: set snapshots, for the longest configured lock at most', () => {
+  test('retention may read which snapshots are locked, and only it and the copy workflow\'s finish (copies kept here) may lock: set snapshots, for the longest configured lock at most', () => {
     const { template } = synth(EXAMPLE_CONFIG);
     const statements = statementsOf(template, 'backup_retention');
     expect(statements.some((s) => actionsOf(s).includes('ec2:DescribeLockedSnapshots') && s.Resource === '*')).toBe(true);
@@ -54,7 +54,16 @@ describe('arrays.<name>.lock', () => {
     expect(JSON.parse(env.LOCK_BY_ARRAY)).toEqual({ db1: { mode: 'governance', days: 7, sets: 2 } });
     const allPolicies = Object.values(resourcesOf(template, 'AWS::IAM::Policy'))
       .flatMap((p) => p.Properties.PolicyDocument.Statement as Array<Record<string, any>>);
-    expect(allPolicies.filter((s) => actionsOf(s).some((a) => ['ec2:LockSnapshot', 'ec2:UnlockSnapshot'].includes(a)))).toHaveLength(1);
+    const lockers = allPolicies.filter((s) => actionsOf(s).some((a) => ['ec2:LockSnapshot', 'ec2:UnlockSnapshot'].includes(a)));
+    expect(lockers).toHaveLength(2);
+    // The copy workflow's finish locks the newest copies kept here with this stack's policy,
+    // under the same grant; no one may unlock.
+    expect(lockers).toEqual([locks[0], locks[0]]);
+    const copyFinish = statementsOf(template, 'copy_finish').filter((s) => actionsOf(s).includes('ec2:LockSnapshot'));
+    expect(copyFinish).toEqual([locks[0]]);
+    const copyEnv = Object.values(functions).find((f) => f.Properties.Handler === 'raidsnap.handlers.copy_finish.handler')
+      ?.Properties.Environment.Variables;
+    expect(JSON.parse(copyEnv.LOCK_BY_ARRAY)).toEqual({ db1: { mode: 'governance', days: 7, sets: 2 } });
   });
 
   test('without a lock policy no one may lock; retention still reads locks', () => {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Annotated, Any
 
 import boto3
@@ -41,6 +42,7 @@ from .common import (
     start_and_follow,
     target_of,
 )
+from .copy_words import copy_lines
 from .views import set_rows, sets_table
 
 app = typer.Typer(
@@ -107,6 +109,8 @@ def sets(
         for name in names:
             found = snapshot_sets.listing(name)
             rows = set_rows(found.sets, now, locks.holding(found.sets))
+            by_id = {s.set_id: s for s in found.sets}
+            rows = [replace(r, copies=tuple(copy_lines(by_id[r.set_id]))) for r in rows]
             if not rows:
                 out.print(Text(f"array {name}: no snapshot sets"))
             else:

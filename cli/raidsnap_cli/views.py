@@ -56,6 +56,8 @@ class SetRow:
     latest: bool
     # What snapshot locks hold of the set now ("" when none does).
     lock: str = ""
+    # Where the set was copied, one line per place: how it went, and the locks there.
+    copies: tuple[str, ...] = ()
 
 
 def why_incomplete(snapshot_set: SnapshotSet) -> str:
@@ -149,6 +151,8 @@ def sets_table(array: str, rows: list[SetRow]) -> Table:
             state = Text(f"incomplete: {row.why}", style="yellow")
         if row.lock:
             state.append(f" · {row.lock}", style="cyan")
+        for line in row.copies:
+            state.append(f"\n  copy to {line}", style="cyan")
         table.add_row(Text(row.set_id), utc(row.taken), row.age, row.members, state)
     return table
 

@@ -1,5 +1,6 @@
 """raidsnap's main job, end to end on the local emulation, printed for a person to follow:
-an array is backed up, loses a member, and is restored from its newest complete set.
+an array is backed up (and its set copied to a second Region), loses a member, and is restored
+from its newest complete set; at the end it is restored in the second Region from the copy.
 
 Run with `make demo`. Nothing here talks to AWS: moto and the double stand in for EC2 and SSM,
 and time is virtual (Wait states and snapshot progress take no real time)."""
@@ -20,6 +21,7 @@ from rich.table import Table
 
 from raidsnap.observability import logger
 from raidsnap.text import input_words
+from raidsnap_emulation import demo_copies
 from raidsnap_emulation.demo_timeline import timeline
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation, Execution
@@ -266,12 +268,15 @@ def main() -> int:
     console.rule("[bold]raidsnap demo[/bold]: local AWS emulation, virtual time")
     real = time.monotonic()
     rows: list[Row] = []
-    with Emulation() as emu:
+    here, there = demo_copies.templates()
+    with Emulation(here) as emu:
         fx, drill_host = _world(emu)
+        west = demo_copies.deploy_second_region(emu, there, console)
         backup = _run(emu, "backup", {"array": "db1"}, "nightly-backup")
         rows.append(("backup", backup, None))
         if backup.status == "SUCCEEDED":
             console.print(f"   snapshot sets of db1 now: {', '.join(sets_of('db1'))}")
+            demo_copies.tell_copies(backup, console)
             _lose_member(emu, fx)
             recovery, its_restore = _deliver_alarm(emu, fx)
             rows.append(("automated recovery", recovery, its_restore))
@@ -290,6 +295,8 @@ def main() -> int:
             )
             rows.append(("drill", drill, None))
             rows.append(("restore, prewarm fails", _prewarm_fails(emu, fx), None))
+            elsewhere = demo_copies.restore_in_second_region(emu, west, fx, _follow, console)
+            rows.append((f"restore in {demo_copies.SECOND_REGION}", elsewhere, None))
     _summary(rows)
     console.print(f"[dim]{time.monotonic() - real:.0f} s real in all[/dim]")
     return 0 if all(run.status == "SUCCEEDED" for _, run, _ in rows) else 1

@@ -93,6 +93,47 @@ def _failed(r: dict[str, Any]) -> str:
     return f"{r.get('error')}: {r.get('cause')}"
 
 
+# ---------------------------------------------------------------------- copies
+
+
+def _hand_over(r: dict[str, Any]) -> str:
+    """The backup's copy step: each destination's copy run, as far as it got."""
+    runs = r.get("runs") or {}
+    told = []
+    for where, run in sorted(runs.items()):
+        ids = run.get("snapshotIds") or []
+        done = f" ({_plural(len(ids), 'snapshot')} there)" if run.get("status") == "copied" else ""
+        told.append(f"{where} {run.get('status')}{done}")
+    return "copies of the set: " + ("; ".join(told) or "none handed over")
+
+
+def _copy_prepare(r: dict[str, Any]) -> str:
+    if r.get("alreadyCopied"):
+        return f"in {r['region']}: set {r['setId']} is copied here already"
+    return (
+        f"in {r['region']}: set {r['setId']} of {r['array']} from {r['sourceRegion']}, "
+        f"{_plural(len(r['members']), 'member')}, intent recorded in the manifest table here"
+    )
+
+
+def _copy_progress(r: dict[str, Any]) -> str:
+    copies = r.get("copies") or {}
+    if r.get("status") == "completed":
+        return f"all {len(copies)} copies completed: {_short(sorted(copies.values()))}"
+    waiting = r.get("waiting") or 0
+    held = f", {waiting} waiting for room in the Region's 20 concurrent copies" if waiting else ""
+    return f"CopySnapshot: {len(copies)} copies under way, {r.get('progress', 0)}% done{held}"
+
+
+def _copy_finish(r: dict[str, Any]) -> str:
+    source = r.get("source") or {}
+    kept = len((r.get("retention") or {}).get("keptSets") or [])
+    return (
+        f"set {r['setId']} recorded complete in {r['region']}, copied from "
+        f"{source.get('region')}; that Region's retention keeps {_plural(kept, 'set')}"
+    )
+
+
 # ---------------------------------------------------------------------- on-instance commands
 
 
@@ -245,6 +286,11 @@ NARRATORS: dict[str, Narrator] = {
     "command_poll": _poll,
     "backup_failed": _failed,
     "restore_failed": _failed,
+    "backup_copies": _hand_over,
+    "copy_prepare": _copy_prepare,
+    "copy_progress": _copy_progress,
+    "copy_finish": _copy_finish,
+    "copy_failed": _failed,
 }
 
 

@@ -42,6 +42,17 @@ class ThreadEnviron(MutableMapping[str, str]):
         finally:
             self._local.overlay = saved
 
+    @contextlib.contextmanager
+    def adding(self, values: Mapping[str, str]) -> Iterator[None]:
+        """In this thread, until the block ends: ``values`` over what the thread sees now (its
+        invocation's overlay, if any, stays beneath)."""
+        saved = self._overlay()
+        self._local.overlay = {**(saved or {}), **values}
+        try:
+            yield
+        finally:
+            self._local.overlay = saved
+
     def __getitem__(self, key: str) -> str:
         layer = self._overlay()
         if layer is not None and key in layer:

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from secrets import token_hex
 from typing import Any
 
 import boto3
@@ -57,31 +56,36 @@ from moto.stepfunctions.parser.utils import TMP_THREADS
 from raidsnap import clients
 from raidsnap_emulation import executor_time, process_caches
 from raidsnap_emulation.clock import ClockStalledError, OwnedLock, VirtualClock
+from raidsnap_emulation.deployment import BASE_ENV, Deployment, FunctionDef
 from raidsnap_emulation.double import ACTOR_ATTRIBUTE, AwsDouble, AwsError, acting_as
 from raidsnap_emulation.environ import thread_environ
 from raidsnap_emulation.events import Services
 from raidsnap_emulation.host import Hosts
 from raidsnap_emulation.iam.authorizer import Authorizer
-from raidsnap_emulation.template import ACCOUNT, REGION, Template, secret_name
+from raidsnap_emulation.template import ACCOUNT, REGION, Template
 
-__all__ = ["ACCOUNT", "REGION", "Emulation", "Execution", "Template", "synthesize"]
+__all__ = [
+    "ACCOUNT",
+    "REGION",
+    "Emulation",
+    "Execution",
+    "FunctionDef",
+    "Peer",
+    "Template",
+    "synthesize",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO_ROOT / "cdk.out" / "raidsnap.template.json"
 EXAMPLE_CONFIG = REPO_ROOT / "config" / "example.yaml"
+# Arrays whose sets are copied to another Region, and to a backup account
+# (config/copies.example.yaml), and that backup account's stack (backup-account.example.yaml).
+COPIES_CONFIG = REPO_ROOT / "config" / "copies.example.yaml"
+BACKUP_ACCOUNT_CONFIG = REPO_ROOT / "config" / "backup-account.example.yaml"
 
-# What the functions see on top of their template environment: a region, fake keys, and
-# Powertools quiet enough for a person to follow the workflow.
-RUNTIME_ENV = {
-    "AWS_DEFAULT_REGION": REGION,
-    "AWS_REGION": REGION,
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "POWERTOOLS_TRACE_DISABLED": "true",
-    "POWERTOOLS_METRICS_NAMESPACE": "raidsnap",
-    "POWERTOOLS_SERVICE_NAME": "raidsnap",
-}
+# What the emulation's own stack's functions see on top of their template environment: its
+# Region, fake keys, and Powertools quiet enough for a person to follow the workflow.
+RUNTIME_ENV = {**BASE_ENV, "AWS_DEFAULT_REGION": REGION, "AWS_REGION": REGION}
 
 # Real seconds for which nothing in the emulation may run, with no wake-up due, before a wait
 # for an execution says so (only the world outside could still change that).
@@ -95,9 +99,9 @@ _SYNTH_INPUTS = ("bin", "lib", "statemachines", "ssm", "config", "cdk.json")
 
 
 def synthesize(force: bool = False, config: Path | None = None) -> Path:
-    """Synthesize the app (with a config file: into cdk.out.example) unless the template is
-    newer than everything it is made from."""
-    outdir = "cdk.out" if config is None else "cdk.out.example"
+    """Synthesize the app (with a config file NAME.yaml: into cdk.out.NAME) unless the template
+    is newer than everything it is made from."""
+    outdir = "cdk.out" if config is None else f"cdk.out.{config.stem}"
     template = REPO_ROOT / outdir / "raidsnap.template.json"
     if not force and _fresh(template):
         return template
@@ -140,20 +144,13 @@ def _files(path: Path) -> Iterator[Path]:
 # ---------------------------------------------------------------------- in-process Lambda
 
 
-@dataclass(frozen=True)
-class FunctionDef:
-    name: str
-    handler: str
-    environment: dict[str, str]
-
-
 class _Context:
     """The parts of the Lambda context object that Powertools reads."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, region: str = REGION, account: str = ACCOUNT) -> None:
         self.function_name = name
         self.function_version = "$LATEST"
-        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
+        self.invoked_function_arn = f"arn:aws:lambda:{region}:{account}:function:{name}"
         self.memory_limit_in_mb = 256
         self.aws_request_id = str(uuid.uuid4())
         self.log_group_name = f"/aws/lambda/{name}"
@@ -181,14 +178,32 @@ class LambdaRouter:
     """Answers lambda:Invoke by calling the handler named in the template, in this process,
     under the environment the template gives that function."""
 
-    def __init__(self, functions: dict[str, FunctionDef], clock: VirtualClock) -> None:
-        self.functions = functions
+    def __init__(
+        self, own: Deployment, clock: VirtualClock, double: AwsDouble | None = None
+    ) -> None:
+        self.own = own
+        self.functions = own.functions
         self.clock = clock
+        self.double = double
+        # Every stack deployed, by (Region, account): a function ARN names its stack.
+        self.stacks: dict[tuple[str, str], Deployment] = {(own.region, own.account): own}
         self.invocations: list[Invocation] = []
         # One invocation at a time, across every emulation of the process, as the workflows'
         # functions share the process (its clients, its moto backends). Each sees its own
         # function's environment (environ.py), set for its thread only.
         self._lock = _ENVIRONMENT_LOCK
+
+    def _stack_of(self, function: str) -> Deployment:
+        """The stack a function belongs to: named by its ARN (arn:aws:lambda:region:account:
+        function:name), else the one the call was made to."""
+        parts = function.split(":")
+        if len(parts) >= 7 and parts[0] == "arn":
+            where = (parts[3], parts[4])
+        elif self.double is not None:
+            where = (self.double.region, self.double.account)
+        else:
+            where = (self.own.region, self.own.account)
+        return self.stacks.get(where, self.own)
 
     def configuration(self, params: dict[str, Any]) -> dict[str, Any]:
         """lambda:GetFunctionConfiguration as Lambda answers it for a deployed function: its
@@ -196,19 +211,21 @@ class LambdaRouter:
         GetFunctionConfiguration; FunctionName is a name or an ARN). The operator's tools read
         a function's settings so (the CLI's restore plan reads the restore's Prepare)."""
         asked = str(params["FunctionName"])
-        fn = self.functions.get(asked.rsplit(":", 1)[-1])
+        stack = self._stack_of(asked)
+        fn = stack.functions.get(asked.rsplit(":", 1)[-1])
         if fn is None:
             raise AwsError("ResourceNotFoundException", f"Function not found: {asked}", 404)
         return {
             "FunctionName": fn.name,
-            "FunctionArn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{fn.name}",
+            "FunctionArn": f"arn:aws:lambda:{stack.region}:{stack.account}:function:{fn.name}",
             "Handler": fn.handler,
             "Environment": {"Variables": dict(fn.environment)},
         }
 
     def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
+        stack = self._stack_of(str(params["FunctionName"]))
         name = str(params["FunctionName"]).rsplit(":", 1)[-1]
-        fn = self.functions[name]
+        fn = stack.functions[name]
         raw = params.get("Payload", b"{}")
         event = json.loads(raw.decode() if isinstance(raw, bytes | bytearray) else raw or "{}")
         module = fn.handler.rsplit(".", 2)[-2]
@@ -217,14 +234,16 @@ class LambdaRouter:
         with (
             self.clock.hold(),
             self.clock.locked(self._lock, "the invoke lock"),
-            thread_environ().overlay({**fn.environment, **RUNTIME_ENV}),
+            thread_environ().overlay({**fn.environment, **stack.runtime_env}),
         ):
-            record = Invocation(function=name, module=module, at=self.clock.now(), event=event)
+            record = Invocation(
+                function=stack.prefix + name, module=module, at=self.clock.now(), event=event
+            )
             try:
                 module_name, attr = fn.handler.rsplit(".", 1)
                 handler = getattr(importlib.import_module(module_name), attr)
-                with acting_as(name):
-                    record.result = handler(event, _Context(name))
+                with acting_as(stack.prefix + name):
+                    record.result = handler(event, _Context(name, stack.region, stack.account))
                 payload = json.dumps(record.result, default=str).encode()
                 error = None
             except Exception as exc:  # a Lambda runtime reports any exception this way
@@ -293,13 +312,17 @@ class Emulation:
         # Every call a function or a state machine makes is authorized against its synthesized
         # role (and the topic and key policies it reaches); decisions are in self.iam.decisions.
         self.iam = Authorizer(self.template, self.double)
+        self.own = Deployment(self.template, self.iam)
+        # Stacks deployed in other Regions or accounts (deploy()), each with its own IAM.
+        self.peers: list[Peer] = []
         if iam:
-            self.double.authorize = self.iam.authorize
+            self.double.authorize = self._authorize
+            self.double.key_usable = self._key_usable
+        self.double.role_actor = self._role_actor
         # What the stack's alarms and rules do when they fire (publish, invoke), under IAM.
         self.services = Services(self)
-        self.state_machines: dict[str, str] = {}
+        self.state_machines: dict[str, str] = self.own.state_machines
         self.router: LambdaRouter | None = None
-        self._machine_ids: dict[str, str] = {}
         self.hosts: Hosts
         self._stack = contextlib.ExitStack()
         self._sfn: Any = None
@@ -325,17 +348,67 @@ class Emulation:
         stack.enter_context(_strict_choice_rules())
         stack.enter_context(_state_machine_principals(self._state_machine_actor))
         self._reset_raidsnap_clients()
-        self.document_names = self._create_documents()
+        self.own.create(self.double)
+        self.document_names = self.own.document_names
         self.hosts = Hosts(self.double, self.document_names, REGION)
-        self._create_tables()
-        self._create_secrets()
-        self._create_topics()
-        self._create_alarms()
-        self.router = LambdaRouter(self._functions(), self.clock)
+        self.router = LambdaRouter(self.own, self.clock, self.double)
         self.double.route("lambda", "Invoke", self.router)
         self.double.route("lambda", "GetFunctionConfiguration", self.router.configuration)
-        self._create_state_machines()
+        self._sfn = boto3.client("stepfunctions", region_name=REGION)
         return self
+
+    def deploy(self, region: str, account: str = ACCOUNT, template: Path | None = None) -> Peer:
+        """The stack (this template, or another) deployed in another Region or account as well:
+        its functions run in that Region and account, under their own roles there."""
+        if (region, account) in [(self.own.region, self.own.account)] + [
+            (p.region, p.account) for p in self.peers
+        ]:
+            raise ValueError(f"a stack is deployed in {region} of {account} already")
+        body = Template(template or self.template.path, region=region, account=account)
+        stack = Deployment(body, Authorizer(body, self.double), prefix=f"{account}/{region}/")
+        stack.create(self.double)
+        assert self.router is not None
+        self.router.stacks[(region, account)] = stack
+        self.double.places.append((account, region))
+        peer = Peer(self, stack)
+        self.peers.append(peer)
+        # Each stack's IAM knows the roles of the others that a principal of it may assume.
+        stacks = [self.own, *(p.stack for p in self.peers)]
+        for one in stacks:
+            for other in stacks:
+                if other is not one:
+                    one.iam.know_trusts(other.iam.stack.trusts)
+        return peer
+
+    def _role_actor(self, role_arn: str) -> str | None:
+        """The stack role (of a deployed stack) whose credentials a client holds."""
+        name = f"role:{role_arn.rsplit('/', 1)[-1]}"
+        account = role_arn.split(":")[4]
+        for stack in [self.own, *(p.stack for p in self.peers)]:
+            if stack.account == account and name in stack.iam.stack.principals:
+                return stack.prefix + name
+        return None
+
+    def _iam_of(self, actor: str) -> tuple[Authorizer, str]:
+        """The IAM of the stack whose function or state machine ``actor`` is, and its name
+        there."""
+        for peer in self.peers:
+            if actor.startswith(peer.stack.prefix):
+                return peer.iam, actor[len(peer.stack.prefix) :]
+        return self.iam, actor
+
+    def _key_usable(self, actor: str | None, key_arn: str) -> bool:
+        """EC2 makes an encrypted copy with the caller's permission on the key."""
+        if actor is None:
+            return True
+        iam, name = self._iam_of(actor)
+        return iam.key_usable(name, key_arn, ["GenerateDataKeyWithoutPlaintext"], grant=True)
+
+    def _authorize(self, service: str, operation: str, params: Any, actor: str) -> None:
+        """A call is authorized by the IAM of the stack whose function or state machine makes
+        it (its actor name carries that stack's prefix)."""
+        iam, name = self._iam_of(actor)
+        iam.authorize(service, operation, params, name)
 
     def __exit__(self, *exc: object) -> None:
         try:
@@ -350,11 +423,14 @@ class Emulation:
         go on invoking functions in the next test's world and changing the process environment
         under it."""
         self.clock.close()  # what is left sleeping wakes, and ends once stopped
-        backend = stepfunctions_parser_backends[ACCOUNT][REGION]
+        backends = [stepfunctions_parser_backends[ACCOUNT][REGION]] + [
+            stepfunctions_parser_backends[p.account][p.region] for p in self.peers
+        ]
         deadline = time.monotonic() + timeout
         while True:
             running = [
                 e
+                for backend in backends
                 for machine in backend.state_machines
                 for e in machine.executions
                 if e.status == "RUNNING"
@@ -383,95 +459,15 @@ class Emulation:
     def _reset_raidsnap_clients() -> None:
         clients.reset()
 
-    # -- setup from the template
-
-    def _functions(self) -> dict[str, FunctionDef]:
-        out = {}
-        for logical_id, res in self.template.of_type("AWS::Lambda::Function").items():
-            props = res["Properties"]
-            env = self.template.resolve(props.get("Environment", {}).get("Variables", {}))
-            out[logical_id] = FunctionDef(
-                name=logical_id,
-                handler=props["Handler"],
-                environment={k: str(v) for k, v in env.items()},
-            )
-        return out
-
-    def _create_documents(self) -> dict[str, str]:
-        """Create the stack's documents in moto; returns kind (``discover``...) -> name."""
-        ssm = boto3.client("ssm", region_name=REGION)
-        names = {}
-        for res in self.template.of_type("AWS::SSM::Document").values():
-            props = res["Properties"]
-            name = str(self.template.resolve(props["Name"]))
-            names[name.rsplit("-", 1)[-1]] = name
-            ssm.create_document(
-                Name=name,
-                Content=json.dumps(props["Content"]),
-                DocumentType=props.get("DocumentType", "Command"),
-                DocumentFormat="JSON",
-            )
-        return names
-
-    def _create_tables(self) -> None:
-        tables = self.template.of_type("AWS::DynamoDB::Table")
-        if not tables:
-            return
-        ddb = boto3.client("dynamodb", region_name=REGION)
-        for logical_id, res in tables.items():
-            props = res["Properties"]
-            ddb.create_table(
-                TableName=self.template.physical_id(logical_id),
-                KeySchema=props["KeySchema"],
-                AttributeDefinitions=props["AttributeDefinitions"],
-                BillingMode="PAY_PER_REQUEST",
-            )
-
-    def _create_secrets(self) -> None:
-        """Each secret as CloudFormation makes it from GenerateSecretString: a random value no
-        one sees, under the ARN the template's Ref resolves to."""
-        client = boto3.client("secretsmanager", region_name=REGION)
-        for logical_id in self.template.of_type("AWS::SecretsManager::Secret"):
-            client.create_secret(Name=secret_name(logical_id), SecretString=token_hex(32))
-
-    def _create_topics(self) -> None:
-        sns = boto3.client("sns", region_name=REGION)
-        for logical_id in self.template.of_type("AWS::SNS::Topic"):
-            sns.create_topic(Name=self.template.get_att(logical_id, "TopicName"))
-
-    def _create_alarms(self) -> None:
-        """The stack's alarms as CloudFormation creates them (named by logical id here): a
-        function that reads or changes one (PutMetricAlarm) finds it as deployed."""
-        cloudwatch = boto3.client("cloudwatch", region_name=REGION)
-        for logical_id, res in self.template.of_type("AWS::CloudWatch::Alarm").items():
-            props = self.template.resolve(res["Properties"])
-            cloudwatch.put_metric_alarm(AlarmName=logical_id, **props)
-
     @property
     def sfn(self) -> Any:
         return self._sfn
 
-    def _create_state_machines(self) -> None:
-        self._sfn = boto3.client("stepfunctions", region_name=REGION)
-        iam = boto3.client("iam", region_name=REGION)
-        role = iam.create_role(
-            RoleName="raidsnap-emulation",
-            AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
-        )["Role"]["Arn"]
-        for logical_id, (name, definition) in self.template.state_machines().items():
-            physical = self.template.physical_id(logical_id).rsplit(":", 1)[1]
-            arn = self._sfn.create_state_machine(
-                name=physical, definition=definition, roleArn=role
-            )["stateMachineArn"]
-            self.state_machines[name] = arn
-            self._machine_ids[arn] = logical_id
-            logging = self.template.resources[logical_id]["Properties"].get(
-                "LoggingConfiguration", {}
-            )
-            self.double.set_logged(arn, logging.get("Level", "OFF") != "OFF")
-
     def _state_machine_actor(self, state_machine_arn: str) -> str | None:
-        return self._machine_ids.get(state_machine_arn)
+        for stack in [self.own, *(p.stack for p in self.peers)]:
+            if state_machine_arn in stack.machine_ids:
+                return stack.machine_ids[state_machine_arn]
+        return None
 
     # -- running
 
@@ -490,11 +486,25 @@ class Emulation:
         with self.clock.hold("the test"):
             yield
 
+    def _stack_of(self, arn: str) -> tuple[Deployment, Any]:
+        """The stack an execution ARN (arn:aws:states:region:account:...) belongs to, and a Step
+        Functions client of it."""
+        region, account = arn.split(":")[3:5]
+        for peer in self.peers:
+            if (peer.region, peer.account) == (region, account):
+                return peer.stack, peer.sfn
+        return self.own, self._sfn
+
     def wait(self, execution_arn: str, timeout: float = 120.0) -> Execution:
         """Wait (in real time, from outside the executions) until the execution ends."""
+        stack, sfn = self._stack_of(execution_arn)
+        with stack.inside():
+            return self._wait(sfn, execution_arn, timeout)
+
+    def _wait(self, sfn: Any, execution_arn: str, timeout: float) -> Execution:
         deadline = time.monotonic() + timeout
         while True:
-            desc = self._sfn.describe_execution(executionArn=execution_arn)
+            desc = sfn.describe_execution(executionArn=execution_arn)
             if desc["status"] != "RUNNING":
                 break
             if self.clock.stalled_for() > STALL_GRACE_SECONDS:
@@ -511,9 +521,7 @@ class Emulation:
             # it ended (and only its status lags), or while nothing ends, look now and then.
             if self.clock.await_end(execution_arn, WAIT_LOOK_SECONDS):
                 time.sleep(0.005)
-        events = self._sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)[
-            "events"
-        ]
+        events = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
         output = json.loads(desc["output"]) if desc.get("output") else None
         return Execution(
             arn=execution_arn,
@@ -552,6 +560,64 @@ class Emulation:
         if status != [] and status[0] == "RUNNING":
             raise ValueError(f"{execution_arn} is still running")
         machine.executions = [e for e in machine.executions if e.execution_arn != execution_arn]
+
+
+class Peer:
+    """The stack deployed in another Region or account (Emulation.deploy): run its workflows,
+    invoke its functions, ask its Region and account."""
+
+    def __init__(self, emu: Emulation, stack: Deployment) -> None:
+        self.emu = emu
+        self.stack = stack
+        self.template = stack.template
+        self.iam = stack.iam
+        self.region = stack.region
+        self.account = stack.account
+        self.state_machines = stack.state_machines
+        self.functions = stack.functions
+        with stack.inside():
+            self.sfn = stack.client("stepfunctions")
+
+    @contextlib.contextmanager
+    def inside(self) -> Iterator[None]:
+        """What this thread asks of AWS in the block, it asks of this stack's account."""
+        with self.stack.inside():
+            yield
+
+    def client(self, service: str) -> Any:
+        """A client of this Region (of this account, used inside ``inside()``)."""
+        return self.stack.client(service)
+
+    def start(self, workflow: str, payload: Any, name: str | None = None) -> str:
+        with self.inside():
+            response = self.sfn.start_execution(
+                stateMachineArn=self.state_machines[workflow],
+                name=name or f"{workflow}-{uuid.uuid4().hex[:12]}",
+                input=json.dumps(payload),
+            )
+        return str(response["executionArn"])
+
+    def wait(self, execution_arn: str, timeout: float = 120.0) -> Execution:
+        return self.emu.wait(execution_arn, timeout)
+
+    def run(self, workflow: str, payload: Any, name: str | None = None) -> Execution:
+        return self.wait(self.start(workflow, payload, name))
+
+    def executions(self, workflow: str) -> list[str]:
+        """The ARNs of this stack's runs of a workflow, newest first."""
+        with self.inside():
+            found = self.sfn.list_executions(stateMachineArn=self.state_machines[workflow])
+        return [str(e["executionArn"]) for e in found["executions"]]
+
+    def invoke(self, module: str, event: Any) -> Invocation:
+        router = self.emu.router
+        assert router is not None
+        names = [n for n, f in self.functions.items() if f.handler.rsplit(".", 2)[-2] == module]
+        if len(names) != 1:
+            raise KeyError(f"expected one function with handler module {module}, found {names}")
+        with self.inside():
+            self.client("lambda").invoke(FunctionName=names[0], Payload=json.dumps(event).encode())
+        return router.invocations[-1]
 
 
 @contextlib.contextmanager

@@ -126,12 +126,28 @@ class Hosts:
 
     # ------------------------------------------------------------------ moto's view
 
-    def _backend(self) -> Any:
-        return ec2_backends[ACCOUNT][self.region]
+    def _backends(self) -> list[Any]:
+        """moto's EC2 of every Region and account the emulation deployed a stack to, its own
+        first: an instance, volume or snapshot id names one resource wherever it is."""
+        places = [(ACCOUNT, self.region), *self.double.places]
+        return [ec2_backends[a][r] for a, r in dict.fromkeys(places)]
+
+    def _backend(self, **found: str) -> Any:
+        """The backend that has the instance (instance_id=) or volume (volume_id=)."""
+        for backend in self._backends():
+            try:
+                if "instance_id" in found:
+                    backend.get_instance(found["instance_id"])
+                else:
+                    backend.get_volume(found["volume_id"])
+            except Exception:  # noqa: S112 - moto raises its own not-found errors
+                continue
+            return backend
+        return self._backends()[0]
 
     def attached(self, instance_id: str) -> dict[str, str]:
         """Device name -> volume id, as EC2 has them attached now."""
-        instance = self._backend().get_instance(instance_id)
+        instance = self._backend(instance_id=instance_id).get_instance(instance_id)
         return {dev: bd.volume_id for dev, bd in instance.block_device_mapping.items()}
 
     def nvme_devices(self, instance_id: str) -> dict[str, str]:
@@ -147,7 +163,8 @@ class Hosts:
         EbsInfo.EbsOptimizedInfo, MB/s, as moto describes the type; EC2 User Guide, "Amazon
         EBS-optimized instance types": the maximum lasts 30 minutes at least once every 24
         hours). 0 for a type described without it: then only the volumes set the pace."""
-        kind = str(getattr(self._backend().get_instance(instance_id), "instance_type", ""))
+        instance = self._backend(instance_id=instance_id).get_instance(instance_id)
+        kind = str(getattr(instance, "instance_type", ""))
         info = (INSTANCE_TYPES.get(kind, {}).get("EbsInfo") or {}).get("EbsOptimizedInfo") or {}
         baseline = float(info.get("BaselineThroughputInMBps") or 0) * 1e6
         maximum = float(info.get("MaximumThroughputInMBps") or 0) * 1e6
@@ -159,15 +176,16 @@ class Hosts:
         return BURST_SECONDS + (total_bytes - burst) / baseline
 
     def volume_size_bytes(self, volume_id: str) -> int:
-        return int(self._backend().get_volume(volume_id).size) * 1024**3
+        return int(self._backend(volume_id=volume_id).get_volume(volume_id).size) * 1024**3
 
     def superblock(self, volume_id: str) -> Superblock | None:
         """The superblock a volume carries: its own, or the one its snapshot's source had."""
         seen: set[str] = set()
         current = volume_id
-        backend = self._backend()
         while current not in self.superblocks and current not in seen:
             seen.add(current)
+            # A copy of a snapshot in another Region keeps its source's volume (moto's copy).
+            backend = self._backend(volume_id=current)
             try:
                 snapshot_id = backend.get_volume(current).snapshot_id
             except Exception:

@@ -15,18 +15,14 @@ from typing import Any
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
 
-STACK_ID = (
-    f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/raidsnap/5e1f0c2a-7b3d-4e6f-9a8b-0c1d2e3f4a5b"
-)
 
-_PSEUDO = {
-    "AWS::Partition": "aws",
-    "AWS::Region": REGION,
-    "AWS::AccountId": ACCOUNT,
-    "AWS::URLSuffix": "amazonaws.com",
-    "AWS::StackName": "raidsnap",
-    "AWS::StackId": STACK_ID,
-}
+def stack_id(region: str = REGION, account: str = ACCOUNT) -> str:
+    """The id (ARN) of the stack deployed to ``region`` of ``account``: AWS::StackId."""
+    stack = "raidsnap/5e1f0c2a-7b3d-4e6f-9a8b-0c1d2e3f4a5b"
+    return f"arn:aws:cloudformation:{region}:{account}:stack/{stack}"
+
+
+STACK_ID = stack_id()
 
 
 # The six characters Secrets Manager appends to a secret's name in its ARN (any will do here).
@@ -41,9 +37,22 @@ def secret_name(logical_id: str) -> str:
 class Template:
     """A synthesized CloudFormation template with its intrinsics resolved on demand."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, region: str = REGION, account: str = ACCOUNT) -> None:
+        """The template as deployed to ``region`` of ``account`` (the emulation's own by
+        default; a stack of another Region or account is the same template deployed there)."""
+        self.path = path
+        self.region = region
+        self.account = account
         self.body: dict[str, Any] = json.loads(path.read_text())
         self.resources: dict[str, dict[str, Any]] = self.body["Resources"]
+        self._pseudo = {
+            "AWS::Partition": "aws",
+            "AWS::Region": region,
+            "AWS::AccountId": account,
+            "AWS::URLSuffix": "amazonaws.com",
+            "AWS::StackName": "raidsnap",
+            "AWS::StackId": stack_id(region, account),
+        }
 
     def of_type(self, kind: str) -> dict[str, dict[str, Any]]:
         return {k: v for k, v in self.resources.items() if v["Type"] == kind}
@@ -61,38 +70,38 @@ class Template:
             return self._name(logical_id, "Name")
         if kind == "AWS::StepFunctions::StateMachine":
             name = self._name(logical_id, "StateMachineName")
-            return f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{name}"
+            return f"arn:aws:states:{self.region}:{self.account}:stateMachine:{name}"
         if kind == "AWS::DynamoDB::Table":
             return self._name(logical_id, "TableName")
         if kind == "AWS::SNS::Topic":
-            return f"arn:aws:sns:{REGION}:{ACCOUNT}:{self._name(logical_id, 'TopicName')}"
+            return f"arn:aws:sns:{self.region}:{self.account}:{self._name(logical_id, 'TopicName')}"
         if kind == "AWS::SQS::Queue":
-            return f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{logical_id}"
+            return f"https://sqs.{self.region}.amazonaws.com/{self.account}/{logical_id}"
         if kind == "AWS::IAM::Role":
             return self._name(logical_id, "RoleName")
         if kind == "AWS::SecretsManager::Secret":
             # Ref gives the secret's ARN, whose name Secrets Manager ends with a hyphen and six
             # random characters (AWS::SecretsManager::Secret, "Return values"; Secrets Manager
             # User Guide, "Secret ARN"): the emulation creates it under exactly that name.
-            return f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{secret_name(logical_id)}"
+            secret = secret_name(logical_id)
+            return f"arn:aws:secretsmanager:{self.region}:{self.account}:secret:{secret}"
         return logical_id
 
     def get_att(self, logical_id: str, attribute: str) -> str:
         kind = self.resources[logical_id]["Type"]
         name = self.physical_id(logical_id)
+        where = f"{self.region}:{self.account}"
         arns = {
-            "AWS::Lambda::Function": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}",
-            "AWS::DynamoDB::Table": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{name}",
+            "AWS::Lambda::Function": f"arn:aws:lambda:{where}:function:{name}",
+            "AWS::DynamoDB::Table": f"arn:aws:dynamodb:{where}:table/{name}",
             "AWS::StepFunctions::StateMachine": name,
-            "AWS::IAM::Role": f"arn:aws:iam::{ACCOUNT}:role/{name}",
-            "AWS::Logs::LogGroup": f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{name}:*",
-            "AWS::KMS::Key": f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{name}",
-            "AWS::CloudWatch::Alarm": f"arn:aws:cloudwatch:{REGION}:{ACCOUNT}:alarm:{name}",
-            "AWS::Events::Rule": f"arn:aws:events:{REGION}:{ACCOUNT}:rule/{name}",
-            "AWS::SQS::Queue": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{logical_id}",
-            "AWS::Scheduler::ScheduleGroup": (
-                f"arn:aws:scheduler:{REGION}:{ACCOUNT}:schedule-group/{name}"
-            ),
+            "AWS::IAM::Role": f"arn:aws:iam::{self.account}:role/{name}",
+            "AWS::Logs::LogGroup": f"arn:aws:logs:{where}:log-group:{name}:*",
+            "AWS::KMS::Key": f"arn:aws:kms:{where}:key/{name}",
+            "AWS::CloudWatch::Alarm": f"arn:aws:cloudwatch:{where}:alarm:{name}",
+            "AWS::Events::Rule": f"arn:aws:events:{where}:rule/{name}",
+            "AWS::SQS::Queue": f"arn:aws:sqs:{where}:{logical_id}",
+            "AWS::Scheduler::ScheduleGroup": (f"arn:aws:scheduler:{where}:schedule-group/{name}"),
             "AWS::SNS::Topic": name,
         }
         if kind == "AWS::StepFunctions::StateMachine" and attribute == "Name":
@@ -113,7 +122,7 @@ class Template:
         if len(value) == 1:
             ((key, arg),) = value.items()
             if key == "Ref":
-                return _PSEUDO[arg] if arg in _PSEUDO else self.physical_id(arg)
+                return self._pseudo[arg] if arg in self._pseudo else self.physical_id(arg)
             if key == "Fn::GetAtt":
                 return self.get_att(arg[0], arg[1])
             if key == "Fn::Join":

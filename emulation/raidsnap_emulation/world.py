@@ -41,11 +41,13 @@ def launch_instance(
     tag_array: bool = True,
     auto_scaling_group: str = "",
     instance_type: str = INSTANCE_TYPE,
+    *,
+    region: str | None = None,
 ) -> str:
     """A running instance; ``auto_scaling_group``: launched by that group, which tags its
     instances aws:autoscaling:groupName ("Tag Auto Scaling groups and instances", Amazon EC2
-    Auto Scaling User Guide)."""
-    ec2 = boto3.client("ec2")
+    Auto Scaling User Guide). ``region``: another Region than the emulation's own."""
+    ec2 = boto3.client("ec2", region_name=region)
     tags = [{"Key": "Name", "Value": name}]
     if tag_array:
         tags.append({"Key": "raidsnap:array", "Value": name})

@@ -154,7 +154,7 @@ class FastRestorePolicy:
 def fast_restore_by_array() -> dict[str, FastRestorePolicy]:
     """Each configured array's fastRestore policy (FAST_RESTORE_BY_ARRAY, a JSON map of array to
     {"zones": [...], "sets": n}; unset or {}: no array has one)."""
-    mapping = _json_env("FAST_RESTORE_BY_ARRAY", "{}")
+    mapping = json_env("FAST_RESTORE_BY_ARRAY", "{}")
     if not isinstance(mapping, dict):
         raise ConfigurationError("FAST_RESTORE_BY_ARRAY must map array names to settings")
     out = {}
@@ -173,6 +173,11 @@ def fast_restore_by_array() -> dict[str, FastRestorePolicy]:
             )
         out[str(array)] = FastRestorePolicy(tuple(str(z) for z in zones), sets)
     return out
+
+
+def stack_name() -> str:
+    """The stack's name (STACK_NAME; unset: empty, as it only labels a copy request)."""
+    return os.environ.get("STACK_NAME", "").strip()
 
 
 def region() -> str:
@@ -302,7 +307,7 @@ class SweeperSettings:
         return cls(lock_table=_require("LOCK_TABLE"), restore_executions=prefix, kept_arrays=kept)
 
 
-def _json_env(name: str, default: str) -> object:
+def json_env(name: str, default: str) -> object:
     raw = os.environ.get(name, "").strip() or default
     try:
         return json.loads(raw)
@@ -313,7 +318,7 @@ def _json_env(name: str, default: str) -> object:
 def array_instances() -> dict[str, dict[str, object]]:
     """What the config names for each configured array (ARRAY_INSTANCES, a JSON map of array to
     {"instances": [ids], "autoScalingGroup": name}; every configured array has an entry)."""
-    mapping = _json_env("ARRAY_INSTANCES", "{}")
+    mapping = json_env("ARRAY_INSTANCES", "{}")
     if not isinstance(mapping, dict) or not all(isinstance(v, dict) for v in mapping.values()):
         raise ConfigurationError("ARRAY_INSTANCES must map array names to settings")
     return {str(k): dict(v) for k, v in mapping.items()}
@@ -322,7 +327,7 @@ def array_instances() -> dict[str, dict[str, object]]:
 def allowed_mount_points() -> list[str] | None:
     """The directories restored arrays may be mounted under (ALLOWED_MOUNT_POINTS, a JSON list;
     unset: None, the default list)."""
-    value = _json_env("ALLOWED_MOUNT_POINTS", "null")
+    value = json_env("ALLOWED_MOUNT_POINTS", "null")
     if value is None:
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -350,7 +355,7 @@ def _count(value: object) -> bool:
 def lock_policy(array: str) -> LockPolicy | None:
     """The array's lock policy (LOCK_BY_ARRAY, a JSON map of array to {"mode", "days", "sets",
     "coolOffHours"?}; an array without an entry has none)."""
-    mapping = _json_env("LOCK_BY_ARRAY", "{}")
+    mapping = json_env("LOCK_BY_ARRAY", "{}")
     if not isinstance(mapping, dict):
         raise ConfigurationError("LOCK_BY_ARRAY must map array names to settings")
     raw = mapping.get(array)

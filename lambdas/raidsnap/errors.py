@@ -115,6 +115,10 @@ class UntrustedReportError(RaidsnapError):
     array's, another run's, or without the set and mount point a mounted array has."""
 
 
+class CopyFailedError(RaidsnapError):
+    """A copy of a set to another Region or account could not be made, or ended in error."""
+
+
 class ThrottledError(RaidsnapError):
     """EC2 or SSM throttled us beyond the SDK's retries; the workflow retries with backoff."""
 

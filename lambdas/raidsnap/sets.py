@@ -49,6 +49,13 @@ class Manifest:
     # The instance the set was taken from: the array's recorded instance (raidsnap.homes) as
     # of this set, which a tag alone never moves.
     instance_id: str = ""
+    # A copy of a set made elsewhere (raidsnap.workflows.copy): where it was taken (region,
+    # account, stack, execution); empty for a set taken here. Its ``started`` is the source
+    # set's point in time, and its ``snapshots`` are recorded as each copy is started.
+    source: Mapping[str, str] = field(default_factory=dict)
+    # Where this set was handed to be copied (a destination's id: its Region, or account/Region)
+    # and how that went: status copying | copied | failed, the copy run, since when.
+    copies: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # Set when the manifest was rebuilt from the snapshots' tags (``raidsnap sets adopt``)
     # rather than written by the backup that took the set: when, and who confirmed it.
     adopted: str = ""
@@ -110,6 +117,10 @@ class SnapshotSet:
 
     @property
     def start_time(self) -> datetime:
+        """When the set's data was taken: its earliest snapshot's start, or for a copy the
+        source set's (a copy starts later, but holds the data of that moment)."""
+        if self.manifest is not None and self.manifest.source and self.manifest.started:
+            return self.manifest.started
         if self.members:
             return min(m.start_time for m in self.members)
         if self.manifest is not None and self.manifest.started is not None:
@@ -164,6 +175,14 @@ class SnapshotSet:
             and (m.started is None or now - m.started < ABANDONED_AFTER)
         )
 
+    def copying(self, now: datetime) -> bool:
+        """A copy of this set to another Region or account is under way (started by a backup
+        that may still be following it): retention keeps the source until it ends."""
+        return any(
+            c.get("status") == "copying" and now - _when(c.get("since", "")) < ABANDONED_AFTER
+            for c in (self.manifest.copies.values() if self.manifest is not None else ())
+        )
+
     @property
     def pending(self) -> bool:
         return any(m.state == "pending" for m in self.members)
@@ -196,6 +215,13 @@ class Listing:
         ids = {m.snapshot_id for s in self.unrecorded for m in s.members}
         ids |= {m.snapshot_id for s in self.sets for m in s.strays}
         return sorted(ids)
+
+
+def _when(text: str) -> datetime:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
 
 
 def make_set_id(array: str, started: datetime, execution_arn: str) -> str:

@@ -84,6 +84,15 @@ def is_copy(volume_tags: Mapping[str, str]) -> bool:
 BACKUP_EXECUTION = "raidsnap:backup-execution"
 
 
+# Not in the design's list: a copy of a set made in another Region or account carries the
+# set's tags and these, which say what it is a copy of (the source snapshot, its Region and
+# account) and which copy run made it (so a retried step finds the copies it already started).
+SOURCE_REGION = "raidsnap:source-region"
+SOURCE_ACCOUNT = "raidsnap:source-account"
+SOURCE_SNAPSHOT = "raidsnap:source-snapshot"
+COPY_EXECUTION = "raidsnap:copy-execution"
+
+
 def as_dict(tags: list[dict[str, str]] | None) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in tags or []}
 

@@ -5,6 +5,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { ArrayConfig, ArrayDefaults } from '../config';
 import { KeptPolicy } from '../fast-restore';
+import { acknowledgeHandOver, copiesByArray, handOverStatements } from './copies';
 import { Documents } from './documents';
 import { FunctionFactory, FunctionSpec } from './functions';
 import { lockSetSnapshots, Permissions, RestorePermissions } from './permissions';
@@ -46,6 +47,8 @@ export class BackupWorkflow extends Construct {
       RETENTION_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.map((a) => [a.name, a.retention]))),
       // Each array's application hooks from the configuration (a run's input may override them).
       HOOKS_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.flatMap((a) => (a.hooks ? [[a.name, a.hooks]] : [])))),
+      // Where each array's sets are copied (lib/copies.ts): Prepare plans the copy step by it.
+      COPIES_BY_ARRAY: JSON.stringify(copiesByArray(this, props.arrays)),
       ...(props.restoreLock ? { RESTORE_LOCK_TABLE: props.restoreLock.tableName } : {}),
     };
     const lockStatements = (actions: string[]) => props.restoreLock ? lockTableStatements(props.restoreLock, actions) : [];
@@ -140,6 +143,13 @@ export class BackupWorkflow extends Construct {
         environment: { FAST_RESTORE_BY_ARRAY: JSON.stringify(props.fastRestore ?? {}) },
       },
       {
+        id: 'BackupCopies', module: 'backup_copies',
+        description: 'hand a new set to the copy workflow of each Region or account it is copied to, and follow the copies',
+        statements: handOverStatements(this, props.arrays, props.sets),
+        environment: { STACK_NAME: Stack.of(this).stackName },
+        timeout: Duration.minutes(2),
+      },
+      {
         id: 'BackupFailed', module: 'backup_failed',
         description: 'thaw after a failed backup and name the error',
         statements: [
@@ -152,6 +162,7 @@ export class BackupWorkflow extends Construct {
     ];
     this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment: { ...environment, ...s.environment } })));
     const f = this.functions;
+    acknowledgeHandOver(f.BackupCopies, props.arrays);
     const preparePolicy = f.BackupPrepare.role?.node.tryFindChild('DefaultPolicy');
     if (props.restoreLock && preparePolicy) {
       acknowledge(preparePolicy,
@@ -172,6 +183,7 @@ export class BackupWorkflow extends Construct {
         BackupCheckFunctionArn: f.BackupCheck,
         BackupRetentionFunctionArn: f.BackupRetention,
         BackupKeepFsrFunctionArn: f.BackupKeepFsr,
+        BackupCopiesFunctionArn: f.BackupCopies,
         BackupFailedFunctionArn: f.BackupFailed,
       },
     }).stateMachine;

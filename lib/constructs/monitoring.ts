@@ -11,7 +11,9 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct } from 'constructs';
 import { ArrayConfig } from '../config';
+import { destinationId } from '../copies';
 import { acknowledge, arnRef, REASONS } from '../nag';
+import { copiesByArray } from './copies';
 import { stackKey } from './encryption';
 import { FunctionFactory } from './functions';
 import { Permissions } from './permissions';
@@ -19,6 +21,8 @@ import { DRILL_RESTORE_PREFIX } from './recovery';
 import { SnapshotSets } from './snapshot-sets';
 
 export const SET_AGE_METRIC = 'NewestCompleteSetAgeMinutes';
+/** The age of the newest set copied to each place an array is copied to (raidsnap.monitoring). */
+export const COPY_AGE_METRIC = 'NewestCopiedSetAgeMinutes';
 export const NOT_DELETED_METRIC = 'SnapshotsNotDeleted';
 export const FSR_NOT_KEPT_METRIC = 'FastRestoreNotKept';
 export const REPORT_EVERY = Duration.minutes(15);
@@ -149,7 +153,11 @@ export class Monitoring extends Construct {
       module: 'monitor_set_age',
       description: 'publish the age of each array newest complete snapshot set',
       statements: [p.describe('ec2:DescribeSnapshots'), ...props.sets.statements('Scan')],
-      environment: { CONFIGURED_ARRAYS: props.arrays.map((a) => a.name).join(',') },
+      environment: {
+        CONFIGURED_ARRAYS: props.arrays.map((a) => a.name).join(','),
+        // Each copied array's places: the reporter publishes the age of the newest copy there.
+        COPIES_BY_ARRAY: JSON.stringify(copiesByArray(this, props.arrays)),
+      },
     });
     const schedulerRole = new iam.Role(this, 'ReportSetAgeRole', {
       assumedBy: new iam.ServicePrincipal('scheduler.amazonaws.com', {
@@ -185,6 +193,27 @@ export class Monitoring extends Construct {
       });
       this.notify(alarm);
       this.rpoAlarms[array.name] = alarm;
+      // The RPO covers each copy too: an alarm per place the array is copied to, on the age of
+      // the newest set copied there (a place that reports nothing breaches, as here).
+      for (const copy of array.copies) {
+        const where = destinationId(copy);
+        const copyAlarm = new cloudwatch.Alarm(this, `Rpo-${array.name}-${where.replace('/', '-')}`, {
+          alarmDescription: `raidsnap: the newest set of ${array.name} copied to ${where} is older than its RPO of ${array.rpoMinutes} minutes`,
+          metric: new cloudwatch.Metric({
+            namespace: 'raidsnap',
+            metricName: COPY_AGE_METRIC,
+            dimensionsMap: { Array: array.name, Destination: where, service: 'raidsnap' },
+            statistic: 'Maximum',
+            period: REPORT_EVERY,
+          }),
+          threshold: array.rpoMinutes!,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+          evaluationPeriods: 1,
+          treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+        });
+        this.notify(copyAlarm);
+        this.rpoAlarms[`${array.name}@${where}`] = copyAlarm;
+      }
     }
 
     // Retention reports every snapshot EC2 refused to delete (in use by an AMI, locked, managed
@@ -260,12 +289,17 @@ export class Monitoring extends Construct {
       width: 8,
     });
     const ages = new cloudwatch.GraphWidget({
-      title: 'age of the newest complete set (minutes)',
+      title: 'age of the newest complete set (minutes), here and where it is copied',
       left: [new cloudwatch.MathExpression({
         expression: `SEARCH('{raidsnap,Array,service} MetricName="${SET_AGE_METRIC}"', 'Maximum', ${REPORT_EVERY.toSeconds()})`,
         label: '',
         period: REPORT_EVERY,
-      })],
+      }), ...(props.arrays.some((a) => a.copies.length) ? [new cloudwatch.MathExpression({
+        // One line per array and place it is copied to (Destination: a Region, or account/Region).
+        expression: `SEARCH('{raidsnap,Array,Destination,service} MetricName="${COPY_AGE_METRIC}"', 'Maximum', ${REPORT_EVERY.toSeconds()})`,
+        label: '',
+        period: REPORT_EVERY,
+      })] : [])],
       leftAnnotations: props.arrays.filter((a) => a.rpoMinutes).map((a) => ({ value: a.rpoMinutes!, label: `${a.name} RPO` })),
       width: 24,
     });

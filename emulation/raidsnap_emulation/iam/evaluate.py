@@ -406,6 +406,8 @@ def evaluate(policies: PolicySet, request: Request, actor: str | None = None) ->
             else "no identity-based policy allows it"
         )
         return Decision(request, False, (), (), actor, reason)
+    if _crosses(request) or request.action.lower() == "sts:assumerole":
+        return _both(request, actor, identity_allows, direct_allows, delegating)
     allowed = identity_allows + direct_allows
     if allowed:
         return Decision(request, True, (), tuple(allowed), actor)
@@ -414,3 +416,36 @@ def evaluate(policies: PolicySet, request: Request, actor: str | None = None) ->
     else:
         reason = f"no identity-based policy allows the {request.action} action"
     return Decision(request, False, (), (), actor, reason)
+
+
+def _crosses(request: Request) -> bool:
+    """A request for a resource of another account than the principal's (its ARN names one)."""
+    parts = request.resource.split(":")
+    owner = parts[4] if len(parts) > 4 and parts[0] == "arn" else ""
+    return bool(owner) and owner != request.principal.account
+
+
+def _both(
+    request: Request,
+    actor: str | None,
+    identity_allows: list[StatementRef],
+    direct_allows: list[StatementRef],
+    delegating: list[StatementRef],
+) -> Decision:
+    """Across accounts, the principal's account and the resource's must both allow: an
+    identity-based policy, and the resource-based policy naming the principal or its account
+    ("Cross-account policy evaluation logic", IAM User Guide). Assuming a role always needs its
+    trust policy: naming the principal suffices, naming its account delegates to that account's
+    IAM policies."""
+    refs = tuple(identity_allows + direct_allows + delegating)
+    if not (direct_allows or delegating):
+        return Decision(
+            request, False, (), (), actor, "the resource-based policy does not allow it"
+        )
+    if _crosses(request) and not identity_allows:
+        reason = f"no identity-based policy allows the {request.action} action"
+        return Decision(request, False, (), (), actor, reason)
+    if not direct_allows and not identity_allows:
+        reason = f"no identity-based policy allows the {request.action} action"
+        return Decision(request, False, (), (), actor, reason)
+    return Decision(request, True, (), refs, actor)

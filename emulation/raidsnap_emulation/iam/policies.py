@@ -15,16 +15,27 @@ from raidsnap_emulation.iam.evaluate import (
     StatementRef,
     UnsupportedPolicyError,
 )
-from raidsnap_emulation.template import ACCOUNT, Template
+from raidsnap_emulation.template import Template
 
 
 @dataclass
 class StackPolicies:
     policies: PolicySet
-    # Function or state machine logical id -> the role it runs as.
+    # Function or state machine logical id -> the role it runs as; "role:<name>" -> a role that
+    # principals of other accounts assume (their stacks' calls with its credentials).
     principals: dict[str, Principal]
     # Resource ARN -> the KMS key ARN that encrypts it (topics, tables).
     encryption_keys: dict[str, str] = field(default_factory=dict)
+    # Role ARN -> the trust policy of a role other accounts may assume (sts:AssumeRole).
+    trusts: dict[str, list[Statement]] = field(default_factory=dict)
+
+
+def _trusted_accounts(document: Any) -> bool:
+    """Whether a role's trust policy names principals of an account (not only services)."""
+    return any(
+        isinstance(s.get("Principal"), dict) and "AWS" in s["Principal"]
+        for s in _statements(document)
+    )
 
 
 def _statements(document: Any) -> list[dict[str, Any]]:
@@ -112,10 +123,22 @@ def load(template: Template) -> StackPolicies:
         )
 
     principals: dict[str, Principal] = {}
+    account = template.account
     for logical_id, res in template.of_type("AWS::Lambda::Function").items():
         role = res["Properties"]["Role"]["Fn::GetAtt"][0]
-        principals[logical_id] = Principal(roles[role], session=logical_id, account=ACCOUNT)
+        principals[logical_id] = Principal(roles[role], session=logical_id, account=account)
     for logical_id, res in template.of_type("AWS::StepFunctions::StateMachine").items():
         role = res["Properties"]["RoleArn"]["Fn::GetAtt"][0]
-        principals[logical_id] = Principal(roles[role], session=logical_id, account=ACCOUNT)
-    return StackPolicies(policies, principals, encryption)
+        principals[logical_id] = Principal(roles[role], session=logical_id, account=account)
+    trusts: dict[str, list[Statement]] = {}
+    for logical_id, res in template.of_type("AWS::IAM::Role").items():
+        document = template.resolve(res["Properties"]["AssumeRolePolicyDocument"])
+        if not _trusted_accounts(document):
+            continue
+        arn = roles[logical_id]
+        trusts[arn] = [
+            Statement(StatementRef(f"{logical_id}/trust", i), body)
+            for i, body in enumerate(_statements(document))
+        ]
+        principals[f"role:{arn.rsplit('/', 1)[-1]}"] = Principal(arn, account=account)
+    return StackPolicies(policies, principals, encryption, trusts)

@@ -56,6 +56,10 @@ def _to_item(m: Manifest) -> dict[str, Any]:
         raw["instanceId"] = m.instance_id
     if m.started is not None:
         raw["started"] = _iso(m.started)
+    if m.source:
+        raw["source"] = dict(m.source)
+    if m.copies:
+        raw["copies"] = {k: dict(v) for k, v in m.copies.items()}
     if m.adopted:
         raw["adopted"] = m.adopted
     return {k: _SERIALIZE.serialize(v) for k, v in raw.items()}
@@ -78,6 +82,11 @@ def _from_item(item: Mapping[str, Any]) -> Manifest:
         consistency=str(raw.get("consistency", "crash")),
         md={str(k): str(v) for k, v in (raw.get("md") or {}).items()},
         instance_id=str(raw.get("instanceId", "")),
+        source={str(k): str(v) for k, v in (raw.get("source") or {}).items()},
+        copies={
+            str(k): {str(a): str(b) for a, b in v.items()}
+            for k, v in (raw.get("copies") or {}).items()
+        },
         adopted=str(raw.get("adopted", "")),
     )
 
@@ -148,6 +157,44 @@ def complete(manifest: Manifest, snapshots: Mapping[int, str], started: datetime
         ExpressionAttributeValues={":me": {"S": manifest.execution_arn}},
     )
     return done
+
+
+def record_copies(manifest: Manifest, snapshots: Mapping[int, str]) -> Manifest:
+    """A copy run records each copy it started, slot by slot, before it looks at anything
+    else: a failed run deletes exactly these (and never what it did not record)."""
+    now = replace(manifest, snapshots=dict(snapshots))
+    clients.dynamodb().put_item(
+        TableName=snapshot_sets_table(),
+        Item=_to_item(now),
+        ConditionExpression="executionArn = :me AND #s = :taking",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={
+            ":me": {"S": manifest.execution_arn},
+            ":taking": {"S": "taking"},
+        },
+    )
+    return now
+
+
+def record_copy(array: str, set_id: str, destination: str, status: Mapping[str, str]) -> None:
+    """Where this set was handed to be copied, and how that went (the source side's record,
+    which retention and the age of the newest copy per destination read)."""
+    clients.dynamodb().update_item(
+        TableName=snapshot_sets_table(),
+        Key=_key(array, set_id),
+        UpdateExpression="SET #c = if_not_exists(#c, :none)",
+        ConditionExpression="attribute_exists(setId)",
+        ExpressionAttributeNames={"#c": "copies"},
+        ExpressionAttributeValues={":none": {"M": {}}},
+    )
+    clients.dynamodb().update_item(
+        TableName=snapshot_sets_table(),
+        Key=_key(array, set_id),
+        UpdateExpression="SET #c.#d = :status",
+        ConditionExpression="attribute_exists(setId)",
+        ExpressionAttributeNames={"#c": "copies", "#d": destination},
+        ExpressionAttributeValues={":status": _SERIALIZE.serialize(dict(status))},
+    )
 
 
 def adopt(manifest: Manifest) -> Manifest | None:

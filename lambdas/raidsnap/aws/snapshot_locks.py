@@ -39,14 +39,15 @@ def _of(raw: dict[str, Any]) -> SnapshotLock:
     )
 
 
-def holding(snapshot_ids: Iterable[str]) -> dict[str, SnapshotLock]:
-    """The locks that hold any of these snapshots now (expired locks hold nothing)."""
+def holding(snapshot_ids: Iterable[str], region: str | None = None) -> dict[str, SnapshotLock]:
+    """The locks that hold any of these snapshots now (expired locks hold nothing); of another
+    Region's snapshots (copies there) with ``region``."""
     ids = sorted(set(snapshot_ids))
     out: dict[str, SnapshotLock] = {}
     for start in range(0, len(ids), _IDS_PER_CALL):
         params: dict[str, Any] = {"SnapshotIds": ids[start : start + _IDS_PER_CALL]}
         while True:
-            page = clients.ec2().describe_locked_snapshots(**params)
+            page = clients.ec2(region).describe_locked_snapshots(**params)
             for raw in page.get("Snapshots", []):
                 lock = _of(dict(raw))
                 if lock.holds:

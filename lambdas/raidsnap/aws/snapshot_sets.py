@@ -88,7 +88,8 @@ def _build(
     sets = []
     for m in found:
         slots: Mapping[int, Mapping[str, Any]]
-        if m.status == "taken":
+        if m.status == "taken" or m.source:
+            # A copy records each snapshot as it starts it: those are the set's, taken or not.
             slots = {slot: by_id[sid] for slot, sid in m.snapshots.items() if sid in by_id}
         else:
             slots = of_execution(m)

@@ -33,9 +33,9 @@ def plan(
     may belong to a backup still running, or be the newest data there is (a set taken from the
     volume tags while the agent was offline); of those, only the newest ``keep_complete`` stay
     once they are not pending. So sets taken from tags alone never evict the restorable ones,
-    and the newest restorable set is always kept. Sets named in
-    ``protected`` (used by a running restore) always stay, and so does a set whose backup is
-    still recording it."""
+    and the newest restorable set is always kept. Sets named in ``protected`` (used by a running
+    restore, or being copied elsewhere) always stay, and so does a set whose backup is still
+    recording it."""
     keep_complete = max(1, keep_complete)
     ordered = sorted((s for s in sets if s.recorded), key=lambda s: (s.start_time, s.set_id))
     complete = [s for s in ordered if s.restorable]
@@ -58,7 +58,7 @@ def plan(
             reasons[s.set_id] = "within retention"
         elif s.set_id in protected:
             keep.append(s)
-            reasons[s.set_id] = "in use by a running restore"
+            reasons[s.set_id] = "in use by a running restore, or being copied elsewhere"
         elif s.restorable:
             delete.append(s)
             reasons[s.set_id] = f"older than the newest {keep_complete} restorable sets"

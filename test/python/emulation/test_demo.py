@@ -111,9 +111,27 @@ def test_the_drill_names_the_metric_it_published(shown: Demo) -> None:
 
 def test_the_mount_stands_out_on_its_own_line(shown: Demo) -> None:
     mounted = [line for line in shown.lines if "ARRAY MOUNTED" in line]
-    # the recovery's restore, the drill's read-only copy, the restore whose prewarm fails
-    assert len(mounted) == 3, mounted
-    assert sum("ARRAY MOUNTED at /data — usable now" in line for line in mounted) == 2
+    # the recovery's restore, the drill's read-only copy, the restore whose prewarm fails, the
+    # restore in the second Region
+    assert len(mounted) == 4, mounted
+    assert sum("ARRAY MOUNTED at /data — usable now" in line for line in mounted) == 3
+
+
+def test_the_demo_ends_with_the_array_restored_in_a_second_region_from_its_copy(
+    shown: Demo,
+) -> None:
+    # The backup's set was copied to us-west-2 ...
+    copied = [line for line in shown.lines if "in us-west-2: copied, copies snap-" in line]
+    assert len(copied) == 1, shown.out[-3000:]
+    # ... and the last run restores it there, onto an instance there, mounted.
+    last = shown.out[shown.out.rindex("▶") :]
+    assert last.startswith("▶ restore db1 in us-west-2"), last[:300]
+    assert "ARRAY MOUNTED at /data — usable now" in last
+    assert "on the instance in us-west-2: /dev/md0 assembled from" in last
+    summary = shown.out[shown.out.rindex("summary") :].splitlines()
+    (row,) = [line for line in summary if "restore in us-west-2" in line]
+    assert "SUCCEEDED" in row and "3 volumes" in row, row
+    assert "warning" not in row, row  # its prewarm ran there as anywhere
 
 
 def test_the_summary_shows_the_prewarm_failure(shown: Demo) -> None:

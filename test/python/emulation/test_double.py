@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from raidsnap_emulation.clock import VirtualClock
 from raidsnap_emulation.double import AwsDouble, AwsError, CommandContext, CommandOutcome, acting_as
+from raidsnap_emulation.double.base import ACTOR_ATTRIBUTE
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -147,6 +148,29 @@ def test_calls_a_known_principal_makes_are_authorized_before_they_take_effect(
         False,
         "Cleanup",
     )
+
+
+def test_a_call_made_while_a_principals_call_is_answered_is_not_that_principals(
+    double: AwsDouble, clock: VirtualClock
+) -> None:
+    # A state machine's integration invokes a function; what answers the invoke (a test's hook
+    # between two steps) asks EC2 with a client of nobody in particular: that call is not the
+    # state machine's, and IAM does not judge it as the state machine's.
+    asked: list[tuple[str, str, str]] = []
+
+    def authorize(service: str, operation: str, params: dict[str, Any], actor: str) -> None:
+        asked.append((service, operation, actor))
+
+    def answer(params: dict[str, Any]) -> dict[str, Any]:
+        boto3.client("ec2").describe_volumes()
+        return {"StatusCode": 200}
+
+    double.authorize = authorize
+    double.route("lambda", "Invoke", answer)
+    machine = boto3.client("lambda")
+    setattr(machine, ACTOR_ATTRIBUTE, "Machine")
+    machine.invoke(FunctionName="step")
+    assert asked == [("lambda", "Invoke", "Machine")]
 
 
 # ---------------------------------------------------------------------------- snapshots

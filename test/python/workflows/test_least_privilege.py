@@ -27,12 +27,21 @@ from typing import Any
 import boto3
 import pytest
 from faults import crash
+from test_copies import configure_copy_key
 from test_stack_deletion import Responses, serving
 from test_stack_deletion import request as stack_request
 from test_sweeper_user_arrays import fail_look_at_assemble
 
 from raidsnap_emulation.double import CommandOutcome
-from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, Execution, Template, synthesize
+from raidsnap_emulation.harness import (
+    BACKUP_ACCOUNT_CONFIG,
+    COPIES_CONFIG,
+    EXAMPLE_CONFIG,
+    Emulation,
+    Execution,
+    Template,
+    synthesize,
+)
 from raidsnap_emulation.iam import counter
 from raidsnap_emulation.iam.evaluate import Decision, PolicySet, StatementRef
 from raidsnap_emulation.template import STACK_ID
@@ -684,6 +693,78 @@ EXAMPLE_SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_recovery_rules_deliver,
 ]
 
+WEST = "us-west-2"
+
+
+def _west(emu: Emulation) -> Any:
+    """The stack deployed in us-west-2 (no config of its own), where db1's sets are copied."""
+    return emu.deploy(WEST, template=synthesize())
+
+
+def _scenario_copies_to_another_region_kept_there_and_restored_there(emu: Emulation) -> None:
+    west = _west(emu)
+    make_array(emu.hosts, "db1", 2)
+    # Three sets: the copies' retention there (2) deletes the first copy.
+    for _ in range(3):
+        run = emu.run("backup", {"array": "db1"})
+        assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+        emu.clock.advance(3600)
+    launch_instance("db1", f"{WEST}a", region=WEST)
+    restore = west.run("restore", {"array": "db1"})
+    assert restore.status == "SUCCEEDED", f"{restore.error}: {restore.cause}"
+
+
+def _scenario_a_failed_copy_removes_the_copies_it_made(emu: Emulation) -> None:
+    _west(emu)
+    fx = make_array(emu.hosts, "db1", 2)
+    emu.double.fail_copies(fx.member_ids[1])
+    assert emu.run("backup", {"array": "db1"}).error == "CopyFailed"
+
+
+def _scenario_copies_encrypted_with_a_key_there(emu: Emulation) -> None:
+    west = _west(emu)
+    make_array(emu.hosts, "db1", 2)
+    with west.inside():
+        key = west.client("kms").create_key(Description="db1 copies")["KeyMetadata"]["Arn"]
+    configure_copy_key(emu, "db1", key)
+    run = emu.run("backup", {"array": "db1"})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+
+
+def _scenario_copies_to_a_backup_account_restored_there(emu: Emulation) -> None:
+    # db2 is copied to us-west-2 of the backup account, whose stack accepts copies from here:
+    # the snapshots are shared, the copy started there as its copy-requests role, then unshared.
+    vault = emu.deploy(WEST, "222233334444", template=synthesize(config=BACKUP_ACCOUNT_CONFIG))
+    make_array(emu.hosts, "db2", 2)
+    run = emu.run("backup", {"array": "db2"})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    with vault.inside():
+        launch_instance("db2", f"{WEST}a", region=WEST)
+    restore = vault.run("restore", {"array": "db2"})
+    assert restore.status == "SUCCEEDED", f"{restore.error}: {restore.cause}"
+
+
+def _scenario_copies_locked_there(emu: Emulation) -> None:
+    # The stack there has db1's lock policy (config/example.yaml: the 2 newest sets, governance):
+    # its copy runs lock the newest copies, and its retention keeps the oldest, still locked.
+    emu.deploy(WEST, template=synthesize(config=EXAMPLE_CONFIG))
+    make_array(emu.hosts, "db1", 2)
+    for _ in range(3):
+        run = emu.run("backup", {"array": "db1"})
+        assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+        emu.clock.advance(3600)
+
+
+# Run on the stack synthesized with config/copies.example.yaml (db1 copied to us-west-2, db2 to a
+# backup account), with the stacks deployed there.
+COPY_SCENARIOS: list[Callable[[Emulation], None]] = [
+    _scenario_copies_to_another_region_kept_there_and_restored_there,
+    _scenario_a_failed_copy_removes_the_copies_it_made,
+    _scenario_copies_encrypted_with_a_key_there,
+    _scenario_copies_to_a_backup_account_restored_there,
+    _scenario_copies_locked_there,
+]
+
 # Conditioned grants no scenario can need, each with the reason.
 UNEXERCISED_CONDITIONS: dict[str, str] = {
     "RaidsnapKey3EC8C3B1[1]": (
@@ -715,62 +796,98 @@ def _allowed(template: Template) -> dict[str, tuple[str, set[str]]]:
 
 @dataclass
 class Recorded:
-    """What the scenarios' runs asked of IAM, on one synthesized template."""
+    """What the scenarios' runs asked of IAM, on one synthesized template deployed in one place
+    (the emulation's own Region, or a stack deployed elsewhere by a scenario)."""
 
+    template: Path
     policies: PolicySet
     decisions: list[Decision] = field(default_factory=list)
     calls: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
 
 
-def _record(template: Path, scenarios: list[Callable[[Emulation], None]]) -> Recorded:
-    recorded: Recorded | None = None
+def _stacks(emu: Emulation, template: Path) -> list[tuple[str, Any, tuple[str, str, str]]]:
+    """(actor prefix, IAM, (template, Region, account)) of every stack the scenario ran."""
+    own = ("", emu.iam, (str(template), emu.own.region, emu.own.account))
+    return [own] + [
+        (p.stack.prefix, p.iam, (str(p.template.path), p.region, p.account)) for p in emu.peers
+    ]
+
+
+def _record(template: Path, scenarios: list[Callable[[Emulation], None]]) -> list[Recorded]:
+    by_place: dict[tuple[str, str, str], Recorded] = {}
     seen: set[tuple[Any, ...]] = set()
     for scenario in scenarios:
         with Emulation(template) as emu:
             scenario(emu)
-            if recorded is None:
-                recorded = Recorded(emu.iam.policies)
-            # Keys made in a scenario (an operator's volume key) bring their key policies.
-            recorded.policies.resource.update(emu.iam.policies.resource)
-            for d in emu.iam.decisions:
-                r = d.request
-                slot = (
-                    r.principal,
-                    r.action,
-                    r.resource,
-                    tuple(sorted(r.context.items())),
-                    d.allowed,
-                )
-                if slot not in seen:
-                    seen.add(slot)
-                    recorded.decisions.append(d)
-            for call in emu.double.calls:
-                if call.actor:
-                    prefix = IAM_PREFIX.get(call.service, call.service)
-                    recorded.calls[call.actor].add(f"{prefix}:{call.operation}")
-            # Actions a call is authorized as besides its own (EC2's tag-on-create CreateTags);
-            # not the key use a service makes on the caller's behalf (kms:ViaService).
-            for d in emu.iam.decisions:
-                if (
-                    d.allowed
-                    and d.actor
-                    and d.request.via is None
-                    and not d.request.principal.is_service
-                ):
-                    recorded.calls[d.actor].add(d.request.action)
-    assert recorded is not None
-    return recorded
+            stacks = _stacks(emu, template)
+            others = [prefix for prefix, _, _ in stacks if prefix]
+            for prefix, iam, place in stacks:
+                recorded = by_place.setdefault(place, Recorded(Path(place[0]), iam.policies))
+                # Keys made in a scenario (an operator's volume key) bring their key policies.
+                recorded.policies.resource.update(iam.policies.resource)
+                _keep(recorded, iam.decisions, place, seen)
+                for call in emu.double.calls:
+                    actor = call.actor or ""
+                    mine = (
+                        actor.startswith(prefix) if prefix else not actor.startswith(tuple(others))
+                    )
+                    if actor and mine:
+                        service = IAM_PREFIX.get(call.service, call.service)
+                        recorded.calls[actor[len(prefix) :]].add(f"{service}:{call.operation}")
+                # Actions a call is authorized as besides its own (EC2's tag-on-create
+                # CreateTags); not the key use a service makes on the caller's behalf.
+                for d in iam.decisions:
+                    if (
+                        d.allowed
+                        and d.actor
+                        and d.request.via is None
+                        and not d.request.principal.is_service
+                    ):
+                        recorded.calls[d.actor].add(d.request.action)
+    return list(by_place.values())
+
+
+def _keep(
+    recorded: Recorded, decisions: list[Decision], place: tuple[str, ...], seen: set[Any]
+) -> None:
+    for d in decisions:
+        r = d.request
+        slot = (place, r.principal, r.action, r.resource, tuple(sorted(r.context.items())))
+        if (*slot, d.allowed) not in seen:
+            seen.add((*slot, d.allowed))
+            recorded.decisions.append(d)
 
 
 @pytest.fixture(scope="module")
 def recorded(template: Path) -> list[Recorded]:
     example = synthesize(config=EXAMPLE_CONFIG)
-    return [_record(template, SCENARIOS), _record(example, EXAMPLE_SCENARIOS)]
+    copies = synthesize(config=COPIES_CONFIG)
+    return [
+        *_record(template, SCENARIOS),
+        *_record(example, EXAMPLE_SCENARIOS),
+        *_record(copies, COPY_SCENARIOS),
+    ]
+
+
+def _calls(recorded: list[Recorded]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = defaultdict(set)
+    for r in recorded:
+        for actor, actions in r.calls.items():
+            out[actor] |= actions
+    return out
 
 
 @pytest.fixture(scope="module")
-def observed(recorded: list[Recorded]) -> dict[str, set[str]]:
-    return recorded[0].calls
+def observed(recorded: list[Recorded], template: Path) -> dict[str, set[str]]:
+    """The calls of the functions of the stack without a config, wherever a scenario ran it."""
+    return _calls([r for r in recorded if r.template == template])
+
+
+@pytest.fixture(scope="module")
+def observed_anywhere(recorded: list[Recorded]) -> dict[str, set[str]]:
+    """Every function's calls on any template: a function the stack without a config never runs
+    (the backup's copy step, for arrays with copies) is run with the config that needs it."""
+    return _calls(recorded)
 
 
 def _functions(template_path: Path) -> list[Any]:
@@ -784,9 +901,9 @@ def allowed(template: Path) -> dict[str, tuple[str, set[str]]]:
 
 
 def test_every_function_is_covered_by_a_scenario(
-    allowed: dict[str, tuple[str, set[str]]], observed: dict[str, set[str]]
+    allowed: dict[str, tuple[str, set[str]]], observed_anywhere: dict[str, set[str]]
 ) -> None:
-    silent = sorted(module for fid, (module, _) in allowed.items() if fid not in observed)
+    silent = sorted(module for fid, (module, _) in allowed.items() if fid not in observed_anywhere)
     assert silent == [], f"no scenario runs {silent}: add one so its permissions are checked"
 
 

@@ -1,6 +1,7 @@
 """The backup workflow's steps: each takes the keys its Task reads (contracts.py) and returns its
 result for its own key."""
 
+from raidsnap.workflows.backup.copies import copy_set
 from raidsnap.workflows.backup.finish import (
     apply_retention,
     explain_failure,
@@ -15,6 +16,7 @@ __all__ = [
     "apply_retention",
     "check_snapshots",
     "collect_members",
+    "copy_set",
     "create_set",
     "explain_failure",
     "fail_if_degraded",

@@ -21,6 +21,7 @@ from pydantic import Field, JsonValue
 
 from raidsnap.hooks import Hooks, SetConsistency
 from raidsnap.models import Consistency, Contract, ExecutionRef, StepError
+from raidsnap.set_locks import HeldSet, LockReport
 
 
 class RunExecution(Contract):
@@ -69,6 +70,8 @@ class Plan(Contract):
     hold: bool = False
     # What the run found about the array's instance (another instance carrying its tag).
     notes: list[str] = Field(default_factory=list)
+    # Where the set is copied once taken (the ids of arrays.<name>.copies); unset: nowhere.
+    copies: list[str] | None = None
 
 
 class Member(Contract):
@@ -160,16 +163,6 @@ class NotDeleted(Contract):
     message: str
 
 
-class HeldSet(Contract):
-    """A set retention would delete, kept whole because a snapshot lock holds its snapshots
-    (``until``: when the last of those locks ends)."""
-
-    setId: str
-    snapshotIds: list[str]
-    lockStates: list[str]
-    until: str | None = None
-
-
 class RetentionReport(Contract):
     keep: int
     keptSets: list[str]
@@ -179,17 +172,6 @@ class RetentionReport(Contract):
     unrecordedSnapshots: list[str]
     unrecordedCount: int
     heldSets: list[HeldSet] = Field(default_factory=list)
-
-
-class LockReport(Contract):
-    """What the array's lock policy did (the output's ``locks``): the sets it covers now, the
-    snapshots this run locked, and how many were locked already."""
-
-    mode: str
-    days: int
-    sets: list[str]
-    lockedSnapshots: list[str]
-    alreadyLocked: int
 
 
 class FastRestoreReport(Contract):
@@ -208,6 +190,27 @@ class FastRestoreReport(Contract):
     notes: list[str] = Field(default_factory=list)
 
 
+class CopyReport(Contract):
+    """How the copy of the set to one destination went: its run there, copied or failed."""
+
+    status: Literal["copying", "copied", "failed"]
+    executionArn: str
+    snapshotIds: list[str] = Field(default_factory=list)
+    error: str | None = None
+    cause: str | None = None
+
+
+class CopyRound(Contract):
+    """HandOverCopies' result, then each FollowCopies': the copy run of each destination (by its
+    id), pending while one still runs, done once all ended."""
+
+    status: Literal["pending", "done"]
+    runs: dict[str, CopyReport] = Field(default_factory=dict)
+    waitSeconds: int = 0
+    waitedSeconds: int = 0
+    report: dict[str, CopyReport] | None = None
+
+
 class BackupOutput(Contract):
     """The execution's output (DESIGN.md, backup): fields in the order the output has them."""
 
@@ -224,6 +227,8 @@ class BackupOutput(Contract):
     locks: LockReport | None = None
     # Added by the workflow once the array's fastRestore policy ran (none: no policy).
     fastRestore: FastRestoreReport | None = None
+    # Added by the workflow once the set's copies ended (none: the array is copied nowhere).
+    copies: dict[str, CopyReport] | None = None
 
 
 class Retention(Contract):
@@ -296,3 +301,11 @@ class Failure(Contract):
 
     error: str
     cause: str
+
+
+class CopiesCall(Contract):
+    """The copy step reads the plan (array, execution), the output (the set) and its own round."""
+
+    plan: Plan
+    retention: Retention
+    copies: CopyRound | None = None

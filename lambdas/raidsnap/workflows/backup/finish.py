@@ -3,13 +3,12 @@ path thaws and lets go of the array."""
 
 from __future__ import annotations
 
-from raidsnap import tags
-from raidsnap.aws import lock, snapshot_sets, snapshots, volumes
-from raidsnap.environment import BackupSettings, Documents, restore_lock_table
+from raidsnap.aws import in_use, snapshot_sets, snapshots
+from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import ArrayDegradedError, cause_message, public_name
 from raidsnap.observability import count, for_array, logger, publish_alone
 from raidsnap.plan import retention
-from raidsnap.sets import SnapshotSet
+from raidsnap.set_locks import HeldSet
 from raidsnap.text import counted
 from raidsnap.workflows.backup import locking, times
 from raidsnap.workflows.backup.contracts import (
@@ -18,7 +17,6 @@ from raidsnap.workflows.backup.contracts import (
     CommandCall,
     Failure,
     FailureCall,
-    HeldSet,
     NotDeleted,
     Retention,
     RetentionCall,
@@ -56,9 +54,9 @@ def apply_retention(call: RetentionCall) -> Retention:
     array = plan.array
     found = snapshot_sets.listing(array)
     sets = found.sets
-    protected = _sets_in_use(sets)
     current = next((s for s in sets if s.set_id == taken.setId), None)
     now = current.start_time if current else max((s.start_time for s in sets), default=times.now())
+    protected = in_use.sets_in_use(sets, times.now())
     decided = retention.plan(sets, plan.retention, protected, now)
     deletable, held = locking.held_back(decided.delete)
     deleted: list[str] = []
@@ -154,17 +152,6 @@ def fail_if_degraded(call: RetentionCall) -> None:
         "it is never restored as latest, and retention does not count it. Replace or re-add the "
         "failed member and let md resync; the next backup after that is complete again"
     )
-
-
-def _sets_in_use(sets: list[SnapshotSet]) -> set[str]:
-    """Sets a restore is creating volumes from right now, or holds in the restore lock."""
-    if not sets:
-        return set()
-    table = restore_lock_table()
-    held = lock.sets_held(table, sets[0].array) if table else set()
-    owner = {m.snapshot_id: s.set_id for s in sets for m in s.members}
-    restoring = volumes.sources_being_restored(tags.RESTORE_EXECUTION)
-    return held | {owner[sid] for sid in restoring if sid in owner}
 
 
 def explain_failure(call: FailureCall, documents: Documents, settings: BackupSettings) -> Failure:

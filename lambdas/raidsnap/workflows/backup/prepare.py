@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from raidsnap import sets
 from raidsnap.aws import commands, homes, instances, lock
-from raidsnap.environment import BackupSettings, Documents, restore_lock_table, retention_for
+from raidsnap.copy_places import copies_by_array
+from raidsnap.environment import (
+    BackupSettings,
+    Documents,
+    restore_lock_table,
+    retention_for,
+)
 from raidsnap.hooks import Hooks, SetConsistency, hooks_for
 from raidsnap.models import (
     BackupInput,
@@ -93,6 +99,9 @@ def _prepare(
         discovery=DiscoveryLook(status="skipped", reason="SSM agent is not online"),
         notes=notes,
     )
+    copies = [d.id for d in copies_by_array().get(request.array, [])]
+    if copies:  # set only where the array is copied: the workflow's copy step runs for these
+        plan = plan.model_copy(update={"copies": copies})
     agent = instances.agent(instance.instance_id)
     if not agent.online:
         return plan

@@ -85,7 +85,7 @@ def test_every_reason() -> None:
     assert got == {
         "db1-000": "delete: incomplete and older than every kept set",
         "db1-001": "delete: older than the newest 1 restorable sets",
-        "db1-002": "keep: in use by a running restore",
+        "db1-002": "keep: in use by a running restore, or being copied elsewhere",
         "db1-004": "keep: incomplete and still pending",
         "db1-003": "delete: incomplete and older than every kept set",
         "db1-005": "delete: incomplete and older than every kept set",

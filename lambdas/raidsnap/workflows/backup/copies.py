@@ -1,0 +1,179 @@
+"""Backup, after retention: hand the new set to the copy workflow of each Region (and account)
+the array is copied to, and follow those runs to their end. The set here is complete whatever
+they do; a copy that fails fails this run by name (CopyFailed) once every copy ended."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from pydantic import Field, ValidationError
+
+from raidsnap import copy_places, environment
+from raidsnap.aws import handover, manifests, snapshot_sets
+from raidsnap.copy_places import CopyDestination
+from raidsnap.copy_request import CopyInput, SourceMember, SourceRef, SourceSet
+from raidsnap.errors import CopyFailedError, IncompleteSnapshotSetError
+from raidsnap.models import Contract
+from raidsnap.observability import count, for_array
+from raidsnap.sets import SnapshotSet
+from raidsnap.workflows.backup.contracts import CopiesCall, CopyReport, CopyRound
+
+FIRST_LOOK_SECONDS = 60
+LOOK_MAX_SECONDS = 600
+RUNNING = "RUNNING"
+
+
+def _account(execution_arn: str) -> str:
+    parts = execution_arn.split(":")
+    return parts[4] if len(parts) > 4 else ""
+
+
+def request(s: SnapshotSet, destination: CopyDestination, execution_arn: str) -> CopyInput:
+    """The copy request: the set as its manifest recorded it, and every member's tags (another
+    account cannot read them)."""
+    assert s.manifest is not None
+    m = s.manifest
+    return CopyInput(
+        array=s.array,
+        setId=s.set_id,
+        source=SourceRef(
+            region=environment.region(),
+            account=_account(execution_arn),
+            execution=m.execution_arn,
+            stack=environment.stack_name(),
+        ),
+        set=SourceSet(
+            memberCount=m.member_count,
+            started=s.start_time.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+            consistency="fsfreeze" if m.consistency == "fsfreeze" else "crash",
+            md=dict(m.md),
+            members=[
+                SourceMember(
+                    index=x.index or 0,
+                    snapshotId=x.snapshot_id,
+                    volumeId=x.volume_id,
+                    tags={k: v for k, v in x.tags.items() if not k.startswith("aws:")},
+                )
+                for x in s.by_index()
+            ],
+        ),
+        retention=destination.retention,
+        kmsKeyId=destination.kms_key_arn or None,
+    )
+
+
+def hand_over(call: CopiesCall) -> CopyRound:
+    """Start every destination's copy run (sharing the snapshots first with another account)."""
+    plan, set_id = call.plan, call.retention.output.setId
+    for_array(plan.array)
+    s = snapshot_sets.get_set(plan.array, set_id)
+    if s is None or not s.complete:
+        raise IncompleteSnapshotSetError(
+            f"set {set_id} of {plan.array} is not complete: not copied"
+        )
+    runs = {
+        d.id: _hand_over_one(s, d, plan.execution.arn)
+        for d in copy_places.copies_by_array().get(plan.array, [])
+    }
+    return CopyRound(status="pending", runs=runs, waitSeconds=FIRST_LOOK_SECONDS)
+
+
+def _hand_over_one(s: SnapshotSet, d: CopyDestination, execution_arn: str) -> CopyReport:
+    """Share the set with another account, start the copy there, and record it; a copy that
+    cannot be started there (no stack, a role refused) is recorded failed, and not shared."""
+    here = _account(execution_arn)
+    members = [x.snapshot_id for x in s.members]
+    if d.account != here:
+        handover.share(members, d.account, add=True)
+    name = handover.run_name(s.set_id, f"{environment.region()}/{here}")
+    body = request(s, d, execution_arn).model_dump_json(exclude_none=True)
+    now = datetime.now(UTC).isoformat()
+    try:
+        arn = handover.start(d, name, body)
+    except handover.NotStartedError as err:
+        if d.account != here:
+            handover.share(members, d.account, add=False)
+        workflow = d.state_machine_arn.rsplit(":", 1)[-1]
+        cause = (
+            f"the copy could not be started in {d.region} of {d.account} ({err}): deploy "
+            f"raidsnap there, a stack whose copy workflow is {workflow}"
+            + (f", that accepts copies from this account ({d.role_arn})" if d.role_arn else "")
+        )
+        failed = {"status": "failed", "execution": "", "ended": now, "error": err.code}
+        manifests.record_copy(s.array, s.set_id, d.id, failed)
+        return CopyReport(status="failed", executionArn="", error=err.code, cause=cause)
+    copying = {"status": "copying", "execution": arn, "since": now}
+    manifests.record_copy(s.array, s.set_id, d.id, copying)
+    return CopyReport(status="copying", executionArn=arn)
+
+
+def follow(call: CopiesCall) -> CopyRound:
+    """Look at the runs still going; record each that ended. All ended: a failed one fails."""
+    plan, set_id = call.plan, call.retention.output.setId
+    assert call.copies is not None
+    for_array(plan.array)
+    destinations = {d.id: d for d in copy_places.copies_by_array().get(plan.array, [])}
+    runs = dict(call.copies.runs)
+    for key, run in runs.items():
+        if run.status == "copying" and key in destinations:
+            runs[key] = _ended(plan.array, set_id, destinations[key], run, plan.execution.arn)
+    waited = call.copies.waitedSeconds + call.copies.waitSeconds
+    if any(r.status == "copying" for r in runs.values()):
+        wait = min(LOOK_MAX_SECONDS, max(FIRST_LOOK_SECONDS, waited // 4))
+        return CopyRound(status="pending", runs=runs, waitSeconds=wait, waitedSeconds=waited)
+    failed = {k: r for k, r in runs.items() if r.status == "failed"}
+    count("SetCopiesFailed" if failed else "SetCopiesCompleted")
+    if failed:
+        raise CopyFailedError(
+            f"set {set_id} of {plan.array} is complete here, but its copy failed: "
+            + "; ".join(
+                f"to {k}: {r.error}: {r.cause}" + (f" ({r.executionArn})" if r.executionArn else "")
+                for k, r in failed.items()
+            )
+        )
+    return CopyRound(status="done", runs=runs, waitedSeconds=waited, report=runs)
+
+
+def _ended(
+    array: str, set_id: str, d: CopyDestination, run: CopyReport, execution_arn: str
+) -> CopyReport:
+    found = handover.look(d, run.executionArn)
+    status = str(found.get("status", RUNNING))
+    if status == RUNNING:
+        return run
+    ended = datetime.now(UTC).isoformat()
+    if status == "SUCCEEDED":
+        ids = _copied_ids(str(found.get("output") or "{}"))
+        report = CopyReport(status="copied", executionArn=run.executionArn, snapshotIds=ids)
+    else:
+        error = str(found.get("error") or status)
+        cause = str(found.get("cause") or "")
+        report = CopyReport(
+            status="failed", executionArn=run.executionArn, error=error, cause=cause
+        )
+    record = {"status": report.status, "execution": run.executionArn, "ended": ended}
+    if report.snapshotIds:
+        # The copies there, by member index (`raidsnap sets` asks there for their locks).
+        record["snapshots"] = ",".join(report.snapshotIds)
+    manifests.record_copy(array, set_id, d.id, record)
+    if d.account != _account(execution_arn):
+        s = snapshot_sets.get_set(array, set_id)
+        handover.share((x.snapshot_id for x in (s.members if s else ())), d.account, add=False)
+    return report
+
+
+class _CopyOutput(Contract):
+    """What the backup reads of a copy run's output: the copies, by member index."""
+
+    snapshotIds: list[str] = Field(default_factory=list)
+
+
+def _copied_ids(output: str) -> list[str]:
+    try:
+        return _CopyOutput.model_validate_json(output).snapshotIds
+    except ValidationError:
+        return []
+
+
+def copy_set(call: CopiesCall) -> CopyRound:
+    return hand_over(call) if call.copies is None else follow(call)
