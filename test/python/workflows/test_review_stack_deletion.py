@@ -15,7 +15,11 @@ from __future__ import annotations
 
 
 import boto3
+from faults import crash
+from test_kept_fsr import backup, kept_array, states
 from test_stack_deletion import Responses, request, serving
+
+from raidsnap.aws import lock
 
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.template import STACK_ID
@@ -23,6 +27,7 @@ from raidsnap_emulation.world import (
     SLOW_EBS_INSTANCE_TYPE,
     HeldStep,
     backed_up,
+    lock_table,
     make_array,
 )
 
@@ -66,3 +71,31 @@ def test_fsr_a_running_restore_enabled_is_neither_turned_off_nor_named_when_the_
         held.release()
 
 
+
+
+def test_a_lock_left_by_an_ended_restore_blocks_the_deletion_as_if_a_restore_ran(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1's fastRestore policy keeps FSR on its newest set, and a restore of that set
+    # whose volume ends in error and whose cleanup crashes: the run has ENDED (FAILED), but its
+    # lock item stays until its lease (LOCK_LEASE_SECONDS, three days by default) runs out
+    kept_array(emu)
+    ids = backup(emu).output["snapshotIds"]
+    emu.double.fail_volumes(sorted(ids)[0])
+    crash(emu, "restore_cleanup")
+    run = emu.run("restore", {"array": "db1", "mode": "replace"})
+    assert run.status == "FAILED"
+    holder = lock.current(lock_table(), "db1")
+    assert holder is not None and holder.execution_arn == run.arn
+    assert not lock.running(run.arn)  # a restore would take this lock over: its holder is gone
+    # WHEN the stack is deleted
+    emu.double.stacks[STACK_ID] = "DELETE_IN_PROGRESS"
+    with serving(Responses()) as responses:
+        emu.invoke("sweep", request("Delete", responses.url))
+    [body] = responses.bodies
+    # THEN the kept set's FSR goes off: no restore uses it. As it is, lock.sets_held goes by
+    # the lease alone, so the answer is FAILED ("keeps its FSR while a restore uses it ... Delete
+    # the stack again once no restore runs") while none runs, and every retry of the deletion
+    # fails the same way for up to three days.
+    assert body["Status"] == "SUCCESS", body["Reason"]
+    assert set(states(ids).values()) <= {"disabling", "disabled"}
