@@ -12,15 +12,9 @@ AWS behaviour relied on:
 
 from __future__ import annotations
 
-
-
 import boto3
 from faults import crash
-from test_kept_fsr import backup, kept_array, states
-from test_stack_deletion import Responses, request, serving
-
 from raidsnap.aws import lock
-
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.template import STACK_ID
 from raidsnap_emulation.world import (
@@ -30,6 +24,8 @@ from raidsnap_emulation.world import (
     lock_table,
     make_array,
 )
+from test_kept_fsr import backup, kept_array, states
+from test_stack_deletion import Responses, request, serving
 
 ACTIVE = ("enabling", "optimizing", "enabled")
 
@@ -81,7 +77,7 @@ def test_a_lock_left_by_an_ended_restore_blocks_the_deletion_as_if_a_restore_ran
     # lock item stays until its lease (LOCK_LEASE_SECONDS, three days by default) runs out
     kept_array(emu)
     ids = backup(emu).output["snapshotIds"]
-    emu.double.fail_volumes(sorted(ids)[0])
+    emu.double.fail_volumes(min(ids))
     crash(emu, "restore_cleanup")
     run = emu.run("restore", {"array": "db1", "mode": "replace"})
     assert run.status == "FAILED"
@@ -99,3 +95,36 @@ def test_a_lock_left_by_an_ended_restore_blocks_the_deletion_as_if_a_restore_ran
     # fails the same way for up to three days.
     assert body["Status"] == "SUCCESS", body["Reason"]
     assert set(states(ids).values()) <= {"disabling", "disabled"}
+
+
+def test_a_backup_that_keeps_fsr_after_the_deletion_swept_leaves_it_on_with_nothing_to_end_it(
+    emu: Emulation,
+) -> None:
+    # The custom resource depends on the restore workflow only (template: DependsOn
+    # RestoreWorkflowStateMachine*), not on the backup workflow or its KeepFsr function, so
+    # CloudFormation deletes those in parallel with, or after, answering the Delete
+    # (CloudFormation Template Reference, DependsOn attribute: "CloudFormation creates, updates,
+    # and deletes resources in parallel to the extent possible"; only a Ref/GetAtt/DependsOn
+    # orders a deletion). DeleteStateMachine only terminates an execution "on the next state transition":
+    # a KeepFsr invocation already in flight, or one a backup enters before its state machine
+    # goes, claims and enables FSR for the new set after the sweep looked.
+    # GIVEN db1 with a fastRestore policy, and a backup whose KeepFsr step is invoked but not
+    # yet run
+    kept_array(emu)
+    held = HeldStep(emu, "backup_keep_fsr")
+    arn = emu.start("backup", {"array": "db1"})
+    held.wait()
+    # WHEN the stack is deleted meanwhile and the custom resource's Delete is answered
+    emu.double.stacks[STACK_ID] = "DELETE_IN_PROGRESS"
+    with serving(Responses()) as responses:
+        emu.invoke("sweep", request("Delete", responses.url))
+    [body] = responses.bodies
+    # AND the KeepFsr invocation then runs
+    held.release()
+    run = emu.wait(arn)
+    ids = run.output["snapshotIds"]
+    # THEN nothing a fastRestore policy kept is left on once the Delete said SUCCESS. As it is:
+    # SUCCESS ("0 sets a fastRestore policy kept"), then the new set's FSR goes on, with the
+    # schedule, sweeper and lock table about to go.
+    on = {s for s, state in states(ids).items() if state in ACTIVE}
+    assert body["Status"] == "FAILED" or not on, (body["Status"], body["Reason"], sorted(on))
