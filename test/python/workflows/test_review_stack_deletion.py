@@ -67,8 +67,6 @@ def test_fsr_a_running_restore_enabled_is_neither_turned_off_nor_named_when_the_
         held.release()
 
 
-
-
 def test_a_lock_left_by_an_ended_restore_blocks_the_deletion_as_if_a_restore_ran(
     emu: Emulation,
 ) -> None:
@@ -83,7 +81,8 @@ def test_a_lock_left_by_an_ended_restore_blocks_the_deletion_as_if_a_restore_ran
     assert run.status == "FAILED"
     holder = lock.current(lock_table(), "db1")
     assert holder is not None and holder.execution_arn == run.arn
-    assert not lock.running(run.arn)  # a restore would take this lock over: its holder is gone
+    # a restore would take this lock over: its holder is gone
+    assert not lock.running(run.arn)
     # WHEN the stack is deleted
     emu.double.stacks[STACK_ID] = "DELETE_IN_PROGRESS"
     with serving(Responses()) as responses:
@@ -127,4 +126,8 @@ def test_a_backup_that_keeps_fsr_after_the_deletion_swept_leaves_it_on_with_noth
     # SUCCESS ("0 sets a fastRestore policy kept"), then the new set's FSR goes on, with the
     # schedule, sweeper and lock table about to go.
     on = {s for s, state in states(ids).items() if state in ACTIVE}
-    assert body["Status"] == "FAILED" or not on, (body["Status"], body["Reason"], sorted(on))
+    assert body["Status"] == "FAILED" or not on, (
+        body["Status"],
+        body["Reason"],
+        sorted(on),
+    )
