@@ -21,10 +21,11 @@ from raidsnap_emulation.world import (
     SLOW_EBS_INSTANCE_TYPE,
     HeldStep,
     backed_up,
+    configure_fast_restore,
     lock_table,
     make_array,
 )
-from test_kept_fsr import backup, kept_array, states
+from test_kept_fsr import ZONE, backup, kept_array, states
 from test_stack_deletion import Responses, request, serving
 
 ACTIVE = ("enabling", "optimizing", "enabled")
@@ -131,3 +132,35 @@ def test_a_backup_that_keeps_fsr_after_the_deletion_swept_leaves_it_on_with_noth
         body["Reason"],
         sorted(on),
     )
+
+
+def test_turning_off_one_of_two_kept_sets_while_a_restore_holds_the_other_is_allowed(
+    emu: Emulation,
+) -> None:
+    # The sweeper's role allows Scan, DeleteItem and GetItem on the lock table
+    # (lib/constructs/sweeper.ts), but kept_fsr.turn_off rewrites the claim with the sets left
+    # (kept_fsr._write: PutItem) when a restore holds one of them. Service Authorization
+    # Reference, Amazon DynamoDB: PutItem is its own action (dynamodb:PutItem, resource table).
+    # GIVEN db1's policy keeps two sets, and a restore holds the newest
+    emu.double.fsr_region_limit = 12
+    kept_array(emu)
+    configure_fast_restore(emu, "db1", [ZONE], sets=2)
+    first = backup(emu).output
+    emu.clock.advance(3600)
+    newest = backup(emu).output
+    holder = "arn:aws:states:us-east-1:123456789012:execution:raidsnap-restore:held"
+    lock.acquire(
+        lock_table(), "db1", holder, set_id=newest["setId"], lease_seconds=86400
+    )
+    # WHEN the stack's Delete comes
+    emu.double.stacks[STACK_ID] = "DELETE_IN_PROGRESS"
+    with serving(Responses()) as responses:
+        emu.invoke("sweep", request("Delete", responses.url))
+    [body] = responses.bodies
+    # THEN the older set goes off and out of the claim, and the answer names only the held set.
+    # As it is: the older set's FSR is disabled, then the claim's rewrite is denied
+    # (keepfsr#db1: AccessDenied...) and the claim still lists it.
+    assert set(states(first["snapshotIds"]).values()) <= {"disabling", "disabled"}
+    denied = [d.request.action for d in emu.iam.denied()]
+    assert denied == [], denied  # as it is: ["dynamodb:PutItem"]
+    assert "AccessDenied" not in body["Reason"], body["Reason"]
