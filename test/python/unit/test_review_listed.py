@@ -14,9 +14,7 @@ from raidsnap.sets import Manifest, SnapshotSet
 from raidsnap.workflows.restore.set_choice import why_incomplete
 
 
-def test_a_degraded_set_with_no_missing_slot_is_not_described_as_missing_slots_none() -> (
-    None
-):
+def test_a_degraded_set_with_no_missing_slot_is_not_described_as_missing_slots_none() -> None:
     manifest = Manifest(
         array="db1",
         set_id="db1-20261127T000000Z-00000000",
@@ -28,8 +26,6 @@ def test_a_degraded_set_with_no_missing_slot_is_not_described_as_missing_slots_n
         degraded=True,
         missing_slots=(),
     )
-    why = why_incomplete(
-        SnapshotSet("db1-20261127T000000Z-00000000", "db1", 2, (), manifest)
-    )
+    why = why_incomplete(SnapshotSet("db1-20261127T000000Z-00000000", "db1", 2, (), manifest))
     assert "degraded" in why
     assert "slots none" not in why, why

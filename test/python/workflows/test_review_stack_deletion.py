@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import boto3
 from faults import crash
-from raidsnap.aws import lock
+from test_kept_fsr import ZONE, backup, kept_array, states
+from test_stack_deletion import Responses, request, serving
+
+from raidsnap.aws import kept_fsr, lock
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.template import STACK_ID
 from raidsnap_emulation.world import (
@@ -25,8 +28,6 @@ from raidsnap_emulation.world import (
     lock_table,
     make_array,
 )
-from test_kept_fsr import ZONE, backup, kept_array, states
-from test_stack_deletion import Responses, request, serving
 
 ACTIVE = ("enabling", "optimizing", "enabled")
 
@@ -105,9 +106,9 @@ def test_a_backup_that_keeps_fsr_after_the_deletion_swept_leaves_it_on_with_noth
     # CloudFormation deletes those in parallel with, or after, answering the Delete
     # (CloudFormation Template Reference, DependsOn attribute: "CloudFormation creates, updates,
     # and deletes resources in parallel to the extent possible"; only a Ref/GetAtt/DependsOn
-    # orders a deletion). DeleteStateMachine only terminates an execution "on the next state transition":
-    # a KeepFsr invocation already in flight, or one a backup enters before its state machine
-    # goes, claims and enables FSR for the new set after the sweep looked.
+    # orders a deletion). DeleteStateMachine only terminates an execution "on the next state
+    # transition": a KeepFsr invocation already in flight, or one a backup enters before its
+    # state machine goes, claims and enables FSR for the new set after the sweep looked.
     # GIVEN db1 with a fastRestore policy, and a backup whose KeepFsr step is invoked but not
     # yet run
     kept_array(emu)
@@ -137,30 +138,35 @@ def test_a_backup_that_keeps_fsr_after_the_deletion_swept_leaves_it_on_with_noth
 def test_turning_off_one_of_two_kept_sets_while_a_restore_holds_the_other_is_allowed(
     emu: Emulation,
 ) -> None:
-    # The sweeper's role allows Scan, DeleteItem and GetItem on the lock table
+    # The sweeper's role allowed Scan, DeleteItem and GetItem on the lock table
     # (lib/constructs/sweeper.ts), but kept_fsr.turn_off rewrites the claim with the sets left
     # (kept_fsr._write: PutItem) when a restore holds one of them. Service Authorization
     # Reference, Amazon DynamoDB: PutItem is its own action (dynamodb:PutItem, resource table).
-    # GIVEN db1's policy keeps two sets, and a restore holds the newest
+    # (At the stack's deletion a running restore now stops the Delete before anything is
+    # turned off; the sweep after a policy's removal still takes this path.)
+    # GIVEN db1's policy keeps two sets, and a running restore holds the newest
     emu.double.fsr_region_limit = 12
     kept_array(emu)
     configure_fast_restore(emu, "db1", [ZONE], sets=2)
     first = backup(emu).output
     emu.clock.advance(3600)
     newest = backup(emu).output
-    holder = "arn:aws:states:us-east-1:123456789012:execution:raidsnap-restore:held"
-    lock.acquire(
-        lock_table(), "db1", holder, set_id=newest["setId"], lease_seconds=86400
-    )
-    # WHEN the stack's Delete comes
-    emu.double.stacks[STACK_ID] = "DELETE_IN_PROGRESS"
-    with serving(Responses()) as responses:
-        emu.invoke("sweep", request("Delete", responses.url))
-    [body] = responses.bodies
-    # THEN the older set goes off and out of the claim, and the answer names only the held set.
-    # As it is: the older set's FSR is disabled, then the claim's rewrite is denied
-    # (keepfsr#db1: AccessDenied...) and the claim still lists it.
-    assert set(states(first["snapshotIds"]).values()) <= {"disabling", "disabled"}
-    denied = [d.request.action for d in emu.iam.denied()]
-    assert denied == [], denied  # as it is: ["dynamodb:PutItem"]
-    assert "AccessDenied" not in body["Reason"], body["Reason"]
+    held = HeldStep(emu, "restore_check_volumes")
+    arn = emu.start("restore", {"array": "db1", "mode": "replace"})
+    held.wait()
+    try:
+        holder = lock.current(lock_table(), "db1")
+        assert holder is not None and holder.set_id == newest["setId"]
+        # WHEN the policy is removed and the sweeper runs
+        configure_fast_restore(emu, "db1", [ZONE], sets=0)
+        swept = emu.invoke("sweep", {})
+        # THEN the older set goes off and out of the claim; the held set keeps its FSR
+        assert swept.error_type is None, swept.error_message
+        assert swept.result["keptSetsDisabled"] == [first["setId"]], swept.result
+        assert set(states(first["snapshotIds"]).values()) <= {"disabling", "disabled"}
+        denied = [d.request.action for d in emu.iam.denied()]
+        assert denied == [], denied  # as it was: ["dynamodb:PutItem"]
+        assert [s.set_id for s in kept_fsr.read(lock_table(), "db1").sets] == [newest["setId"]]
+    finally:
+        held.release()
+    emu.wait(arn)

@@ -60,8 +60,7 @@ def why_incomplete(s: SnapshotSet) -> str:
     problems = []
     if m.degraded:
         problems.append(
-            "the array was degraded when it was taken "
-            f"({degraded_because(m.missing_slots)})"
+            f"the array was degraded when it was taken ({degraded_because(m.missing_slots)})"
         )
     if m.status != "taken":
         problems.append("its backup never finished recording it")
