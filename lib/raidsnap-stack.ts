@@ -86,7 +86,13 @@ export class RaidsnapStack extends Stack {
     });
     this.sweeper = new Sweeper(this, 'Sweeper', {
       factory, restore: this.restore, lock: restoreLock, notifier: this.monitoring, fastRestore,
+      workflows: [this.backup.stateMachine, this.restore.stateMachine, this.recovery.stateMachine, this.drills.stateMachine],
     });
+    // What starts runs goes first when the stack is deleted (it DependsOn the clean-up), so
+    // that no run starts after the clean-up looked.
+    for (const starter of [...this.schedules.schedules, ...this.drills.schedules, ...this.recovery.rules]) {
+      starter.node.addDependency(this.sweeper.onDelete);
+    }
     this.drills.notifyTo(this.monitoring.topic, stackKey(this));
     notifyRecoveryTo(this.recovery, this.monitoring.topic, stackKey(this));
     notifyAlarms(this.recovery, this.monitoring);

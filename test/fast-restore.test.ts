@@ -4,7 +4,8 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { ConfigError, parseConfig } from '../lib/config';
 import { checkFastRestore, fastRestoreCost } from '../lib/fast-restore';
 import { RaidsnapStack } from '../lib/raidsnap-stack';
-import { actionsOf, functionId, resourcesOf, statementsOf, synth } from './helpers';
+import { actionsOf, EXAMPLE_CONFIG, functionId, resourcesOf, statementsOf, synth } from './helpers';
+import { SWEEP_FUNCTION_LOGICAL_ID } from '../lib/constructs/sweeper';
 
 const POLICY = { zones: ['eu-west-1a'], sets: 1, members: 2 };
 const problem = (field: string, why: string, fix: string) => new ConfigError(field, why, fix);
@@ -165,18 +166,49 @@ describe('when the stack is deleted', () => {
   const { template } = synth();
   const sweeper = functionId(template, 'sweep');
 
-  test('the sweeper is the provider of a custom resource, deleted before the restore workflow', () => {
-    const [id, resource] = Object.entries(template.toJSON().Resources as Record<string, any>)
-      .find(([, r]) => r.Type === 'Custom::RaidsnapFsrOffWhenDeleted') ?? [];
+  const custom = (t: Template): [string, any] => Object.entries(t.toJSON().Resources as Record<string, any>)
+    .find(([, r]) => r.Type === 'Custom::RaidsnapFsrOffWhenDeleted') ?? ['', undefined];
+
+  test('the sweeper is the provider of a custom resource, deleted before every workflow', () => {
+    const [id, resource] = custom(template);
     // A fixed logical id: a renamed resource would get a Delete during an update.
     expect(id).toBe('RaidsnapFsrOffWhenDeleted');
     expect(resource.Properties).toEqual({
       ServiceToken: { 'Fn::GetAtt': [sweeper, 'Arn'] },
       ServiceTimeout: '600',
     });
-    const restore = Object.keys(resourcesOf(template, 'AWS::StepFunctions::StateMachine'))
-      .find((k) => k.startsWith('RestoreWorkflow'));
-    expect(resource.DependsOn).toContain(restore);
+    const machines = Object.keys(resourcesOf(template, 'AWS::StepFunctions::StateMachine'));
+    expect(machines).toHaveLength(4); // backup, restore, recovery, drill
+    expect(resource.DependsOn).toEqual(expect.arrayContaining(machines));
+  });
+
+  test('the ServiceToken is pinned: the sweeper function keeps its logical id (a ServiceToken cannot be updated)', () => {
+    expect(sweeper).toBe('SweeperSweep951AF619');
+    expect(SWEEP_FUNCTION_LOGICAL_ID).toBe(sweeper);
+    expect(custom(synth(EXAMPLE_CONFIG).template)[1].Properties.ServiceToken)
+      .toEqual({ 'Fn::GetAtt': ['SweeperSweep951AF619', 'Arn'] });
+  });
+
+  test('what starts runs (backup and drill schedules, recovery rules) is deleted before the clean-up', () => {
+    const example = synth(EXAMPLE_CONFIG).template;
+    const schedules = Object.values(resourcesOf(example, 'AWS::Scheduler::Schedule'))
+      .filter((r: any) => JSON.stringify(r.Properties.Target.Arn).includes('StateMachine'));
+    const rules = Object.values(resourcesOf(example, 'AWS::Events::Rule'))
+      .filter((r: any) => /^raidsnap: (recover|restore) /.test(r.Properties.Description ?? ''));
+    expect(schedules.length).toBeGreaterThanOrEqual(2); // the example backs up and drills
+    expect(rules.length).toBeGreaterThanOrEqual(2); // and recovers on an alarm and a launch
+    for (const starter of [...schedules, ...rules] as any[]) {
+      expect(starter.DependsOn).toContain('RaidsnapFsrOffWhenDeleted');
+    }
+  });
+
+  test('the sweeper may list the runs of the stack\'s workflows only, to refuse the deletion while one runs', () => {
+    const lists = statementsOf(template, 'sweep').filter((s) => actionsOf(s).includes('states:ListExecutions'));
+    expect(lists).toHaveLength(1);
+    expect(actionsOf(lists[0])).toEqual(['states:ListExecutions']);
+    const machines = Object.keys(resourcesOf(template, 'AWS::StepFunctions::StateMachine')).map((k) => ({ Ref: k }));
+    expect(lists[0].Resource).toEqual(expect.arrayContaining(machines));
+    expect(lists[0].Resource).toHaveLength(4);
   });
 
   test('the sweeper may describe its own stack only: is a Delete the stack\'s deletion?', () => {

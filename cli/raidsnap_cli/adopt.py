@@ -23,7 +23,7 @@ from rich.text import Text
 from raidsnap.aws import adoption
 from raidsnap.models import MD_UUID_PATTERN
 from raidsnap.plan.adoption import Group, Review
-from raidsnap.text import counted
+from raidsnap.text import degraded_because
 
 from .app import sets_app
 from .common import (
@@ -46,7 +46,7 @@ def _status(group: Group) -> str:
         return "refused"
     if manifest.degraded:
         return (
-            f"degraded (no working member in {counted('slot', manifest.missing_slots)}): recorded "
+            f"degraded ({degraded_because(manifest.missing_slots)}): recorded "
             "as such, never restored as latest"
         )
     if not re.fullmatch(MD_UUID_PATTERN, manifest.md.get("uuid", "")):

@@ -292,6 +292,9 @@ class SweeperSettings:
     # The arrays with a fastRestore policy; None: the stack did not say (FAST_RESTORE_BY_ARRAY
     # unset), so no claim is taken for one whose policy was removed.
     kept_arrays: frozenset[str] | None = None
+    # The stack's state machines (STATE_MACHINE_ARNS, a JSON list): the runs that may enable or
+    # keep FSR, asked about when the stack is deleted.
+    state_machines: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls) -> SweeperSettings:
@@ -304,7 +307,17 @@ class SweeperSettings:
         kept = None
         if os.environ.get("FAST_RESTORE_BY_ARRAY", "").strip():
             kept = frozenset(fast_restore_by_array())
-        return cls(lock_table=_require("LOCK_TABLE"), restore_executions=prefix, kept_arrays=kept)
+        machines = _json_env("STATE_MACHINE_ARNS", "[]")
+        if not isinstance(machines, list) or not all(
+            isinstance(m, str) and m.startswith("arn:") for m in machines
+        ):
+            raise ConfigurationError("STATE_MACHINE_ARNS must be a JSON list of state machine ARNs")
+        return cls(
+            lock_table=_require("LOCK_TABLE"),
+            restore_executions=prefix,
+            kept_arrays=kept,
+            state_machines=tuple(machines),
+        )
 
 
 def json_env(name: str, default: str) -> object:

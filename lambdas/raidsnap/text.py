@@ -39,6 +39,18 @@ def listed(items: Iterable[object]) -> str:
 
 
 def counted(noun: str, items: Iterable[object]) -> str:
-    """``noun`` with its items, singular for one: ``member 2``, ``members 0 and 1``."""
+    """``noun`` with its items, singular for one: ``member 2``, ``members 0 and 1``; ``no
+    members`` for none (never ``members none``, which reads as a list)."""
     words = list(items)
+    if not words:
+        return f"no {noun}s"
     return f"{noun}{'' if len(words) == 1 else 's'} {listed(words)}"
+
+
+def degraded_because(missing_slots: Iterable[object]) -> str:
+    """Why md called an array degraded: the slots with no working member, or, when md named
+    none (every slot still had a member, e.g. while one is being rebuilt), that md said so."""
+    slots = list(missing_slots)
+    if slots:
+        return f"no working member in {counted('slot', slots)}"
+    return "md reported it degraded, though every slot had a member"

@@ -4,6 +4,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as schedulerTargets from 'aws-cdk-lib/aws-scheduler-targets';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { acknowledge, arnRef, REASONS } from '../nag';
 import { KeptPolicy } from '../fast-restore';
@@ -15,6 +16,12 @@ export const LEFTOVERS_METRIC = 'LeftoversFound';
 /** FSR is billed per hour with a one-hour minimum: a quarter of that bounds what a leak costs
  * before the sweep ends it, at 96 small invocations a day. */
 export const SWEEP_EVERY = Duration.minutes(15);
+/** The sweeper function's logical id, fixed: it names the function, whose ARN is the custom
+ * resource's ServiceToken, and CloudFormation does not support updating a ServiceToken
+ * (CloudFormation User Guide, custom resources). A refactor that moved the function in the
+ * construct tree would otherwise change the id, replace the function and fail the update.
+ * (The value is the id the function had when the resource was added.) */
+export const SWEEP_FUNCTION_LOGICAL_ID = 'SweeperSweep951AF619';
 
 export interface SweeperProps {
   readonly factory: FunctionFactory;
@@ -24,6 +31,10 @@ export interface SweeperProps {
   readonly notifier: { notify(alarm: cloudwatch.Alarm): void };
   /** The arrays' fastRestore policies: the FSR a removed one kept goes off. */
   readonly fastRestore?: Record<string, KeptPolicy>;
+  /** Every state machine of the stack whose runs may enable or keep FSR (backup, restore,
+   * recovery, drill): the stack's deletion waits for none of them, so it is refused while one
+   * runs, and they are deleted after the clean-up. */
+  readonly workflows: readonly sfn.IStateMachine[];
 }
 
 /** A scheduled function that removes what ended restores left behind: the Fast Snapshot Restore
@@ -32,6 +43,9 @@ export interface SweeperProps {
 export class Sweeper extends Construct {
   readonly function: lambda.Function;
   readonly alarm: cloudwatch.Alarm;
+  /** The custom resource whose Delete turns off what the stack keeps on: what starts runs
+   * (schedules, rules) must DependOn it, so that CloudFormation deletes them first. */
+  readonly onDelete: CustomResource;
 
   constructor(scope: Construct, id: string, props: SweeperProps) {
     super(scope, id);
@@ -49,32 +63,40 @@ export class Sweeper extends Construct {
         p.fastSnapshotRestores('ec2:DisableFastSnapshotRestores'),
         p.deleteRestoredVolumes(restoreName),
         p.describeExecutions(restoreName, '', true),
-        // GetItem: whether a restore holds a set whose FSR a removed fastRestore policy kept.
-        ...props.lock.statements('Scan', 'DeleteItem', 'GetItem'),
+        // GetItem: whether a restore holds a set whose FSR a removed fastRestore policy kept;
+        // PutItem: the claim rewritten with the sets left when a restore holds one of them
+        // (raidsnap.aws.kept_fsr._write).
+        ...props.lock.statements('Scan', 'DeleteItem', 'GetItem', 'PutItem'),
         // An ended run's nonce, from its ARN and start time: which tagged volumes are its own.
         ...p.readRunSecret(props.restore.runSecret),
         // As the stack's custom resource: is a Delete the stack's own deletion?
         new iam.PolicyStatement({ actions: ['cloudformation:DescribeStacks'], resources: [stack.stackId] }),
+        // ... and does any run still go on? (ListExecutions, statusFilter RUNNING)
+        new iam.PolicyStatement({ actions: ['states:ListExecutions'], resources: props.workflows.map((w) => w.stateMachineArn) }),
       ],
       environment: {
         RUN_NONCE_SECRET: props.restore.runSecret.secretArn,
         LOCK_TABLE: props.lock.table.tableName,
         RESTORE_EXECUTION_PREFIX: prefix,
         FAST_RESTORE_BY_ARRAY: JSON.stringify(props.fastRestore ?? {}),
+        STATE_MACHINE_ARNS: stack.toJsonString(props.workflows.map((w) => w.stateMachineArn)),
       },
     });
+    (this.function.node.defaultChild as CfnResource).overrideLogicalId(SWEEP_FUNCTION_LOGICAL_ID);
     // When the stack is deleted, the FSR a fastRestore policy keeps on would stay on, billed by
     // the hour, with nothing left to turn it off: the sweeper does it, as this resource's
-    // provider (raidsnap.workflows.stack_deletion). It is deleted before the restore workflow,
-    // so the runs it asks about are still known. A fixed logical id: a renamed one would be
-    // deleted on an update.
+    // provider (raidsnap.workflows.stack_deletion). It DependsOn every workflow, so it is
+    // deleted before them (CloudFormation Template Reference, DependsOn attribute: a resource
+    // is deleted before the resources it depends on), and can still ask whether any runs. A
+    // fixed logical id: a renamed one would be deleted on an update.
     const onDelete = new CustomResource(this, 'FsrOffWhenDeleted', {
       serviceToken: this.function.functionArn,
       resourceType: 'Custom::RaidsnapFsrOffWhenDeleted',
       serviceTimeout: Duration.minutes(10),
     });
     (onDelete.node.defaultChild as CfnResource).overrideLogicalId('RaidsnapFsrOffWhenDeleted');
-    onDelete.node.addDependency(props.restore.stateMachine);
+    for (const workflow of props.workflows) onDelete.node.addDependency(workflow);
+    this.onDelete = onDelete;
     const policy = this.function.role?.node.tryFindChild('DefaultPolicy');
     if (policy) {
       acknowledge(policy, `AwsSolutions-IAM5[Resource::${nagPattern(`${prefix}*`)}]`,

@@ -132,6 +132,9 @@ class Builder:
             ("ec2", "DeleteTags"): self._tags_change,
             ("ssm", "SendCommand"): self._send_command,
             ("stepfunctions", "StartExecution"): self._state_machine,
+            # ListExecutions authorizes the state machine it lists (Service Authorization
+            # Reference, AWS Step Functions: resource type stateMachine).
+            ("stepfunctions", "ListExecutions"): self._state_machine,
             ("stepfunctions", "DescribeExecution"): self._execution,
             ("stepfunctions", "StopExecution"): self._execution,
             ("stepfunctions", "GetExecutionHistory"): self._execution,

@@ -105,3 +105,11 @@ def entered(execution_arn: str, state_name: str) -> bool:
         if entered and entered.get("name") == state_name:
             return True
     return False
+
+
+def running(state_machine_arn: str) -> list[str]:
+    """The ARNs of the state machine's RUNNING executions, every page (Step Functions API
+    Reference, ListExecutions: statusFilter RUNNING; a nextToken while more remain)."""
+    pages = clients.stepfunctions().get_paginator("list_executions")
+    found = pages.paginate(stateMachineArn=state_machine_arn, statusFilter="RUNNING")
+    return [e["executionArn"] for page in found for e in page["executions"]]

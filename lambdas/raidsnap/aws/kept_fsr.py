@@ -119,21 +119,24 @@ def disable_unkept(table: str, array: str, snapshot_ids: Iterable[str], zone: st
     return left
 
 
-def turn_off(table: str, array: str, sets: Sequence[KeptSet]) -> tuple[list[str], list[str]]:
+def turn_off(
+    table: str,
+    array: str,
+    sets: Sequence[KeptSet],
+    alive: Callable[[str], bool] | None = None,
+) -> tuple[list[str], list[str]]:
     """Disable the FSR of these sets of the array and take them out of its claim, except a set
     a running restore of the array holds (it may be creating volumes from it): that one keeps
-    its FSR until a later backup. Deleting a snapshot turns its FSR off by itself (EBS User
-    Guide, "Configure fast snapshot restore": "When you delete a snapshot that you own, fast
-    snapshot restore is automatically disabled"), so a set retention deleted has nothing on and
-    only leaves the claim. Returns (the sets turned off, notes)."""
-    held = lock.sets_held(table, array)
+    its FSR for now (``alive``: see lock.sets_held). Deleting a snapshot turns its FSR off by
+    itself (EBS User Guide, "Configure fast snapshot restore": "When you delete a snapshot
+    that you own, fast snapshot restore is automatically disabled"), so a set retention deleted
+    has nothing on and only leaves the claim. Returns (the sets turned off, notes)."""
+    held = lock.sets_held(table, array, alive)
     off: list[str] = []
     notes: list[str] = []
     for s in sets:
         if s.set_id in held:
-            notes.append(
-                f"set {s.set_id} keeps its FSR while a restore uses it; a later backup turns it off"
-            )
+            notes.append(f"set {s.set_id} of {array} keeps its FSR while a restore uses it")
             continue
         for zone in s.zones:
             on = fsr.already_active(sorted(s.sizes), zone)

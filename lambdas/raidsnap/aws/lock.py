@@ -8,6 +8,7 @@ an execution that timed out or was stopped never reaches its own release.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -159,10 +160,14 @@ def delete_if_held(table: str, key: str, holder_attribute: str, holder: str) -> 
     return True
 
 
-def sets_held(table: str, array: str) -> set[str]:
-    """Sets a restore of this array holds now (a lease that ran out holds nothing)."""
+def sets_held(table: str, array: str, alive: Callable[[str], bool] | None = None) -> set[str]:
+    """Sets a restore of this array holds now (a lease that ran out holds nothing). With
+    ``alive`` (is this execution RUNNING?), a holder that has ended holds nothing either: a
+    run whose own release failed leaves its item until the lease runs out (days)."""
     holder = current(table, array)
     if holder is None or holder.lease_until <= int(time.time()):
+        return set()
+    if alive is not None and not alive(holder.execution_arn):
         return set()
     return {holder.set_id}
 

@@ -10,6 +10,9 @@ from typing import Any
 
 import boto3
 
+# CloudFormation's ResponseURL is a presigned https URL: the answer goes nowhere else.
+RESPONSE_URL_PREFIXES: tuple[str, ...] = ("https://",)
+
 
 def deleting(stack_id: str) -> bool:
     """Whether the stack is being deleted (DescribeStacks: StackStatus DELETE_IN_PROGRESS). A
@@ -23,7 +26,7 @@ def respond(url: str, body: Mapping[str, Any]) -> None:
     content type (CloudFormation User Guide, "Custom resource request and response reference":
     the provider "returns a JSON response to a presigned Amazon S3 bucket URL"; the body is at
     most 4096 bytes)."""
-    if not url.startswith(("https://", "http://127.0.0.1:")):
+    if not url.startswith(RESPONSE_URL_PREFIXES):
         raise ValueError("a ResponseURL is CloudFormation's presigned https URL")
     data = json.dumps(body).encode()
     request = urllib.request.Request(  # noqa: S310 - CloudFormation's URL, https only

@@ -35,6 +35,7 @@ what belongs to restores that have ended, and removes it:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -49,10 +50,8 @@ from raidsnap.aws import (
     kept_fsr,
     lock,
     run_secret,
-    stacks,
     volumes,
 )
-from raidsnap.environment import SweeperSettings
 from raidsnap.models import Contract
 from raidsnap.observability import count, logger
 from raidsnap.plan import fsr as plan_fsr
@@ -156,7 +155,12 @@ def sweep(
     status = _Statuses()
     _sweep_fsr(lock_table, status, result)
     if kept_arrays is not None:
-        _sweep_kept(lock_table, kept_arrays, result)
+        # A lock whose holder has ended holds nothing (its lease may run for days yet); a
+        # holder that is not one of this stack's restores is not the sweeper's to judge.
+        def alive(arn: str) -> bool:
+            return not arn.startswith(restore_executions) or status(arn) == "RUNNING"
+
+        _sweep_kept(lock_table, kept_arrays, alive, result)
     records = {(r.execution_arn, r.run): r.volume_ids for r in created.records(lock_table)}
     _sweep_volumes(restore_executions, status, records, result)
     _drop_records(lock_table, status, records, result)
@@ -206,12 +210,14 @@ def _sweep_fsr(table: str, status: _Statuses, result: Sweep) -> None:
         result.claims_dropped.append(claim.execution_arn)
 
 
-def _sweep_kept(table: str, kept_arrays: frozenset[str], result: Sweep) -> None:
+def _sweep_kept(
+    table: str, kept_arrays: frozenset[str], alive: Callable[[str], bool], result: Sweep
+) -> None:
     for claim in kept_fsr.claims(table):
         if claim.array in kept_arrays:
             continue
         try:
-            off, notes = kept_fsr.turn_off(table, claim.array, claim.sets)
+            off, notes = kept_fsr.turn_off(table, claim.array, claim.sets, alive)
         except ClientError as err:
             result.refused.append(f"{kept_fsr.KEY_PREFIX}{claim.array}: {error_code(err)}")
             continue
@@ -291,75 +297,3 @@ def _drop_records(
 def reached_assemble(execution_arn: str) -> bool:
     """Whether the run entered its Assemble state."""
     return executions.entered(execution_arn, ASSEMBLE_STATE)
-
-
-# ---------------------------------------------------------------------- the stack's deletion
-#
-# FSR is billed by the hour for each snapshot and zone while on. A fastRestore policy keeps it
-# on; deleting the stack deletes the schedule, the sweeper and the lock table that records the
-# claims, so nothing would ever turn it off. The sweeper's function is therefore also the
-# provider of a custom resource (lib/constructs/sweeper.ts): CloudFormation invokes it with a
-# Create, Update or Delete request and waits for the answer at the request's ResponseURL.
-# Create and Update do nothing and keep one physical id (a new id would make CloudFormation
-# send the old one a Delete). A Delete sweeps with no array keeping FSR, but only while the
-# stack itself is being deleted: an update that removes the resource sends one too. Whatever
-# stays on (a set a running restore holds, a pair EC2 refused) makes the answer FAILED, naming
-# it: the deletion stops rather than leave FSR billed unseen.
-
-PHYSICAL_ID = "raidsnap-fsr-off-when-the-stack-is-deleted"
-
-
-class StackRequest(Contract):
-    """CloudFormation's request to the custom resource (the fields the answer needs)."""
-
-    RequestType: str
-    ResponseURL: str
-    StackId: str
-    RequestId: str
-    LogicalResourceId: str
-
-
-class StackAnswer(Contract):
-    Status: str
-    Reason: str
-    PhysicalResourceId: str
-    StackId: str
-    RequestId: str
-    LogicalResourceId: str
-
-
-def answer_stack(request: StackRequest, settings: SweeperSettings) -> StackAnswer:
-    """Do what the request asks, and put the answer where CloudFormation waits for it."""
-    status, reason = "SUCCESS", "nothing to do"
-    try:
-        if request.RequestType == "Delete" and stacks.deleting(request.StackId):
-            status, reason = _turn_everything_off(settings.lock_table, settings.restore_executions)
-    except Exception as err:
-        logger.exception("the clean-up of the stack's deletion failed")
-        status, reason = "FAILED", f"raidsnap's clean-up failed: {type(err).__name__}: {err}"
-    answer = StackAnswer(
-        Status=status,
-        Reason=reason[:3000],
-        PhysicalResourceId=PHYSICAL_ID,
-        StackId=request.StackId,
-        RequestId=request.RequestId,
-        LogicalResourceId=request.LogicalResourceId,
-    )
-    stacks.respond(request.ResponseURL, answer.dump())
-    return answer
-
-
-def _turn_everything_off(lock_table: str, restore_executions: str) -> tuple[str, str]:
-    result = sweep(lock_table, restore_executions, frozenset())
-    turned = (
-        f"turned off FSR of {len(result.fsr_disabled)} pairs of ended restores and of "
-        f"{len(result.kept_sets_disabled)} sets a fastRestore policy kept"
-    )
-    left = [*result.refused, *result.kept_notes]
-    if not left:
-        return "SUCCESS", turned
-    return "FAILED", (
-        f"{turned}, but FSR stays on (and billed) for: {'; '.join(left)}. Delete the stack "
-        "again once no restore runs, or turn it off by hand (aws ec2 "
-        "disable-fast-snapshot-restores) and delete the stack retaining this resource"
-    )

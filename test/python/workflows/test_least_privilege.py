@@ -574,6 +574,34 @@ def _scenario_stack_deletion_turns_off_kept_fsr(emu: Emulation) -> None:
     assert [b["Status"] for b in responses.bodies] == ["SUCCESS"], responses.bodies
 
 
+def _scenario_removed_policy_while_a_restore_holds_a_kept_set(emu: Emulation) -> None:
+    # The policy kept two sets and is removed while a restore holds the newest: the sweeper
+    # turns the older off and rewrites the claim with the held one left (PutItem).
+    fx = make_array(emu.hosts, "db1", 2)
+    emu.double.fsr_region_limit = 12
+    configure_fast_restore(emu, "db1", [fx.availability_zone], sets=2)
+    for _ in range(2):
+        assert emu.run("backup", {"array": "db1"}).output["fastRestore"]["status"] == "kept"
+        emu.clock.advance(3600)
+    held = HeldStep(emu, "restore_check_volumes")
+    arn = emu.start("restore", {"array": "db1", "mode": "replace"})
+    held.wait()
+    try:
+        configure_fast_restore(emu, "db1", [fx.availability_zone], sets=0)
+        swept = emu.invoke("sweep", {})
+        assert swept.error_type is None and len(swept.result["keptSetsDisabled"]) == 1, swept.result
+        # The stack's deletion meanwhile is refused, the running runs named (ListExecutions).
+        emu.double.stacks[STACK_ID] = "DELETE_IN_PROGRESS"
+        responses = Responses()
+        with serving(responses):
+            emu.invoke("sweep", stack_request("Delete", responses.url))
+        assert [b["Status"] for b in responses.bodies] == ["FAILED"], responses.bodies
+        emu.double.stacks.pop(STACK_ID)
+    finally:
+        held.release()
+    assert emu.wait(arn).status == "SUCCEEDED"
+
+
 def _scenario_attach_restore_refused_onto_a_copy(emu: Emulation) -> None:
     fx = make_array(emu.hosts, "db1", 2)
     backed_up(emu.hosts, emu.run, fx)
@@ -642,6 +670,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_attach_restore_refused_onto_a_copy,
     _scenario_fast_restore_policy,
     _scenario_stack_deletion_turns_off_kept_fsr,
+    _scenario_removed_policy_while_a_restore_holds_a_kept_set,
 ]
 
 

@@ -9,14 +9,15 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from unittest import mock
 
 import pytest
 from test_kept_fsr import backup, kept_array, states
 
-from raidsnap.aws import lock
+from raidsnap.aws import stacks
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.template import STACK_ID
-from raidsnap_emulation.world import lock_table
+from raidsnap_emulation.world import HeldStep
 
 
 class Responses:
@@ -44,10 +45,13 @@ class Responses:
 
 @contextlib.contextmanager
 def serving(r: Responses) -> Iterator[Responses]:
+    """Serve ``r`` on loopback, and let the sweeper answer there: in production it answers
+    only at an https URL (stacks.RESPONSE_URL_PREFIXES)."""
     thread = threading.Thread(target=r.server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield r
+        with mock.patch.object(stacks, "RESPONSE_URL_PREFIXES", (r.url.split("/response")[0],)):
+            yield r
     finally:
         r.server.shutdown()
         r.server.server_close()
@@ -122,22 +126,33 @@ def test_anything_but_the_stack_s_deletion_leaves_the_fsr_on(
     assert body["PhysicalResourceId"] == "raidsnap-fsr-off-when-the-stack-is-deleted"
 
 
-def test_a_set_a_restore_holds_stops_the_deletion_and_is_named(
+def test_a_running_restore_stops_the_deletion_named_and_nothing_is_turned_off(
     emu: Emulation, responses: Responses
 ) -> None:
-    # GIVEN the kept set is held by a running restore (its lock names the set)
+    # GIVEN the kept set is being restored: the run is RUNNING (held while EC2 creates its
+    # volumes) and holds the set in its lock
     kept_array(emu)
     run = backup(emu)
-    ids, set_id = run.output["snapshotIds"], run.output["setId"]
-    restore = "arn:aws:states:us-east-1:123456789012:execution:raidsnap-restore:held"
-    lock.acquire(lock_table(), "db1", restore, set_id=set_id, lease_seconds=86400)
-    emu.double.stacks[STACK_ID] = "DELETE_IN_PROGRESS"
-    # WHEN the stack's Delete comes
-    emu.invoke("sweep", request("Delete", responses.url))
-    # THEN the set keeps its FSR (a restore may be creating volumes from it), and CloudFormation
-    # is told FAILED with the set named and what to do, not a silent SUCCESS that leaves it billed
-    assert states(ids) == dict.fromkeys(ids, "enabled")
-    [body] = responses.bodies
-    assert body["Status"] == "FAILED", body
-    assert set_id in body["Reason"] and "billed" in body["Reason"]
-    assert "disable-fast-snapshot-restores" in body["Reason"]
+    ids = run.output["snapshotIds"]
+    held = HeldStep(emu, "restore_check_volumes")
+    arn = emu.start("restore", {"array": "db1", "mode": "replace"})
+    held.wait()
+    try:
+        emu.double.stacks[STACK_ID] = "DELETE_IN_PROGRESS"
+        # WHEN the stack's Delete comes
+        emu.invoke("sweep", request("Delete", responses.url))
+        # THEN nothing is turned off (a retry once the run has ended does it all), and
+        # CloudFormation is told FAILED with the run named and what to do
+        assert states(ids) == dict.fromkeys(ids, "enabled")
+        [body] = responses.bodies
+        assert body["Status"] == "FAILED", body
+        assert arn in body["Reason"] and "turned nothing off" in body["Reason"]
+        assert "delete the stack again" in body["Reason"]
+    finally:
+        held.release()
+    assert emu.wait(arn).status == "SUCCEEDED"
+    # AND once it has ended, deleting again turns the kept set off
+    with serving(Responses()) as again:
+        emu.invoke("sweep", request("Delete", again.url))
+    assert again.bodies[0]["Status"] == "SUCCESS", again.bodies
+    assert set(states(ids).values()) <= {"disabling", "disabled"}

@@ -143,7 +143,7 @@ def fail_if_degraded(call: RetentionCall) -> None:
     where = (
         f"md has no working member in {counted('slot', missing)} of {call.members.memberCount}"
         if missing
-        else "md says it has no working member"
+        else "md reports it degraded, though every slot has a member"
     )
     raise ArrayDegradedError(
         f"array {plan.array} on {plan.instanceId} is degraded: {where}"

@@ -10,12 +10,18 @@ from raidsnap.plan import kept_fsr as plan
 from raidsnap.workflows.backup.contracts import FastRestoreReport, KeepFsr, KeepFsrCall
 
 
+def _later(turned: tuple[list[str], list[str]]) -> tuple[list[str], list[str]]:
+    """A set a restore holds stays on; the array's next backup (or the sweeper) retires it."""
+    off, notes = turned
+    return off, [f"{n}; a later backup turns it off" for n in notes]
+
+
 def retire(call: KeepFsrCall, k: KeepFsr, policy: FastRestorePolicy | None, table: str) -> KeepFsr:
     """The new set is ready: it is kept, and the sets beyond the newest ``sets`` go off."""
     array = call.plan.array
     claim = kept_fsr.change(table, array, lambda sets: plan.marked_kept(sets, str(k.setId)))
     keep = policy.sets if policy is not None else 1
-    off, notes = kept_fsr.turn_off(table, array, plan.to_retire(claim.sets, keep))
+    off, notes = _later(kept_fsr.turn_off(table, array, plan.to_retire(claim.sets, keep)))
     left = [s.set_id for s in claim.sets if s.set_id not in off]
     logger.info("fastRestore policy kept the new set", extra={"kept": left, "retired": off})
     k.status = "kept"
@@ -35,7 +41,7 @@ def retire_all(array: str, table: str) -> KeepFsr:
     claim = kept_fsr.read(table, array)
     if not claim.sets:
         return KeepFsr(status="off")
-    off, notes = kept_fsr.turn_off(table, array, claim.sets)
+    off, notes = _later(kept_fsr.turn_off(table, array, claim.sets))
     return KeepFsr(
         status="removed",
         report=FastRestoreReport(

@@ -6,7 +6,7 @@ from raidsnap.aws import snapshot_sets
 from raidsnap.errors import IncompleteSnapshotSetError, SnapshotSetNotFoundError
 from raidsnap.models import RestoreInput
 from raidsnap.sets import SnapshotSet
-from raidsnap.text import counted
+from raidsnap.text import counted, degraded_because
 from raidsnap.workflows.restore import absent
 
 
@@ -60,8 +60,7 @@ def why_incomplete(s: SnapshotSet) -> str:
     problems = []
     if m.degraded:
         problems.append(
-            "the array was degraded when it was taken (no working member in "
-            f"{counted('slot', m.missing_slots)})"
+            f"the array was degraded when it was taken ({degraded_because(m.missing_slots)})"
         )
     if m.status != "taken":
         problems.append("its backup never finished recording it")
