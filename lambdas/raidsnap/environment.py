@@ -307,7 +307,7 @@ class SweeperSettings:
         kept = None
         if os.environ.get("FAST_RESTORE_BY_ARRAY", "").strip():
             kept = frozenset(fast_restore_by_array())
-        machines = _json_env("STATE_MACHINE_ARNS", "[]")
+        machines = json_env("STATE_MACHINE_ARNS", "[]")
         if not isinstance(machines, list) or not all(
             isinstance(m, str) and m.startswith("arn:") for m in machines
         ):
