@@ -86,7 +86,7 @@ export class RaidsnapStack extends Stack {
     });
     this.sweeper = new Sweeper(this, 'Sweeper', {
       factory, restore: this.restore, lock: restoreLock, notifier: this.monitoring, fastRestore,
-      workflows: [this.backup.stateMachine, this.restore.stateMachine, this.recovery.stateMachine, this.drills.stateMachine],
+      workflows: [this.backup.stateMachine, this.restore.stateMachine, this.recovery.stateMachine, this.drills.stateMachine, this.copy.stateMachine],
     });
     // What starts runs goes first when the stack is deleted (it DependsOn the clean-up), so
     // that no run starts after the clean-up looked.

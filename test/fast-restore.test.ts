@@ -178,7 +178,7 @@ describe('when the stack is deleted', () => {
       ServiceTimeout: '600',
     });
     const machines = Object.keys(resourcesOf(template, 'AWS::StepFunctions::StateMachine'));
-    expect(machines).toHaveLength(4); // backup, restore, recovery, drill
+    expect(machines).toHaveLength(5); // backup, restore, recovery, drill, copy
     expect(resource.DependsOn).toEqual(expect.arrayContaining(machines));
   });
 
@@ -208,7 +208,7 @@ describe('when the stack is deleted', () => {
     expect(actionsOf(lists[0])).toEqual(['states:ListExecutions']);
     const machines = Object.keys(resourcesOf(template, 'AWS::StepFunctions::StateMachine')).map((k) => ({ Ref: k }));
     expect(lists[0].Resource).toEqual(expect.arrayContaining(machines));
-    expect(lists[0].Resource).toHaveLength(4);
+    expect(lists[0].Resource).toHaveLength(5);
   });
 
   test('the sweeper may describe its own stack only: is a Delete the stack\'s deletion?', () => {
