@@ -12,7 +12,7 @@ import random
 from pathlib import Path
 
 import pytest
-from test_assemble import NEW_UUID
+from test_assemble import assemble_params
 from test_freeze import MINE
 from vmlib import Commands, boot
 
@@ -49,15 +49,7 @@ def test_hooks_hold_the_application_across_the_snapshot_and_always_let_go(
 ) -> None:
     disks = raid0_set.copies(tmp_path / "disks", rng)
     cmds = Commands()
-    assemble = {
-        "VolumeIds": ",".join(d.volume_id for d in disks),
-        "MdUuid": raid0_set.uuid,
-        "NewMdUuid": NEW_UUID,
-        "MdDevice": "/dev/md0",
-        "MountPoint": "/data",
-        "ReadOnly": "false",
-        "Persist": "false",
-    }
+    assemble = assemble_params(disks, raid0_set.uuid, persist="false")
     hold = {"PreSnapshot": "/work/standin.sh hold", "PostSnapshot": "/work/standin.sh hold"}
     base = {"MountPoint": "/data", "FreezeToken": MINE, "HookSeconds": "5"}
     hang = {
@@ -156,15 +148,7 @@ def test_the_systemd_timer_guard_thaws_and_runs_the_post_hook_when_the_process_g
     # thaws the filesystem AND runs the post hook, once.
     disks = raid0_set.copies(tmp_path / "disks", rng)
     cmds = Commands()
-    assemble = {
-        "VolumeIds": ",".join(d.volume_id for d in disks),
-        "MdUuid": raid0_set.uuid,
-        "NewMdUuid": NEW_UUID,
-        "MdDevice": "/dev/md0",
-        "MountPoint": "/data",
-        "ReadOnly": "false",
-        "Persist": "false",
-    }
+    assemble = assemble_params(disks, raid0_set.uuid, persist="false")
     freeze = {
         "MountPoint": "/data",
         "FreezeToken": MINE,

@@ -16,7 +16,7 @@ import random
 from pathlib import Path
 
 import pytest
-from test_assemble import NEW_UUID
+from test_assemble import NEW_UUID, assemble_params
 from test_freeze import MINE
 from vmlib import Commands, blank_disk, boot, new_volume_id
 
@@ -85,15 +85,7 @@ def test_postgresql_backup_hook_gives_a_copy_that_starts_with_the_rows_of_the_sn
         blank_disk(tmp_path / "disks" / f"snap{i}.img", 128, new_volume_id(rng)) for i in range(3)
     ]
     cmds = Commands()
-    assemble = {
-        "VolumeIds": ",".join(d.volume_id for d in disks),
-        "MdUuid": raid0_set.uuid,
-        "NewMdUuid": NEW_UUID,
-        "MdDevice": "/dev/md0",
-        "MountPoint": "/data",
-        "ReadOnly": "false",
-        "Persist": "false",
-    }
+    assemble = assemble_params(disks, raid0_set.uuid, persist="false")
     base = {"MountPoint": "/data", "FreezeToken": MINE, "MaxFreezeSeconds": "300"}
     hooks = {
         "PreSnapshot": "builtin:postgresql-backup",
