@@ -1,0 +1,105 @@
+"""Review of issue 23 (copies to other Regions and accounts): what the design promised and the
+code does not hold. Each test fails on the code as reviewed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from raidsnap_emulation.harness import BACKUP_ACCOUNT_CONFIG, COPIES_CONFIG, Emulation, Peer, synthesize
+from raidsnap_emulation.world import make_array, sets_of, tags_of
+
+WEST = "us-west-2"
+BACKUP_ACCOUNT = "222233334444"
+REQUESTS_ROLE = f"arn:aws:iam::{BACKUP_ACCOUNT}:role/raidsnap-copy-requests"
+
+
+@pytest.fixture(scope="module")
+def copies_template() -> Path:
+    return synthesize(config=COPIES_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def vault_template() -> Path:
+    return synthesize(config=BACKUP_ACCOUNT_CONFIG)
+
+
+@pytest.fixture
+def vault(copies_template: Path, vault_template: Path) -> Iterator[tuple[Emulation, Peer]]:
+    with Emulation(copies_template) as emu:
+        yield emu, emu.deploy(WEST, BACKUP_ACCOUNT, template=vault_template)
+
+
+def copied_sets(peer: Peer, array: str) -> set[str]:
+    with peer.inside():
+        snaps = peer.client("ec2").describe_snapshots(
+            OwnerIds=["self"], Filters=[{"Name": "tag:raidsnap:array", "Values": [array]}]
+        )["Snapshots"]
+    return {tags_of(s)["raidsnap:set-id"] for s in snaps}
+
+
+def as_requests_role(service: str) -> Any:
+    """A client of the backup account's copy-requests role, assumed by anyone of the source
+    account (its trust policy names the account: test_copies shows the source's admin assumes it)."""
+    c = boto3.client("sts").assume_role(RoleArn=REQUESTS_ROLE, RoleSessionName="intruder")[
+        "Credentials"
+    ]
+    return boto3.client(
+        service,
+        region_name=WEST,
+        aws_access_key_id=c["AccessKeyId"],
+        aws_secret_access_key=c["SecretAccessKey"],
+        aws_session_token=c["SessionToken"],
+    )
+
+
+def test_a_compromised_source_account_cannot_make_the_backup_account_delete_its_copies(
+    vault: tuple[Emulation, Peer],
+) -> None:
+    """HIGH. Issue 23 asks for "a backup account the array's account cannot delete from", against
+    "a compromised account or ransomware with ec2:DeleteSnapshot". But the copy request's
+    `retention` (CopyInput.retention, 1..1000) is chosen by the source: the copy workflow there
+    (copy/finish.py _retention) keeps only that many complete sets of the array, whatever that
+    account's own stack or config says. Whoever holds the source account can assume the
+    copy-requests role (sts:AssumeRole, trust policy names the account) and start the copy
+    workflow (states:StartExecution has no condition key on the execution's input: Service
+    Authorization Reference, AWS Step Functions, StartExecution) with retention 1: the backup
+    account deletes every older copy itself, with its own role. Sharing the source snapshots back
+    for Prepare's check is the source's own ModifySnapshotAttribute (EBS User Guide, "Share an
+    Amazon EBS snapshot")."""
+    emu, backup = vault
+    fx = make_array(emu.hosts, "db2", 2)
+    set_ids = []
+    for _ in range(3):
+        run = emu.run("backup", {"array": fx.name})
+        assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+        set_ids.append(run.output["setId"])
+        emu.clock.advance(3600)
+    assert copied_sets(backup, "db2") == set(set_ids)
+    # WHEN the source account (compromised) shares the newest set again, and asks the backup
+    # account, as the role it may assume, to "copy" it once more with a retention of 1
+    newest = sets_of("db2")[set_ids[-1]]
+    ec2 = boto3.client("ec2")
+    for s in newest:
+        ec2.modify_snapshot_attribute(
+            SnapshotId=s["SnapshotId"],
+            Attribute="createVolumePermission",
+            OperationType="add",
+            UserIds=[BACKUP_ACCOUNT],
+        )
+    (last,) = [
+        r for r in (backup.wait(a) for a in backup.executions("copy")) if r.input["setId"] == set_ids[-1]
+    ]
+    request = dict(last.input) | {"retention": 1}
+    sfn = as_requests_role("stepfunctions")
+    arn = sfn.start_execution(
+        stateMachineArn=backup.state_machines["copy"], input=json.dumps(request)
+    )["executionArn"]
+    backup.wait(arn)
+    # THEN the backup account still has every copy its own retention keeps (db2's default: 7)
+    assert copied_sets(backup, "db2") == set(set_ids)
