@@ -12,7 +12,7 @@ import boto3
 import pytest
 
 from raidsnap_emulation.harness import BACKUP_ACCOUNT_CONFIG, COPIES_CONFIG, Emulation, Peer, synthesize
-from raidsnap_emulation.world import make_array, sets_of, tags_of
+from raidsnap_emulation.world import HeldStep, make_array, sets_of, tags_of
 
 WEST = "us-west-2"
 BACKUP_ACCOUNT = "222233334444"
@@ -103,3 +103,52 @@ def test_a_compromised_source_account_cannot_make_the_backup_account_delete_its_
     backup.wait(arn)
     # THEN the backup account still has every copy its own retention keeps (db2's default: 7)
     assert copied_sets(backup, "db2") == set(set_ids)
+
+
+def shared_with(snapshot_id: str) -> list[str]:
+    answer = boto3.client("ec2").describe_snapshot_attribute(
+        SnapshotId=snapshot_id, Attribute="createVolumePermission"
+    )
+    return [p["UserId"] for p in answer["CreateVolumePermissions"] if "UserId" in p]
+
+
+def test_a_backup_run_that_ends_before_its_copy_does_not_leave_the_set_shared(
+    vault: tuple[Emulation, Peer],
+) -> None:
+    """MEDIUM. The source shares the set's snapshots with the backup account in HandOverCopies
+    and takes the share back only in FollowCopies, when it sees the copy run ended
+    (backup/copies.py _ended). A backup run that ends first never takes it back: the backup
+    state machine's TimeoutSeconds is 86400 while a copy run may take 36 hours (copy/progress.py
+    TIME_LIMIT, "a first copy ... can take most of a day"), and an execution's own timeout or a
+    StopExecution runs no Catch ("States.Timeout ... the execution fails", Step Functions
+    Developer Guide, "Error handling"; a stopped execution runs no further state). The snapshots
+    then stay shared with the other account for good ("Share an Amazon EBS snapshot": shared until
+    the permission is removed), and the manifest keeps the copy "copying". Here the run is stopped
+    while its copy is under way (the same ending as the timeout, which the emulation does not
+    keep on its clock)."""
+    emu, backup = vault
+    make_array(emu.hosts, "db2", 2)
+    held = HeldStep(emu, "copy_finish")
+    first = emu.start("backup", {"array": "db2"})
+    held.wait()
+    boto3.client("stepfunctions").stop_execution(executionArn=first, cause="timed out")
+    held.release()
+    (done,) = [backup.wait(a) for a in backup.executions("copy")]
+    assert done.status == "SUCCEEDED", f"{done.error}: {done.cause}"
+    (set_id,) = sets_of("db2")
+    # THEN the copy is made, and the source's snapshots are no longer shared with the backup
+    # account
+    assert [shared_with(str(s["SnapshotId"])) for s in sets_of("db2")[set_id]] == [[], []]
+
+
+def test_a_backup_run_can_wait_as_long_as_its_copy_may_take() -> None:
+    """MEDIUM (the automatic way to the test above). The backup waits in FollowCopies for the copy
+    run, which gives up only after copy/progress.py TIME_LIMIT (36 h); the backup state machine
+    times out after TimeoutSeconds (24 h), with no Catch (Step Functions Developer Guide,
+    "Error handling": an execution's timeout ends it as States.Timeout). A first copy of a large
+    array then leaves its share open and its copy recorded as "copying"."""
+    from raidsnap.workflows.copy.progress import TIME_LIMIT
+
+    root = Path(__file__).resolve().parents[3]
+    backup = json.loads((root / "statemachines" / "backup.asl.json").read_text())
+    assert backup["TimeoutSeconds"] > TIME_LIMIT.total_seconds()
