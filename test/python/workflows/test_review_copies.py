@@ -30,6 +30,12 @@ def vault_template() -> Path:
 
 
 @pytest.fixture
+def two(copies_template: Path, template: Path) -> Iterator[tuple[Emulation, Peer]]:
+    with Emulation(copies_template) as emu:
+        yield emu, emu.deploy(WEST, template=template)
+
+
+@pytest.fixture
 def vault(copies_template: Path, vault_template: Path) -> Iterator[tuple[Emulation, Peer]]:
     with Emulation(copies_template) as emu:
         yield emu, emu.deploy(WEST, BACKUP_ACCOUNT, template=vault_template)
@@ -152,3 +158,34 @@ def test_a_backup_run_can_wait_as_long_as_its_copy_may_take() -> None:
     root = Path(__file__).resolve().parents[3]
     backup = json.loads((root / "statemachines" / "backup.asl.json").read_text())
     assert backup["TimeoutSeconds"] > TIME_LIMIT.total_seconds()
+
+
+def test_copies_into_a_region_do_not_delete_the_sets_its_own_stack_took_of_an_array_of_that_name(
+    two: tuple[Emulation, Peer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HIGH. Array names are a stack's own (config arrays.<name>, the instance's raidsnap:array
+    tag); nothing makes them unique across Regions. The stack in us-west-2 backs up its own db1;
+    us-east-1's db1, another database, is copied to us-west-2 with "retention: 2"
+    (config/copies.example.yaml). The copy run's retention there (copy/finish.py _retention)
+    counts every complete set of "db1" there, its own stack's included, and deletes all but the
+    newest 2 with DeleteSnapshot granted on any raidsnap-tagged snapshot; and a restore of db1
+    there then finds the copy (another database) as the newest complete set. Prepare refuses a
+    copy only when the same set id was taken there; it never compares the md UUID or asks
+    whether the array there is a local one."""
+    emu, west = two
+    with monkeypatch.context() as m:
+        m.setenv("AWS_DEFAULT_REGION", WEST)
+        with west.inside():
+            make_array(emu.hosts, "db1", 2, availability_zone=f"{WEST}a")
+    local = []
+    for _ in range(3):
+        run = west.run("backup", {"array": "db1"})
+        assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+        local.append(run.output["setId"])
+        emu.clock.advance(3600)
+    # WHEN us-east-1's own db1 is backed up and copied to us-west-2
+    fx = make_array(emu.hosts, "db1", 2)
+    run = emu.run("backup", {"array": fx.name})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    # THEN us-west-2 keeps every set its own stack took of its db1
+    assert set(local) <= copied_sets(west, "db1")
