@@ -189,3 +189,33 @@ def test_copies_into_a_region_do_not_delete_the_sets_its_own_stack_took_of_an_ar
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     # THEN us-west-2 keeps every set its own stack took of its db1
     assert set(local) <= copied_sets(west, "db1")
+
+
+def test_a_set_encrypted_with_the_aws_managed_key_is_not_shared_with_the_backup_account(
+    vault: tuple[Emulation, Peer],
+) -> None:
+    """MEDIUM (emulation agrees with the code where AWS would not). "You can't share snapshots
+    that are encrypted with the default AWS managed key. You can only share snapshots that are
+    encrypted with a customer managed key" (EBS User Guide, "Share an Amazon EBS snapshot with
+    other AWS accounts", Before you share a snapshot). An array on volumes encrypted by default
+    (aws/ebs, what "EBS encryption by default" uses unless changed) can never be copied to a backup
+    account: on AWS the hand-over's ModifySnapshotAttribute is refused and the backup fails with
+    EC2's raw error after its set completed (no CopyFailed naming the key, nothing at synth or in
+    docs/copies.md). The double shares and copies it, so every test passes."""
+    emu, backup = vault
+    make_array(emu.hosts, "db2", 2, encrypted=True)
+    (snap_key,) = {
+        v.get("KmsKeyId", "")
+        for v in boto3.client("ec2").describe_volumes(
+            Filters=[{"Name": "encrypted", "Values": ["true"]}]
+        )["Volumes"]
+    }
+    aliases = boto3.client("kms").list_aliases()["Aliases"]
+    assert any(
+        a["AliasName"] == "alias/aws/ebs" and snap_key.endswith(a.get("TargetKeyId", "-"))
+        for a in aliases
+    ), f"the members are not under aws/ebs ({snap_key}): the premise does not hold"
+    run = emu.run("backup", {"array": "db2"})
+    # THEN nothing was shared or copied, and the backup says why, by name
+    assert (run.status, run.error) == ("FAILED", "CopyFailed"), run.cause
+    assert "customer managed key" in (run.cause or "")
