@@ -10,6 +10,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from raidsnap_emulation.harness import BACKUP_ACCOUNT_CONFIG, COPIES_CONFIG, Emulation, Peer, synthesize
 from raidsnap_emulation.world import HeldStep, make_array, sets_of, tags_of
@@ -219,3 +220,39 @@ def test_a_set_encrypted_with_the_aws_managed_key_is_not_shared_with_the_backup_
     # THEN nothing was shared or copied, and the backup says why, by name
     assert (run.status, run.error) == ("FAILED", "CopyFailed"), run.cause
     assert "customer managed key" in (run.cause or "")
+
+
+def test_the_backup_copy_step_cannot_make_a_sets_snapshot_public(
+    vault: tuple[Emulation, Peer],
+) -> None:
+    """LOW (least privilege; emulation too permissive). The copy step's ModifySnapshotAttribute
+    statements (lib/constructs/copies.ts handOverStatements) constrain ec2:Add/userId only. One
+    call may add UserIds and GroupNames ["all"] together (API reference,
+    ModifySnapshotAttribute: GroupNames, UserIds), and the Service Authorization Reference lists
+    ec2:Add/group for it (ec2:ModifySnapshotAttribute, snapshot: ec2:Add/group, ec2:Add/userId,
+    ...): with no condition on ec2:Add/group the statement allows making every set snapshot
+    public alongside the backup account. The emulation's context (iam/context.py
+    _snapshot_attribute) never sets ec2:Add/group, so it cannot tell."""
+    from raidsnap_emulation.double import acting_as
+
+    emu, _ = vault
+    make_array(emu.hosts, "db2", 2)
+    run = emu.run("backup", {"array": "db2"})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    snapshot = str(sets_of("db2")[run.output["setId"]][0]["SnapshotId"])
+    (fn,) = [n for n, f in emu.router.functions.items() if f.handler.endswith(".backup_copies.handler")]
+    with acting_as(fn), pytest.raises(ClientError):  # the premise: IAM judges these calls
+        boto3.client("ec2").delete_snapshot(SnapshotId=snapshot)
+    outcome = "allowed"
+    with acting_as(fn):
+        try:
+            boto3.client("ec2").modify_snapshot_attribute(
+                SnapshotId=snapshot,
+                Attribute="createVolumePermission",
+                OperationType="add",
+                UserIds=[BACKUP_ACCOUNT],
+                GroupNames=["all"],
+            )
+        except ClientError as err:
+            outcome = str(err.response["Error"]["Code"])
+    assert outcome == "UnauthorizedOperation"
