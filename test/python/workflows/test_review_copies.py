@@ -11,8 +11,13 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
-
-from raidsnap_emulation.harness import BACKUP_ACCOUNT_CONFIG, COPIES_CONFIG, Emulation, Peer, synthesize
+from raidsnap_emulation.harness import (
+    BACKUP_ACCOUNT_CONFIG,
+    COPIES_CONFIG,
+    Emulation,
+    Peer,
+    synthesize,
+)
 from raidsnap_emulation.world import HeldStep, make_array, sets_of, tags_of
 
 WEST = "us-west-2"
@@ -37,7 +42,9 @@ def two(copies_template: Path, template: Path) -> Iterator[tuple[Emulation, Peer
 
 
 @pytest.fixture
-def vault(copies_template: Path, vault_template: Path) -> Iterator[tuple[Emulation, Peer]]:
+def vault(
+    copies_template: Path, vault_template: Path
+) -> Iterator[tuple[Emulation, Peer]]:
     with Emulation(copies_template) as emu:
         yield emu, emu.deploy(WEST, BACKUP_ACCOUNT, template=vault_template)
 
@@ -45,7 +52,8 @@ def vault(copies_template: Path, vault_template: Path) -> Iterator[tuple[Emulati
 def copied_sets(peer: Peer, array: str) -> set[str]:
     with peer.inside():
         snaps = peer.client("ec2").describe_snapshots(
-            OwnerIds=["self"], Filters=[{"Name": "tag:raidsnap:array", "Values": [array]}]
+            OwnerIds=["self"],
+            Filters=[{"Name": "tag:raidsnap:array", "Values": [array]}],
         )["Snapshots"]
     return {tags_of(s)["raidsnap:set-id"] for s in snaps}
 
@@ -53,9 +61,9 @@ def copied_sets(peer: Peer, array: str) -> set[str]:
 def as_requests_role(service: str) -> Any:
     """A client of the backup account's copy-requests role, assumed by anyone of the source
     account (its trust policy names the account: test_copies shows the source's admin assumes it)."""
-    c = boto3.client("sts").assume_role(RoleArn=REQUESTS_ROLE, RoleSessionName="intruder")[
-        "Credentials"
-    ]
+    c = boto3.client("sts").assume_role(
+        RoleArn=REQUESTS_ROLE, RoleSessionName="intruder"
+    )["Credentials"]
     return boto3.client(
         service,
         region_name=WEST,
@@ -100,7 +108,9 @@ def test_a_compromised_source_account_cannot_make_the_backup_account_delete_its_
             UserIds=[BACKUP_ACCOUNT],
         )
     (last,) = [
-        r for r in (backup.wait(a) for a in backup.executions("copy")) if r.input["setId"] == set_ids[-1]
+        r
+        for r in (backup.wait(a) for a in backup.executions("copy"))
+        if r.input["setId"] == set_ids[-1]
     ]
     request = dict(last.input) | {"retention": 1}
     sfn = as_requests_role("stepfunctions")
@@ -145,7 +155,10 @@ def test_a_backup_run_that_ends_before_its_copy_does_not_leave_the_set_shared(
     (set_id,) = sets_of("db2")
     # THEN the copy is made, and the source's snapshots are no longer shared with the backup
     # account
-    assert [shared_with(str(s["SnapshotId"])) for s in sets_of("db2")[set_id]] == [[], []]
+    assert [shared_with(str(s["SnapshotId"])) for s in sets_of("db2")[set_id]] == [
+        [],
+        [],
+    ]
 
 
 def test_a_backup_run_can_wait_as_long_as_its_copy_may_take() -> None:
@@ -195,15 +208,14 @@ def test_copies_into_a_region_do_not_delete_the_sets_its_own_stack_took_of_an_ar
 def test_a_set_encrypted_with_the_aws_managed_key_is_not_shared_with_the_backup_account(
     vault: tuple[Emulation, Peer],
 ) -> None:
-    """MEDIUM (emulation agrees with the code where AWS would not). "You can't share snapshots
-    that are encrypted with the default AWS managed key. You can only share snapshots that are
-    encrypted with a customer managed key" (EBS User Guide, "Share an Amazon EBS snapshot with
-    other AWS accounts", Before you share a snapshot). An array on volumes encrypted by default
-    (aws/ebs, what "EBS encryption by default" uses unless changed) can never be copied to a backup
-    account: on AWS the hand-over's ModifySnapshotAttribute is refused and the backup fails with
-    EC2's raw error after its set completed (no CopyFailed naming the key, nothing at synth or in
-    docs/copies.md). The double shares and copies it, so every test passes."""
-    emu, backup = vault
+    """LOW (emulation agrees with the code where AWS would not). "Snapshots encrypted with your
+    default KMS key cannot be shared with other accounts" (EC2 API reference,
+    ModifySnapshotAttribute; EBS User Guide, "Share an Amazon EBS snapshot with other AWS
+    accounts"). docs/copies.md says so, but nothing checks it: on AWS the hand-over's
+    ModifySnapshotAttribute is refused and the backup fails with EC2's raw error after its set
+    completed (not CopyFailed naming the key), and the double shares and copies such a set, so
+    no test can see it."""
+    emu, _ = vault
     make_array(emu.hosts, "db2", 2, encrypted=True)
     (snap_key,) = {
         v.get("KmsKeyId", "")
@@ -213,7 +225,8 @@ def test_a_set_encrypted_with_the_aws_managed_key_is_not_shared_with_the_backup_
     }
     aliases = boto3.client("kms").list_aliases()["Aliases"]
     assert any(
-        a["AliasName"] == "alias/aws/ebs" and snap_key.endswith(a.get("TargetKeyId", "-"))
+        a["AliasName"] == "alias/aws/ebs"
+        and snap_key.endswith(a.get("TargetKeyId", "-"))
         for a in aliases
     ), f"the members are not under aws/ebs ({snap_key}): the premise does not hold"
     run = emu.run("backup", {"array": "db2"})
@@ -240,8 +253,15 @@ def test_the_backup_copy_step_cannot_make_a_sets_snapshot_public(
     run = emu.run("backup", {"array": "db2"})
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     snapshot = str(sets_of("db2")[run.output["setId"]][0]["SnapshotId"])
-    (fn,) = [n for n, f in emu.router.functions.items() if f.handler.endswith(".backup_copies.handler")]
-    with acting_as(fn), pytest.raises(ClientError):  # the premise: IAM judges these calls
+    (fn,) = [
+        n
+        for n, f in emu.router.functions.items()
+        if f.handler.endswith(".backup_copies.handler")
+    ]
+    with (
+        acting_as(fn),
+        pytest.raises(ClientError),
+    ):  # the premise: IAM judges these calls
         boto3.client("ec2").delete_snapshot(SnapshotId=snapshot)
     outcome = "allowed"
     with acting_as(fn):
