@@ -175,6 +175,13 @@ class SnapshotSet:
             and (m.started is None or now - m.started < ABANDONED_AFTER)
         )
 
+    @property
+    def origin(self) -> str:
+        """Where the set was taken: "" for a set taken here, else the source's account/Region
+        (its manifest's ``source``, written by the copy workflow here, never by the source)."""
+        src = self.manifest.source if self.manifest is not None else {}
+        return f"{src.get('account', '')}/{src.get('region', '')}" if src else ""
+
     def copying(self, now: datetime) -> bool:
         """A copy of this set to another Region or account is under way (started by a backup
         that may still be following it): retention keeps the source until it ends."""

@@ -118,6 +118,8 @@ export interface CopyWorkflowProps {
   readonly sourceAccounts?: readonly string[];
   /** This stack's arrays: an array's lock policy here locks its newest copied sets here. */
   readonly arrays?: readonly ArrayConfig[];
+  /** This stack's default retention: the fewest copied sets of an array kept per source. */
+  readonly defaultRetention?: number;
 }
 
 /** The role a source stack of another account assumes to start a copy here: named, so that
@@ -215,7 +217,12 @@ export class CopyWorkflow extends Construct {
           ...props.sets.statements('GetItem', 'PutItem', 'Query', 'DeleteItem'),
           ...props.lock.statements('GetItem'),
         ],
-        environment: { LOCK_BY_ARRAY: JSON.stringify(locks) },
+        environment: {
+          LOCK_BY_ARRAY: JSON.stringify(locks),
+          // This stack's own retention, which a copy request may raise but never lower.
+          DEFAULT_RETENTION: String(props.defaultRetention ?? 7),
+          RETENTION_BY_ARRAY: JSON.stringify(Object.fromEntries((props.arrays ?? []).map((a) => [a.name, a.retention]))),
+        },
       },
       {
         id: 'CopyFailed', module: 'copy_failed',

@@ -93,6 +93,25 @@ def _intent(request: CopyInput, execution_arn: str) -> Manifest:
     )
 
 
+def _check_recorded(request: CopyInput, recorded: Manifest | None) -> None:
+    """A set of this id recorded here is this copy's (made by an earlier run from the same
+    source), or the request is refused: a set taken here, or a copy from another source, is
+    never touched by it."""
+    if recorded is None:
+        return
+    if not recorded.source:
+        raise CopyFailedError(
+            f"set {request.setId} of {request.array} was taken here: it is not a copy"
+        )
+    origin = (request.source.account, request.source.region)
+    if origin != (recorded.source.get("account"), recorded.source.get("region")):
+        raise CopyFailedError(
+            f"set {request.setId} of {request.array} here was copied from "
+            f"{recorded.source.get('account')} in {recorded.source.get('region')}, not from "
+            f"{origin[0]} in {origin[1]}; nothing was copied"
+        )
+
+
 def prepare(call: CopyPrepareCall) -> CopyPlan:
     """Validate the request, check the source, and record the intent (or find the copy done)."""
     request = parse_input(CopyInput, call.input)
@@ -104,10 +123,7 @@ def prepare(call: CopyPrepareCall) -> CopyPlan:
     sizes = _check_source(request, own_account(me))
     recorded = manifests.get(request.array, request.setId)
     done = recorded is not None and recorded.status == "taken"
-    if recorded is not None and not recorded.source:
-        raise CopyFailedError(
-            f"set {request.setId} of {request.array} was taken here: it is not a copy"
-        )
+    _check_recorded(request, recorded)
     if recorded is None or not done:
         try:
             manifests.begin(_intent(request, me))
