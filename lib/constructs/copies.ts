@@ -197,7 +197,8 @@ export class CopyWorkflow extends Construct {
       {
         id: 'CopyPrepare', module: 'copy_prepare',
         description: 'check a copy request against the source set and record the copy intent',
-        statements: [p.describe('ec2:DescribeSnapshots'), ...props.sets.statements('GetItem', 'PutItem')],
+        // Query: an array of this name taken here (another md UUID) refuses the copy.
+        statements: [p.describe('ec2:DescribeSnapshots'), ...props.sets.statements('GetItem', 'PutItem', 'Query')],
       },
       {
         id: 'CopyProgress', module: 'copy_progress',

@@ -133,7 +133,17 @@ def get_set(array: str, set_id: str) -> SnapshotSet | None:
 def latest_complete(array: str) -> SnapshotSet | None:
     """The newest set ``latest`` restores: complete and restorable by itself (it recorded the
     md UUID; see SnapshotSet.restorable)."""
-    return latest_restorable(list_sets(array))
+    return latest_restorable(one_origin(list_sets(array)))
+
+
+def one_origin(sets: list[SnapshotSet]) -> list[SnapshotSet]:
+    """The sets "latest" chooses among: those taken here when there is a complete one, else
+    the copies from the source of the newest complete copy. An array name is a stack's own; a
+    copy from elsewhere of an array of that name is never mistaken for this stack's newer set."""
+    complete = sorted((s for s in sets if s.complete), key=lambda s: s.start_time)
+    local = [s for s in complete if not s.origin]
+    origin = "" if local or not complete else complete[-1].origin
+    return [s for s in sets if s.origin == origin]
 
 
 def latest_restorable(sets: list[SnapshotSet]) -> SnapshotSet | None:

@@ -11,6 +11,9 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+
+from raidsnap.workflows.copy.progress import TIME_LIMIT
+from raidsnap_emulation.double import acting_as
 from raidsnap_emulation.harness import (
     BACKUP_ACCOUNT_CONFIG,
     COPIES_CONFIG,
@@ -42,9 +45,7 @@ def two(copies_template: Path, template: Path) -> Iterator[tuple[Emulation, Peer
 
 
 @pytest.fixture
-def vault(
-    copies_template: Path, vault_template: Path
-) -> Iterator[tuple[Emulation, Peer]]:
+def vault(copies_template: Path, vault_template: Path) -> Iterator[tuple[Emulation, Peer]]:
     with Emulation(copies_template) as emu:
         yield emu, emu.deploy(WEST, BACKUP_ACCOUNT, template=vault_template)
 
@@ -60,10 +61,11 @@ def copied_sets(peer: Peer, array: str) -> set[str]:
 
 def as_requests_role(service: str) -> Any:
     """A client of the backup account's copy-requests role, assumed by anyone of the source
-    account (its trust policy names the account: test_copies shows the source's admin assumes it)."""
-    c = boto3.client("sts").assume_role(
-        RoleArn=REQUESTS_ROLE, RoleSessionName="intruder"
-    )["Credentials"]
+    account (its trust policy names the account: test_copies shows the source's admin assumes
+    it)."""
+    c = boto3.client("sts").assume_role(RoleArn=REQUESTS_ROLE, RoleSessionName="intruder")[
+        "Credentials"
+    ]
     return boto3.client(
         service,
         region_name=WEST,
@@ -167,8 +169,6 @@ def test_a_backup_run_can_wait_as_long_as_its_copy_may_take() -> None:
     times out after TimeoutSeconds (24 h), with no Catch (Step Functions Developer Guide,
     "Error handling": an execution's timeout ends it as States.Timeout). A first copy of a large
     array then leaves its share open and its copy recorded as "copying"."""
-    from raidsnap.workflows.copy.progress import TIME_LIMIT
-
     root = Path(__file__).resolve().parents[3]
     backup = json.loads((root / "statemachines" / "backup.asl.json").read_text())
     assert backup["TimeoutSeconds"] > TIME_LIMIT.total_seconds()
@@ -200,9 +200,13 @@ def test_copies_into_a_region_do_not_delete_the_sets_its_own_stack_took_of_an_ar
     # WHEN us-east-1's own db1 is backed up and copied to us-west-2
     fx = make_array(emu.hosts, "db1", 2)
     run = emu.run("backup", {"array": fx.name})
-    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
-    # THEN us-west-2 keeps every set its own stack took of its db1
-    assert set(local) <= copied_sets(west, "db1")
+    # THEN the copy there is refused by name (db1 there is another array: another md UUID),
+    # the set here is complete, and us-west-2 keeps every set its own stack took of its db1
+    # and no copy of the other db1
+    assert (run.status, run.error) == ("FAILED", "CopyFailed"), run.cause
+    assert "md UUID" in (run.cause or "")
+    assert len(sets_of("db1")) == 1
+    assert copied_sets(west, "db1") == set(local)
 
 
 def test_a_set_encrypted_with_the_aws_managed_key_is_not_shared_with_the_backup_account(
@@ -225,8 +229,7 @@ def test_a_set_encrypted_with_the_aws_managed_key_is_not_shared_with_the_backup_
     }
     aliases = boto3.client("kms").list_aliases()["Aliases"]
     assert any(
-        a["AliasName"] == "alias/aws/ebs"
-        and snap_key.endswith(a.get("TargetKeyId", "-"))
+        a["AliasName"] == "alias/aws/ebs" and snap_key.endswith(a.get("TargetKeyId", "-"))
         for a in aliases
     ), f"the members are not under aws/ebs ({snap_key}): the premise does not hold"
     run = emu.run("backup", {"array": "db2"})
@@ -246,17 +249,13 @@ def test_the_backup_copy_step_cannot_make_a_sets_snapshot_public(
     ...): with no condition on ec2:Add/group the statement allows making every set snapshot
     public alongside the backup account. The emulation's context (iam/context.py
     _snapshot_attribute) never sets ec2:Add/group, so it cannot tell."""
-    from raidsnap_emulation.double import acting_as
-
     emu, _ = vault
     make_array(emu.hosts, "db2", 2)
     run = emu.run("backup", {"array": "db2"})
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     snapshot = str(sets_of("db2")[run.output["setId"]][0]["SnapshotId"])
     (fn,) = [
-        n
-        for n, f in emu.router.functions.items()
-        if f.handler.endswith(".backup_copies.handler")
+        n for n, f in emu.router.functions.items() if f.handler.endswith(".backup_copies.handler")
     ]
     with (
         acting_as(fn),

@@ -42,6 +42,7 @@ def finish(call: CopyCall) -> CopyOutput:
         plan.array,
         f"the copied set {plan.setId} is complete here, and retention here did not run. "
         "The next copy tries again",
+        origin=f"{plan.sourceAccount}/{plan.sourceRegion}",
     )
     kept = _retention(plan)
     count("SetCopied")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from raidsnap import environment
+from raidsnap import environment, tags
 from raidsnap.aws import copies, manifests
 from raidsnap.copy_request import CopyInput
 from raidsnap.errors import (
@@ -112,6 +112,30 @@ def _check_recorded(request: CopyInput, recorded: Manifest | None) -> None:
         )
 
 
+def _md_uuid(request: CopyInput) -> str:
+    found = request.set.md.get("uuid") or next(
+        (m.tags.get(tags.MD_UUID, "") for m in request.set.members), ""
+    )
+    return str(found or "")
+
+
+def _check_name(request: CopyInput) -> None:
+    """An array name is a stack's own: a copy of an array whose name a set taken here already
+    has, with another md UUID (or none known), is another array, and is refused before
+    anything is recorded or copied."""
+    wanted = _md_uuid(request)
+    local = {str(m.md.get("uuid", "")) for m in manifests.of_array(request.array) if not m.source}
+    others = sorted(u or "unknown" for u in local if not wanted or u != wanted)
+    if others:
+        raise InvalidInputError(
+            "array",
+            f"{request.array} here is an array of this stack's own (md UUID "
+            f"{', '.join(others)}), not the source's (md UUID {wanted or 'unknown'}): its sets "
+            "and the copies would be mistaken for one another. Copy it to a stack without an "
+            "array of that name (stackName), or rename one of the arrays; nothing was copied",
+        )
+
+
 def prepare(call: CopyPrepareCall) -> CopyPlan:
     """Validate the request, check the source, and record the intent (or find the copy done)."""
     request = parse_input(CopyInput, call.input)
@@ -121,6 +145,7 @@ def prepare(call: CopyPrepareCall) -> CopyPlan:
         raise InvalidInputError("source", f"the set is in {here} of this account already")
     logger.append_keys(array=request.array, set_id=request.setId)
     sizes = _check_source(request, own_account(me))
+    _check_name(request)
     recorded = manifests.get(request.array, request.setId)
     done = recorded is not None and recorded.status == "taken"
     _check_recorded(request, recorded)
