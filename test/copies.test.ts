@@ -166,11 +166,13 @@ describe('copies to other Regions and accounts', () => {
     expect(granted(plain.template, 'backup_copies', 'ec2:ModifySnapshotAttribute')).toEqual([]);
     const shares = granted(copied.template, 'backup_copies', 'ec2:ModifySnapshotAttribute');
     const ofSets = { 'aws:ResourceTag/raidsnap:array': '*', 'aws:ResourceTag/raidsnap:set-id': '*' };
+    // Never with a group: GroupNames ["all"] in the same call would make the set public.
+    const noGroup = { 'ec2:Add/group': 'true' };
     expect(shares).toEqual([
       { resources: ['arn:<AWS::Partition>:ec2:eu-west-1::snapshot/*'],
-        condition: { StringLike: ofSets, StringEquals: { 'ec2:Add/userId': ['222233334444'] } } },
+        condition: { StringLike: ofSets, StringEquals: { 'ec2:Add/userId': ['222233334444'] }, Null: noGroup } },
       { resources: ['arn:<AWS::Partition>:ec2:eu-west-1::snapshot/*'],
-        condition: { StringLike: ofSets, StringEquals: { 'ec2:Remove/userId': ['222233334444'] } } },
+        condition: { StringLike: ofSets, StringEquals: { 'ec2:Remove/userId': ['222233334444'] }, Null: noGroup } },
     ]);
   });
 

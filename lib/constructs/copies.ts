@@ -83,14 +83,16 @@ export function handOverStatements(scope: IConstruct, arrays: readonly ArrayConf
     // Share a set's snapshots with the backup accounts, and stop sharing them once copied
     // (ModifySnapshotAttribute, createVolumePermission): only snapshots of raidsnap sets, and
     // only with those accounts (ec2:Add/userId, ec2:Remove/userId: Service Authorization
-    // Reference, ec2:ModifySnapshotAttribute).
+    // Reference, ec2:ModifySnapshotAttribute), and never with a group: the same call may add
+    // GroupNames ["all"] (public) alongside the account (API reference, ModifySnapshotAttribute),
+    // so ec2:Add/group must be absent (Null).
     const snapshots = [`arn:${stack.partition}:ec2:${stack.region}::snapshot/*`];
     const ofSets = { [`aws:ResourceTag/${ARRAY_TAG}`]: '*', [`aws:ResourceTag/${SET_ID_TAG}`]: '*' };
     for (const key of ['ec2:Add/userId', 'ec2:Remove/userId']) {
       statements.push(new iam.PolicyStatement({
         actions: ['ec2:ModifySnapshotAttribute'],
         resources: snapshots,
-        conditions: { StringLike: ofSets, StringEquals: { [key]: accounts } },
+        conditions: { StringLike: ofSets, StringEquals: { [key]: accounts }, Null: { 'ec2:Add/group': 'true' } },
       }));
     }
   }
