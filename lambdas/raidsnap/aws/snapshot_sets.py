@@ -51,6 +51,11 @@ def tagged_with(array: str) -> list[dict[str, Any]]:
     return _describe([{"Name": f"tag:{tags.ARRAY}", "Values": [array]}])
 
 
+def tagged_with_backup(execution_arn: str) -> list[dict[str, Any]]:
+    """The snapshots a backup run tagged with its execution (raidsnap:backup-execution)."""
+    return _describe([{"Name": f"tag:{tags.BACKUP_EXECUTION}", "Values": [execution_arn]}])
+
+
 def of_execution(manifest: Manifest) -> dict[int, dict[str, Any]]:
     """The snapshots a backup took before it could record them: tagged with its execution, of
     a recorded member volume, started no earlier than the execution. Slot -> snapshot."""
