@@ -212,3 +212,19 @@ describe('copies to other Regions and accounts', () => {
       .toThrow('arrays.db1.copies[0].region');
   });
 });
+
+describe('what a copy workflow keeps, and a backup run that ends early', () => {
+  test('the copy workflow keeps its own stack\'s retention, which a request may raise but never lower', () => {
+    expect(env(copied.template, 'copy_finish')).toMatchObject({ DEFAULT_RETENTION: '7', RETENTION_BY_ARRAY: JSON.stringify({ db1: 14 }) });
+    expect(env(plain.template, 'copy_finish')).toMatchObject({ DEFAULT_RETENTION: '7', RETENTION_BY_ARRAY: '{}' });
+  });
+
+  test('a backup stopped or timed out brings its end to the copy step, which takes back its share', () => {
+    const rules = (t: Template) => Object.values(resourcesOf(t, 'AWS::Events::Rule'))
+      .filter((r) => JSON.stringify(r.Properties.EventPattern).includes('"TIMED_OUT"')
+        && JSON.stringify(r.Properties.Targets).includes(functionId(t, 'backup_copies')));
+    const [rule] = rules(copied.template);
+    expect(rule.Properties.EventPattern.detail.status).toEqual(['ABORTED', 'TIMED_OUT']);
+    expect(rules(plain.template)).toEqual([]);
+  });
+});
