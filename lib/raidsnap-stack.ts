@@ -69,7 +69,8 @@ export class RaidsnapStack extends Stack {
       lock: restoreLock, commandPoll: this.backup.functions.CommandPoll, sets,
     });
     // Copies of sets taken in other Regions or accounts are made here by this workflow.
-    this.copy = new CopyWorkflow(this, 'Copy', { factory, sets, lock: restoreLock, sourceAccounts: props.config.acceptCopiesFrom, arrays });
+    this.copy = new CopyWorkflow(this, 'Copy', { factory, sets, lock: restoreLock, sourceAccounts: props.config.acceptCopiesFrom, arrays,
+      defaultRetention: props.config.defaults.retention });
     this.recovery = new Recovery(this, 'Recovery', {
       factory, arrays, restore: this.restore, lock: restoreLock, documents: this.documents, sets,
     });

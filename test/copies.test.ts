@@ -166,11 +166,13 @@ describe('copies to other Regions and accounts', () => {
     expect(granted(plain.template, 'backup_copies', 'ec2:ModifySnapshotAttribute')).toEqual([]);
     const shares = granted(copied.template, 'backup_copies', 'ec2:ModifySnapshotAttribute');
     const ofSets = { 'aws:ResourceTag/raidsnap:array': '*', 'aws:ResourceTag/raidsnap:set-id': '*' };
+    // Never with a group: GroupNames ["all"] in the same call would make the set public.
+    const noGroup = { 'ec2:Add/group': 'true' };
     expect(shares).toEqual([
       { resources: ['arn:<AWS::Partition>:ec2:eu-west-1::snapshot/*'],
-        condition: { StringLike: ofSets, StringEquals: { 'ec2:Add/userId': ['222233334444'] } } },
+        condition: { StringLike: ofSets, StringEquals: { 'ec2:Add/userId': ['222233334444'] }, Null: noGroup } },
       { resources: ['arn:<AWS::Partition>:ec2:eu-west-1::snapshot/*'],
-        condition: { StringLike: ofSets, StringEquals: { 'ec2:Remove/userId': ['222233334444'] } } },
+        condition: { StringLike: ofSets, StringEquals: { 'ec2:Remove/userId': ['222233334444'] }, Null: noGroup } },
     ]);
   });
 
@@ -208,5 +210,21 @@ describe('copies to other Regions and accounts', () => {
     const config = parseConfig({ arrays: { db1: { copies: [{ region: 'eu-west-1' }] } } });
     expect(() => new RaidsnapStack(app, 'raidsnap', { config, env: { account: '123456789012', region: 'eu-west-1' } }))
       .toThrow('arrays.db1.copies[0].region');
+  });
+});
+
+describe('what a copy workflow keeps, and a backup run that ends early', () => {
+  test('the copy workflow keeps its own stack\'s retention, which a request may raise but never lower', () => {
+    expect(env(copied.template, 'copy_finish')).toMatchObject({ DEFAULT_RETENTION: '7', RETENTION_BY_ARRAY: JSON.stringify({ db1: 14 }) });
+    expect(env(plain.template, 'copy_finish')).toMatchObject({ DEFAULT_RETENTION: '7', RETENTION_BY_ARRAY: '{}' });
+  });
+
+  test('a backup stopped or timed out brings its end to the copy step, which takes back its share', () => {
+    const rules = (t: Template) => Object.values(resourcesOf(t, 'AWS::Events::Rule'))
+      .filter((r) => JSON.stringify(r.Properties.EventPattern).includes('"TIMED_OUT"')
+        && JSON.stringify(r.Properties.Targets).includes(functionId(t, 'backup_copies')));
+    const [rule] = rules(copied.template);
+    expect(rule.Properties.EventPattern.detail.status).toEqual(['ABORTED', 'TIMED_OUT']);
+    expect(rules(plain.template)).toEqual([]);
   });
 });

@@ -82,6 +82,8 @@ EXAMPLE_CONFIG = REPO_ROOT / "config" / "example.yaml"
 # (config/copies.example.yaml), and that backup account's stack (backup-account.example.yaml).
 COPIES_CONFIG = REPO_ROOT / "config" / "copies.example.yaml"
 BACKUP_ACCOUNT_CONFIG = REPO_ROOT / "config" / "backup-account.example.yaml"
+COPIES_DESTINATION_CONFIG = REPO_ROOT / "config" / "copies-destination.example.yaml"
+COPIES_LOCKED_DESTINATION_CONFIG = REPO_ROOT / "config" / "copies-locked-destination.example.yaml"
 
 # What the emulation's own stack's functions see on top of their template environment: its
 # Region, fake keys, and Powertools quiet enough for a person to follow the workflow.

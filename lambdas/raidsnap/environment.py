@@ -62,6 +62,14 @@ class BackupSettings:
         )
 
 
+def copies_retention(array: str, asked: int) -> int:
+    """How many complete copied sets of an array this stack keeps per origin: its own config's
+    (RETENTION_BY_ARRAY, else DEFAULT_RETENTION, else 7). The source's request may ask for more,
+    never for fewer: an account that sends copies must not decide what the account keeping
+    them deletes."""
+    return max(asked, retention_for(array, _int("DEFAULT_RETENTION", 7)))
+
+
 def retention_for(array: str, default: int) -> int:
     """``RETENTION_<array>`` is not portable (names carry dots and dashes), so the stack passes a
     JSON map in RETENTION_BY_ARRAY."""

@@ -39,14 +39,15 @@ class LockReport(Contract):
     alreadyLocked: int
 
 
-def lock_newest(array: str, after: str) -> LockReport | None:
+def lock_newest(array: str, after: str, origin: str = "") -> LockReport | None:
     """Lock the snapshots of the array's newest restorable sets here that no lock holds now (a
     set among them whose lock expired is locked again); None when the array has no lock policy.
     ``after`` says, in a failure's cause, what the run did not do because of it."""
     policy = lock_policy(array)
     if policy is None:
         return None
-    ordered = sorted(snapshot_sets.list_sets(array), key=order)
+    # The newest sets of one origin: those taken here, or the copies from one source.
+    ordered = sorted((s for s in snapshot_sets.list_sets(array) if s.origin == origin), key=order)
     newest = [s for s in ordered if s.restorable][-policy.sets :]
     ids = [m.snapshot_id for s in newest for m in s.by_index()]
     held = snapshot_locks.holding(ids)

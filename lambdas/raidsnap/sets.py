@@ -22,6 +22,9 @@ from raidsnap.models import MD_UUID_PATTERN
 # A set still "taking" this long after its execution started was abandoned between the record
 # of its intent and the record of its snapshots (a backup step retries for minutes, not a day).
 ABANDONED_AFTER = timedelta(days=1)
+# A backup follows its copies for up to its own timeout (statemachines/backup.asl.json, 72 h):
+# retention keeps a set being copied that long.
+COPY_FOLLOWED_FOR = timedelta(hours=72)
 # How far EC2's StartTime of a snapshot may lie before the execution start Step Functions gave.
 CLOCK_SLACK = timedelta(minutes=5)
 Status = Literal["taking", "taken"]
@@ -175,11 +178,18 @@ class SnapshotSet:
             and (m.started is None or now - m.started < ABANDONED_AFTER)
         )
 
+    @property
+    def origin(self) -> str:
+        """Where the set was taken: "" for a set taken here, else the source's account/Region
+        (its manifest's ``source``, written by the copy workflow here, never by the source)."""
+        src = self.manifest.source if self.manifest is not None else {}
+        return f"{src.get('account', '')}/{src.get('region', '')}" if src else ""
+
     def copying(self, now: datetime) -> bool:
         """A copy of this set to another Region or account is under way (started by a backup
         that may still be following it): retention keeps the source until it ends."""
         return any(
-            c.get("status") == "copying" and now - _when(c.get("since", "")) < ABANDONED_AFTER
+            c.get("status") == "copying" and now - _when(c.get("since", "")) < COPY_FOLLOWED_FOR
             for c in (self.manifest.copies.values() if self.manifest is not None else ())
         )
 

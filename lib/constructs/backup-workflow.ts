@@ -1,5 +1,7 @@
 import { Duration, Stack } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as eventTargets from 'aws-cdk-lib/aws-events-targets';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
@@ -172,7 +174,8 @@ export class BackupWorkflow extends Construct {
     this.stateMachine = new Workflow(this, 'Workflow', {
       definitionFile: 'backup.asl.json',
       comment: 'raidsnap backup: a crash-consistent snapshot set of an array, then retention and its fastRestore policy',
-      timeout: Duration.hours(24),
+      // As statemachines/backup.asl.json: longer than a copy run it follows may take.
+      timeout: Duration.hours(72),
       functions: {
         BackupPrepareFunctionArn: f.BackupPrepare,
         BackupMembersFunctionArn: f.BackupMembers,
@@ -187,5 +190,20 @@ export class BackupWorkflow extends Construct {
         BackupFailedFunctionArn: f.BackupFailed,
       },
     }).stateMachine;
+    if (props.arrays.some((a) => a.copies.length)) {
+      // A run stopped by hand or past its timeout runs no Catch and no further look at its
+      // copies: this rule sends its end to the copy step, which takes back the share with a
+      // backup account and records the copies it no longer follows
+      // (raidsnap.workflows.backup.copies_ended).
+      new events.Rule(this, 'CopiesAbandoned', {
+        description: 'raidsnap: after a backup stopped or timed out, stop sharing its set and record its copies as no longer followed',
+        eventPattern: {
+          source: ['aws.states'],
+          detailType: ['Step Functions Execution Status Change'],
+          detail: { stateMachineArn: [this.stateMachine.stateMachineArn], status: ['ABORTED', 'TIMED_OUT'] },
+        },
+        targets: [new eventTargets.LambdaFunction(f.BackupCopies, { retryAttempts: 8, maxEventAge: Duration.hours(6) })],
+      });
+    }
   }
 }

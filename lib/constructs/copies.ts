@@ -83,14 +83,16 @@ export function handOverStatements(scope: IConstruct, arrays: readonly ArrayConf
     // Share a set's snapshots with the backup accounts, and stop sharing them once copied
     // (ModifySnapshotAttribute, createVolumePermission): only snapshots of raidsnap sets, and
     // only with those accounts (ec2:Add/userId, ec2:Remove/userId: Service Authorization
-    // Reference, ec2:ModifySnapshotAttribute).
+    // Reference, ec2:ModifySnapshotAttribute), and never with a group: the same call may add
+    // GroupNames ["all"] (public) alongside the account (API reference, ModifySnapshotAttribute),
+    // so ec2:Add/group must be absent (Null).
     const snapshots = [`arn:${stack.partition}:ec2:${stack.region}::snapshot/*`];
     const ofSets = { [`aws:ResourceTag/${ARRAY_TAG}`]: '*', [`aws:ResourceTag/${SET_ID_TAG}`]: '*' };
     for (const key of ['ec2:Add/userId', 'ec2:Remove/userId']) {
       statements.push(new iam.PolicyStatement({
         actions: ['ec2:ModifySnapshotAttribute'],
         resources: snapshots,
-        conditions: { StringLike: ofSets, StringEquals: { [key]: accounts } },
+        conditions: { StringLike: ofSets, StringEquals: { [key]: accounts }, Null: { 'ec2:Add/group': 'true' } },
       }));
     }
   }
@@ -118,6 +120,8 @@ export interface CopyWorkflowProps {
   readonly sourceAccounts?: readonly string[];
   /** This stack's arrays: an array's lock policy here locks its newest copied sets here. */
   readonly arrays?: readonly ArrayConfig[];
+  /** This stack's default retention: the fewest copied sets of an array kept per source. */
+  readonly defaultRetention?: number;
 }
 
 /** The role a source stack of another account assumes to start a copy here: named, so that
@@ -195,7 +199,8 @@ export class CopyWorkflow extends Construct {
       {
         id: 'CopyPrepare', module: 'copy_prepare',
         description: 'check a copy request against the source set and record the copy intent',
-        statements: [p.describe('ec2:DescribeSnapshots'), ...props.sets.statements('GetItem', 'PutItem')],
+        // Query: an array of this name taken here (another md UUID) refuses the copy.
+        statements: [p.describe('ec2:DescribeSnapshots'), ...props.sets.statements('GetItem', 'PutItem', 'Query')],
       },
       {
         id: 'CopyProgress', module: 'copy_progress',
@@ -215,7 +220,12 @@ export class CopyWorkflow extends Construct {
           ...props.sets.statements('GetItem', 'PutItem', 'Query', 'DeleteItem'),
           ...props.lock.statements('GetItem'),
         ],
-        environment: { LOCK_BY_ARRAY: JSON.stringify(locks) },
+        environment: {
+          LOCK_BY_ARRAY: JSON.stringify(locks),
+          // This stack's own retention, which a copy request may raise but never lower.
+          DEFAULT_RETENTION: String(props.defaultRetention ?? 7),
+          RETENTION_BY_ARRAY: JSON.stringify(Object.fromEntries((props.arrays ?? []).map((a) => [a.name, a.retention]))),
+        },
       },
       {
         id: 'CopyFailed', module: 'copy_failed',

@@ -62,6 +62,35 @@ class Copies(Ec2):
         self._copies: dict[str, _Copy] = {}
         self._failing_copy_sources: dict[str, str] = {}
         self._handlers[("ec2", "CopySnapshot")] = self._copy_snapshot
+        self._handlers[("ec2", "ModifySnapshotAttribute")] = self._modify_snapshot_attribute
+
+    def _modify_snapshot_attribute(self, params: Params) -> Answer:
+        """ "Encrypted snapshots ... cannot be made public. Snapshots encrypted with your default
+        KMS key cannot be shared with other accounts" (EC2 API reference,
+        ModifySnapshotAttribute): moto shares them anyway. The error code AWS answers with is
+        not documented; the message is the reference's."""
+        added = params.get("OperationType") == "add" or bool(
+            (params.get("CreateVolumePermission") or {}).get("Add")
+        )
+        raw = self._snapshot_view(self._moto_snapshot(str(params["SnapshotId"]))) if added else {}
+        if raw.get("Encrypted"):
+            key = str(raw.get("KmsKeyId") or "")
+            aliases = self._moto("kms", "ListAliases", {})["Aliases"]
+            default = {
+                str(a.get("TargetKeyId")) for a in aliases if a["AliasName"] == "alias/aws/ebs"
+            }
+            groups = params.get("GroupNames") or [
+                p
+                for p in (params.get("CreateVolumePermission") or {}).get("Add", [])
+                if "Group" in p
+            ]
+            if groups or any(key.endswith(k) for k in default if k != "None"):
+                raise AwsError(
+                    "OperationNotPermitted",
+                    "Encrypted snapshots cannot be made public. Snapshots encrypted with your "
+                    "default KMS key cannot be shared with other accounts.",
+                )
+        return self._moto("ec2", "ModifySnapshotAttribute", params)
 
     def fail_copies(self, source: str, message: str = "") -> None:
         """Copies of this snapshot, or of any snapshot of this volume, those under way and those

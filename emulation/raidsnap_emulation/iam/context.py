@@ -387,17 +387,29 @@ class Builder:
         return [_Target("snapshot", copy_arn, copy_keys), *targets]
 
     def _snapshot_attribute(self, model: sar.ActionModel, params: Params) -> list[_Target]:
-        """ModifySnapshotAttribute names the accounts it adds to or removes from the snapshot's
-        createVolumePermission: ec2:Add/userId or ec2:Remove/userId (Service Authorization
-        Reference, ec2:ModifySnapshotAttribute)."""
+        """ModifySnapshotAttribute names the accounts and groups it adds to or removes from the
+        snapshot's createVolumePermission: ec2:Add/userId, ec2:Remove/userId, ec2:Add/group and
+        ec2:Remove/group (Service Authorization Reference, ec2:ModifySnapshotAttribute; one
+        call may carry UserIds and GroupNames together: API reference, ModifySnapshotAttribute).
+        """
         found = self._snapshot(model, str(params["SnapshotId"]))
         if found is None:
             return []
-        users = tuple(str(u) for u in params.get("UserIds") or [])
         keys = dict(found.keys)
         operation = params.get("OperationType")
-        if operation in ("add", "remove") and users:
-            keys[f"ec2:{operation.capitalize()}/userId"] = users
+        permission = params.get("CreateVolumePermission") or {}
+        for op in ("add", "remove"):
+            # UserIds/GroupNames apply to the OperationType; CreateVolumePermission names both.
+            listed = list(permission.get(op.capitalize()) or [])
+            users = [str(p["UserId"]) for p in listed if "UserId" in p]
+            groups = [str(p["Group"]) for p in listed if "Group" in p]
+            if operation == op:
+                users += [str(u) for u in params.get("UserIds") or []]
+                groups += [str(g) for g in params.get("GroupNames") or []]
+            if users:
+                keys[f"ec2:{op.capitalize()}/userId"] = tuple(users)
+            if groups:
+                keys[f"ec2:{op.capitalize()}/group"] = tuple(groups)
         return [_Target("snapshot", found.arn, keys)]
 
     def _role(self, model: sar.ActionModel, params: Params) -> list[_Target]:

@@ -51,6 +51,11 @@ def tagged_with(array: str) -> list[dict[str, Any]]:
     return _describe([{"Name": f"tag:{tags.ARRAY}", "Values": [array]}])
 
 
+def tagged_with_backup(execution_arn: str) -> list[dict[str, Any]]:
+    """The snapshots a backup run tagged with its execution (raidsnap:backup-execution)."""
+    return _describe([{"Name": f"tag:{tags.BACKUP_EXECUTION}", "Values": [execution_arn]}])
+
+
 def of_execution(manifest: Manifest) -> dict[int, dict[str, Any]]:
     """The snapshots a backup took before it could record them: tagged with its execution, of
     a recorded member volume, started no earlier than the execution. Slot -> snapshot."""
@@ -133,7 +138,17 @@ def get_set(array: str, set_id: str) -> SnapshotSet | None:
 def latest_complete(array: str) -> SnapshotSet | None:
     """The newest set ``latest`` restores: complete and restorable by itself (it recorded the
     md UUID; see SnapshotSet.restorable)."""
-    return latest_restorable(list_sets(array))
+    return latest_restorable(one_origin(list_sets(array)))
+
+
+def one_origin(sets: list[SnapshotSet]) -> list[SnapshotSet]:
+    """The sets "latest" chooses among: those taken here when there is a complete one, else
+    the copies from the source of the newest complete copy. An array name is a stack's own; a
+    copy from elsewhere of an array of that name is never mistaken for this stack's newer set."""
+    complete = sorted((s for s in sets if s.complete), key=lambda s: s.start_time)
+    local = [s for s in complete if not s.origin]
+    origin = "" if local or not complete else complete[-1].origin
+    return [s for s in sets if s.origin == origin]
 
 
 def latest_restorable(sets: list[SnapshotSet]) -> SnapshotSet | None:

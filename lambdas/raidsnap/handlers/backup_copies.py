@@ -1,14 +1,14 @@
-"""Backup: hand the new set to each destination's copy workflow, then follow those runs."""
+"""Backup: hand a set to its copies and follow them; or a run's early end (a rule)."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from raidsnap.execution_events import StatusChange
 from raidsnap.handlers._entry import entry
-from raidsnap.workflows import backup
-from raidsnap.workflows.backup.contracts import CopiesCall
+from raidsnap.workflows.backup import contracts, copies, copies_ended
 
 
 @entry
-def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return backup.copy_set(CopiesCall.model_validate(event)).dump()
+def handler(event: dict[str, object]) -> dict[str, object]:
+    if "detail" in event:
+        return copies_ended.after_run_ended(StatusChange.model_validate(event)).dump()
+    return copies.copy_set(contracts.CopiesCall.model_validate(event)).dump()

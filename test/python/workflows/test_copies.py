@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 from raidsnap_emulation.harness import (
     BACKUP_ACCOUNT_CONFIG,
     COPIES_CONFIG,
+    COPIES_DESTINATION_CONFIG,
     Emulation,
     Peer,
     synthesize,
@@ -262,12 +263,20 @@ def test_a_copy_whose_answer_was_lost_is_found_and_not_made_twice(
     )
 
 
+@pytest.fixture
+def two_keeping_2(copies_template: Path) -> Iterator[tuple[Emulation, Peer]]:
+    """As ``two``, with the stack in us-west-2 keeping 2 sets per array (its own config)."""
+    with Emulation(copies_template) as emu:
+        yield emu, emu.deploy(WEST, template=synthesize(config=COPIES_DESTINATION_CONFIG))
+
+
 def test_copies_there_keep_their_own_retention_and_the_source_its_own(
-    two: tuple[Emulation, Peer],
+    two_keeping_2: tuple[Emulation, Peer],
 ) -> None:
-    emu, west = two
+    emu, west = two_keeping_2
     fx = make_array(emu.hosts, "db1", 2)
-    # GIVEN db1 keeps 3 sets here and 2 in us-west-2 (config/copies.example.yaml)
+    # GIVEN db1 keeps 3 sets here (config/copies.example.yaml) and 2 copies in us-west-2 (the
+    # config there: config/copies-destination.example.yaml)
     set_ids = []
     for _ in range(4):
         set_ids.append(backed_up_and_copied(emu, fx).output["setId"])

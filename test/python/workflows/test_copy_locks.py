@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from raidsnap_emulation.harness import COPIES_CONFIG, EXAMPLE_CONFIG, Emulation, Peer, synthesize
+from raidsnap_emulation.harness import (
+    COPIES_CONFIG,
+    COPIES_LOCKED_DESTINATION_CONFIG,
+    Emulation,
+    Peer,
+    synthesize,
+)
 from raidsnap_emulation.world import make_array, tags_of
 
 WEST = "us-west-2"
@@ -23,15 +29,15 @@ def copies_template() -> Path:
 
 @pytest.fixture(scope="module")
 def locking_template() -> Path:
-    """A stack whose config gives db1 a lock policy (config/example.yaml: governance, 7 days,
-    the 2 newest sets)."""
-    return synthesize(config=EXAMPLE_CONFIG)
+    """A stack whose config gives db1 a lock policy (governance, 7 days, the 2 newest sets) and
+    keeps 2 sets per array (config/copies-locked-destination.example.yaml)."""
+    return synthesize(config=COPIES_LOCKED_DESTINATION_CONFIG)
 
 
 @pytest.fixture
 def two(copies_template: Path, locking_template: Path) -> Iterator[tuple[Emulation, Peer]]:
-    """db1's stack in us-east-1 (it copies db1 to us-west-2 and keeps 2 copies there) and the
-    stack in us-west-2, deployed with db1's lock policy."""
+    """db1's stack in us-east-1 (it copies db1 to us-west-2) and the stack in us-west-2,
+    deployed with db1's lock policy, keeping 2 copies."""
     with Emulation(copies_template) as emu:
         yield emu, emu.deploy(WEST, template=locking_template)
 

@@ -36,6 +36,7 @@ from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import (
     BACKUP_ACCOUNT_CONFIG,
     COPIES_CONFIG,
+    COPIES_LOCKED_DESTINATION_CONFIG,
     EXAMPLE_CONFIG,
     Emulation,
     Execution,
@@ -726,15 +727,16 @@ WEST = "us-west-2"
 
 
 def _west(emu: Emulation) -> Any:
-    """The stack deployed in us-west-2 (no config of its own), where db1's sets are copied."""
+    """The stack deployed in us-west-2 (no config of its own: it keeps 7 sets per array and
+    source), where db1's sets are copied."""
     return emu.deploy(WEST, template=synthesize())
 
 
 def _scenario_copies_to_another_region_kept_there_and_restored_there(emu: Emulation) -> None:
     west = _west(emu)
     make_array(emu.hosts, "db1", 2)
-    # Three sets: the copies' retention there (2) deletes the first copy.
-    for _ in range(3):
+    # Eight sets: the retention there (its own default, 7) deletes the first copy.
+    for _ in range(8):
         run = emu.run("backup", {"array": "db1"})
         assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
         emu.clock.advance(3600)
@@ -774,14 +776,30 @@ def _scenario_copies_to_a_backup_account_restored_there(emu: Emulation) -> None:
 
 
 def _scenario_copies_locked_there(emu: Emulation) -> None:
-    # The stack there has db1's lock policy (config/example.yaml: the 2 newest sets, governance):
+    # The stack there has db1's lock policy (the 2 newest sets, governance) and keeps 2 sets:
     # its copy runs lock the newest copies, and its retention keeps the oldest, still locked.
-    emu.deploy(WEST, template=synthesize(config=EXAMPLE_CONFIG))
+    emu.deploy(WEST, template=synthesize(config=COPIES_LOCKED_DESTINATION_CONFIG))
     make_array(emu.hosts, "db1", 2)
     for _ in range(3):
         run = emu.run("backup", {"array": "db1"})
         assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
         emu.clock.advance(3600)
+
+
+def _scenario_a_backup_stopped_while_copying_takes_back_its_share(emu: Emulation) -> None:
+    # Stopped while its copy to the backup account runs: the rule on its end brings the event
+    # to the copy step, which stops sharing the set and records the copy as no longer followed.
+    vault = emu.deploy(WEST, "222233334444", template=synthesize(config=BACKUP_ACCOUNT_CONFIG))
+    make_array(emu.hosts, "db2", 2)
+    held = HeldStep(emu, "copy_finish")
+    arn = emu.start("backup", {"array": "db2"})
+    held.wait()
+    boto3.client("stepfunctions").stop_execution(executionArn=arn, cause="stopped by hand")
+    assert emu.wait(arn).status == "ABORTED"
+    assert all(d.delivered for d in emu.services.execution_event(arn))
+    held.release()
+    for copy in vault.executions("copy"):
+        vault.wait(copy)
 
 
 # Run on the stack synthesized with config/copies.example.yaml (db1 copied to us-west-2, db2 to a
@@ -792,6 +810,7 @@ COPY_SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_copies_encrypted_with_a_key_there,
     _scenario_copies_to_a_backup_account_restored_there,
     _scenario_copies_locked_there,
+    _scenario_a_backup_stopped_while_copying_takes_back_its_share,
 ]
 
 # Conditioned grants no scenario can need, each with the reason.

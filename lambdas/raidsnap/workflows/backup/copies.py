@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from botocore.exceptions import ClientError
 from pydantic import Field, ValidationError
 
 from raidsnap import copy_places, environment
-from raidsnap.aws import handover, manifests, snapshot_sets
+from raidsnap.aws import THROTTLE_CODES, error_code, handover, manifests, snapshot_sets
 from raidsnap.copy_places import CopyDestination
 from raidsnap.copy_request import CopyInput, SourceMember, SourceRef, SourceSet
 from raidsnap.errors import CopyFailedError, IncompleteSnapshotSetError
@@ -84,7 +85,14 @@ def _hand_over_one(s: SnapshotSet, d: CopyDestination, execution_arn: str) -> Co
     here = _account(execution_arn)
     members = [x.snapshot_id for x in s.members]
     if d.account != here:
-        handover.share(members, d.account, add=True)
+        try:
+            handover.share(members, d.account, add=True)
+        except ClientError as err:
+            if error_code(err) in THROTTLE_CODES:
+                raise
+            # Take back what was shared before the refusal: nothing stays shared.
+            handover.share(members, d.account, add=False)
+            return _not_shared(s, d, err)
     name = handover.run_name(s.set_id, f"{environment.region()}/{here}")
     body = request(s, d, execution_arn).model_dump_json(exclude_none=True)
     now = datetime.now(UTC).isoformat()
@@ -105,6 +113,25 @@ def _hand_over_one(s: SnapshotSet, d: CopyDestination, execution_arn: str) -> Co
     copying = {"status": "copying", "execution": arn, "since": now}
     manifests.record_copy(s.array, s.set_id, d.id, copying)
     return CopyReport(status="copying", executionArn=arn)
+
+
+def _not_shared(s: SnapshotSet, d: CopyDestination, err: ClientError) -> CopyReport:
+    """EC2 refused to share the set with the backup account: the copy is recorded failed, and
+    the cause says why. "Snapshots encrypted with your default KMS key cannot be shared with
+    other accounts" (EC2 API reference, ModifySnapshotAttribute)."""
+    message = err.response.get("Error", {}).get("Message", "")
+    keys = sorted({x.kms_key_id or "" for x in s.members if x.encrypted})
+    cause = f"EC2 refused to share the set with {d.account} ({error_code(err)}: {message})"
+    if keys:
+        cause += (
+            f". Its snapshots are encrypted with {', '.join(keys)}: a snapshot encrypted with the "
+            "AWS managed key aws/ebs cannot be shared with another account. Encrypt the array's "
+            "volumes with a customer managed key whose key policy lets that account use it "
+            "(docs/copies.md); nothing was shared or copied"
+        )
+    failed = {"status": "failed", "execution": "", "ended": datetime.now(UTC).isoformat()}
+    manifests.record_copy(s.array, s.set_id, d.id, failed | {"error": "ShareRefused"})
+    return CopyReport(status="failed", executionArn="", error="ShareRefused", cause=cause)
 
 
 def follow(call: CopiesCall) -> CopyRound:

@@ -53,7 +53,9 @@ def apply_retention(call: RetentionCall) -> Retention:
     plan, members, taken = call.plan, call.members, call.snapshots
     array = plan.array
     found = snapshot_sets.listing(array)
-    sets = found.sets
+    # Only the sets taken here: copies of another stack's array of this name are that copy
+    # workflow's to keep (its retention, per source).
+    sets = [s for s in found.sets if not s.origin]
     current = next((s for s in sets if s.set_id == taken.setId), None)
     now = current.start_time if current else max((s.start_time for s in sets), default=times.now())
     protected = in_use.sets_in_use(sets, times.now())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from raidsnap import environment
 from raidsnap.aws import copies, in_use, manifests, snapshot_sets, snapshots
 from raidsnap.errors import CopyFailedError, cause_message, public_name
 from raidsnap.observability import count, for_array, logger
@@ -41,6 +42,7 @@ def finish(call: CopyCall) -> CopyOutput:
         plan.array,
         f"the copied set {plan.setId} is complete here, and retention here did not run. "
         "The next copy tries again",
+        origin=f"{plan.sourceAccount}/{plan.sourceRegion}",
     )
     kept = _retention(plan)
     count("SetCopied")
@@ -57,11 +59,15 @@ def finish(call: CopyCall) -> CopyOutput:
 
 
 def _retention(plan: CopyPlan) -> CopyRetention:
-    """Keep the newest ``retention`` complete sets of the array here (the copy's own retention,
-    given by the source stack's configuration; a restore's set and a set being copied stay)."""
-    sets = snapshot_sets.listing(plan.array).sets
+    """Keep the newest complete sets of the array copied here from the same source (account
+    and Region) as this one: as many as this stack's config says (the request may ask for more,
+    never fewer). Sets taken here, and copies from another source, are not counted or touched;
+    a restore's set and a set being copied stay."""
+    origin = f"{plan.sourceAccount}/{plan.sourceRegion}"
+    sets = [s for s in snapshot_sets.listing(plan.array).sets if s.origin == origin]
+    keep = environment.copies_retention(plan.array, plan.retention)
     now = datetime.now(UTC)
-    decided = retention.plan(sets, plan.retention, in_use.sets_in_use(sets, now), now)
+    decided = retention.plan(sets, keep, in_use.sets_in_use(sets, now), now)
     deletable, held = held_back(decided.delete)
     deleted: list[str] = []
     refused: list[str] = []
@@ -71,7 +77,7 @@ def _retention(plan: CopyPlan) -> CopyRetention:
         deleted += gone
         refused += [f"{r.snapshot_id} ({r.code}: {r.message})" for r in kept]
     return CopyRetention(
-        keep=plan.retention,
+        keep=keep,
         keptSets=[s.set_id for s in decided.keep],
         deletedSets=[s.set_id for s in deletable],
         deletedSnapshots=len(deleted),

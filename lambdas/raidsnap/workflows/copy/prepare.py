@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from raidsnap import environment
+from raidsnap import environment, tags
 from raidsnap.aws import copies, manifests
 from raidsnap.copy_request import CopyInput
 from raidsnap.errors import (
@@ -93,6 +93,49 @@ def _intent(request: CopyInput, execution_arn: str) -> Manifest:
     )
 
 
+def _check_recorded(request: CopyInput, recorded: Manifest | None) -> None:
+    """A set of this id recorded here is this copy's (made by an earlier run from the same
+    source), or the request is refused: a set taken here, or a copy from another source, is
+    never touched by it."""
+    if recorded is None:
+        return
+    if not recorded.source:
+        raise CopyFailedError(
+            f"set {request.setId} of {request.array} was taken here: it is not a copy"
+        )
+    origin = (request.source.account, request.source.region)
+    if origin != (recorded.source.get("account"), recorded.source.get("region")):
+        raise CopyFailedError(
+            f"set {request.setId} of {request.array} here was copied from "
+            f"{recorded.source.get('account')} in {recorded.source.get('region')}, not from "
+            f"{origin[0]} in {origin[1]}; nothing was copied"
+        )
+
+
+def _md_uuid(request: CopyInput) -> str:
+    found = request.set.md.get("uuid") or next(
+        (m.tags.get(tags.MD_UUID, "") for m in request.set.members), ""
+    )
+    return str(found or "")
+
+
+def _check_name(request: CopyInput) -> None:
+    """An array name is a stack's own: a copy of an array whose name a set taken here already
+    has, with another md UUID (or none known), is another array, and is refused before
+    anything is recorded or copied."""
+    wanted = _md_uuid(request)
+    local = {str(m.md.get("uuid", "")) for m in manifests.of_array(request.array) if not m.source}
+    others = sorted(u or "unknown" for u in local if not wanted or u != wanted)
+    if others:
+        raise InvalidInputError(
+            "array",
+            f"{request.array} here is an array of this stack's own (md UUID "
+            f"{', '.join(others)}), not the source's (md UUID {wanted or 'unknown'}): its sets "
+            "and the copies would be mistaken for one another. Copy it to a stack without an "
+            "array of that name (stackName), or rename one of the arrays; nothing was copied",
+        )
+
+
 def prepare(call: CopyPrepareCall) -> CopyPlan:
     """Validate the request, check the source, and record the intent (or find the copy done)."""
     request = parse_input(CopyInput, call.input)
@@ -102,12 +145,10 @@ def prepare(call: CopyPrepareCall) -> CopyPlan:
         raise InvalidInputError("source", f"the set is in {here} of this account already")
     logger.append_keys(array=request.array, set_id=request.setId)
     sizes = _check_source(request, own_account(me))
+    _check_name(request)
     recorded = manifests.get(request.array, request.setId)
     done = recorded is not None and recorded.status == "taken"
-    if recorded is not None and not recorded.source:
-        raise CopyFailedError(
-            f"set {request.setId} of {request.array} was taken here: it is not a copy"
-        )
+    _check_recorded(request, recorded)
     if recorded is None or not done:
         try:
             manifests.begin(_intent(request, me))

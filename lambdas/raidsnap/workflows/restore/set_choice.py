@@ -12,7 +12,14 @@ from raidsnap.workflows.restore import absent
 
 def resolve_set(request: RestoreInput, notes: list[str]) -> SnapshotSet:
     if request.setId == "latest":
-        every = snapshot_sets.list_sets(request.array)
+        listed = snapshot_sets.list_sets(request.array)
+        every = snapshot_sets.one_origin(listed)
+        if len(every) < len(listed):
+            notes.append(
+                f"{len(listed) - len(every)} sets of {request.array} here are of another origin "
+                "(taken here, or copied from another Region or account) than those "
+                '"latest" chose among: give a setId to restore one of them'
+            )
         complete = [s for s in every if s.complete]
         if not complete:
             raise absent.no_complete_set(request.array, every)
