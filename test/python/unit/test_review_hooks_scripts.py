@@ -160,3 +160,32 @@ def test_a_backup_of_one_array_does_not_release_the_other_arrays_hook_session(
     b_client = starts[1]
     between = log[log.index("--- both held") : log.index("--- a thawed")]
     assert f"client end {b_client}" not in between, f"array b's session ended in a's thaw: {log}"
+
+
+def test_the_post_hook_still_runs_when_the_instance_rebooted_after_the_pre_hook(
+    tmp_path: Path,
+) -> None:
+    """Issue 24: "the post command always runs once the pre command started". Everything that
+    remembers that the pre hook started lives in /run (a tmpfs: the marker, the post-hook file,
+    the guard program; the transient systemd timer too). An instance that reboots while frozen
+    (the guard's process dies with it) comes back with none of it, and the workflow's thaw, which
+    SSM delivers once the agent is back, finds "nothing of ours to thaw" and never runs the post
+    hook it was given. A site command that the pre hook used to stop writers (a maintenance flag,
+    paused replication, a stopped service) stays in force. Here the reboot is /run emptied and
+    the guard's process gone."""
+    log = _run(
+        tmp_path,
+        f"""
+        freeze SSM_MountPoint=/srv/a SSM_MaxFreezeSeconds=30 SSM_FreezeToken={TOKEN_A} \\
+          SSM_PreSnapshot="$R24/hook fast" SSM_PostSnapshot="$R24/hook fast" SSM_HookSeconds=10
+        guard=""
+        for f in /run/raidsnap/freeze-*; do [[ $f == *.* ]] || read -r guard _ <"$f"; done
+        [ -n "$guard" ] && kill -KILL -- "-$guard" 2>/dev/null
+        umount -l /run && mount -t tmpfs none /run
+        echo "--- rebooted" >>"$R24/log"
+        thaw SSM_MountPoint=/srv/a SSM_FreezeToken={TOKEN_A} \\
+          SSM_PostSnapshot="$R24/hook fast" SSM_HookSeconds=10
+        """,
+    )
+    assert "hook fast pre end" in log, log
+    assert "hook fast post start" in log[log.index("--- rebooted") :], log
