@@ -9,6 +9,7 @@ asked; the assertions are on that log."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -189,3 +190,57 @@ def test_the_post_hook_still_runs_when_the_instance_rebooted_after_the_pre_hook(
     )
     assert "hook fast pre end" in log, log
     assert "hook fast post start" in log[log.index("--- rebooted") :], log
+
+
+def test_a_thaw_that_arrives_during_the_pre_hook_leaves_nothing_frozen(tmp_path: Path) -> None:
+    """The workflow's failure path (BackupFailed: explain_failure sends thaw whenever the run
+    fails after the freeze was sent) can reach the instance while freeze.sh is still in its pre
+    hook (a poll that fails, a run that times out). thaw.sh stops the guard, removes the state
+    file and claims the post hook, which it runs while the pre hook is still running; freeze.sh
+    then finishes its pre hook and runs fsfreeze -f with no guard and no later thaw: the same
+    end as a pre hook slower than the bound. freeze.sh never looks, after its pre hook, whether
+    its guard and its post hook are still there."""
+    log = _run(
+        tmp_path,
+        f"""
+        freeze SSM_MountPoint=/srv/a SSM_MaxFreezeSeconds=30 SSM_FreezeToken={TOKEN_A} \\
+          SSM_PreSnapshot="$R24/hook slow" SSM_PostSnapshot="$R24/hook slow" SSM_HookSeconds=10 &
+        sleep 1.5
+        thaw SSM_MountPoint=/srv/a SSM_FreezeToken={TOKEN_A} \\
+          SSM_PostSnapshot="$R24/hook slow" SSM_HookSeconds=10
+        wait
+        """,
+    )
+    freezes = [line for line in log if line.startswith("fsfreeze")]
+    assert "fsfreeze -f /srv/a" not in freezes or freezes[-1] == "fsfreeze -u /srv/a", log
+    assert log.index("hook slow post start") > log.index("hook slow pre end"), log
+
+
+def test_a_post_hook_the_guard_ran_and_that_failed_is_not_reported_as_fine(
+    tmp_path: Path,
+) -> None:
+    """When the thaw comes after MaxFreezeSeconds (the snapshots started in time, so the set is
+    labelled application, but the step after them was slow), the guard has thawed and run the post
+    hook, discarding its status (`run_hook ... 2>/dev/null || true`). thaw.sh then reports
+    ok with postSnapshot "none", the backup succeeds and the set keeps application, whereas the
+    same post hook failing in thaw fails the backup HookFailed and lowers the label
+    (finish._relabel_after_post_hook: a held session that ended early fails its post hook)."""
+    (tmp_path / "failing-post").write_text(
+        '#!/bin/bash\necho "post-hook $1" >>"$R24/log"\n[ "$1" = post ] && exit 3\nexit 0\n'
+    )
+    (tmp_path / "failing-post").chmod(0o755)
+    _run(
+        tmp_path,
+        f"""
+        freeze SSM_MountPoint=/srv/a SSM_MaxFreezeSeconds=2 SSM_FreezeToken={TOKEN_A} \\
+          SSM_PreSnapshot="$R24/failing-post" SSM_PostSnapshot="$R24/failing-post" SSM_HookSeconds=10
+        sleep 4
+        : >"$R24/out"
+        thaw SSM_MountPoint=/srv/a SSM_FreezeToken={TOKEN_A} \\
+          SSM_PostSnapshot="$R24/failing-post" SSM_HookSeconds=10
+        """,
+    )
+    log = (tmp_path / "log").read_text().splitlines()
+    assert "post-hook post" in log, log
+    last = json.loads([x for x in (tmp_path / "out").read_text().splitlines() if x.startswith("{")][-1])
+    assert not (last["ok"] and last["postSnapshot"] == "none"), (last, log)
