@@ -244,3 +244,24 @@ def test_a_post_hook_the_guard_ran_and_that_failed_is_not_reported_as_fine(
     assert "post-hook post" in log, log
     last = json.loads([x for x in (tmp_path / "out").read_text().splitlines() if x.startswith("{")][-1])
     assert not (last["ok"] and last["postSnapshot"] == "none"), (last, log)
+
+
+def test_a_hooks_only_backup_never_thaws_a_freeze_it_did_not_make(tmp_path: Path) -> None:
+    """Freeze=false runs the hooks alone (a crash-consistent set with the application's help):
+    freeze.sh records its token and guard but never runs fsfreeze -f. thaw.sh has no Freeze
+    parameter and the state file does not say that nothing was frozen, so a recorded token is
+    enough for it to run fsfreeze -u: a freeze another tool made in the meantime (thaw.yaml: "a
+    freeze someone else holds (another tool, a concurrent backup) is left alone") is ended in
+    the middle of that tool's snapshot."""
+    log = _run(
+        tmp_path,
+        f"""
+        freeze SSM_MountPoint=/srv/a SSM_MaxFreezeSeconds=30 SSM_FreezeToken={TOKEN_A} \\
+          SSM_PreSnapshot="$R24/hook fast" SSM_PostSnapshot="$R24/hook fast" SSM_HookSeconds=10 \\
+          SSM_Freeze=false
+        thaw SSM_MountPoint=/srv/a SSM_FreezeToken={TOKEN_A} \\
+          SSM_PostSnapshot="$R24/hook fast" SSM_HookSeconds=10
+        """,
+    )
+    assert "freeze rc=0" in log and "hook fast post start" in log, log
+    assert [line for line in log if line.startswith("fsfreeze")] == [], log
