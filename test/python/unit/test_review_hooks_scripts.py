@@ -265,3 +265,36 @@ def test_a_hooks_only_backup_never_thaws_a_freeze_it_did_not_make(tmp_path: Path
     )
     assert "freeze rc=0" in log and "hook fast post start" in log, log
     assert [line for line in log if line.startswith("fsfreeze")] == [], log
+
+
+def test_a_ready_made_hook_the_database_refuses_fails_at_once_and_says_so(tmp_path: Path) -> None:
+    """A held ready-made hook whose client fails at once (the server is down, a standby refuses,
+    FLUSH TABLES WITH READ LOCK is denied): the holder's write to the fifo nobody reads any more
+    kills it with SIGPIPE before it writes rc, so the pre phase, which waits for the marker or
+    rc, waits out the whole HookSeconds and the backup fails "did not finish in 20s" instead of
+    the client's own error, 20 s later than it could."""
+    (tmp_path / "sbin").mkdir()
+    log = _run_with_mysql(
+        tmp_path,
+        'echo "ERROR 2002 (HY000): Can\'t connect to local server" >&2; exit 1\n',
+        f"""
+        start=$(date +%s)
+        freeze SSM_MountPoint=/srv/a SSM_MaxFreezeSeconds=60 SSM_FreezeToken={TOKEN_A} \\
+          SSM_PreSnapshot=builtin:mysql-lock SSM_PostSnapshot=builtin:mysql-lock SSM_HookSeconds=20
+        echo "took $(( $(date +%s) - start ))" >>"$R24/log"
+        """,
+    )
+    took = int(next(line for line in log if line.startswith("took")).split()[1])
+    out = (tmp_path / "out").read_text()
+    assert '"HookFailed"' in out, out
+    assert "did not finish" not in out and took < 10, (took, out)
+
+
+def _run_with_mysql(tmp_path: Path, mysql: str, body: str) -> list[str]:
+    saved = STUBS["mysql"]
+    STUBS["mysql"] = mysql
+    try:
+        shutil.rmtree(tmp_path / "sbin")
+        return _run(tmp_path, body)
+    finally:
+        STUBS["mysql"] = saved
