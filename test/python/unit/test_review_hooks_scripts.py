@@ -3,8 +3,8 @@ runs them (root, parameters as SSM_<Name> environment variables: interpolationTy
 https://docs.aws.amazon.com/systems-manager/latest/userguide/documents-schemas-features.html
 "interpolationType ... ENV_VAR ... the parameter value is passed as an environment variable"),
 in a private mount namespace where /usr/local/sbin (first on the scripts' own PATH, lib/base.sh)
-holds stand-ins for fsfreeze, mountpoint, findmnt and the mysql client, and /run and /srv are
-tmpfs of their own: nothing of the host is frozen or touched. The stand-ins log what they are
+holds stand-ins for fsfreeze, mountpoint, findmnt and the mysql client, and /run, /srv and
+/var/lib/raidsnap (the record of a post hook owed, kept across a reboot) are tmpfs of their own: nothing of the host is frozen or touched. The stand-ins log what they are
 asked; the assertions are on that log."""
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def _run(tmp_path: Path, body: str) -> list[str]:
         set -u
         export R24={tmp_path}
         mount --bind {stubs} /usr/local/sbin && mount -t tmpfs none /run && mount -t tmpfs none /srv
+        mkdir -p /var/lib/raidsnap && mount -t tmpfs none /var/lib/raidsnap
         mkdir -p /srv/a /srv/b
         S={SCRIPTS}
         freeze() {{ env "$@" bash $S/freeze.sh >>"$R24/out" 2>&1; echo "freeze rc=$?" >>"$R24/log"; }}
