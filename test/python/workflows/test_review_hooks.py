@@ -33,8 +33,9 @@ def test_a_held_ready_made_pre_hook_is_always_let_go(emu: Emulation, held: str) 
     hour the holder waits (test/python/unit/test_review_hooks_scripts.py shows it on the real
     scripts). Either the run is refused before anything runs, or the post phase runs."""
     fx = make_array(emu.hosts, "db1", 3)
-    run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze",
-                             "hooks": {"preSnapshot": held}})
+    run = emu.run(
+        "backup", {"array": "db1", "consistency": "fsfreeze", "hooks": {"preSnapshot": held}}
+    )
     log = emu.hosts.state(fx.instance_id).log
     if run.status == "FAILED":
         assert run.error == "InvalidInput", run.cause
