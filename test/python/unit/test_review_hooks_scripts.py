@@ -4,8 +4,9 @@ https://docs.aws.amazon.com/systems-manager/latest/userguide/documents-schemas-f
 "interpolationType ... ENV_VAR ... the parameter value is passed as an environment variable"),
 in a private mount namespace where /usr/local/sbin (first on the scripts' own PATH, lib/base.sh)
 holds stand-ins for fsfreeze, mountpoint, findmnt and the mysql client, and /run, /srv and
-/var/lib/raidsnap (the record of a post hook owed, kept across a reboot) are tmpfs of their own: nothing of the host is frozen or touched. The stand-ins log what they are
-asked; the assertions are on that log."""
+/var/lib/raidsnap (the record of a post hook owed, kept across a reboot) are tmpfs of their
+own: nothing of the host is frozen or touched. The stand-ins log what they are asked; the
+assertions are on that log."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from pathlib import Path
 import pytest
 
 SCRIPTS = Path(__file__).resolve().parents[3] / "ssm" / "scripts"
-TOKEN_A = "0123456789abcdef0123456789abcdef"
-TOKEN_B = "fedcba9876543210fedcba9876543210"
+TOKEN_A = "0123456789abcdef0123456789abcdef"  # noqa: S105 (a freeze token, no secret)
+TOKEN_B = "fedcba9876543210fedcba9876543210"  # noqa: S105
 
 STUBS = {
     "fsfreeze": 'echo "fsfreeze $*" >>"$R24/log"\n',
@@ -62,21 +63,30 @@ def _run(tmp_path: Path, body: str) -> list[str]:
     (tmp_path / "hook").write_text(HOOK)
     (tmp_path / "hook").chmod(0o755)
     (tmp_path / "log").write_text("")
-    scenario = textwrap.dedent(
-        f"""\
+    scenario = (
+        textwrap.dedent(
+            f"""\
         set -u
         export R24={tmp_path}
         mount --bind {stubs} /usr/local/sbin && mount -t tmpfs none /run && mount -t tmpfs none /srv
         mkdir -p /var/lib/raidsnap && mount -t tmpfs none /var/lib/raidsnap
         mkdir -p /srv/a /srv/b
         S={SCRIPTS}
-        freeze() {{ env "$@" bash $S/freeze.sh >>"$R24/out" 2>&1; echo "freeze rc=$?" >>"$R24/log"; }}
+        freeze() {{ env "$@" bash $S/freeze.sh >>"$R24/out" 2>&1; echo "freeze rc=$?" >>$R24/log; }}
         thaw() {{ env "$@" bash $S/thaw.sh >>"$R24/out" 2>&1; echo "thaw rc=$?" >>"$R24/log"; }}
-        cleanup() {{ for d in /run/raidsnap/hooks/*/; do touch "$d/release" 2>/dev/null; done; sleep 1; }}
+        cleanup() {{
+          for d in /run/raidsnap/hooks/*/; do touch "$d/release" 2>/dev/null; done; sleep 1
+        }}
         """
-    ) + textwrap.dedent(body) + "\ncleanup\n"
-    subprocess.run(["unshare", "-m", "--propagation", "private", "bash", "-c", scenario],
-                   check=True, timeout=120)
+        )
+        + textwrap.dedent(body)
+        + "\ncleanup\n"
+    )
+    subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "bash", "-c", scenario],
+        check=True,
+        timeout=120,
+    )
     return (tmp_path / "log").read_text().splitlines()
 
 
@@ -234,7 +244,8 @@ def test_a_post_hook_the_guard_ran_and_that_failed_is_not_reported_as_fine(
         tmp_path,
         f"""
         freeze SSM_MountPoint=/srv/a SSM_MaxFreezeSeconds=2 SSM_FreezeToken={TOKEN_A} \\
-          SSM_PreSnapshot="$R24/failing-post" SSM_PostSnapshot="$R24/failing-post" SSM_HookSeconds=10
+          SSM_PreSnapshot="$R24/failing-post" SSM_PostSnapshot="$R24/failing-post" \\
+          SSM_HookSeconds=10
         sleep 4
         : >"$R24/out"
         thaw SSM_MountPoint=/srv/a SSM_FreezeToken={TOKEN_A} \\
@@ -243,7 +254,8 @@ def test_a_post_hook_the_guard_ran_and_that_failed_is_not_reported_as_fine(
     )
     log = (tmp_path / "log").read_text().splitlines()
     assert "post-hook post" in log, log
-    last = json.loads([x for x in (tmp_path / "out").read_text().splitlines() if x.startswith("{")][-1])
+    out = (tmp_path / "out").read_text().splitlines()
+    last = json.loads([x for x in out if x.startswith("{")][-1])
     assert not (last["ok"] and last["postSnapshot"] == "none"), (last, log)
 
 
