@@ -58,6 +58,7 @@ owed_by="" done_token="" done_status=""
 mounted=$(mountpoint -q "$mount_point" && echo true || echo false)
 if [[ -z $recorded && $owed_by != "$token" && $done_token != "$token" ]]; then
   say "no raidsnap freeze guard for $mount_point: nothing of ours to thaw"
+  rm -f "$state.lock"
   printf '{"ok":true,"mountPoint":%s,"mounted":%s,"wasFrozen":false,"guardStopped":false,"postSnapshot":"none"}\n' \
     "$(json_str "$mount_point")" "$mounted"
   exit 0
@@ -82,6 +83,7 @@ if [[ -n $recorded ]]; then
   stop_timer "$mount_point"
   rm -f "$state.guard"
 fi
+rm -f "$state.lock"
 
 # The post hook, once: freeze's record says it is owed; claiming it takes it from the guard
 # (which may have claimed it first: then its status is in the record's .done).
@@ -91,7 +93,8 @@ if [[ $owed_by == "$token" ]] && run_owed_post "$owed"; then
   post_status=$owed_status
 elif [[ $done_token == "$token" ]]; then
   rm -f "$owed.done"
-  post_status=$done_status by=", run by the freeze guard at MaxFreezeSeconds,"
+  # The guard ran it (at MaxFreezeSeconds): a failure is reported here, as if thaw had run it.
+  [[ $done_status == ok ]] || post_status=$done_status by=", run by the freeze guard at MaxFreezeSeconds,"
 fi
 if [[ $post_status != none && $post_status != ok ]]; then
   what="failed (exit $post_status)"

@@ -91,6 +91,7 @@ raidsnap_guard() {
         [[ ! -e $state.frozen ]] || fsfreeze -u "$mount_point" >/dev/null 2>&1 || true
         rm -f "$state" "$state.frozen"
         run_owed_post "$owed" 2>/dev/null || true
+        rm -f "$state.guard" "$state.lock"
         return 0
       fi
       flock -u 9
