@@ -4,7 +4,7 @@ import { ConfigError } from './config-error';
 import { readYaml } from './config-yaml';
 import { CopyConfig, parseCopies } from './copies';
 import { DEFAULT_FSR_QUOTA, FastRestoreConfig, parseFastRestore } from './fast-restore';
-import { HooksConfig, parseHooks } from './hooks-config';
+import { checkHooksFit, HooksConfig, parseHooks } from './hooks-config';
 import { LockConfig, parseLock } from './snapshot-lock';
 
 export { ConfigError };
@@ -407,6 +407,7 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
     for (const [name, value] of Object.entries(raw.arrays)) {
       arrays[name] = parseArray(name, value, defaults);
     }
+    checkHooksFit(arrays, (f, why, fix) => new ConfigError(f, why, fix));
   }
   const tagProtection = parseTagProtection(raw.tagProtection);
   return {

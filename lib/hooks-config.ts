@@ -18,6 +18,17 @@ export interface HooksConfig {
 /** A command's name: what a run's input gives (lambdas/raidsnap/hooks.py checks the same). */
 export const COMMAND_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 const MAX_COMMANDS = 8;
+/**
+ * The backup functions carry every array's hooks in HOOKS_BY_ARRAY (lib/constructs/backup-workflow.ts),
+ * and Lambda allows 4 KB for all of a function's environment variables together ("Total size of
+ * environment variables set | 4 KB", Lambda quotas,
+ * https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html): a larger set is refused
+ * at deploy. The hooks may take half of it; the other variables (document names, retention and copy
+ * targets per array) keep the rest.
+ */
+export const HOOKS_ENVIRONMENT_BYTES = 2048;
+/** Ready-made hooks that hold the application until their own post phase (lambdas/raidsnap/hooks.py). */
+const HOLDING = ['builtin:postgresql-backup', 'builtin:mysql-lock'];
 
 export const HOOK_PATTERN = new RegExp(
   '^(builtin:(postgresql-checkpoint|postgresql-backup|mysql-lock)'
@@ -43,6 +54,10 @@ export function parseHooks(raw: unknown, field: string, error: (field: string, w
   }
   const preSnapshot = hook('preSnapshot');
   const postSnapshot = hook('postSnapshot');
+  if (preSnapshot && HOLDING.includes(preSnapshot) && postSnapshot && postSnapshot !== preSnapshot) {
+    throw error(`${field}.postSnapshot`, `must be ${preSnapshot} when preSnapshot is ${preSnapshot}: only its own post phase lets go of what it holds`,
+      `set postSnapshot to ${preSnapshot} or leave it out (it is then run as the post hook)`);
+  }
   const commands = found.commands === undefined ? undefined : parseCommands(found.commands, `${field}.commands`, error);
   return {
     ...(preSnapshot ? { preSnapshot } : {}),
@@ -76,4 +91,19 @@ function parseCommands(raw: unknown, field: string, error: (field: string, why: 
     commands[name] = command(raw[name], `${field}.${name}`, error);
   }
   return commands;
+}
+
+/** Refuse, by name, hooks that would not fit in the backup functions' environment. */
+export function checkHooksFit(arrays: Readonly<Record<string, { readonly hooks?: HooksConfig }>>,
+  error: (field: string, why: string, fix: string) => Error): void {
+  const carried: Record<string, HooksConfig> = {};
+  for (const [name, array] of Object.entries(arrays)) {
+    if (!array.hooks) continue;
+    carried[name] = array.hooks;
+    const bytes = Buffer.byteLength(JSON.stringify(carried));
+    if (bytes > HOOKS_ENVIRONMENT_BYTES) {
+      throw error(`arrays.${name}.hooks`, `brings the hooks of all arrays to ${bytes} bytes, more than the ${HOOKS_ENVIRONMENT_BYTES} they may take of a Lambda function's 4 KB environment`,
+        'name fewer or shorter commands (a command may be a script on the instance that takes few arguments)');
+    }
+  }
 }

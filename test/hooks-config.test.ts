@@ -6,12 +6,18 @@ import { RaidsnapStack } from '../lib/raidsnap-stack';
 describe('arrays.<name>.hooks', () => {
   test('a ready-made pre hook and a command post hook, with their time limit', () => {
     const config = parseConfig({
-      arrays: { db1: { hooks: { preSnapshot: 'builtin:mysql-lock', postSnapshot: '/usr/local/sbin/app-hook --done', timeoutSeconds: 20 } } },
+      arrays: { db1: { hooks: { preSnapshot: 'builtin:postgresql-checkpoint', postSnapshot: '/usr/local/sbin/app-hook --done', timeoutSeconds: 20 } } },
     });
     expect(config.arrays.db1.hooks).toEqual({
-      preSnapshot: 'builtin:mysql-lock', postSnapshot: '/usr/local/sbin/app-hook --done', timeoutSeconds: 20,
+      preSnapshot: 'builtin:postgresql-checkpoint', postSnapshot: '/usr/local/sbin/app-hook --done', timeoutSeconds: 20,
     });
     expect(parseConfig({ arrays: { db1: {} } }).arrays.db1.hooks).toBeUndefined();
+  });
+
+  test('a ready-made pre hook that holds the database is let go only by its own post phase', () => {
+    const hooks = { preSnapshot: 'builtin:mysql-lock', postSnapshot: '/usr/local/sbin/app-hook --done' };
+    expect(() => parseConfig({ arrays: { db1: { hooks } } })).toThrow(/arrays\.db1\.hooks\.postSnapshot/);
+    expect(parseConfig({ arrays: { db1: { hooks: { preSnapshot: 'builtin:mysql-lock' } } } }).arrays.db1.hooks?.preSnapshot).toBe('builtin:mysql-lock');
   });
 
   test.each([

@@ -25,6 +25,12 @@ HOOK_PATTERN = (
 )
 HookCommand = Annotated[str, StringConstraints(pattern=HOOK_PATTERN, max_length=2000)]
 BUILTINS = ("builtin:postgresql-checkpoint", "builtin:postgresql-backup", "builtin:mysql-lock")
+# Ready-made hooks that hold the application from pre to post (a session only their own post
+# phase ends, ssm/scripts/lib/hooks.sh): a pre hook of these always has itself as post hook.
+HOLDING = ("builtin:postgresql-backup", "builtin:mysql-lock")
+# Ready-made hooks that hold nothing at the snapshot instant (a CHECKPOINT shortens the recovery
+# of a crash-consistent set): a set they precede is what the filesystem got, never application.
+HOLDS_NOTHING = ("builtin:postgresql-checkpoint",)
 # A configured command's name (lib/hooks-config.ts checks the same at synth).
 CommandName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,31}$")]
 
@@ -77,7 +83,8 @@ def hooks_for(array: str, choice: HooksChoice | None) -> Hooks | None:
     none. A name the array's configuration does not give, or a command, is InvalidInput."""
     configured = _configured(array)
     if choice is None:
-        return configured.default() if configured else None
+        default = configured.default() if configured else None
+        return _paired(f"arrays.{array}.hooks", default) if default else None
     commands = configured.commands if configured else {}
     hooks = Hooks(
         preSnapshot=_resolve(array, "preSnapshot", choice.preSnapshot, commands),
@@ -85,7 +92,29 @@ def hooks_for(array: str, choice: HooksChoice | None) -> Hooks | None:
         timeoutSeconds=choice.timeoutSeconds
         or (configured.timeoutSeconds if configured else Hooks().timeoutSeconds),
     )
-    return hooks if hooks.active else None
+    return _paired("hooks", hooks) if hooks.active else None
+
+
+def holds_application(hooks: Hooks | None) -> bool:
+    """Whether the pre hook holds the application at the snapshot instant."""
+    return bool(hooks and hooks.preSnapshot and hooks.preSnapshot not in HOLDS_NOTHING)
+
+
+def _paired(field: str, hooks: Hooks) -> Hooks:
+    """A holding ready-made pre hook with its own post phase (given or not); another post hook
+    would leave the application held, so it is refused."""
+    pre, post = hooks.preSnapshot, hooks.postSnapshot
+    if pre not in HOLDING:
+        return hooks
+    if post is None:
+        return hooks.model_copy(update={"postSnapshot": pre})
+    if post != pre:
+        raise InvalidInputError(
+            f"{field}.postSnapshot",
+            f"must be {pre} (or not given) when preSnapshot is {pre}: only its own post phase "
+            "lets go of what it holds",
+        )
+    return hooks
 
 
 def _resolve(array: str, field: str, name: str | None, commands: dict[str, str]) -> str | None:

@@ -6,7 +6,9 @@
 # with the guard, and thaw ends a freeze only when given the same token. Optional application
 # hooks (lib/hooks.sh): SSM_PreSnapshot runs before the freeze, bounded by SSM_HookSeconds; once
 # it started, SSM_PostSnapshot runs exactly once: here if the pre hook or the freeze fails, else
-# in thaw, else in the guard. SSM_Freeze=false runs the hooks without fsfreeze.
+# in thaw, else in the guard (recorded where a reboot keeps it, lib/freeze_guard.sh). The guard's
+# MaxFreezeSeconds counts from the freeze, not from the pre hook. SSM_Freeze=false runs the
+# hooks without fsfreeze.
 set -euo pipefail
 
 # shellcheck source=lib/system_directory.sh
@@ -38,6 +40,14 @@ fi
 if [[ -n $post_hook ]]; then
   require_match PostSnapshot "$post_hook" '^(builtin:(postgresql-checkpoint|postgresql-backup|mysql-lock)|(/[A-Za-z0-9_-][A-Za-z0-9._-]{0,62}){1,16}( [A-Za-z0-9_=:,@%+-][A-Za-z0-9._=:,@%+-]{0,99}){0,15})$'
 fi
+# A ready-made hook that holds the database is let go only by its own post phase: owed always.
+if holding_builtin "$pre_hook"; then
+  if [[ -z $post_hook ]]; then
+    post_hook=$pre_hook
+  elif [[ $post_hook != "$pre_hook" ]]; then
+    fail InvalidInput "PostSnapshot must be $pre_hook (or empty) when PreSnapshot is $pre_hook: only its own post phase releases what it holds"
+  fi
+fi
 require_match HookSeconds "$hook_seconds" '^[1-9][0-9]{0,2}$'
 require_match Freeze "$do_freeze" '^(true|false)$'
 require_resolved_not_system_directory MountPoint "$mount_point"
@@ -48,97 +58,69 @@ if [[ $(findmnt -rn -o MAJ:MIN --mountpoint "$mount_point") == "$(findmnt -rn -o
   fail InvalidInput "refusing to freeze $mount_point: it is the root filesystem"
 fi
 
-mkdir -p "$state_dir"
-chmod 0700 "$state_dir"
+mkdir -p "$state_dir" "$record_dir"
+chmod 0700 "$state_dir" "$record_dir"
 state=$(state_file "$mount_point")
+owed=$(owed_file "$mount_point")
+guard="$state.guard"
+hook_key=$(key_of "$mount_point")
+lock_state "$state" 30 || fail AlreadyFrozen "$mount_point is being frozen or thawed by another command"
 old=$(guard_pid "$state")
 if [[ -n $old ]]; then
   fail AlreadyFrozen "$mount_point already has a freeze guard (pid $old); run thaw first"
 fi
-rm -f "$state" "$state.hook" "$state.hook.claimed" "$state.post"
-
-# What a guard does when its time comes: thaw, then the post hook if the pre hook started and
-# nobody ran the post hook yet. Both guards run it (the process guard below and the systemd
-# timer), so it is a program of its own in the state directory: the functions it needs, then its
-# body. The post hook reaches it through a file there, never through shell text or a unit's
-# command line. Arguments: the state file, the mount point, whether to fsfreeze -u.
-guard="$state.guard"
-{
-  printf 'hook_dir=%q\n' "$hook_dir"
-  declare -f run_hook raidsnap_builtin_hook raidsnap_held_session claim_post
-  cat <<'GUARD'
-state=$1 mount_point=$2 do_freeze=$3
-[[ $do_freeze != true ]] || fsfreeze -u "$mount_point" >/dev/null 2>&1 || true
-if [[ -r $state.post ]] && claim_post "$state.hook"; then
-  read -r seconds post_hook <"$state.post"
-  run_hook post "$post_hook" "$seconds" 2>/dev/null || true
+# A post hook still owed with no guard left (the instance restarted while a freeze held): run now.
+if [[ -e $owed ]] && run_owed_post "$owed"; then
+  say "ran the post-snapshot hook a previous freeze of $mount_point still owed: $owed_status"
 fi
-GUARD
-} >"$guard.tmp"
-chmod 0700 "$guard.tmp"
-mv -f "$guard.tmp" "$guard"
-if [[ -n $post_hook ]]; then
-  printf '%s %s\n' "$hook_seconds" "$post_hook" >"$state.post.tmp"
-  mv -f "$state.post.tmp" "$state.post"
-fi
+rm -f "$state" "$state.frozen" "$owed.claimed"
+write_guard_program "$guard" "$hook_key"
 
-# The guard starts before the freeze, in its own session and immune to hangups, so the
-# filesystem is thawed after MaxFreezeSeconds even if this command, the SSM agent or the
-# workflow that called it dies; it then runs the post hook too if nobody ran it yet. Values
-# reach it as arguments, never as shell text.
+# The guard starts before the pre hook, in its own session and immune to hangups, so that the
+# post hook runs even if this command, the SSM agent or the workflow that called it dies. Its
+# deadline bounds the pre hook at first (HookSeconds and timeout's 5 s, then MaxFreezeSeconds);
+# once the filesystem is frozen it is MaxFreezeSeconds from the freeze. Values reach it as
+# arguments, never as shell text; it does not hold the lock's descriptor.
 deadline=$(($(date +%s) + max_seconds))
+[[ -z $pre_hook ]] || deadline=$((deadline + hook_seconds + 10))
 # shellcheck disable=SC2016 # the single-quoted program is the guard's, expanded by its own bash
 setsid nohup bash -c '
-  printf "%s %s %s %s\n" "$$" "$2" "$5" "$3" >"$4.tmp" && mv -f "$4.tmp" "$4"
-  sleep "$1"
-  bash "$6" "$4" "$3" "$7"
-  rm -f "$4" "$4.post" "$6"
-' raidsnap-freeze-guard "$max_seconds" "$deadline" "$mount_point" "$state" "$token" \
-  "$guard" "$do_freeze" </dev/null >/dev/null 2>&1 &
-
+  printf "%s %s %s %s\n" "$$" "$2" "$3" "$4" >"$1.tmp" && mv -f "$1.tmp" "$1"
+  bash "$5" "$1" "$4" "$6" wait
+  rm -f "$1.tmp" # (a last command, so that this bash stays: thaw finds the guard by its name)
+' raidsnap-freeze-guard "$state" "$deadline" "$token" "$mount_point" "$guard" "$owed" \
+  </dev/null >/dev/null 2>&1 9>&- &
 for _ in $(seq 1 50); do
   [[ -s $state ]] && break
   sleep 0.1
 done
 pid=$(guard_pid "$state")
 [[ -n $pid ]] || fail GuardFailed "the thaw guard did not start; $mount_point was not frozen"
+timer=$(arm_timer "$mount_point" "$((deadline - $(date +%s)))" "$guard" "$state" "$owed")
 
-# Where systemd runs, a transient timer is a second guard that also survives a restart of the
-# agent's service (which would kill everything in its control group).
-timer=""
-if have_systemd; then
-  unit=$(timer_unit "$mount_point")
-  systemctl stop "$unit.timer" >/dev/null 2>&1 || true
-  systemctl reset-failed "$unit.service" "$unit.timer" >/dev/null 2>&1 || true
-  # The unit runs the same guard program (it thaws, then runs the post hook owed).
-  if systemd-run --quiet --unit="$unit" --on-active="${max_seconds}s" --timer-property=AccuracySec=1s \
-      "$(command -v bash)" "$guard" "$state" "$mount_point" "$do_freeze" >/dev/null 2>&1; then
-    timer="$unit.timer"
-  else
-    say "warning: could not add the systemd timer guard; the process guard remains"
-  fi
-fi
-
-# give_up: stop both guards (after the post hook, if pre started) before failing.
-give_up() {
-  run_post_here
-  kill -TERM -- "-$pid" 2>/dev/null || true
-  rm -f "$state"
-  [[ -z $timer ]] || systemctl stop "$timer" >/dev/null 2>&1 || true
-  rm -f "$guard" "$state.post"
-}
+# give_up: stop both guards, run the post hook owed (if the pre hook started), then fail.
 post_status=none
-run_post_here() {
-  if [[ -n $post_hook ]] && claim_post "$state.hook"; then
-    if run_hook post "$post_hook" "$hook_seconds"; then post_status=ok; else post_status="failed ($?)"; fi
+give_up() {
+  kill -TERM -- "-$pid" 2>/dev/null || true
+  stop_timer "$mount_point"
+  rm -f "$state" "$state.frozen" "$guard"
+  if run_owed_post "$owed"; then
+    # Reported here; the thaw that follows a failed freeze has nothing left to report.
+    rm -f "$owed.done"
+    if [[ $owed_status == ok ]]; then post_status=ok; else post_status="failed ($owed_status)"; fi
   fi
 }
 
 pre_status=none
 if [[ -n $pre_hook ]]; then
-  # From here on the post hook must run once, whatever happens: the marker says so.
-  : >"$state.hook"
-  if run_hook pre "$pre_hook" "$hook_seconds"; then
+  # From here on the post hook must run once, whatever happens: the record says so.
+  rm -f "$owed.done"
+  if [[ -n $post_hook ]]; then
+    printf '%s %s %s\n' "$token" "$hook_seconds" "$post_hook" >"$owed.tmp"
+    mv -f "$owed.tmp" "$owed"
+    sync -f "$record_dir" 2>/dev/null || true
+  fi
+  if run_hook pre "$pre_hook" "$hook_seconds" 9>&-; then
     pre_status=ok
   else
     rc=$?
@@ -147,9 +129,28 @@ if [[ -n $pre_hook ]]; then
     ((rc != 124 && rc != 137)) || what="did not finish in ${hook_seconds}s"
     fail HookFailed "the pre-snapshot hook $what; $mount_point was not frozen; post-snapshot hook: $post_status"
   fi
+  # Nothing else takes the lock while it is held, but a guard can die (killed, its control group
+  # stopped): without it, or without the state and the post hook owed, nothing would end a freeze.
+  recorded=""
+  [[ ! -r $state ]] || read -r _ _ recorded _ <"$state" || true
+  if [[ -z $(guard_pid "$state") || $recorded != "$token" || (-n $post_hook && ! -e $owed) ]]; then
+    give_up
+    fail GuardFailed "the freeze guard or its record was gone after the pre-snapshot hook; $mount_point was not frozen; post-snapshot hook: $post_status"
+  fi
 fi
 
+# rearm DEADLINE: the guard's deadline from now on (the state file), and the timer's, which fires
+# MaxFreezeSeconds from now.
+rearm() {
+  deadline=$1
+  printf '%s %s %s %s\n' "$pid" "$deadline" "$token" "$mount_point" >"$state.tmp"
+  mv -f "$state.tmp" "$state"
+  timer=$(arm_timer "$mount_point" "$max_seconds" "$guard" "$state" "$owed")
+}
+
 if [[ $do_freeze != true ]]; then
+  rearm "$(($(date +%s) + max_seconds))"
+  exec 9>&-
   say "pre-snapshot hook $pre_status; no fsfreeze asked for; the guard runs the post hook by $(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ) if thaw does not"
   printf '{"ok":true,"mountPoint":%s,"frozen":false,"freezeSeconds":0,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s,"token":%s,"preSnapshot":%s}\n' \
     "$(json_str "$mount_point")" "$pid" "$max_seconds" \
@@ -158,14 +159,20 @@ if [[ $do_freeze != true ]]; then
   exit 0
 fi
 
+# The flag first: a freeze this command made is always one the guard and thaw end.
+: >"$state.frozen"
+begun=$(date +%s)
 start=$(date +%s.%N)
 if ! err=$(fsfreeze -f "$mount_point" 2>&1); then
+  rm -f "$state.frozen"
   give_up
   if [[ $err == *"Device or resource busy"* ]]; then
     fail AlreadyFrozen "$mount_point is already frozen by someone else: $err"
   fi
-  fail FreezeFailed "fsfreeze -f $mount_point failed: $err"
+  fail FreezeFailed "fsfreeze -f $mount_point failed: $err; post-snapshot hook: $post_status"
 fi
+rearm "$((begun + max_seconds))"
+exec 9>&-
 took=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.3f", e-s}')
 say "froze $mount_point in ${took}s; guard pid $pid thaws it by $(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ)"
 printf '{"ok":true,"mountPoint":%s,"frozen":true,"freezeSeconds":%s,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s,"token":%s,"preSnapshot":%s}\n' \

@@ -3,8 +3,11 @@
 # token: a freeze someone else holds (another tool, a concurrent backup) is left alone. Safe to
 # run any number of times. Parameters (environment): SSM_MountPoint, SSM_FreezeToken (the token
 # given to freeze), SSM_MaxFreezeSeconds (accepted, unused), SSM_PostSnapshot and
-# SSM_HookSeconds (the post-snapshot hook, run once the filesystem is thawed if the pre hook
-# started and nobody ran it yet; a hook that fails fails the thaw, after the thaw).
+# SSM_HookSeconds (accepted and checked; the post-snapshot hook run is the one the freeze with
+# this token recorded once its pre hook started, lib/freeze_guard.sh, so it runs even after a
+# reboot: once the filesystem is thawed, if nobody ran it yet; a hook that fails fails the thaw,
+# after the thaw, and so does one the guard ran and that failed). Only a freeze this token made
+# (fsfreeze -f, not a hooks-only Freeze=false) is ever ended with fsfreeze -u.
 set -euo pipefail
 
 # shellcheck source=lib/input.sh
@@ -34,8 +37,14 @@ require_match HookSeconds "$hook_seconds" '^[1-9][0-9]{0,2}$'
 command -v fsfreeze >/dev/null || fail ToolMissing "fsfreeze (util-linux) is not installed"
 
 # Whose freeze is it? Only a raidsnap guard records a token. Without one, a frozen filesystem
-# is someone else's (fsfreeze cannot be asked without thawing), and it is left as it is.
+# is someone else's (fsfreeze cannot be asked without thawing), and it is left as it is. The
+# lock waits for a freeze still in its pre hook (bounded by its HookSeconds) to finish.
+mkdir -p "$state_dir"
+chmod 0700 "$state_dir"
 state=$(state_file "$mount_point")
+owed=$(owed_file "$mount_point")
+hook_key=$(key_of "$mount_point")
+lock_state "$state" 1100 || fail ThawFailed "$mount_point is still being frozen or thawed by another command"
 recorded=""
 if [[ -r $state ]]; then
   read -r _ _ recorded _ <"$state" || true
@@ -43,50 +52,54 @@ fi
 if [[ -n $recorded && $recorded != "$token" ]]; then
   fail NotOurFreeze "$mount_point is frozen under another token (another backup or tool holds it); not thawed"
 fi
-if [[ -z $recorded ]]; then
+owed_by="" done_token="" done_status=""
+[[ ! -r $owed ]] || read -r owed_by _ <"$owed" || true
+[[ ! -r $owed.done ]] || read -r done_token done_status <"$owed.done" || true
+mounted=$(mountpoint -q "$mount_point" && echo true || echo false)
+if [[ -z $recorded && $owed_by != "$token" && $done_token != "$token" ]]; then
   say "no raidsnap freeze guard for $mount_point: nothing of ours to thaw"
-  # (the guard, if it came first, ran any post hook owed)
+  rm -f "$state.lock"
   printf '{"ok":true,"mountPoint":%s,"mounted":%s,"wasFrozen":false,"guardStopped":false,"postSnapshot":"none"}\n' \
-    "$(json_str "$mount_point")" "$(mountpoint -q "$mount_point" && echo true || echo false)"
+    "$(json_str "$mount_point")" "$mounted"
   exit 0
 fi
 
-was_frozen=false mounted=false
-if mountpoint -q "$mount_point"; then
-  mounted=true
-  if err=$(fsfreeze -u "$mount_point" 2>&1); then
-    was_frozen=true
-  elif [[ $err != *"Invalid argument"* ]]; then
-    # EINVAL is "not frozen": a second thaw, or the guard came first. Anything else is real.
-    fail ThawFailed "fsfreeze -u $mount_point failed: $err"
+was_frozen=false guard_stopped=false
+if [[ -n $recorded ]]; then
+  if $mounted && [[ -e $state.frozen ]]; then
+    if err=$(fsfreeze -u "$mount_point" 2>&1); then
+      was_frozen=true
+    elif [[ $err != *"Invalid argument"* ]]; then
+      # EINVAL is "not frozen": a second thaw, or the guard came first. Anything else is real.
+      fail ThawFailed "fsfreeze -u $mount_point failed: $err"
+    fi
   fi
+  pid=$(guard_pid "$state")
+  if [[ -n $pid ]]; then
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    guard_stopped=true
+  fi
+  rm -f "$state" "$state.frozen"
+  stop_timer "$mount_point"
+  rm -f "$state.guard"
 fi
+rm -f "$state.lock"
 
-guard_stopped=false
-pid=$(guard_pid "$state")
-if [[ -n $pid ]]; then
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  guard_stopped=true
+# The post hook, once: freeze's record says it is owed; claiming it takes it from the guard
+# (which may have claimed it first: then its status is in the record's .done).
+post_status=none by=""
+if [[ $owed_by == "$token" ]] && run_owed_post "$owed"; then
+  rm -f "$owed.done"
+  post_status=$owed_status
+elif [[ $done_token == "$token" ]]; then
+  rm -f "$owed.done"
+  # The guard ran it (at MaxFreezeSeconds): a failure is reported here, as if thaw had run it.
+  [[ $done_status == ok ]] || post_status=$done_status by=", run by the freeze guard at MaxFreezeSeconds,"
 fi
-rm -f "$state"
-if have_systemd; then
-  systemctl stop "$(timer_unit "$mount_point").timer" >/dev/null 2>&1 || true
-fi
-# Both guards are stopped: the program they would have run, and the post hook it would have read.
-rm -f "$state.guard" "$state.post"
-# The post hook, once: freeze's marker says the pre hook started; claiming it takes it from the
-# guard (stopped above, but it may have claimed it first, and then it ran it).
-post_status=none
-if [[ -n $post_hook ]] && claim_post "$state.hook"; then
-  if run_hook post "$post_hook" "$hook_seconds"; then
-    :
-  else
-    rc=$?
-    what="failed (exit $rc)"
-    ((rc != 124 && rc != 137)) || what="did not finish in ${hook_seconds}s"
-    fail HookFailed "$mount_point is thawed, but the post-snapshot hook $what"
-  fi
-  post_status=ok
+if [[ $post_status != none && $post_status != ok ]]; then
+  what="failed (exit $post_status)"
+  ((post_status != 124 && post_status != 137)) || what="did not finish in time"
+  fail HookFailed "$mount_point is thawed, but the post-snapshot hook$by $what"
 fi
 say "thawed $mount_point (was frozen: $was_frozen, guard stopped: $guard_stopped, post-snapshot hook: $post_status)"
 printf '{"ok":true,"mountPoint":%s,"mounted":%s,"wasFrozen":%s,"guardStopped":%s,"postSnapshot":%s}\n' \

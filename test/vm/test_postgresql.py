@@ -122,7 +122,7 @@ echo "$?" >/work/copy.rc
 {cmds.ssm("thaw", "thaw", **base, PostSnapshot=hooks["PostSnapshot"], HookSeconds="120")}
 sleep 5
 state >/work/after
-cp /run/raidsnap/hooks/postgresql/out /work/held_session.out 2>/dev/null || true
+cp /run/raidsnap/hooks/postgresql-*/out /work/held_session.out 2>/dev/null || true
 
 # A pre hook that hangs: HookFailed, the post hook ends the session holding the table, and the
 # writer goes on.

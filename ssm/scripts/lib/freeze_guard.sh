@@ -1,15 +1,35 @@
 # shellcheck shell=bash
-# lib/freeze_guard.sh: the guard that freeze leaves to thaw a mount point in time.
+# lib/freeze_guard.sh: the guard that freeze leaves to thaw a mount point in time, and the record
+# of the post-snapshot hook a freeze owes.
+#
+# Per mount point (its key, key_of): in state_dir (a tmpfs: gone after a reboot, as is any
+# freeze) the guard's state file "<pid> <deadline epoch> <token> <mount point>", a "frozen" flag
+# written before fsfreeze -f (so only a freeze of ours is ever thawed), a lock file and the guard
+# program; in record_dir (kept across a reboot, root-only) the post hook owed once the pre hook
+# started, "<token> <seconds> <hook>", and the status of a post hook the guard ran,
+# "<token> <status>", for the thaw to report.
+#
+# The lock (flock on <state>.lock) is held by freeze from before its pre hook until the
+# filesystem is frozen and the guard's deadline set to MaxFreezeSeconds from then, by thaw for
+# all it does, and by the guard when it fires: none of them sees another's half-done work.
 
 state_dir=/run/raidsnap
+record_dir=/var/lib/raidsnap
 
-# The state file of the guard for a mount point: "<pid> <deadline epoch> <token> <mount point>".
+key_of() {
+  printf '%s' "$1" | sha256sum | cut -c1-16
+}
+
 state_file() {
-  printf '%s/freeze-%s\n' "$state_dir" "$(printf '%s' "$1" | sha256sum | cut -c1-16)"
+  printf '%s/freeze-%s\n' "$state_dir" "$(key_of "$1")"
+}
+
+owed_file() {
+  printf '%s/post-%s\n' "$record_dir" "$(key_of "$1")"
 }
 
 timer_unit() {
-  printf 'raidsnap-thaw-%s\n' "$(printf '%s' "$1" | sha256sum | cut -c1-16)"
+  printf 'raidsnap-thaw-%s\n' "$(key_of "$1")"
 }
 
 # The pid of the guard recorded in $1 if that process is still a guard, else nothing.
@@ -27,4 +47,93 @@ guard_pid() {
 
 have_systemd() {
   [[ -d /run/systemd/system ]] && command -v systemd-run >/dev/null && command -v systemctl >/dev/null
+}
+
+# lock_state STATE SECONDS: take the mount point's lock on fd 9 (waiting up to SECONDS).
+lock_state() {
+  exec 9>>"$1.lock"
+  flock -w "$2" 9
+}
+
+# run_owed_post OWED: if a post hook is owed (OWED exists), claim it (exactly one caller does),
+# run it and record its status in OWED.done ("<token> ok" or "<token> <exit status>"). Sets
+# owed_status and owed_token; false if nothing was owed.
+run_owed_post() {
+  local owed=$1 seconds hook
+  owed_status="" owed_token=""
+  mv -f -T "$owed" "$owed.claimed" 2>/dev/null || return 1
+  read -r owed_token seconds hook <"$owed.claimed" || true
+  if run_hook post "$hook" "$seconds" 9>&-; then owed_status=ok; else owed_status=$?; fi
+  printf '%s %s\n' "$owed_token" "$owed_status" >"$owed.done.tmp"
+  mv -f "$owed.done.tmp" "$owed.done"
+  rm -f "$owed.claimed"
+  sync -f "$record_dir" 2>/dev/null || true
+}
+
+# The guard itself. The process guard (WHEN "wait") waits for the deadline in STATE (freeze moves
+# it once the filesystem is frozen); the systemd timer's unit (WHEN "now") runs when the timer
+# fires, which freeze arms for the same deadline. Then, holding the lock and if the state is
+# still there (a thaw came first otherwise), it thaws (only a freeze of ours), drops the state
+# and runs the post hook owed. Arguments: STATE MOUNT_POINT OWED WHEN. Both guards run it as a
+# program of its own, written by write_guard_program.
+# shellcheck disable=SC2329 # called by the program write_guard_program writes
+raidsnap_guard() {
+  local state=$1 mount_point=$2 owed=$3 when=$4 deadline
+  exec 9>>"$state.lock"
+  while [[ -e $state ]]; do
+    deadline=0
+    [[ $when == now ]] || read -r _ deadline _ <"$state" 2>/dev/null || deadline=0
+    if (($(date +%s) >= deadline)); then
+      flock 9
+      [[ -e $state ]] || return 0
+      [[ $when == now ]] || read -r _ deadline _ <"$state" 2>/dev/null || deadline=0
+      if (($(date +%s) >= deadline)); then
+        [[ ! -e $state.frozen ]] || fsfreeze -u "$mount_point" >/dev/null 2>&1 || true
+        rm -f "$state" "$state.frozen"
+        run_owed_post "$owed" 2>/dev/null || true
+        rm -f "$state.guard" "$state.lock"
+        return 0
+      fi
+      flock -u 9
+    fi
+    sleep 1
+  done
+}
+
+# write_guard_program FILE HOOK_KEY: the guard as a program (its functions, then the call).
+# shellcheck disable=SC2154 # hook_dir is lib/hooks.sh's, sourced by every caller
+write_guard_program() {
+  {
+    printf 'export LC_ALL=C PATH=%q\n' "$PATH"
+    printf 'hook_dir=%q hook_key=%q record_dir=%q\n' "$hook_dir" "$2" "$record_dir"
+    declare -f run_hook raidsnap_builtin_hook raidsnap_held_session run_owed_post raidsnap_guard
+    printf '%s\n' 'raidsnap_guard "$@"'
+  } >"$1.tmp"
+  chmod 0700 "$1.tmp"
+  mv -f "$1.tmp" "$1"
+}
+
+# arm_timer MOUNT_POINT SECONDS GUARD STATE OWED: where systemd runs, a transient timer is a
+# second guard that also survives a restart of the agent's service (which would kill everything
+# in its control group). It runs the same guard program, at once: it is armed for the deadline.
+# Prints the timer's name, or nothing.
+arm_timer() {
+  local unit
+  have_systemd || return 0
+  unit=$(timer_unit "$1")
+  stop_timer "$1"
+  if systemd-run --quiet --unit="$unit" --on-active="$2s" --timer-property=AccuracySec=1s \
+    "$(command -v bash)" "$3" "$4" "$1" "$5" now >/dev/null 2>&1; then
+    printf '%s.timer\n' "$unit"
+  else
+    say "warning: could not add the systemd timer guard; the process guard remains"
+  fi
+}
+
+stop_timer() {
+  local unit
+  have_systemd || return 0
+  unit=$(timer_unit "$1")
+  systemctl stop "$unit.timer" "$unit.service" >/dev/null 2>&1 || true
+  systemctl reset-failed "$unit.service" "$unit.timer" >/dev/null 2>&1 || true
 }

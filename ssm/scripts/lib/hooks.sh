@@ -9,6 +9,9 @@
 # so itself (the ready-made ones run their clients as the database's own system user).
 
 hook_dir=/run/raidsnap/hooks
+# Whose hooks: hook_key, set by the caller to the key of the mount point frozen
+# (lib/freeze_guard.sh, key_of), so that the held sessions of two arrays of one instance never
+# share a directory.
 
 # run_hook PHASE HOOK SECONDS: run one hook, killed after SECONDS (then 5 s later with SIGKILL).
 # Its output goes to stderr. Returns its status (124: timed out, as timeout(1) reports).
@@ -18,7 +21,7 @@ run_hook() {
   if [[ $hook == builtin:* ]]; then
     # The ready-made hooks run in a bash of their own (under timeout): they go with it.
     export -f raidsnap_builtin_hook raidsnap_held_session
-    export hook_dir
+    export hook_dir hook_key
     argv=(bash -c 'raidsnap_builtin_hook "$@"' raidsnap-hook "${hook#builtin:}" "$phase" "$seconds")
   else
     # read -a splits on spaces only: no pathname expansion, no quote removal.
@@ -68,23 +71,26 @@ raidsnap_builtin_hook() {
 raidsnap_held_session() {
   local phase=$1 name=$2 seconds=$3 start_sql=$4 end_sql=$5
   shift 5
-  local dir=$hook_dir/$name
+  local dir=$hook_dir/$name-${hook_key:-none}
   if [[ $phase == pre ]]; then
     rm -rf "$dir" && mkdir -p "$dir" && chmod 0700 "$dir" && mkfifo "$dir/in"
-    # The holder keeps the fifo's write end open, feeds the client and waits for release.
+    # The holder keeps the fifo's write end open, feeds the client and waits for release. A
+    # client that ended (it failed) leaves no reader: the holder ignores SIGPIPE, so that it
+    # still records the client's status and pre reports the client's error at once.
     # shellcheck disable=SC2016 # the program is the holder's, expanded by its own bash
     setsid nohup bash -c '
+      trap "" PIPE
       dir=$1 start_sql=$2 end_sql=$3; shift 3
       "$@" <"$dir/in" >"$dir/out" 2>&1 &
       client=$!
       exec 3>"$dir/in"
-      printf "%s\nSELECT '\''raidsnap-held'\'';\n" "$start_sql" >&3
+      printf "%s\nSELECT '\''raidsnap-held'\'';\n" "$start_sql" >&3 2>/dev/null
       for _ in $(seq 1 36000); do
         [[ -e $dir/release ]] && break
         kill -0 "$client" 2>/dev/null || break
         sleep 0.1
       done
-      printf "%s\nSELECT '\''raidsnap-released'\'';\n" "$end_sql" >&3
+      printf "%s\nSELECT '\''raidsnap-released'\'';\n" "$end_sql" >&3 2>/dev/null
       exec 3>&-
       wait "$client"; echo "$?" >"$dir/rc"
     ' raidsnap-held-session "$dir" "$start_sql" "$end_sql" "$@" </dev/null >/dev/null 2>&1 &
@@ -106,7 +112,8 @@ raidsnap_held_session() {
   [[ $(cat "$dir/rc" 2>/dev/null) == 0 ]] && grep -qx 'raidsnap-released' "$dir/out"
 }
 
-# claim_post MARKER: true for exactly one caller (thaw or the guard) once pre has started.
-claim_post() {
-  mv -f -T "$1" "$1.claimed" 2>/dev/null
+# Ready-made hooks that hold the database between pre and post: only their own post phase lets
+# it go, so a freeze that runs one as its pre hook always owes that same hook as its post hook.
+holding_builtin() {
+  [[ $1 == builtin:postgresql-backup || $1 == builtin:mysql-lock ]]
 }

@@ -15,11 +15,15 @@ from raidsnap_emulation.world import make_array, sets_of, tags_of
 CONFIGURED = {
     "db1": {
         "timeoutSeconds": 30,
-        "commands": {"release": "/usr/local/sbin/db-hook --release"},
+        "commands": {
+            "hold": "/usr/local/sbin/db-hook --hold",
+            "release": "/usr/local/sbin/db-hook --release",
+        },
     }
 }
-# What a run chooses among them, by name.
-HOOKS = {"preSnapshot": "builtin:postgresql-checkpoint", "postSnapshot": "release"}
+# What a run chooses among them, by name. (A site's own pre hook is taken to hold the
+# application; builtin:postgresql-checkpoint holds nothing and leaves the filesystem's label.)
+HOOKS = {"preSnapshot": "hold", "postSnapshot": "release"}
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +44,7 @@ def test_hooks_run_around_the_freeze_and_the_set_says_application(emu: Emulation
     assert consistency_of(run.output["setId"]) == {"application"}
     log = [e for e in emu.hosts.state(fx.instance_id).log if "snapshot" in e or "freeze" in e]
     assert log == [
-        "pre-snapshot builtin:postgresql-checkpoint",
+        "pre-snapshot /usr/local/sbin/db-hook --hold",
         "freeze /data",
         "post-snapshot /usr/local/sbin/db-hook --release",
     ]
@@ -52,7 +56,7 @@ def test_hooks_alone_with_crash_consistency_freeze_nothing(emu: Emulation) -> No
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     assert consistency_of(run.output["setId"]) == {"application"}
     log = emu.hosts.state(fx.instance_id).log
-    assert "pre-snapshot builtin:postgresql-checkpoint" in log
+    assert "pre-snapshot /usr/local/sbin/db-hook --hold" in log
     assert "freeze /data" not in log
     assert "post-snapshot /usr/local/sbin/db-hook --release" in log
 
@@ -121,7 +125,7 @@ def test_a_run_that_gives_a_command_or_an_unknown_name_fails_early_and_changes_n
     assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
     cause = run.cause or ""
     assert cause.startswith("hooks."), cause
-    assert shown in cause and "arrays.db1.hooks.commands (release)" in cause, cause
+    assert shown in cause and "arrays.db1.hooks.commands (hold, release)" in cause, cause
     made = [
         (c.service, c.operation)
         for c in emu.double.calls[mark:]

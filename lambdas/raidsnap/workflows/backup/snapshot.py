@@ -120,20 +120,22 @@ def _label(consistency: str) -> SetConsistency:
     return "fsfreeze" if consistency == "fsfreeze" else "crash"
 
 
-def _got(consistency: str, freeze: Command) -> str:
+def _got(consistency: str, freeze: Command, holds: bool) -> str:
     """What the instance says it got: ``application`` only where freeze reports that the pre
-    hook ran and holds the application (never more than that)."""
+    hook ran and the hook holds the application (never more than that)."""
     if consistency != "application":
         return consistency
     said = freeze.result if isinstance(freeze.result, dict) else {}
-    if said.get("preSnapshot") == "ok":
+    if said.get("preSnapshot") == "ok" and holds:
         return consistency
     return "fsfreeze" if said.get("frozen") is True else "crash"
 
 
 def create_set(call: SnapshotCall) -> Snapshots:
     plan, members, freeze = call.plan, call.members, call.freeze
-    consistency = _got(members.consistency or plan.consistency, freeze)
+    consistency = _got(
+        members.consistency or plan.consistency, freeze, hooks.holds_application(plan.hooks)
+    )
     instance = instances.describe_instance(plan.instanceId)
     layout = _layout(members)
     facts = volumes.raw([m.volume_id for m in layout.members])
