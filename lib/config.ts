@@ -3,6 +3,7 @@ import * as path from 'path';
 import { parse } from 'yaml';
 import { DEFAULT_FSR_QUOTA, FastRestoreConfig, parseFastRestore } from './fast-restore';
 import { HooksConfig, parseHooks } from './hooks-config';
+import { parsePrices, PricesConfig } from './prices-config';
 
 /** What an operator may configure. Everything is optional: with no file at all, both
  * workflows still work for any array found by tags; the file only adds schedules, retention,
@@ -13,6 +14,8 @@ export interface RaidsnapConfig {
   readonly notifications: NotificationsConfig;
   /** Unset: no tag protection policy is made. */
   readonly tagProtection?: TagProtectionConfig;
+  /** Overrides of the list prices a run's cost is computed with (lib/prices-config.ts). */
+  readonly prices?: PricesConfig;
 }
 
 /** The managed policy that keeps raidsnap:* tags to raidsnap and its administrators. */
@@ -371,7 +374,7 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
     return { defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] } };
   }
   if (!isObject(raw)) throw new ConfigError('(top level)', 'must be a mapping');
-  only(raw, '(top level)', ['defaults', 'arrays', 'notifications', 'tagProtection']);
+  only(raw, '(top level)', ['defaults', 'arrays', 'notifications', 'tagProtection', 'prices']);
   const defaults = parseDefaults(raw.defaults);
   const arrays: Record<string, ArrayConfig> = {};
   if (raw.arrays !== undefined) {
@@ -381,7 +384,11 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
     }
   }
   const tagProtection = parseTagProtection(raw.tagProtection);
-  return { defaults, arrays, notifications: parseNotifications(raw.notifications), ...(tagProtection ? { tagProtection } : {}) };
+  const prices = parsePrices(raw.prices, (field, problem) => { throw new ConfigError(field, problem); });
+  return {
+    defaults, arrays, notifications: parseNotifications(raw.notifications),
+    ...(tagProtection ? { tagProtection } : {}), ...(prices ? { prices } : {}),
+  };
 }
 
 /** Read the config file named by the `config` context value; no file means no config. */

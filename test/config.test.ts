@@ -78,6 +78,10 @@ describe('config', () => {
     [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', mountPoint: '/home/db' } } } }, 'arrays.db1.recovery.mountPoint'],
     [{ arrays: { db1: { drill: { schedule: 'rate(7 days)', targetInstanceId: 'i-0123456789abcdef0', mountPoint: '/home/drill' } } } },
       'arrays.db1.drill.mountPoint'],
+    [{ prices: { fsrDsuHours: 0.9 } }, 'prices.fsrDsuHours'],
+    [{ prices: { fsrDsuHour: -1 } }, 'prices.fsrDsuHour'],
+    [{ prices: { fsrDsuHour: '0.9' } }, 'prices.fsrDsuHour'],
+    [{ prices: [0.9] }, 'prices'],
   ])('%j is refused naming %s', (raw, field) => {
     expect(() => parseConfig(raw)).toThrow(ConfigError);
     try {
@@ -86,6 +90,11 @@ describe('config', () => {
       expect((err as ConfigError).field).toBe(field);
       expect((err as Error).message).toContain(field);
     }
+  });
+
+  test('prices: overrides the list prices a run\'s cost is computed with (docs/costs/prices.json names them)', () => {
+    expect(parseConfig({ prices: { fsrDsuHour: 0.9, transitions1000: 0 } }).prices).toEqual({ fsrDsuHour: 0.9, transitions1000: 0 });
+    expect(parseConfig({}).prices).toBeUndefined();
   });
 
   test('recovery and drill settings take their defaults: replace in place, the array\'s initialization, a read-only copy at /mnt/raidsnap-drill on /dev/md100', () => {

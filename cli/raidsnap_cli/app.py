@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import boto3
@@ -25,7 +26,7 @@ from raidsnap.aws import snapshot_sets
 from raidsnap.models import Consistency, Initialization, RestoreMode, VolumeType
 from raidsnap.text import printable
 
-from . import backends, inputs, local, move, queries, trust
+from . import backends, costs, inputs, local, move, queries, trust
 from .backends import AwsOptions, Backend, BackendError
 from .follow import follow, new_events
 from .views import (
@@ -476,6 +477,14 @@ def status(
         bool,
         typer.Option("--follow", help="With EXECUTION: follow it if it is still running."),
     ] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="With EXECUTION: the deployment's config file; its prices: section overrides "
+            "the list prices the run's cost is computed with.",
+        ),
+    ] = None,
     emulation: EmulationFlag = False,
     seed_backups: SeedBackups = 0,
     region: Region = None,
@@ -502,11 +511,31 @@ def status(
         info = queries.find(backend.sfn, machines, execution)
         if follow_run and info.status == "RUNNING":
             raise typer.Exit(_follow_to_end(backend, info.workflow, info.arn, out, err))
-        _print_details(backend, info, out, err)
+        _print_details(backend, info, out, err, _price_overrides(config))
+
+
+def _price_overrides(config: Path | None) -> dict[str, Any]:
+    """The ``prices:`` section of a config file (YAML, of which JSON is a part)."""
+    if config is None:
+        return {}
+    try:
+        import yaml  # type: ignore[import-untyped]  # noqa: PLC0415 (only --config reads it)
+
+        raw = yaml.safe_load(config.read_text())
+    except (OSError, ImportError, ValueError) as err:
+        raise typer.BadParameter(str(err), param_hint="'--config'") from None
+    prices = raw.get("prices") if isinstance(raw, dict) else None
+    if prices is not None and not isinstance(prices, dict):
+        raise typer.BadParameter("prices: must be a mapping", param_hint="'--config'")
+    return dict(prices or {})
 
 
 def _print_details(
-    backend: Backend, info: queries.ExecutionInfo, out: Console, err: Console
+    backend: Backend,
+    info: queries.ExecutionInfo,
+    out: Console,
+    err: Console,
+    prices: dict[str, Any] | None = None,
 ) -> None:
     steps = [
         str(e["stateEnteredEventDetails"]["name"])
@@ -526,10 +555,26 @@ def _print_details(
                 ("took", Text(took + ("" if info.stop else " so far"))),
                 ("input", Text(_json(info.input))),
                 ("states", Text(_path(steps))),
+                *_cost_row(backend, info, prices or {}),
             ]
         )
     )
     _print_outcome(info, out, err)
+
+
+def _cost_row(
+    backend: Backend, info: queries.ExecutionInfo, prices: dict[str, Any]
+) -> list[tuple[str, Text]]:
+    """What the run cost at list prices, once it has ended (raidsnap.plan.run_cost)."""
+    if info.stop is None:
+        return []
+    try:
+        cost = costs.run_cost_of(backend.sfn, info.arn, prices)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="'--config'") from None
+    except ClientError as e:
+        return [("cost", Text(f"not computed: {e}"))]
+    return [("cost", Text(cost.text()))]
 
 
 def _path(steps: list[str]) -> str:

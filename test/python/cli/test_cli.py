@@ -400,6 +400,36 @@ def test_status_of_one_run_shows_input_states_and_error(cli: Cli) -> None:
     assert "ArrayNotFound: no running instance is tagged raidsnap:array=db9" in result.output
 
 
+def test_status_of_one_run_shows_its_cost(cli: Cli) -> None:
+    result = cli("status", "nightly-db1", "--emulation", prepare=two_backups)
+
+    assert result.exit_code == 0, result.output
+    cost = plain(result.stdout)
+    states = re.search(r" states (.*?) cost ", cost)
+    assert states, cost
+    entered = sum(int(x) if x else 1 for x in re.findall(r"\w+(?: x(\d+))?", states.group(1)))
+    # Every state entered is one billed transition, at $0.025 per 1,000 (the price table's).
+    assert f"state transitions {entered};" in cost
+    assert re.search(r"cost \$[0-9.e-]+ this run \(state transitions", cost)
+    assert "a month: snapshot storage added (at most) (3 snapshots" in cost
+
+
+def test_status_prices_a_run_with_the_configs_prices(cli: Cli, tmp_path: Path) -> None:
+    config = tmp_path / "raidsnap.yaml"
+    config.write_text("prices:\n  transitions1000: 1000\n  snapshotGbMonth: 0\n")
+    result = cli(
+        "status", "nightly-db1", "--emulation", "--config", str(config), prepare=two_backups
+    )
+
+    assert result.exit_code == 0, result.output
+    # At $1,000 per 1,000 transitions, a run costs at least $1 per transition.
+    cost = plain(result.stdout)
+    m = re.search(r"cost \$(\d+\.\d\d) this run \(state transitions (\d+);", cost)
+    assert m, cost
+    assert float(m.group(1)) >= int(m.group(2))
+    assert "$0.00 a month: snapshot storage added" in cost
+
+
 def test_status_of_an_unknown_run_exits_1(cli: Cli) -> None:
     result = cli("status", "no-such-run", "--emulation")
     assert result.exit_code == 1, result.output

@@ -1,0 +1,32 @@
+import { readFileSync } from 'fs';
+import * as path from 'path';
+
+/** The list prices each run's cost is computed with: one table, docs/costs/prices.json, with
+ * each price's source and the month it was checked. A config's `prices:` overrides any of them
+ * by name (another Region, a negotiated rate); `raidsnap status <run> --config <file>` reads
+ * the same section. The stack itself does not use them. */
+export const PRICE_TABLE = path.join(__dirname, '..', 'docs', 'costs', 'prices.json');
+
+export type PricesConfig = Readonly<Record<string, number>>;
+
+export function knownPrices(): string[] {
+  return Object.keys(JSON.parse(readFileSync(PRICE_TABLE, 'utf8')).prices as Record<string, unknown>);
+}
+
+/** `prices:`: a mapping of a known price's name to a non-negative number of US dollars. */
+export function parsePrices(raw: unknown, fail: (field: string, problem: string) => never): PricesConfig | undefined {
+  if (raw === undefined) return undefined;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    return fail('prices', 'must be a mapping of price name to US dollars');
+  }
+  const known = knownPrices();
+  const out: Record<string, number> = {};
+  for (const [name, value] of Object.entries(raw)) {
+    if (!known.includes(name)) fail(`prices.${name}`, `no such price (known: ${known.join(', ')})`);
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+      fail(`prices.${name}`, 'must be a number of US dollars, 0 or more');
+    }
+    out[name] = value as number;
+  }
+  return out;
+}
