@@ -51,6 +51,10 @@ export interface ScheduleConfig {
   readonly timezone: string;
   readonly retryAttempts: number;
   readonly maxEventAgeMinutes: number;
+  /** EventBridge Scheduler starts the backup at a time of its choosing within this many minutes
+   * after the scheduled time (FlexibleTimeWindow, 1..1440); unset: at the scheduled time. Many
+   * arrays on one expression need it: bench/fleet.py and the README's fleet section. */
+  readonly flexibleWindowMinutes?: number;
 }
 
 export interface ArrayConfig {
@@ -190,7 +194,7 @@ function parseSchedule(raw: unknown, field: string, defaults: ArrayDefaults): Sc
   if (!isObject(raw) && typeof raw !== 'string') {
     throw new ConfigError(field, 'must be a schedule expression or a mapping with "expression"');
   }
-  only(obj, field, ['expression', 'timezone', 'retryAttempts', 'maxEventAgeMinutes']);
+  only(obj, field, ['expression', 'timezone', 'retryAttempts', 'maxEventAgeMinutes', 'flexibleWindowMinutes']);
   return {
     expression: matching(obj.expression, `${field}.expression`, SCHEDULE,
       'an EventBridge Scheduler expression: cron(m h dom mon dow y), rate(n unit) or at(...)'),
@@ -199,6 +203,8 @@ function parseSchedule(raw: unknown, field: string, defaults: ArrayDefaults): Sc
     retryAttempts: obj.retryAttempts === undefined ? 3 : integer(obj.retryAttempts, `${field}.retryAttempts`, 0, 185),
     maxEventAgeMinutes: obj.maxEventAgeMinutes === undefined ? 60
       : integer(obj.maxEventAgeMinutes, `${field}.maxEventAgeMinutes`, 1, 1440),
+    ...(obj.flexibleWindowMinutes === undefined ? {}
+      : { flexibleWindowMinutes: integer(obj.flexibleWindowMinutes, `${field}.flexibleWindowMinutes`, 1, 1440) }),
   };
 }
 

@@ -78,6 +78,8 @@ describe('config', () => {
     [{ arrays: { db1: { recovery: { instanceId: 'i-0123456789abcdef0', mountPoint: '/home/db' } } } }, 'arrays.db1.recovery.mountPoint'],
     [{ arrays: { db1: { drill: { schedule: 'rate(7 days)', targetInstanceId: 'i-0123456789abcdef0', mountPoint: '/home/drill' } } } },
       'arrays.db1.drill.mountPoint'],
+    [{ arrays: { db1: { schedule: { expression: 'rate(1 day)', flexibleWindowMinutes: 0 } } } }, 'arrays.db1.schedule.flexibleWindowMinutes'],
+    [{ arrays: { db1: { schedule: { expression: 'rate(1 day)', flexibleWindowMinutes: 1441 } } } }, 'arrays.db1.schedule.flexibleWindowMinutes'],
     [{ prices: { fsrDsuHours: 0.9 } }, 'prices.fsrDsuHours'],
     [{ prices: { fsrDsuHour: -1 } }, 'prices.fsrDsuHour'],
     [{ prices: { fsrDsuHour: '0.9' } }, 'prices.fsrDsuHour'],
