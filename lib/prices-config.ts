@@ -30,3 +30,22 @@ export function parsePrices(raw: unknown, fail: (field: string, problem: string)
   }
   return out;
 }
+
+/** The table a run's cost is computed with, for a function's RUN_PRICES: each price's US
+ * dollars (a config's override instead, its source then saying so), what is included, its
+ * source, the Region and month. Compact: a function's environment holds 4 KB in all. */
+export function runPriceTable(overrides: PricesConfig | undefined): string {
+  const table = JSON.parse(readFileSync(PRICE_TABLE, 'utf8'));
+  const prices: Record<string, Record<string, unknown>> = {};
+  for (const [name, p] of Object.entries(table.prices as Record<string, Record<string, unknown>>)) {
+    const overridden = overrides?.[name] !== undefined;
+    prices[name] = {
+      usd: overridden ? overrides![name] : p.usd,
+      source: overridden ? 'the config' : p.source,
+      ...(p.included !== undefined ? { included: p.included } : {}),
+    };
+  }
+  return JSON.stringify({
+    region: table.region, checked: table.checked, hoursPerMonth: { value: table.hoursPerMonth.value }, prices,
+  });
+}

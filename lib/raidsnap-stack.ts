@@ -63,13 +63,14 @@ export class RaidsnapStack extends Stack {
     });
     this.restore = new RestoreWorkflow(this, 'Restore', {
       factory, documents: this.documents, defaults: props.config.defaults, arrays,
-      lock: restoreLock, commandPoll: this.backup.functions.CommandPoll, sets,
+      lock: restoreLock, commandPoll: this.backup.functions.CommandPoll, sets, prices: props.config.prices,
     });
     this.recovery = new Recovery(this, 'Recovery', {
-      factory, arrays, restore: this.restore, lock: restoreLock, documents: this.documents, sets,
+      factory, arrays, restore: this.restore, lock: restoreLock, documents: this.documents, sets, prices: props.config.prices,
     });
     this.drills = new Drills(this, 'Drills', {
       factory, arrays, documents: this.documents, restore: this.restore, lock: restoreLock, commandPoll: this.backup.functions.CommandPoll, sets,
+      prices: props.config.prices,
     });
     this.schedules = new Schedules(this, 'Schedules', { arrays, backup: this.backup.stateMachine });
     this.monitoring = new Monitoring(this, 'Monitoring', {

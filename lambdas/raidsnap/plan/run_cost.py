@@ -45,12 +45,17 @@ class Prices:
     checked: str
 
 
-def load_prices(overrides: Mapping[str, float | int | str] | None = None) -> Prices:
-    """The price table, with a config's overrides; an unknown price name is refused."""
-    table: dict[str, Any] = json.loads(TABLE.read_text())
+def load_prices(
+    overrides: Mapping[str, float | int | str] | None = None,
+    table: Mapping[str, Any] | None = None,
+) -> Prices:
+    """The price table (``table``: the one the stack gave a function, RUN_PRICES; else the
+    checkout's file), with a config's overrides; an unknown price name is refused."""
+    table = table if table is not None else json.loads(TABLE.read_text())
     usd = {k: Decimal(str(p["usd"])) for k, p in table["prices"].items()}
     sources = {
-        k: f"{p['source']} ({p['url']}), {table['checked']}" for k, p in table["prices"].items()
+        k: f"{p['source']}{f' ({u})' if (u := p.get('url')) else ''}, {table['checked']}"
+        for k, p in table["prices"].items()
     }
     included = {k: int(p["included"]) for k, p in table["prices"].items() if "included" in p}
     for name, value in (overrides or {}).items():
@@ -125,6 +130,40 @@ class Usage:
             self.notes + other.notes,
         )
 
+    def as_json(self) -> dict[str, Any]:
+        """What a parent run (a drill, a recovery) adds to its own usage."""
+        return {
+            "transitions": self.transitions,
+            "lambdaSeconds": self.lambda_seconds,
+            "fsr": [
+                [f.snapshot_id, f.zone, f.enabled.isoformat(), f.disabled.isoformat()]
+                for f in self.fsr
+            ],
+            "volumes": [
+                [
+                    v.volume_id,
+                    v.gib,
+                    v.volume_type,
+                    v.iops,
+                    v.throughput,
+                    v.created.isoformat(),
+                    v.deleted.isoformat() if v.deleted else None,
+                ]
+                for v in self.volumes
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any], deleted: Mapping[str, datetime]) -> Usage:
+        """A child run's usage; ``deleted``: when the parent deleted volumes the child made."""
+        fsr = [FsrPair(s, z, _when(a), _when(b)) for s, z, a, b in raw.get("fsr", [])]
+        volumes = [
+            VolumeLife(i, g, t, io, tp, _when(c), _when(d) if d else deleted.get(i))
+            for i, g, t, io, tp, c, d in raw.get("volumes", [])
+        ]
+        seconds = [float(x) for x in raw.get("lambdaSeconds", [])]
+        return cls(int(raw.get("transitions", 0)), seconds, fsr, volumes)
+
     @property
     def gb_seconds(self) -> Decimal:
         billed = (math.ceil(Decimal(str(s)) * 1000) for s in self.lambda_seconds)
@@ -161,6 +200,7 @@ class RunCost:
 
         return {
             "usd": str(self.total),
+            "text": self.text(),
             "lines": [row(x) for x in self.lines],
             "monthly": [row(x) for x in self.monthly],
             "notes": self.notes,
@@ -269,8 +309,35 @@ def _fsr_seen(out: dict[str, Any]) -> tuple[list[str], bool]:
     return (list(ours) if isinstance(ours, list) else []), off
 
 
-def usage_of(events: Iterable[Mapping[str, Any]], zone: str | None = None) -> Usage:
-    """Transitions, Lambda invocations and the FSR this run enabled, from its own history."""
+def first_seen(events: Iterable[Mapping[str, Any]], key: str) -> dict[str, datetime]:
+    """When each id first appears in a list under a key containing ``key`` in a step's result
+    (``ids``: the volumes a restore created; ``deleted``: those a drill's teardown removed)."""
+    seen: dict[str, datetime] = {}
+
+    def walk(value: Any, when: datetime) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if key in k.lower() and isinstance(v, list):
+                    for item in v:
+                        if isinstance(item, str):
+                            seen.setdefault(item, when)
+                walk(v, when)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v, when)
+
+    for e in events:
+        out = _details_output(e)
+        if out is not None:
+            walk(out, _when(e["timestamp"]))
+    return seen
+
+
+def usage_of(
+    events: Iterable[Mapping[str, Any]], zone: str | None = None, now: datetime | None = None
+) -> Usage:
+    """Transitions, Lambda invocations and the FSR this run enabled, from its own history.
+    ``now``: read by the run itself, whose current invocation has started but not ended."""
     usage = Usage()
     started: dict[int, datetime] = {}
     enabled: dict[str, datetime] = {}
@@ -294,6 +361,9 @@ def usage_of(events: Iterable[Mapping[str, Any]], zone: str | None = None) -> Us
                 disabled = when
         elif kind.startswith("Execution") and kind != "ExecutionStarted":
             end = when
+    if now is not None:
+        usage.lambda_seconds += [(now - began).total_seconds() for began in started.values()]
+        end = end or now
     if enabled and disabled is None:
         usage.notes.append("FSR not seen disabled in the run's history: counted to its end")
     until = disabled or end

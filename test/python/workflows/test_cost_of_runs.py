@@ -44,6 +44,13 @@ def test_a_restore_with_fsr_costs_its_dsu_hours_and_keeps_its_volumes(emu: Emula
     line = next(x for x in cost.lines if x.item == "FSR DSU-hours")
     # Enabled for less than an hour: the one-hour minimum, 3 x $0.75
     assert line.usd == Decimal("2.25")
+    # The run's own output carries the same figures, read by its last step from its history
+    # (its Done state counted ahead): 3 pairs at the one-hour minimum, 3 x $0.75.
+    own = {line["item"]: line for line in run.output["cost"]["lines"]}
+    assert own["FSR DSU-hours"]["usd"] == "2.25"
+    assert own["state transitions"]["quantity"] == str(run.transitions)
+    assert Decimal(own["state transitions"]["usd"]) == run.transitions * Decimal("0.000025")
+    assert run.output["cost"]["prices"]["checked"] == run_cost.load_prices().checked
     assert [v.volume_id for v in used.volumes] == run.output["volumeIds"]
     assert all(v.deleted is None for v in used.volumes)
     assert [m.item for m in cost.monthly] == ["volumes created, while kept"]
@@ -69,3 +76,8 @@ def test_a_drill_costs_its_restore_and_the_volumes_it_removed(emu: Emulation) ->
     cost = run_cost.price(used, run_cost.load_prices())
     assert "volumes while they lived" in [x.item for x in cost.lines]
     assert cost.monthly == []
+    # The drill's own output: its run and its restore's, and the volumes until it deleted them
+    own = {line["item"]: line for line in run.output["cost"]["lines"]}
+    assert own["state transitions"]["quantity"] == str(run.transitions + restore.transitions)
+    assert own["volumes while they lived"]["quantity"].startswith("3 volumes")
+    assert run.output["cost"]["monthly"] == []
