@@ -2,6 +2,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { BUILT_IN_DEFAULTS, ConfigError, loadConfig, parseConfig } from '../lib/config';
+import { runPriceTable } from '../lib/prices-config';
 import { EXAMPLE_CONFIG } from './helpers';
 
 describe('config', () => {
@@ -97,6 +98,15 @@ describe('config', () => {
   test('prices: overrides the list prices a run\'s cost is computed with (docs/costs/prices.json names them)', () => {
     expect(parseConfig({ prices: { fsrDsuHour: 0.9, transitions1000: 0 } }).prices).toEqual({ fsrDsuHour: 0.9, transitions1000: 0 });
     expect(parseConfig({}).prices).toBeUndefined();
+  });
+
+  test('the table a run is priced with carries the config\'s overrides, said to be the config\'s, and fits a function\'s environment', () => {
+    const table = JSON.parse(runPriceTable({ fsrDsuHour: 0.9 }));
+    expect(table.prices.fsrDsuHour).toEqual({ usd: 0.9, source: 'the config' });
+    expect(table.prices.transitions1000).toEqual({ usd: 0.025, source: 'AWS Step Functions pricing' });
+    expect(table.prices.gp3IopsMonth.included).toBe(3000);
+    expect(table).toMatchObject({ region: 'us-east-1', hoursPerMonth: { value: 730 } });
+    expect(runPriceTable(undefined).length).toBeLessThan(1500);
   });
 
   test('recovery and drill settings take their defaults: replace in place, the array\'s initialization, a read-only copy at /mnt/raidsnap-drill on /dev/md100', () => {
