@@ -18,7 +18,7 @@ import warnings
 
 # The packages come from .venv, where `make setup` installs them (pyproject.toml).
 from raidsnap_emulation.harness import Emulation, Execution
-from raidsnap_emulation.world import launch_instance, make_array, terminate
+from raidsnap_emulation.world import launch_instance, make_array, name_in_config, terminate
 
 
 def _instant(emu: Emulation) -> None:
@@ -46,6 +46,8 @@ def restore(members: int) -> tuple[Execution, float]:
             raise SystemExit(f"backup for the restore failed: {taken.error}: {taken.cause}")
         terminate(fx.instance_id)
         target = launch_instance("db1-new", fx.availability_zone, tag_array=False)
+        # A restore acts only on an instance the array's record, its tag or the config names.
+        name_in_config(emu, "db1", target)
         started = time.perf_counter()
         run = emu.run(
             "restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"}

@@ -1,9 +1,13 @@
 import { readFileSync } from 'fs';
 import * as path from 'path';
-import { parse } from 'yaml';
+import { ConfigError } from './config-error';
+import { readYaml } from './config-yaml';
 import { DEFAULT_FSR_QUOTA, FastRestoreConfig, parseFastRestore } from './fast-restore';
 import { HooksConfig, parseHooks } from './hooks-config';
 import { parsePrices, PricesConfig } from './prices-config';
+import { LockConfig, parseLock } from './snapshot-lock';
+
+export { ConfigError };
 
 /** What an operator may configure. Everything is optional: with no file at all, both
  * workflows still work for any array found by tags; the file only adds schedules, retention,
@@ -69,6 +73,8 @@ export interface ArrayConfig {
   /** Keep FSR enabled on the newest complete sets (lib/fast-restore.ts). */
   readonly fastRestore?: FastRestoreConfig;
   readonly hooks?: HooksConfig;
+  /** Lock the newest sets' snapshots against deletion (lib/snapshot-lock.ts). */
+  readonly lock?: LockConfig;
 }
 
 export type RecoveryMode = 'replace' | 'attach';
@@ -102,12 +108,8 @@ export interface DrillConfig {
   readonly initialization: DrillInitialization;
 }
 
-export class ConfigError extends Error {
-  constructor(readonly field: string, problem: string) {
-    super(`raidsnap config: ${field}: ${problem}`);
-    this.name = 'ConfigError';
-  }
-}
+// What to write where a mapping was expected.
+const INDENT = 'write its settings as "key: value" lines indented below it';
 
 const ARRAY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 // EventBridge Scheduler expressions: cron(6 fields), rate(n unit), or at(yyyy-mm-ddThh:mm:ss).
@@ -143,35 +145,36 @@ function isObject(value: unknown): value is Raw {
 function only(obj: Raw, field: string, allowed: readonly string[]): void {
   for (const key of Object.keys(obj)) {
     if (!allowed.includes(key)) {
-      throw new ConfigError(`${field}.${key}`, `unknown setting (allowed: ${allowed.join(', ')})`);
+      throw new ConfigError(`${field}.${key}`, 'unknown setting', `allowed here: ${allowed.join(', ')} (check the spelling and the indentation)`);
     }
   }
 }
 
 function integer(value: unknown, field: string, min: number, max: number): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigError(field, `must be an integer from ${min} to ${max}, not ${JSON.stringify(value)}`);
+    throw new ConfigError(field, typeof value === 'number' && Number.isInteger(value) ? `${value} is out of range` : `${JSON.stringify(value)} is not an integer`,
+      `use an integer from ${min} to ${max}`);
   }
   return value;
 }
 
 function oneOf<T extends string>(value: unknown, field: string, allowed: readonly T[]): T {
   if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
-    throw new ConfigError(field, `must be one of ${allowed.join(', ')}, not ${JSON.stringify(value)}`);
+    throw new ConfigError(field, `${JSON.stringify(value)} is not a known value`, `use one of: ${allowed.join(', ')}`);
   }
   return value as T;
 }
 
 function matching(value: unknown, field: string, pattern: RegExp, what: string): string {
   if (typeof value !== 'string' || !pattern.test(value)) {
-    throw new ConfigError(field, `must be ${what}, not ${JSON.stringify(value)}`);
+    throw new ConfigError(field, `${JSON.stringify(value)} is not valid`, `use ${what}`);
   }
   return value;
 }
 
 function parseDefaults(raw: unknown): ArrayDefaults {
   if (raw === undefined) return BUILT_IN_DEFAULTS;
-  if (!isObject(raw)) throw new ConfigError('defaults', 'must be a mapping');
+  if (!isObject(raw)) throw new ConfigError('defaults', 'is not a mapping', INDENT);
   only(raw, 'defaults', ['retention', 'consistency', 'initialization', 'timezone', 'maxFreezeSeconds', 'allowedMountPoints', 'fastRestoreQuota']);
   const d = BUILT_IN_DEFAULTS;
   return {
@@ -192,7 +195,7 @@ function parseDefaults(raw: unknown): ArrayDefaults {
 function parseSchedule(raw: unknown, field: string, defaults: ArrayDefaults): ScheduleConfig {
   const obj: Raw = typeof raw === 'string' ? { expression: raw } : isObject(raw) ? raw : {};
   if (!isObject(raw) && typeof raw !== 'string') {
-    throw new ConfigError(field, 'must be a schedule expression or a mapping with "expression"');
+    throw new ConfigError(field, 'is neither a schedule expression nor a mapping', 'write an expression such as cron(0 */4 * * ? *), or a mapping with "expression"');
   }
   only(obj, field, ['expression', 'timezone', 'retryAttempts', 'maxEventAgeMinutes', 'flexibleWindowMinutes']);
   return {
@@ -211,18 +214,18 @@ function parseSchedule(raw: unknown, field: string, defaults: ArrayDefaults): Sc
 function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayConfig {
   const field = `arrays.${name}`;
   if (!ARRAY_NAME.test(name)) {
-    throw new ConfigError(field, 'array names are 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit');
+    throw new ConfigError(field, 'is not a valid array name', 'use 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit');
   }
-  if (!isObject(raw)) throw new ConfigError(field, 'must be a mapping');
-  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore', 'hooks']);
+  if (!isObject(raw)) throw new ConfigError(field, 'is not a mapping', INDENT);
+  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore', 'hooks', 'lock']);
   if (raw.schedule !== undefined && raw.schedules !== undefined) {
-    throw new ConfigError(field, 'give either schedule or schedules, not both');
+    throw new ConfigError(field, 'has both schedule and schedules', 'keep one of them (schedules takes a list)');
   }
   let schedules: ScheduleConfig[] = [];
   if (raw.schedule !== undefined) {
     schedules = [parseSchedule(raw.schedule, `${field}.schedule`, defaults)];
   } else if (raw.schedules !== undefined) {
-    if (!Array.isArray(raw.schedules)) throw new ConfigError(`${field}.schedules`, 'must be a list');
+    if (!Array.isArray(raw.schedules)) throw new ConfigError(`${field}.schedules`, 'is not a list', 'write a list, such as [rate(1 day)], or use schedule for one');
     schedules = raw.schedules.map((s, i) => parseSchedule(s, `${field}.schedules[${i}]`, defaults));
   }
   const initialization = raw.initialization === undefined ? defaults.initialization
@@ -232,11 +235,13 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
   if (recovery?.mountPoint) refuseUnallowed(recovery.mountPoint, `${field}.recovery.mountPoint`, name, defaults);
   if (drill) refuseUnallowed(drill.mountPoint, `${field}.drill.mountPoint`, name, defaults);
   if (recovery && drill && [recovery.instanceId, recovery.replacementInstanceId].includes(drill.targetInstanceId)) {
-    throw new ConfigError(`${field}.drill.targetInstanceId`, 'must be a separate drill instance, not the array\'s instance or its replacement');
+    throw new ConfigError(`${field}.drill.targetInstanceId`, 'names the array\'s instance or its replacement', 'name a separate drill instance');
   }
   const retention = raw.retention === undefined ? defaults.retention : integer(raw.retention, `${field}.retention`, 1, 1000);
   const fastRestore = raw.fastRestore === undefined ? undefined
-    : parseFastRestore(raw.fastRestore, `${field}.fastRestore`, retention, (f, why) => new ConfigError(f, why));
+    : parseFastRestore(raw.fastRestore, `${field}.fastRestore`, retention, (f, why, fix) => new ConfigError(f, why, fix));
+  const lock = raw.lock === undefined ? undefined
+    : parseLock(raw.lock, `${field}.lock`, retention, (f, why, fix) => new ConfigError(f, why, fix));
   return {
     name,
     schedules,
@@ -248,22 +253,23 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     ...(recovery ? { recovery } : {}),
     ...(drill ? { drill } : {}),
     ...(fastRestore ? { fastRestore } : {}),
-    ...(raw.hooks === undefined ? {} : { hooks: parseHooks(raw.hooks, `${field}.hooks`, (f, why) => new ConfigError(f, why)) }),
+    ...(raw.hooks === undefined ? {} : { hooks: parseHooks(raw.hooks, `${field}.hooks`, (f, why, fix) => new ConfigError(f, why, fix)) }),
+    ...(lock ? { lock } : {}),
   };
 }
 
 function parseRecovery(raw: unknown, field: string, arrayInitialization: Initialization): RecoveryConfig {
-  if (!isObject(raw)) throw new ConfigError(field, 'must be a mapping with at least instanceId');
+  if (!isObject(raw)) throw new ConfigError(field, 'is not a mapping', 'give at least instanceId, indented below recovery');
   only(raw, field, ['instanceId', 'mode', 'replacementInstanceId', 'autoScalingGroup', 'initialization', 'mountPoint']);
-  const instanceId = matching(raw.instanceId, `${field}.instanceId`, INSTANCE_ID, 'the array instance\'s id (i-...)');
+  const instanceId = matching(raw.instanceId, `${field}.instanceId`, INSTANCE_ID, 'the array instance\'s id (i- and hex digits, such as i-0123456789abcdef0)');
   const mode = raw.mode === undefined ? 'replace' : oneOf(raw.mode, `${field}.mode`, ['replace', 'attach'] as const);
   const replacementInstanceId = raw.replacementInstanceId === undefined ? undefined
-    : matching(raw.replacementInstanceId, `${field}.replacementInstanceId`, INSTANCE_ID, 'an instance id (i-...)');
+    : matching(raw.replacementInstanceId, `${field}.replacementInstanceId`, INSTANCE_ID, 'an instance id (i- and hex digits, such as i-0123456789abcdef0)');
   if (replacementInstanceId === instanceId) {
-    throw new ConfigError(`${field}.replacementInstanceId`, 'must be another instance than instanceId');
+    throw new ConfigError(`${field}.replacementInstanceId`, 'is the same instance as instanceId', 'name another instance, or leave it out');
   }
   if (mode === 'attach' && !replacementInstanceId) {
-    throw new ConfigError(`${field}.replacementInstanceId`, 'is required with mode attach (attach restores onto the replacement); or use mode replace');
+    throw new ConfigError(`${field}.replacementInstanceId`, 'is missing, and mode attach restores onto the replacement', 'add replacementInstanceId, or use mode replace');
   }
   const autoScalingGroup = raw.autoScalingGroup === undefined ? undefined
     : matching(raw.autoScalingGroup, `${field}.autoScalingGroup`, ASG_NAME, 'an Auto Scaling group name (letters, digits, ".", "_", "-")');
@@ -291,14 +297,16 @@ const SYSTEM_DIRECTORIES = ['/var', '/home', '/opt', '/srv', '/mnt', '/media'];
 /** An allowed place must not open a system tree: not "/", not in a tree, not above one (/var
  * holds /var/log, and /var/lib/cloud, whose scripts run as root at boot). */
 function allowedMountPoints(raw: unknown, field: string): string[] {
-  if (!Array.isArray(raw) || raw.length === 0) throw new ConfigError(field, 'must be a non-empty list of directories');
+  if (!Array.isArray(raw) || raw.length === 0) throw new ConfigError(field, 'is empty or not a list', 'list the directories restores may mount under, such as [/data, /mnt]');
   return raw.map((entry, i) => {
     const at = `${field}[${i}]`;
     const value = matching(typeof entry === 'string' ? entry.replace(/<array>/g, 'array') : entry, at, MOUNT_POINT,
       'an absolute path of plain segments, not "/" ("<array>" stands for the array\'s name)');
     const normal = path.posix.normalize(value).replace(/\/+$/, '') || '/';
     const tree = SYSTEM_TREES.find((t) => normal === t || normal.startsWith(`${t}/`) || t.startsWith(`${normal}/`));
-    if (normal === '/' || tree) throw new ConfigError(at, `opens the system tree ${tree ?? '/'}: a restored filesystem is never mounted there`);
+    if (normal === '/' || tree) {
+      throw new ConfigError(at, `opens the system tree ${tree ?? '/'}: a restored filesystem is never mounted there`, 'remove it, or name a directory of its own such as /data');
+    }
     return entry as string;
   });
 }
@@ -314,7 +322,8 @@ export function mountPointAllowed(mountPoint: string, array: string, allowed: re
 
 function refuseUnallowed(mountPoint: string, field: string, array: string, defaults: ArrayDefaults): void {
   if (!mountPointAllowed(mountPoint, array, defaults.allowedMountPoints)) {
-    throw new ConfigError(field, `${mountPoint} is not under defaults.allowedMountPoints (${defaults.allowedMountPoints.join(', ')}): a restore would refuse it; add its directory there or choose one under them`);
+    throw new ConfigError(field, `${mountPoint} is not under defaults.allowedMountPoints (${defaults.allowedMountPoints.join(', ')}): a restore would refuse it`,
+      'add its directory there or choose one under them');
   }
 }
 
@@ -323,22 +332,22 @@ function recoveryMountPoint(raw: unknown, field: string, mode: RecoveryMode, rep
   const normal = path.posix.normalize(value).replace(/\/+$/, '') || '/';
   const tree = SYSTEM_TREES.find((t) => normal === t || normal.startsWith(`${t}/`));
   if (normal === '/' || tree) {
-    throw new ConfigError(field, `is in the system tree ${tree ?? '/'}: a restore never mounts there, so this recovery could never succeed`);
+    throw new ConfigError(field, `is in the system tree ${tree ?? '/'}: a restore never mounts there, so this recovery could never succeed`, 'choose a directory of its own, such as /srv/db');
   }
   if (SYSTEM_DIRECTORIES.includes(normal) && (mode === 'attach' || replacement || group)) {
-    throw new ConfigError(field, `is the system directory ${normal} itself: only a replace in place may put an array back there, and this recovery also restores onto another instance (${mode === 'attach' ? 'mode attach' : replacement ? 'replacementInstanceId' : 'autoScalingGroup'}), where it would be refused; choose a directory of its own, such as /srv/db`);
+    throw new ConfigError(field, `is the system directory ${normal} itself: only a replace in place may put an array back there, and this recovery also restores onto another instance (${mode === 'attach' ? 'mode attach' : replacement ? 'replacementInstanceId' : 'autoScalingGroup'}), where it would be refused`, 'choose a directory of its own, such as /srv/db');
   }
   return value;
 }
 
 function parseDrill(raw: unknown, field: string, defaults: ArrayDefaults): DrillConfig {
-  if (!isObject(raw)) throw new ConfigError(field, 'must be a mapping with schedule and targetInstanceId');
+  if (!isObject(raw)) throw new ConfigError(field, 'is not a mapping', 'give schedule and targetInstanceId, indented below drill');
   only(raw, field, ['schedule', 'targetInstanceId', 'mountPoint', 'mdDevice', 'initialization']);
-  if (raw.schedule === undefined) throw new ConfigError(`${field}.schedule`, 'is required (when drills run)');
+  if (raw.schedule === undefined) throw new ConfigError(`${field}.schedule`, 'is missing', 'say when drills run, such as cron(0 3 ? * SUN *)');
   const d = DRILL_DEFAULTS;
   return {
     schedule: parseSchedule(raw.schedule, `${field}.schedule`, defaults),
-    targetInstanceId: matching(raw.targetInstanceId, `${field}.targetInstanceId`, INSTANCE_ID, 'the drill instance\'s id (i-...)'),
+    targetInstanceId: matching(raw.targetInstanceId, `${field}.targetInstanceId`, INSTANCE_ID, 'the drill instance\'s id (i- and hex digits, such as i-0123456789abcdef0)'),
     mountPoint: raw.mountPoint === undefined ? d.mountPoint
       : matching(raw.mountPoint, `${field}.mountPoint`, MOUNT_POINT, 'an absolute path of plain segments, not "/"'),
     mdDevice: raw.mdDevice === undefined ? d.mdDevice
@@ -351,10 +360,10 @@ function parseDrill(raw: unknown, field: string, defaults: ArrayDefaults): Drill
 /** Validate a parsed config document; every problem names the field. */
 function parseNotifications(raw: unknown): NotificationsConfig {
   if (raw === undefined) return { emails: [] };
-  if (!isObject(raw)) throw new ConfigError('notifications', 'must be a mapping');
+  if (!isObject(raw)) throw new ConfigError('notifications', 'is not a mapping', 'write emails: [...] indented below it');
   only(raw, 'notifications', ['emails']);
   if (raw.emails === undefined) return { emails: [] };
-  if (!Array.isArray(raw.emails)) throw new ConfigError('notifications.emails', 'must be a list of addresses');
+  if (!Array.isArray(raw.emails)) throw new ConfigError('notifications.emails', 'is not a list', 'list the addresses, such as [storage-oncall@example.com]');
   return {
     emails: raw.emails.map((e, i) => matching(e, `notifications.emails[${i}]`, EMAIL, 'an email address')),
   };
@@ -365,10 +374,10 @@ const PRINCIPAL_ARN = /^arn:aws[a-z-]*:iam::\d{12}:(role|user)\/[A-Za-z0-9+=,.@_
 
 function parseTagProtection(raw: unknown): TagProtectionConfig | undefined {
   if (raw === undefined || raw === null) return undefined;
-  if (!isObject(raw)) throw new ConfigError('tagProtection', 'must be a mapping');
+  if (!isObject(raw)) throw new ConfigError('tagProtection', 'is not a mapping', 'write administrators: [...] indented below it');
   only(raw, 'tagProtection', ['administrators']);
   const admins = raw.administrators ?? [];
-  if (!Array.isArray(admins)) throw new ConfigError('tagProtection.administrators', 'must be a list of IAM role or user ARNs');
+  if (!Array.isArray(admins)) throw new ConfigError('tagProtection.administrators', 'is not a list', 'list IAM role or user ARNs, such as [arn:aws:iam::123456789012:role/storage-admin]');
   return {
     administrators: admins.map((a, i) => matching(a, `tagProtection.administrators[${i}]`, PRINCIPAL_ARN,
       'an IAM role or user ARN (arn:aws:iam::<account>:role/<name> or :user/<name>)')),
@@ -379,32 +388,38 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
   if (raw === undefined || raw === null) {
     return { defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] } };
   }
-  if (!isObject(raw)) throw new ConfigError('(top level)', 'must be a mapping');
+  if (!isObject(raw)) throw new ConfigError('(top level)', 'is not a mapping', 'start from config/example.yaml: defaults, arrays, notifications, tagProtection, prices');
   only(raw, '(top level)', ['defaults', 'arrays', 'notifications', 'tagProtection', 'prices']);
   const defaults = parseDefaults(raw.defaults);
   const arrays: Record<string, ArrayConfig> = {};
   if (raw.arrays !== undefined) {
-    if (!isObject(raw.arrays)) throw new ConfigError('arrays', 'must be a mapping of array name to settings');
+    if (!isObject(raw.arrays)) throw new ConfigError('arrays', 'is not a mapping', 'write each array\'s name with its settings indented below it');
     for (const [name, value] of Object.entries(raw.arrays)) {
       arrays[name] = parseArray(name, value, defaults);
     }
   }
   const tagProtection = parseTagProtection(raw.tagProtection);
-  const prices = parsePrices(raw.prices, (field, problem) => { throw new ConfigError(field, problem); });
+  const prices = parsePrices(raw.prices, (f, why, fix) => new ConfigError(f, why, fix));
   return {
     defaults, arrays, notifications: parseNotifications(raw.notifications),
     ...(tagProtection ? { tagProtection } : {}), ...(prices ? { prices } : {}),
   };
 }
 
-/** Read the config file named by the `config` context value; no file means no config. */
+/** Read the config file named by the `config` context value; no file means no config. A
+ * mistake is a ConfigError that names the file. */
 export function loadConfig(path: string | undefined): RaidsnapConfig {
   if (!path) return parseConfig(undefined);
-  let text: string;
   try {
-    text = readFileSync(path, 'utf8');
+    let text: string;
+    try {
+      text = readFileSync(path, 'utf8');
+    } catch (err) {
+      throw new ConfigError('(file)', `cannot read it (${(err as Error).message})`, 'check the path given with -c config=');
+    }
+    return parseConfig(readYaml(text));
   } catch (err) {
-    throw new ConfigError('(file)', `cannot read ${path}: ${(err as Error).message}`);
+    if (err instanceof ConfigError) err.file = path;
+    throw err;
   }
-  return parseConfig(parse(text));
 }

@@ -1,5 +1,6 @@
 import { Annotations, Stack, Token } from 'aws-cdk-lib';
 import type { RaidsnapConfig } from './config';
+import type { Problem } from './config-error';
 
 /** An array's fastRestore policy (arrays.<name>.fastRestore): keep Fast Snapshot Restore enabled
  * on its newest complete snapshot sets in chosen Availability Zones, so that a restore there
@@ -20,8 +21,6 @@ export interface KeptPolicy {
   readonly sets: number;
 }
 
-/** Raised as a ConfigError by lib/config.ts (which owns the error type). */
-export type Problem = (field: string, problem: string) => Error;
 
 // "You can enable up to 5 snapshots for fast snapshot restore per Region" (EBS User Guide,
 // "Amazon EBS fast snapshot restore", Considerations); adjustable: Service Quotas, EBS quota
@@ -54,24 +53,25 @@ export function regionOf(zone: string): string {
 }
 
 export function parseFastRestore(raw: unknown, field: string, retention: number, problem: Problem): FastRestoreConfig {
-  if (!isObject(raw)) throw problem(field, 'must be a mapping with zones, sets and members');
+  if (!isObject(raw)) throw problem(field, 'is not a mapping', 'give zones, sets and members, indented below fastRestore');
   for (const key of Object.keys(raw)) {
-    if (!['zones', 'sets', 'members'].includes(key)) throw problem(`${field}.${key}`, 'unknown setting (allowed: zones, sets, members)');
+    if (!['zones', 'sets', 'members'].includes(key)) throw problem(`${field}.${key}`, 'unknown setting', 'allowed here: zones, sets, members');
   }
   const zones = raw.zones;
   if (!Array.isArray(zones) || zones.length === 0 || zones.length > MAX_ZONES) {
-    throw problem(`${field}.zones`, `must be a list of 1 to ${MAX_ZONES} Availability Zones, such as [us-east-1a]`);
+    throw problem(`${field}.zones`, `is not a list of 1 to ${MAX_ZONES} Availability Zones`, 'list the zones where restores will run, such as [us-east-1a]');
   }
   zones.forEach((z, i) => {
     if (typeof z !== 'string' || !ZONE.test(z)) {
-      throw problem(`${field}.zones[${i}]`, `must be an Availability Zone name such as us-east-1a (not a Local or Wavelength Zone: FSR is not supported there), not ${JSON.stringify(z)}`);
+      throw problem(`${field}.zones[${i}]`, `${JSON.stringify(z)} is not an Availability Zone name (Local and Wavelength Zones do not support FSR)`,
+        'use a zone name such as us-east-1a');
     }
   });
-  if (new Set(zones).size !== zones.length) throw problem(`${field}.zones`, 'names a zone twice');
-  if (new Set(zones.map((z) => regionOf(z as string))).size !== 1) throw problem(`${field}.zones`, 'must all be in one Region (the stack\'s)');
+  if (new Set(zones).size !== zones.length) throw problem(`${field}.zones`, 'names a zone twice', 'list each zone once');
+  if (new Set(zones.map((z) => regionOf(z as string))).size !== 1) throw problem(`${field}.zones`, 'names zones of several Regions', 'keep the zones of the stack\'s Region');
   const count = (value: unknown, at: string, max: number, what: string): number => {
     if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > max) {
-      throw problem(at, `must be ${what}, an integer from 1 to ${max}, not ${JSON.stringify(value)}`);
+      throw problem(at, `${JSON.stringify(value)} is not valid`, `use ${what}, an integer from 1 to ${max}`);
     }
     return value;
   };
@@ -90,11 +90,13 @@ export function checkFastRestore(
   const regions = new Set<string>();
   for (const [name, p] of Object.entries(policies)) {
     const wrong = p.zones.filter((z) => region !== undefined && regionOf(z) !== region);
-    if (wrong.length) throw problem(`arrays.${name}.fastRestore.zones`, `${wrong.join(', ')} not in the stack's Region ${region}`);
+    if (wrong.length) {
+      throw problem(`arrays.${name}.fastRestore.zones`, `${wrong.join(', ')} not in the stack's Region ${region}`, `name zones of ${region}, or deploy the stack to their Region`);
+    }
     p.zones.forEach((z) => regions.add(regionOf(z)));
   }
   if (regions.size > 1) {
-    throw problem('arrays.*.fastRestore.zones', `name zones of several Regions (${[...regions].join(', ')}); the stack deploys to one`);
+    throw problem('arrays.*.fastRestore.zones', `name zones of several Regions (${[...regions].join(', ')})`, 'keep one Region\'s zones: the stack deploys to one');
   }
   if (regions.size && region === undefined) {
     notes.push(`fastRestore zones are in ${[...regions][0]}: deploy the stack there (elsewhere each backup warns and keeps no FSR)`);
@@ -106,7 +108,8 @@ export function checkFastRestore(
     const each = Object.entries(policies).map(([name, p]) => `${name}: ${p.sets} set(s) of ${p.members} snapshots, up to ${peak(p)}`);
     const field = each.length === 1 ? `arrays.${Object.keys(policies)[0]}.fastRestore` : 'arrays.*.fastRestore';
     throw problem(field,
-      `keeping FSR needs up to ${total} snapshots with FSR at once (${each.join('; ')}: a new set is enabled before the one it replaces is disabled), but the Region's quota of snapshots with FSR is assumed to be ${quota} (defaults.fastRestoreQuota; Service Quotas, EBS "Fast snapshot restore", L-631ECBD3, default ${DEFAULT_FSR_QUOTA}, counts snapshots in any number of AZs). Raise the quota and set defaults.fastRestoreQuota to it, or keep fewer sets`);
+      `keeping FSR needs up to ${total} snapshots with FSR at once (${each.join('; ')}: a new set is enabled before the one it replaces is disabled), but the Region's quota of snapshots with FSR is assumed to be ${quota} (defaults.fastRestoreQuota; Service Quotas, EBS "Fast snapshot restore", L-631ECBD3, default ${DEFAULT_FSR_QUOTA}, counts snapshots in any number of AZs)`,
+      'raise the quota and set defaults.fastRestoreQuota to it, or keep fewer sets');
   }
   if (total && total === quota) {
     notes.push(`fastRestore policies may take all ${quota} snapshots of the Region's FSR quota while a new set is enabled: a restore with initialization fsr then falls back to prewarm`);

@@ -1,5 +1,6 @@
 import { readFileSync } from 'fs';
 import * as path from 'path';
+import { Problem } from './config-error';
 
 /** The list prices each run's cost is computed with: one table, docs/costs/prices.json, with
  * each price's source and the month it was checked. A config's `prices:` overrides any of them
@@ -14,17 +15,19 @@ export function knownPrices(): string[] {
 }
 
 /** `prices:`: a mapping of a known price's name to a non-negative number of US dollars. */
-export function parsePrices(raw: unknown, fail: (field: string, problem: string) => never): PricesConfig | undefined {
+export function parsePrices(raw: unknown, problem: Problem): PricesConfig | undefined {
   if (raw === undefined) return undefined;
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
-    return fail('prices', 'must be a mapping of price name to US dollars');
+    throw problem('prices', 'is not a mapping', 'write price names and US dollars, e.g. prices: {fsrDsuHour: 0.9}');
   }
   const known = knownPrices();
   const out: Record<string, number> = {};
   for (const [name, value] of Object.entries(raw)) {
-    if (!known.includes(name)) fail(`prices.${name}`, `no such price (known: ${known.join(', ')})`);
+    if (!known.includes(name)) {
+      throw problem(`prices.${name}`, 'is no price raidsnap knows', `use one of ${known.join(', ')} (docs/costs/prices.json)`);
+    }
     if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-      fail(`prices.${name}`, 'must be a number of US dollars, 0 or more');
+      throw problem(`prices.${name}`, 'is not a number of US dollars, 0 or more', 'write the price in US dollars, e.g. 0.9');
     }
     out[name] = value as number;
   }

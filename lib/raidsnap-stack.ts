@@ -7,6 +7,7 @@ import { Drills } from './constructs/drills';
 import { stackKey } from './constructs/encryption';
 import { FunctionFactory } from './constructs/functions';
 import { Monitoring } from './constructs/monitoring';
+import { Outputs } from './constructs/outputs';
 import { notifyAlarms, notifyRecoveryTo, Recovery } from './constructs/recovery';
 import { RestoreLock, RestoreWorkflow } from './constructs/restore-workflow';
 import { Schedules } from './constructs/schedules';
@@ -45,7 +46,7 @@ export class RaidsnapStack extends Stack {
   constructor(scope: Construct, id: string, props: RaidsnapStackProps) {
     super(scope, id, props);
     const arrays = Object.values(props.config.arrays);
-    const fastRestore = fastRestorePolicies(this, props.config, (f, why) => new ConfigError(f, why));
+    const fastRestore = fastRestorePolicies(this, props.config, (f, why, fix) => new ConfigError(f, why, fix));
     this.documents = new Documents(this, 'Documents');
     const sets = new SnapshotSets(this, 'SnapshotSets');
     const factory = new FunctionFactory(this, 'Functions', {
@@ -87,6 +88,14 @@ export class RaidsnapStack extends Stack {
     notifyRecoveryTo(this.recovery, this.monitoring.topic, stackKey(this));
     notifyAlarms(this.recovery, this.monitoring);
     this.monitoring.notify(this.restore.endedDeadLettersAlarm);
+    new Outputs(this, 'Outputs', {
+      workflows: {
+        Restore: this.restore.stateMachine, Backup: this.backup.stateMachine,
+        Drill: this.drills.stateMachine, Recovery: this.recovery.stateMachine,
+      },
+      dashboard: this.monitoring.dashboard, topic: this.monitoring.topic,
+      snapshotSets: sets.table, restoreLock: restoreLock.table,
+    });
     // Last: it names every role made above.
     if (props.config.tagProtection) {
       this.tagProtection = new TagProtection(this, 'TagProtection', { config: props.config.tagProtection });

@@ -1,8 +1,8 @@
 """Draw each state machine as a Mermaid flowchart, straight from its ASL file.
 
-`python scripts/diagram.py` prints the diagrams; `--write` puts them into README.md between the
-`<!-- diagram:NAME -->` and `<!-- /diagram:NAME -->` markers. A test checks the README is
-current, so the picture cannot drift from the definition."""
+`python scripts/diagram.py` prints the diagrams; `--write` puts them into docs/architecture.md
+between the `<!-- diagram:NAME -->` and `<!-- /diagram:NAME -->` markers. A test checks that page
+is current, so the picture cannot drift from the definition."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+DOC = ROOT / "docs" / "architecture.md"
 SHAPES = {
     "Task": ('["', '"]'),
     "Choice": ('{"', '"}'),
@@ -108,7 +108,7 @@ def diagrams() -> dict[str, str]:
     return out
 
 
-def render_readme(text: str) -> str:
+def render(text: str) -> str:
     for name, chart in diagrams().items():
         block = f"<!-- diagram:{name} -->\n```mermaid\n{chart}\n```\n<!-- /diagram:{name} -->"
         pattern = re.compile(rf"<!-- diagram:{name} -->.*?<!-- /diagram:{name} -->", re.S)
@@ -118,7 +118,7 @@ def render_readme(text: str) -> str:
 
 def main(argv: list[str]) -> int:
     if "--write" in argv:
-        README.write_text(render_readme(README.read_text()))
+        DOC.write_text(render(DOC.read_text()))
         return 0
     for name, chart in diagrams().items():
         print(f"## {name}\n```mermaid\n{chart}\n```")

@@ -155,6 +155,6 @@ describe('config', () => {
   test('YAML that is not a mapping is refused', () => {
     const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'raidsnap-')), 'c.yaml');
     fs.writeFileSync(file, '- just\n- a list\n');
-    expect(() => loadConfig(file)).toThrow(/must be a mapping/);
+    expect(() => loadConfig(file)).toThrow(/\(top level\): is not a mapping; /);
   });
 });

@@ -7,7 +7,7 @@ import { RaidsnapStack } from '../lib/raidsnap-stack';
 import { actionsOf, resourcesOf, statementsOf, synth } from './helpers';
 
 const POLICY = { zones: ['eu-west-1a'], sets: 1, members: 2 };
-const problem = (field: string, why: string) => new ConfigError(field, why);
+const problem = (field: string, why: string, fix: string) => new ConfigError(field, why, fix);
 
 function stackOf(raw: unknown, region = 'eu-west-1'): RaidsnapStack {
   const app = new App({ context: { 'aws:cdk:disable-asset-staging': true } });

@@ -47,6 +47,7 @@ const SCOPED: Array<[string, string, string[]]> = [
   ['ec2:CreateSnapshots', '::snapshot/*', ['aws:RequestTag/raidsnap:array']],
   ['ec2:CreateTags', '::snapshot/*', ['ec2:CreateAction', 'aws:ResourceTag/raidsnap:array']],
   ['ec2:DeleteSnapshot', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
+  ['ec2:LockSnapshot', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:EnableFastSnapshotRestores', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:DisableFastSnapshotRestores', '::snapshot/*', ['aws:ResourceTag/raidsnap:array']],
   ['ec2:CreateVolume', ':volume/*', ['aws:RequestTag/raidsnap:restore-execution']],

@@ -70,7 +70,7 @@ describe('inlined scripts behave as the sourced scripts', () => {
     ['a source in a list', '[[ -r /etc/raidsnap.conf ]] && source /etc/raidsnap.conf'],
     ['a source in an if', 'if [[ -r /etc/raidsnap.conf ]]; then . /etc/raidsnap.conf; fi'],
     ['builtin source', 'builtin source /etc/raidsnap.conf'],
-  ])('%s is refused at synth ("Any other source line fails the synth", README)', (_what, line) => {
+  ])('%s is refused at synth ("Any other source line fails the synth", docs/architecture.md)', (_what, line) => {
     const script = write(path.join(dir, 's.sh'), ['#!/usr/bin/env bash', ...include('lib/input.sh'), line]);
     expect(() => inlineLibraries(script, lib)).toThrow(ScriptIncludeError);
   });

@@ -50,6 +50,9 @@ class Backend:
     _resolve: Callable[[], tuple[dict[str, str], str]]
     _resolve_sets: Callable[[], str]
     _resolve_lock: Callable[[], str]
+    # Whether run times are read from each run's history (the emulation's are emulated time
+    # there, while DescribeExecution's dates are this machine's).
+    history_times: bool = False
     _machines: dict[str, str] | None = field(default=None, init=False)
     _found_by: str = field(default="", init=False)
 
@@ -158,6 +161,7 @@ def emulation(seed_backups: int) -> Iterator[Backend]:
                 _resolve_lock=lambda: lock_table(
                     session.client("cloudformation"), session.client("dynamodb"), "raidsnap"
                 ),
+                history_times=True,
             )
     except emulated.EmulationSetupError as err:
         raise BackendError(str(err)) from None

@@ -13,13 +13,16 @@ import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import typer
 from botocore.exceptions import ClientError
 
 from raidsnap import clients
 from raidsnap.plan import run_cost
 
+from . import queries
 from .follow import new_events
 
 if TYPE_CHECKING:
@@ -151,3 +154,35 @@ def run_cost_of(
     sfn: SFNClient, arn: str, overrides: Mapping[str, float | int | str] | None = None
 ) -> run_cost.RunCost:
     return run_cost.price(usage(sfn, arn), run_cost.load_prices(overrides))
+
+
+def price_overrides(config: Path | None) -> dict[str, Any]:
+    """The ``prices:`` section of a config file (YAML, of which JSON is a part)."""
+    if config is None:
+        return {}
+    try:
+        import yaml  # type: ignore[import-untyped]  # noqa: PLC0415 (only --config reads it)
+
+        raw = yaml.safe_load(config.read_text())
+    except (OSError, ImportError, ValueError) as err:
+        raise typer.BadParameter(str(err), param_hint="'--config'") from None
+    prices = raw.get("prices") if isinstance(raw, dict) else None
+    if prices is not None and not isinstance(prices, dict):
+        raise typer.BadParameter("prices: must be a mapping", param_hint="'--config'")
+    return dict(prices or {})
+
+
+def cost_lines(
+    sfn: SFNClient, info: queries.ExecutionInfo, prices: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """What an ended run cost at list prices (its JSON, with ``lines`` to print); None while it
+    runs: its last transitions are still to come."""
+    if info.stop is None:
+        return None
+    try:
+        cost = run_cost_of(sfn, info.arn, prices)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="'--config'") from None
+    except ClientError as e:
+        return {"lines": [f"not computed: {e}"]}
+    return {**cost.as_json(), "lines": cost.text_lines()}

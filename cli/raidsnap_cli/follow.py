@@ -1,14 +1,19 @@
-"""Following one execution to its end: a live view on a terminal, one line per step otherwise.
+"""Following one execution to its end: a live view on a terminal, one line per step otherwise,
+in the words of raidsnap.cli's progress module (steps, counts, milestones), never state names.
 
 The history is read newest first (``reverseOrder``), page by page with ``nextToken`` until a
 page reaches an event already seen: a poll costs one call however long the run has been going.
 (Read oldest first, the last page carries no token to resume from.) Event ids order the events;
-a service that ignores ``reverseOrder`` or paging still yields each event once, in order."""
+a service that ignores ``reverseOrder`` or paging still yields each event once, in order.
+
+Times are the history's: each event's timestamp, and the run's start as its first event's. On
+the emulation those are emulated time (a step that waits an hour there shows an hour)."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -17,65 +22,15 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from .views import human_duration, readable_cause, status_text
+from .progress import Counter, Line, Narrator
+from .views import human_duration, status_text
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
 
 HISTORY_PAGE = 100
-RECENT_STEPS = 6
+RECENT_LINES = 8
 FINISHED = ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED")
-
-
-@dataclass
-class Progress:
-    """What the view shows, folded from the events seen so far."""
-
-    name: str
-    started: datetime
-    status: str = "RUNNING"
-    current: str = ""
-    done: int = 0
-    last_event: str = ""
-    last_id: int = 0
-    steps: list[tuple[datetime, str]] = field(default_factory=list)
-
-    def take(self, event: dict[str, Any]) -> str | None:
-        """Fold one event in; returns a line worth printing on its own, if any."""
-        self.last_id = max(self.last_id, int(event["id"]))
-        kind = str(event["type"])
-        line = describe(event)
-        if line:
-            # Task, Lambda and Wait events do not name their state: the current one does.
-            named = "StateEntered" in kind or "StateExited" in kind or kind.startswith("Execution")
-            self.last_event = line if named or not self.current else f"{self.current}: {line}"
-        if kind.endswith("StateEntered"):
-            self.current = str(event["stateEnteredEventDetails"]["name"])
-            self.steps.append((event["timestamp"], self.current))
-            return f"→ {self.current}"
-        if kind.endswith("StateExited"):
-            self.done += 1
-            return None
-        if kind.endswith("Failed") or kind.endswith("TimedOut") or kind == "ExecutionAborted":
-            return line
-        return None
-
-
-def describe(event: dict[str, Any]) -> str:
-    kind = str(event["type"])
-    details = next(
-        (v for k, v in event.items() if k.endswith("EventDetails") and isinstance(v, dict)),
-        {},
-    )
-    if kind.endswith("StateEntered"):
-        return f"entered {details.get('name', '')}"
-    if kind.endswith("StateExited"):
-        return f"left {details.get('name', '')}"
-    if "error" in details or "cause" in details:
-        cause = readable_cause(details.get("cause"))
-        short = cause if len(cause) <= 160 else cause[:157] + "..."
-        return f"{kind}: {details.get('error', '')}" + (f" ({short})" if short else "")
-    return kind
 
 
 def new_events(sfn: SFNClient, arn: str, after_id: int) -> list[dict[str, Any]]:
@@ -104,24 +59,42 @@ def new_events(sfn: SFNClient, arn: str, after_id: int) -> list[dict[str, Any]]:
     return [fresh[i] for i in sorted(fresh)]
 
 
-def view(progress: Progress, now: datetime) -> RenderableType:
+def narrate(sfn: SFNClient, arn: str, workflow: str) -> Narrator:
+    """The whole history of a run, told (for ``status EXECUTION``)."""
+    narrator = Narrator(workflow)
+    for event in new_events(sfn, arn, 0):
+        narrator.take(event)
+    return narrator
+
+
+def line_text(line: Line, started: datetime | None) -> Text:
+    """``03:02:10  +12s     detaching old members 2/3``."""
+    offset = human_duration(line.at - started) if started else ""
+    text = Text(f"{line.at.astimezone(UTC):%H:%M:%S}  +{offset:<7} ", style="dim")
+    text.append(line.text, style=line.style)
+    return text
+
+
+def view(n: Narrator, name: str, now: datetime) -> RenderableType:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column()
-    grid.add_row("execution", Text(progress.name))
-    grid.add_row("status", status_text(progress.status))
-    grid.add_row("state", Text(progress.current or "starting", style="bold"))
-    grid.add_row("states done", str(progress.done))
-    grid.add_row("elapsed", human_duration(now - progress.started))
-    grid.add_row("last event", Text(progress.last_event))
-    recent = progress.steps[-RECENT_STEPS:]
+    elapsed = human_duration(now - n.started) if n.started else "-"
+    grid.add_row("run", Text.assemble((f"{n.workflow} ", "bold"), name))
+    grid.add_row("status", Text.assemble(status_text(n.status), f" · {elapsed}"))
+    if n.status == "RUNNING":  # once it ended, its last line and the outcome say how
+        grid.add_row("now", Text(n.now_words, style="bold"))
+    prewarm = n.prewarm_progress(now)
+    if prewarm:
+        grid.add_row("prewarm", Text(prewarm))
+    recent = n.lines[-RECENT_LINES:]
     if recent:
         lines = Text()
-        for at, name in recent:
-            lines.append(f"+{human_duration(at - progress.started):<7} ", style="dim")
-            lines.append(f"{name}\n")
+        for line in recent:
+            lines.append_text(line_text(line, n.started))
+            lines.append("\n")
         lines.rstrip()
-        grid.add_row("recent states", lines)
+        grid.add_row("so far", lines)
     return Group(grid)
 
 
@@ -129,7 +102,7 @@ def view(progress: Progress, now: datetime) -> RenderableType:
 class Followed:
     status: str
     description: dict[str, Any]
-    progress: Progress
+    narrator: Narrator
 
 
 def follow(
@@ -137,41 +110,53 @@ def follow(
     arn: str,
     console: Console,
     poll_seconds: float,
+    *,
+    now: Callable[[], datetime] | None = None,
+    workflow: str = "",
+    counter: Counter | None = None,
 ) -> Followed:
     """Poll until the execution ends. A terminal gets a live view; anything else (a pipe, a
-    log file, a test) gets one line per state entered and per failure, with the time since
-    the start."""
+    log file, a test) gets one line per step, count or milestone, each with its time and the
+    time since the start. ``now``: the clock the run's times are on (the emulation's)."""
+    clock = now or (lambda: datetime.now(UTC))
     desc: dict[str, Any] = dict(sfn.describe_execution(executionArn=arn))
-    progress = Progress(name=str(desc["name"]), started=desc["startDate"])
+    name = str(desc["name"])
+    narrator = Narrator(workflow)
 
-    def poll() -> list[str]:
+    def poll() -> None:
         nonlocal desc
         desc = dict(sfn.describe_execution(executionArn=arn))
-        progress.status = str(desc["status"])
-        lines = []
-        for event in new_events(sfn, arn, progress.last_id):
-            line = progress.take(event)
-            if line:
-                offset = human_duration(event["timestamp"] - progress.started)
-                lines.append(f"  +{offset:<7} {line}")
-        return lines
+        narrator.status = str(desc["status"])
+        for event in new_events(sfn, arn, narrator.last_id):
+            narrator.take(event)
+        if counter is not None and narrator.status == "RUNNING":
+            counted = counter(narrator.step, narrator.facts)
+            if counted is not None:
+                narrator.counted(clock(), f"{counted[0]}/{counted[1]}")
 
     def ended() -> bool:
-        return progress.status in FINISHED
+        return narrator.status in FINISHED
 
     if console.is_terminal:
-        with Live(view(progress, datetime.now(UTC)), console=console, refresh_per_second=4) as live:
+        with Live(view(narrator, name, clock()), console=console, refresh_per_second=4) as live:
             while True:
                 poll()
-                live.update(view(progress, datetime.now(UTC)))
+                live.update(view(narrator, name, clock()))
                 if ended():
                     break
                 time.sleep(poll_seconds)
     else:
+        shown = 0
         while True:
-            for line in poll():
-                console.print(Text(line), soft_wrap=True)
+            poll()
+            if not ended():
+                narrator.prewarm_progress(clock())
+            for line in narrator.lines[shown:]:
+                console.print(
+                    Text("  ").append_text(line_text(line, narrator.started)), soft_wrap=True
+                )
+            shown = len(narrator.lines)
             if ended():
                 break
             time.sleep(poll_seconds)
-    return Followed(status=progress.status, description=desc, progress=progress)
+    return Followed(status=narrator.status, description=desc, narrator=narrator)

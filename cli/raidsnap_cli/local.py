@@ -109,6 +109,8 @@ def backend(target: Any) -> Iterator[Backend]:
             description=f"the local world at {world.url}",
             outlives_command=True,
             _resolve=lambda: (dict(world.state_machines), "the local world"),
+            # The world's runs are on its clock: their times are in their histories.
+            history_times=True,
             _resolve_sets=lambda: manifest_table(
                 session.client("cloudformation"), session.client("dynamodb"), "raidsnap"
             ),

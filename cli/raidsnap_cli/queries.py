@@ -6,9 +6,9 @@ import heapq
 import json
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -62,6 +62,12 @@ class ExecutionInfo:
     output: Any
     error: str | None
     cause: str | None
+    # When this was read, on the clock the run's times are on (for a run still going).
+    observed: datetime | None = None
+
+    @property
+    def took(self) -> timedelta:
+        return (self.stop or self.observed or datetime.now(UTC)) - self.start
 
     @property
     def array(self) -> str:
@@ -83,21 +89,47 @@ def _loads(raw: str | None) -> Any:
         return raw
 
 
-def describe(sfn: SFNClient, arn: str, workflow: str) -> ExecutionInfo:
+def describe(
+    sfn: SFNClient,
+    arn: str,
+    workflow: str,
+    *,
+    timed: bool = False,
+    now: Callable[[], datetime] | None = None,
+) -> ExecutionInfo:
+    """The execution; ``timed``: its start and end as its history stamps them (its first and,
+    once it ended, its last event), which on the emulation are emulated time where
+    DescribeExecution's dates are this machine's. ``now``: the clock the run is on."""
     d = sfn.describe_execution(executionArn=arn)
+    start, stop = d["startDate"], d.get("stopDate")
+    if timed:
+        start, stop = history_times(sfn, arn, start, stop)
     return ExecutionInfo(
         arn=arn,
         name=d["name"],
         workflow=workflow,
         state_machine=d["stateMachineArn"],
         status=d["status"],
-        start=d["startDate"],
-        stop=d.get("stopDate"),
+        start=start,
+        stop=stop,
         input=_loads(d.get("input")),
         output=_loads(d.get("output")),
         error=d.get("error"),
         cause=d.get("cause"),
+        observed=(now or (lambda: datetime.now(UTC)))(),
     )
+
+
+def history_times(
+    sfn: SFNClient, arn: str, start: datetime, stop: datetime | None
+) -> tuple[datetime, datetime | None]:
+    """(first event's timestamp, last event's when the run has ended): two calls of one event."""
+    first = sfn.get_execution_history(executionArn=arn, maxResults=1)["events"]
+    start = first[0]["timestamp"] if first else start
+    if stop is not None:
+        last = sfn.get_execution_history(executionArn=arn, maxResults=1, reverseOrder=True)
+        stop = last["events"][0]["timestamp"] if last["events"] else stop
+    return start, stop
 
 
 def _executions(sfn: SFNClient, workflow: str, arn: str) -> Iterator[tuple[datetime, str, str]]:
@@ -107,19 +139,26 @@ def _executions(sfn: SFNClient, workflow: str, arn: str) -> Iterator[tuple[datet
 
 
 def recent(
-    sfn: SFNClient, machines: dict[str, str], last: int, array: str | None = None
+    sfn: SFNClient,
+    machines: dict[str, str],
+    last: int,
+    array: str | None = None,
+    *,
+    timed: bool = False,
+    now: Callable[[], datetime] | None = None,
 ) -> list[ExecutionInfo]:
     """The newest ``last`` executions of every workflow, newest first (of ``array`` only, when
-    given: that needs each execution's input, so at most SCAN_LIMIT are looked at)."""
+    given: that needs each execution's input, so at most SCAN_LIMIT are looked at). ``timed``:
+    each run's times from its history (describe)."""
     streams = [_executions(sfn, w, arn) for w, arn in sorted(machines.items())]
     merged = heapq.merge(*streams, key=lambda item: item[0], reverse=True)
     found: list[ExecutionInfo] = []
     for scanned, (_, workflow, arn) in enumerate(merged):
         if len(found) >= last or scanned >= SCAN_LIMIT:
             break
-        info = describe(sfn, arn, workflow)
+        info = describe(sfn, arn, workflow, now=now)
         if array is None or info.array == array:
-            found.append(info)
+            found.append(describe(sfn, arn, workflow, timed=True, now=now) if timed else info)
     return found
 
 

@@ -15,7 +15,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from raidsnap.aws.snapshot_locks import SnapshotLock
 from raidsnap.sets import SnapshotSet
+from raidsnap.text import input_words
 
 from .queries import ExecutionInfo
 
@@ -52,6 +54,8 @@ class SetRow:
     why: str
     age: str
     latest: bool
+    # What snapshot locks hold of the set now ("" when none does).
+    lock: str = ""
 
 
 def why_incomplete(snapshot_set: SnapshotSet) -> str:
@@ -88,8 +92,24 @@ def why_incomplete(snapshot_set: SnapshotSet) -> str:
 NO_MD_UUID = "no md UUID recorded (taken from the volume tags): restore it with mdUuid"
 
 
-def set_rows(sets: Iterable[SnapshotSet], now: datetime) -> list[SetRow]:
-    """Newest first; the newest restorable set is the one ``latest`` restores."""
+def lock_words(snapshot_set: SnapshotSet, locks: Mapping[str, SnapshotLock]) -> str:
+    """``locked (governance, 1/3 snapshots) until ...``: the lock states that hold the set's
+    snapshots, how many they hold, and when the last of them ends (the set cannot be deleted
+    whole before then); "" when no lock holds any."""
+    mine = [locks[m.snapshot_id] for m in snapshot_set.members if m.snapshot_id in locks]
+    if not mine:
+        return ""
+    states = ", ".join(sorted({lock.state for lock in mine}))
+    words = f"locked ({states}, {len(mine)}/{len(snapshot_set.members)} snapshots)"
+    ends = [lock.expires for lock in mine if lock.expires is not None]
+    return f"{words} until {utc(max(ends))}" if ends else words
+
+
+def set_rows(
+    sets: Iterable[SnapshotSet], now: datetime, locks: Mapping[str, SnapshotLock] | None = None
+) -> list[SetRow]:
+    """Newest first; the newest restorable set is the one ``latest`` restores. ``locks``: the
+    snapshot locks that hold any of the sets' snapshots now."""
     ordered = sorted(sets, key=lambda s: (s.start_time, s.set_id), reverse=True)
     latest = next((s.set_id for s in ordered if s.restorable), None)
     rows = []
@@ -105,6 +125,7 @@ def set_rows(sets: Iterable[SnapshotSet], now: datetime) -> list[SetRow]:
                 why=why_incomplete(s) if not s.complete else "" if s.restorable else NO_MD_UUID,
                 age=human_duration(now - s.start_time),
                 latest=s.set_id == latest,
+                lock=lock_words(s, locks or {}),
             )
         )
     return rows
@@ -126,11 +147,33 @@ def sets_table(array: str, rows: list[SetRow]) -> Table:
                 state.append(" · latest", style="bold green")
         else:
             state = Text(f"incomplete: {row.why}", style="yellow")
+        if row.lock:
+            state.append(f" · {row.lock}", style="cyan")
         table.add_row(Text(row.set_id), utc(row.taken), row.age, row.members, state)
     return table
 
 
 # ---------------------------------------------------------------------- executions
+
+GIB = 1 << 30
+
+
+def prewarm_done(result: Mapping[str, Any]) -> str:
+    """'prewarm done: 3.0 GiB at 250 MiB/s in 12 s' from the prewarm document's last line."""
+    read = float(result.get("bytes") or 0) / GIB
+    rate = result.get("mibPerSecond")
+    seconds = float(result.get("seconds") or 0)
+    at = f" at {float(rate):.0f} MiB/s" if rate is not None else ""
+    return f"prewarm done: {read:.1f} GiB{at} in {minutes(seconds)}"
+
+
+def minutes(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    hours, minutes = divmod(round(seconds / 60), 60)
+    return f"{hours} h {minutes:02d} min"
 
 
 def parse_json(raw: str | None) -> Any:
@@ -244,11 +287,21 @@ def output_view(workflow: str, output: Any) -> RenderableType:
         )
         add(
             "initialization",
-            f"{used} (asked: {asked})" if asked and asked != used else used,
+            f"{used}, chosen by auto"
+            if asked == "auto"
+            else f"{used} (asked: {asked})"
+            if asked and asked != used
+            else used,
         )
         prewarm = output.get("prewarm")
         if isinstance(prewarm, Mapping):
-            add("prewarm", prewarm.get("status"))
+            result = prewarm.get("result")
+            add(
+                "prewarm",
+                prewarm_done(result).removeprefix("prewarm ")
+                if prewarm.get("status") == "success" and isinstance(result, Mapping)
+                else prewarm.get("status"),
+            )
         replaced = output.get("replacedVolumeIds")
         if replaced:
             add(
@@ -260,6 +313,11 @@ def output_view(workflow: str, output: Any) -> RenderableType:
         for note in notes:
             add("note", note)
     return grid
+
+
+def describe_input(payload: Any) -> Text:
+    """An execution input in words: ``db1 (mode replace, set latest)``; not JSON."""
+    return Text(input_words(payload))
 
 
 def execution_row_cells(run: ExecutionInfo, now: datetime) -> list[RenderableType]:

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from raidsnap.observability import logger
+from raidsnap.text import input_words
 from raidsnap_emulation.demo_timeline import timeline
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation, Execution
@@ -87,7 +88,7 @@ def _follow(
 def _run(emu: Emulation, workflow: str, payload: dict[str, Any], name: str) -> Execution:
     return _follow(
         emu,
-        f"{workflow} {payload}  [dim](execution {name})[/dim]",
+        f"{workflow} {input_words(payload)}  [dim](execution {name})[/dim]",
         lambda: emu.start(workflow, payload, name=name),
     )
 

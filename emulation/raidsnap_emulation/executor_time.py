@@ -31,6 +31,7 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service impor
     state_task_service_sfn,
 )
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
+from moto.stepfunctions.parser.asl.eval.event.event_manager import EventManager
 from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
 from raidsnap import aws as raidsnap_aws
@@ -222,6 +223,10 @@ def on_clock(clock: VirtualClock) -> Iterator[None]:
     patch(state_task_service_callback, "_DELAY_SECONDS_SYNC_CONDITION_CHECK", 0.01)
     patch(sfn_task, "_build_sync_resolver", _following(clock, sfn_task._build_sync_resolver))
     patch(sfn_task, "_build_sync2_resolver", _following(clock, sfn_task._build_sync2_resolver))
+    # Step Functions stamps each history event when it happens ("timestamp", GetExecutionHistory
+    # API reference); here things happen on the clock, so a run's history tells its emulated
+    # times (a prewarm of an hour takes an hour there, not the real instant it took here).
+    patch(EventManager, "_get_current_timestamp", staticmethod(clock.now))
     try:
         yield
     finally:

@@ -56,7 +56,7 @@ from moto.stepfunctions.parser.utils import TMP_THREADS
 from raidsnap import clients
 from raidsnap_emulation import executor_time
 from raidsnap_emulation.clock import ClockStalledError, OwnedLock, VirtualClock
-from raidsnap_emulation.double import ACTOR_ATTRIBUTE, AwsDouble, acting_as
+from raidsnap_emulation.double import ACTOR_ATTRIBUTE, AwsDouble, AwsError, acting_as
 from raidsnap_emulation.environ import thread_environ
 from raidsnap_emulation.events import Services
 from raidsnap_emulation.host import Hosts
@@ -171,6 +171,22 @@ class LambdaRouter:
         # functions share the process (its clients, its moto backends). Each sees its own
         # function's environment (environ.py), set for its thread only.
         self._lock = _ENVIRONMENT_LOCK
+
+    def configuration(self, params: dict[str, Any]) -> dict[str, Any]:
+        """lambda:GetFunctionConfiguration as Lambda answers it for a deployed function: its
+        name, ARN, handler and environment variables (Lambda API reference,
+        GetFunctionConfiguration; FunctionName is a name or an ARN). The operator's tools read
+        a function's settings so (the CLI's restore plan reads the restore's Prepare)."""
+        asked = str(params["FunctionName"])
+        fn = self.functions.get(asked.rsplit(":", 1)[-1])
+        if fn is None:
+            raise AwsError("ResourceNotFoundException", f"Function not found: {asked}", 404)
+        return {
+            "FunctionName": fn.name,
+            "FunctionArn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{fn.name}",
+            "Handler": fn.handler,
+            "Environment": {"Variables": dict(fn.environment)},
+        }
 
     def __call__(self, params: dict[str, Any]) -> dict[str, Any]:
         name = str(params["FunctionName"]).rsplit(":", 1)[-1]
@@ -297,6 +313,7 @@ class Emulation:
         self._create_alarms()
         self.router = LambdaRouter(self._functions(), self.clock)
         self.double.route("lambda", "Invoke", self.router)
+        self.double.route("lambda", "GetFunctionConfiguration", self.router.configuration)
         self._create_state_machines()
         return self
 

@@ -26,8 +26,10 @@ from datetime import timedelta
 from typing import Any
 
 from moto.ec2.models import ec2_backends
+from moto.ec2.models.instance_types import INSTANCE_TYPES
 
 from raidsnap.models import system_directory
+from raidsnap.plan.restore_time import BURST_SECONDS
 from raidsnap_emulation import script_outputs
 from raidsnap_emulation.double import AwsDouble, CommandContext, CommandOutcome
 
@@ -138,6 +140,23 @@ class Hosts:
         order = list(self.attached(instance_id).values())
         dropped = self.state(instance_id).dropped
         return {vid: f"/dev/nvme{i}n1" for i, vid in enumerate(order) if vid not in dropped}
+
+    def _instance_read_seconds(self, instance_id: str, total_bytes: int) -> float:
+        """The least time the instance takes to read ``total_bytes`` from EBS: at its maximum
+        EBS throughput for up to 30 minutes, then at its baseline (DescribeInstanceTypes
+        EbsInfo.EbsOptimizedInfo, MB/s, as moto describes the type; EC2 User Guide, "Amazon
+        EBS-optimized instance types": the maximum lasts 30 minutes at least once every 24
+        hours). 0 for a type described without it: then only the volumes set the pace."""
+        kind = str(getattr(self._backend().get_instance(instance_id), "instance_type", ""))
+        info = (INSTANCE_TYPES.get(kind, {}).get("EbsInfo") or {}).get("EbsOptimizedInfo") or {}
+        baseline = float(info.get("BaselineThroughputInMBps") or 0) * 1e6
+        maximum = float(info.get("MaximumThroughputInMBps") or 0) * 1e6
+        if not baseline or not maximum:
+            return 0.0
+        burst = maximum * BURST_SECONDS
+        if total_bytes <= burst:
+            return total_bytes / maximum
+        return BURST_SECONDS + (total_bytes - burst) / baseline
 
     def volume_size_bytes(self, volume_id: str) -> int:
         return int(self._backend().get_volume(volume_id).size) * 1024**3
@@ -738,7 +757,10 @@ class Hosts:
         seconds = (
             self.prewarm_seconds_for(ctx.instance_id, sizes)
             if self.prewarm_seconds_for is not None
-            else max(sizes.values(), default=0) / (self.prewarm_mib_per_second * 1024**2)
+            else max(
+                max(sizes.values(), default=0) / (self.prewarm_mib_per_second * 1024**2),
+                self._instance_read_seconds(ctx.instance_id, total),
+            )
         )
         self.state(ctx.instance_id).prewarmed.extend(volume_ids)
         method = "fio" if p["Method"] == "auto" else p["Method"]

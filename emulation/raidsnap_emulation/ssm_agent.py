@@ -6,8 +6,8 @@ synthesized ``AWS::SSM::Document``) and the ``Parameters`` of a SendCommand call
 arguments, the working directory and the environment. The emulation's SendCommand and the VM
 suite both go through it, so neither can hand a script an environment the agent would not give.
 
-Rules, each with where it comes from (the README's table "AWS rules the emulation enforces" has
-the same rows with their addresses):
+Rules, each with where it comes from (docs/emulation.md's table "AWS rules the emulation
+enforces" has the same rows with their addresses):
 
 - Only declared parameters may be sent; every parameter without a ``default`` must be sent; a
   value must satisfy its ``allowedPattern``, ``allowedValues``, ``minChars`` and ``maxChars``;

@@ -438,6 +438,21 @@ def configure_fast_restore(emu: Any, array: str, zones: list[str], sets: int = 1
         fn.environment["FAST_RESTORE_BY_ARRAY"] = json.dumps(current)
 
 
+def configure_lock(emu: Any, array: str, **policy: Any) -> None:
+    """Give the array a lock policy, as a config file would (arrays.<array>.lock: mode, days,
+    sets, coolOffHours); no settings remove it. The grant to lock comes from the template: only
+    a stack synthesized with some array's lock has it, bounded by the longest lock's days."""
+    for fn in emu.router.functions.values():
+        if "LOCK_BY_ARRAY" not in fn.environment:
+            continue
+        current = json.loads(fn.environment.get("LOCK_BY_ARRAY") or "{}")
+        if policy:
+            current[array] = policy
+        else:
+            current.pop(array, None)
+        fn.environment["LOCK_BY_ARRAY"] = json.dumps(current)
+
+
 def name_in_config(
     emu: Any, array: str, *instance_ids: str, auto_scaling_group: str = "", drill: bool = False
 ) -> None:

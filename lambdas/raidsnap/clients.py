@@ -66,6 +66,11 @@ def secretsmanager() -> Any:  # no mypy_boto3_secretsmanager stubs are pinned; t
     return boto3.client("secretsmanager", config=_CONFIG)
 
 
+@cache
+def sts() -> Any:  # the caller's own account and identity only (GetCallerIdentity)
+    return boto3.client("sts", config=_CONFIG)
+
+
 def reset() -> None:
     """Forget cached clients (tests switch regions and mocks between cases)."""
     ec2.cache_clear()
@@ -77,3 +82,4 @@ def reset() -> None:
     cloudwatch.cache_clear()
     servicequotas.cache_clear()
     secretsmanager.cache_clear()
+    sts.cache_clear()

@@ -50,6 +50,15 @@ class IncompleteSnapshotSetError(RaidsnapError):
     pass
 
 
+class SnapshotsInRecycleBinError(RaidsnapError):
+    """Snapshots the set recorded were deleted into the Recycle Bin (a retention rule kept
+    them): the set is whole again once they are restored from it."""
+
+
+class SnapshotLockFailedError(RaidsnapError):
+    """The array's lock policy could not lock a set's snapshots (the set itself is taken)."""
+
+
 class InstanceNotReadyError(RaidsnapError):
     pass
 

@@ -49,6 +49,9 @@ class Manifest:
     # The instance the set was taken from: the array's recorded instance (raidsnap.homes) as
     # of this set, which a tag alone never moves.
     instance_id: str = ""
+    # Set when the manifest was rebuilt from the snapshots' tags (``raidsnap sets adopt``)
+    # rather than written by the backup that took the set: when, and who confirmed it.
+    adopted: str = ""
 
     @property
     def snapshot_ids(self) -> set[str]:

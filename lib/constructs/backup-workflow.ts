@@ -7,7 +7,8 @@ import { ArrayConfig, ArrayDefaults } from '../config';
 import { KeptPolicy } from '../fast-restore';
 import { Documents } from './documents';
 import { FunctionFactory, FunctionSpec } from './functions';
-import { Permissions, RestorePermissions } from './permissions';
+import { lockSetSnapshots, Permissions, RestorePermissions } from './permissions';
+import { lockPolicies } from '../snapshot-lock';
 import { acknowledge } from '../nag';
 import { nagArn } from '../nag';
 import { lockTableStatements } from './restore-workflow';
@@ -59,6 +60,8 @@ export class BackupWorkflow extends Construct {
       : [];
     const releaseHold = lockStatements(['UpdateItem']);
     const fsrGrants = new RestorePermissions(this);
+    const locks = lockPolicies(props.arrays);
+    const longestLock = Math.max(0, ...Object.values(locks).map((l) => l.days));
     const specs: FunctionSpec[] = [
       {
         id: 'BackupPrepare', module: 'backup_prepare',
@@ -108,13 +111,17 @@ export class BackupWorkflow extends Construct {
       },
       {
         id: 'BackupRetention', module: 'backup_retention',
-        description: 'keep the newest complete sets and delete older ones',
+        description: 'lock the newest sets (the array lock policy), keep the newest complete sets and delete older ones',
         statements: [
-          p.describe('ec2:DescribeSnapshots', 'ec2:DescribeVolumes'),
+          // DescribeLockedSnapshots: retention never asks to delete a locked snapshot.
+          p.describe('ec2:DescribeSnapshots', 'ec2:DescribeVolumes', 'ec2:DescribeLockedSnapshots'),
           p.manageTaggedSnapshots('ec2:DeleteSnapshot'),
+          // Only where some array has a lock policy, and never longer than the longest.
+          ...(longestLock > 0 ? [lockSetSnapshots(p, longestLock)] : []),
           ...props.sets.statements('Query', 'DeleteItem'),
           ...readLock,
         ],
+        environment: { LOCK_BY_ARRAY: JSON.stringify(locks) },
       },
       {
         id: 'BackupKeepFsr', module: 'backup_keep_fsr',

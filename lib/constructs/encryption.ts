@@ -41,8 +41,13 @@ export function stackKey(scope: IConstruct): kms.Key {
 }
 
 /** Where raidsnap's log groups live, by kind: functions under one prefix, state machines under
- * /aws/vendedlogs/ (the prefix Step Functions recommends, which keeps the CloudWatch Logs resource
- * policy that its log delivery writes small). The stack name keeps two stacks apart. */
+ * /aws/vendedlogs/states/. Step Functions adds a state machine's log group to the account's
+ * CloudWatch Logs resource policy when it creates the state machine, and that policy is limited to
+ * 5,120 characters; "To avoid reaching the CloudWatch Logs resource policy size limit, prefix
+ * your CloudWatch Logs log group names with /aws/vendedlogs/" (Step Functions developer guide,
+ * "Avoiding CloudWatch Logs resource policy size restrictions",
+ * https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html): otherwise CreateStateMachine
+ * can fail in an account whose policy is near its limit. The stack name keeps two stacks apart. */
 export const LOG_GROUP_PREFIX = {
   functions: (stackName: string) => `/raidsnap/${stackName}/functions/`,
   states: (stackName: string) => `/aws/vendedlogs/states/raidsnap/${stackName}/`,

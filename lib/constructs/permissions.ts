@@ -95,6 +95,23 @@ export class Permissions {
   }
 }
 
+/** LockSnapshot of a raidsnap set's snapshots only (the tags above), for at most `maxDays`
+ * days: ec2:SnapshotLockDuration is the LockDuration a request gives ("Control access to Amazon
+ * EBS snapshot lock", Amazon EBS User Guide; listed for ec2:LockSnapshot in the Service
+ * Authorization Reference), and a request that gives an ExpirationDate instead sets no such
+ * key, so it is refused. Even code gone wrong cannot lock anything else, or longer than the
+ * configuration says. */
+export function lockSetSnapshots(p: Permissions, maxDays: number): iam.PolicyStatement {
+  return new iam.PolicyStatement({
+    actions: ['ec2:LockSnapshot'],
+    resources: [p.ec2Arn('snapshot/*')],
+    conditions: {
+      StringLike: setSnapshotTags(),
+      NumericLessThanEquals: { 'ec2:SnapshotLockDuration': String(maxDays) },
+    },
+  });
+}
+
 /** The tags a snapshot of a raidsnap set carries from the moment CreateSnapshots makes it. */
 function setSnapshotTags(): Record<string, string> {
   return { [`aws:ResourceTag/${ARRAY_TAG}`]: '*', [`aws:ResourceTag/${SET_ID_TAG}`]: '*' };

@@ -154,6 +154,9 @@ export class RestoreWorkflow extends Construct {
           // and (only when a way that enables FSR would win) the Region's FSR quota.
           p.describe('ec2:DescribeInstanceTypes', 'ec2:DescribeFastSnapshotRestores'),
           p.readFsrQuota(),
+          // A set whose members were deleted into the Recycle Bin: which ones, to say how to
+          // get them back (List, resource "*" only: Service Authorization Reference).
+          p.describe('ec2:ListSnapshotsInRecycleBin'),
           // DeleteItem: a refusal made under the lock gives it back.
           ...lock.statements('GetItem', 'PutItem', 'DeleteItem'),
           ...props.sets.statements('GetItem', 'Query'),

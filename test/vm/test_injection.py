@@ -58,8 +58,16 @@ ARRAY_NAME = "inj"
 # What each script reads: its document's parameters (checked against ssm/documents below).
 PARAMETERS: dict[str, list[str]] = {
     "discover": ["ArrayName"],
-    "freeze": ["MountPoint", "MaxFreezeSeconds", "FreezeToken"],
-    "thaw": ["MountPoint", "MaxFreezeSeconds", "FreezeToken"],
+    "freeze": [
+        "MountPoint",
+        "MaxFreezeSeconds",
+        "FreezeToken",
+        "PreSnapshot",
+        "PostSnapshot",
+        "HookSeconds",
+        "Freeze",
+    ],
+    "thaw": ["MountPoint", "MaxFreezeSeconds", "FreezeToken", "PostSnapshot", "HookSeconds"],
     "assemble": [
         "VolumeIds",
         "MdUuid",
@@ -88,6 +96,15 @@ NOT_HOSTILE = {
     ("freeze", "FreezeToken", "empty"),
     ("release", "MdUuid", "empty"),
     ("assemble", "NewMdUuid", "empty"),
+}
+# An empty hook is the hooks' default (none). And a hook is a command line by design: an
+# absolute path and its arguments, run as that argument vector (lib/hooks.sh), so
+# "/dev/md0 --zero-superblock" is a well-formed hook naming a program and its argument, not an
+# injection; whoever configures hooks chooses what runs. Every string that would need a shell
+# (;, $(), backticks, newlines, globs, $HOME) is still a case for every hook parameter.
+HOOKS = (("freeze", "PreSnapshot"), ("freeze", "PostSnapshot"), ("thaw", "PostSnapshot"))
+NOT_HOSTILE |= {
+    (script, param, sid) for script, param in HOOKS for sid in ("empty", "zero-superblock")
 }
 
 # The token a backup's freeze and thaw share (32 lowercase hex digits).
@@ -370,8 +387,23 @@ def guest_cases(
     only reads; release is the one exception, so no hostile value may pass it)."""
     base: dict[str, dict[str, str]] = {
         "discover": {"ArrayName": ARRAY_NAME},
-        "freeze": {"MountPoint": MOUNT_POINT, "MaxFreezeSeconds": "30", "FreezeToken": TOKEN},
-        "thaw": {"MountPoint": MOUNT_POINT, "MaxFreezeSeconds": "30", "FreezeToken": TOKEN},
+        # Hooks that change nothing, so that a hostile value is the one thing wrong with a case.
+        "freeze": {
+            "MountPoint": MOUNT_POINT,
+            "MaxFreezeSeconds": "30",
+            "FreezeToken": TOKEN,
+            "PreSnapshot": "/bin/true",
+            "PostSnapshot": "/bin/true",
+            "HookSeconds": "30",
+            "Freeze": "true",
+        },
+        "thaw": {
+            "MountPoint": MOUNT_POINT,
+            "MaxFreezeSeconds": "30",
+            "FreezeToken": TOKEN,
+            "PostSnapshot": "/bin/true",
+            "HookSeconds": "30",
+        },
         "assemble": {
             "VolumeIds": disks_vols,
             "MdUuid": uuid,

@@ -9,7 +9,7 @@ import copy
 import json
 import os
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from raidsnap_emulation.clock import VirtualClock
@@ -23,6 +23,8 @@ from raidsnap_emulation.double.base import (
     _split_filters,
 )
 from raidsnap_emulation.double.fsr import Fsr
+from raidsnap_emulation.double.locks import SnapshotLocks
+from raidsnap_emulation.double.recycle_bin import RecycleBin
 from raidsnap_emulation.double.volumes import Volumes, _Volume
 
 SNAPSHOT_PER_VOLUME_INTERVAL_SECONDS = 15.0
@@ -38,9 +40,10 @@ class _Snapshot:
     kms_key_id: str | None = None
 
 
-class Ec2(Volumes, Fsr):
+class Ec2(Volumes, Fsr, SnapshotLocks, RecycleBin):
     """CreateSnapshot(s), DescribeSnapshots, DeleteSnapshot, Register/DeregisterImage and
-    CreateVolume, with the failures the tests mark on volumes and snapshots."""
+    CreateVolume, with the failures the tests mark on volumes and snapshots; snapshot locks
+    (locks.py) and the Recycle Bin (recycle_bin.py) hold what DeleteSnapshot would remove."""
 
     def __init__(self, clock: VirtualClock, region: str = "us-east-1") -> None:
         super().__init__(clock, region)
@@ -128,6 +131,16 @@ class Ec2(Volumes, Fsr):
         self._snapshots[snap.snapshot_id] = snap
         self._last_snapshot_start[volume_id] = now
         return self._snapshot_view(answer)
+
+    def _completes_at(self, snapshot_id: str) -> datetime:
+        """When the snapshot is (or was) completed: a lock's duration starts then."""
+        snap = self._snapshots.get(snapshot_id)
+        if snap is None:
+            return self.clock.now()
+        return snap.start + timedelta(seconds=self.snapshot_seconds)
+
+    def _restored_view(self, raw: Answer) -> Answer:
+        return self._snapshot_view(raw)
 
     def _snapshot_view(self, moto_snapshot: dict[str, Any]) -> Answer:
         view = dict(moto_snapshot)
@@ -220,7 +233,10 @@ class Ec2(Volumes, Fsr):
         moto_answer = self._moto("ec2", "DescribeSnapshots", request)
         account = os.environ.get("MOTO_ACCOUNT_ID", "123456789012")
         views = []
+        self._empty_recycle_bin()
         for raw in moto_answer["Snapshots"]:
+            if raw["SnapshotId"] in self._binned:
+                continue
             if owners:
                 owner_ok = (
                     raw.get("OwnerId") in owners
@@ -240,6 +256,7 @@ class Ec2(Volumes, Fsr):
 
     def _delete_snapshot(self, params: Params) -> Answer:
         snapshot_id = params["SnapshotId"]
+        self.refuse_binned(snapshot_id)
         image = self._image_snapshots.get(snapshot_id)
         if image is not None:
             # EC2 refuses to delete a snapshot a registered AMI uses (EBS user guide, "Delete an
@@ -248,8 +265,12 @@ class Ec2(Volumes, Fsr):
                 "InvalidSnapshot.InUse",
                 f"The snapshot {snapshot_id} is currently in use by {image}",
             )
-        self._moto("ec2", "DeleteSnapshot", {"SnapshotId": snapshot_id})
-        self._snapshots.pop(snapshot_id, None)
+        self.refuse_locked_delete(snapshot_id)
+        if not self.to_recycle_bin(snapshot_id):
+            self._moto("ec2", "DeleteSnapshot", {"SnapshotId": snapshot_id})
+            self._snapshots.pop(snapshot_id, None)
+        # FSR goes off for a snapshot deleted, into the Recycle Bin too ("Considerations for
+        # Recycle Bin": fast snapshot restore is automatically disabled).
         now = self.clock.now()
         for pair in self._fsr.values():
             if pair.snapshot_id == snapshot_id and (pair.disabled is None or pair.disabled > now):
@@ -335,6 +356,7 @@ class Ec2(Volumes, Fsr):
         self._check_performance(params)
         fast_restored = False
         if snapshot_id:
+            self.refuse_binned(snapshot_id)
             snapshot = self._snapshot_view(self._moto_snapshot(snapshot_id))
             snap = self._snapshots.get(snapshot_id)
             if snap is not None and self._snapshot_state(snap, now)[0] != "completed":

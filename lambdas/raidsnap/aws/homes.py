@@ -112,11 +112,14 @@ def as_recorded(home: Home | None) -> plan_targets.Recorded | None:
     return plan_targets.Recorded(home.instance_id, since, home.by)
 
 
-def array_instance(table: str | None, array: str, notes: list[str]) -> ArrayInstance:
+def array_instance(
+    table: str | None, array: str, notes: list[str], *, record: bool = True
+) -> ArrayInstance:
     """The array's instance: the running instance tagged with it that raidsnap recorded (or the
     config names); refuses a tag that would move the array on its own (ArrayInstanceChanged).
     Other instances tagged with the array are named in ``notes`` and counted in the metric
-    ArrayTagConflicts, whose alarm notifies."""
+    ArrayTagConflicts, whose alarm notifies. ``record`` False: a question only (a restore's
+    plan shown before it starts), so the move the configuration implies is not written."""
     tagged = instances.tagged_running(array)
     candidates = [plan_targets.Candidate(i.instance_id, t) for i, t in tagged]
     before = len(notes)
@@ -124,7 +127,7 @@ def array_instance(table: str | None, array: str, notes: list[str]) -> ArrayInst
     chosen = plan_targets.choose_array_instance(
         array, candidates, as_recorded(home), configured(array), notes
     )
-    if table and home is not None and home.instance_id != chosen:
+    if record and table and home is not None and home.instance_id != chosen:
         record_move(table, array, chosen, "configuration")
     _warn_unusable_replacements(array, chosen, notes)
     if len(tagged) > 1 and len(notes) > before:

@@ -100,10 +100,7 @@ def acquire(
     if holder is None:  # released between our two calls: try once more from the start
         return acquire(table, array, execution_arn, set_id, lease_seconds)
     if holder.lease_until > now and running(holder.execution_arn):
-        raise RestoreInProgressError(
-            f"a restore of {array} is already running ({holder.execution_arn}, set "
-            f"{holder.set_id}); wait for it to end, or stop it, then start this restore again"
-        )
+        raise _in_progress(array, holder)
     try:
         clients.dynamodb().put_item(
             TableName=table,
@@ -119,6 +116,25 @@ def acquire(
             ) from None
         raise
     return holder
+
+
+def _in_progress(array: str, holder: Holder) -> RestoreInProgressError:
+    return RestoreInProgressError(
+        f"a restore of {array} is already running ({holder.execution_arn}, set "
+        f"{holder.set_id}); wait for it to end, or stop it, then start this restore again"
+    )
+
+
+def refuse_while_held(table: str, array: str) -> None:
+    """Raise RestoreInProgress while a running restore holds the array's lock, as ``acquire``
+    would, without taking it (a restore's plan, shown before it starts)."""
+    holder = current(table, array)
+    if (
+        holder is not None
+        and holder.lease_until > int(time.time())
+        and running(holder.execution_arn)
+    ):
+        raise _in_progress(array, holder)
 
 
 def release(table: str, array: str, execution_arn: str) -> bool:

@@ -56,6 +56,8 @@ def _to_item(m: Manifest) -> dict[str, Any]:
         raw["instanceId"] = m.instance_id
     if m.started is not None:
         raw["started"] = _iso(m.started)
+    if m.adopted:
+        raw["adopted"] = m.adopted
     return {k: _SERIALIZE.serialize(v) for k, v in raw.items()}
 
 
@@ -76,6 +78,7 @@ def _from_item(item: Mapping[str, Any]) -> Manifest:
         consistency=str(raw.get("consistency", "crash")),
         md={str(k): str(v) for k, v in (raw.get("md") or {}).items()},
         instance_id=str(raw.get("instanceId", "")),
+        adopted=str(raw.get("adopted", "")),
     )
 
 
@@ -145,6 +148,22 @@ def complete(manifest: Manifest, snapshots: Mapping[int, str], started: datetime
         ExpressionAttributeValues={":me": {"S": manifest.execution_arn}},
     )
     return done
+
+
+def adopt(manifest: Manifest) -> Manifest | None:
+    """Record a set rebuilt from its snapshots' tags, as a backup records one, unless its set id
+    is recorded already: then nothing is written and the recorded manifest is returned."""
+    try:
+        clients.dynamodb().put_item(
+            TableName=snapshot_sets_table(),
+            Item=_to_item(manifest),
+            ConditionExpression="attribute_not_exists(setId)",
+        )
+    except ClientError as err:
+        if error_code(err) != "ConditionalCheckFailedException":
+            raise
+        return get(manifest.array, manifest.set_id)
+    return None
 
 
 def forget(manifest: Manifest) -> None:

@@ -46,6 +46,11 @@ def by_ids(snapshot_ids: Iterable[str]) -> list[dict[str, Any]]:
     return out
 
 
+def tagged_with(array: str) -> list[dict[str, Any]]:
+    """Every snapshot of this account tagged with the array, as DescribeSnapshots gives it."""
+    return _describe([{"Name": f"tag:{tags.ARRAY}", "Values": [array]}])
+
+
 def of_execution(manifest: Manifest) -> dict[int, dict[str, Any]]:
     """The snapshots a backup took before it could record them: tagged with its execution, of
     a recorded member volume, started no earlier than the execution. Slot -> snapshot."""

@@ -22,6 +22,7 @@ from raidsnap.aws import (
 )
 from raidsnap.aws.instances import ArrayInstance, Layout
 from raidsnap.errors import SnapshotFailedError
+from raidsnap.plan import tag_limit
 from raidsnap.sets import Manifest, SnapshotSet
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ def md_uuid_of_volume(volume_id: str) -> str:
 class Taken:
     snapshot_set: SnapshotSet
     consistency: str
-    note: str = ""
+    notes: tuple[str, ...] = ()
 
 
 def create_set(
@@ -62,13 +63,12 @@ def create_set(
     frozen_until: datetime | None = None,
 ) -> Taken:
     """Take one multi-volume snapshot of exactly the members, record the set, then tag each
-    member's slot.
-
-    CreateSnapshots takes no ClientToken, so the set's intent is recorded first; a retried step
-    finds what this execution already took instead of taking a second set. ``frozen_until``: the
-    earliest moment the freeze guard may have thawed; snapshots that start after it are not
-    filesystem-consistent, and the set is labelled crash."""
+    member's slot. CreateSnapshots takes no ClientToken, so the set's intent is recorded first:
+    a retried step finds what this execution already took instead of taking a second set.
+    ``frozen_until``: the earliest moment the freeze guard may have thawed; snapshots that start
+    after it are not filesystem-consistent, and the set is labelled crash."""
     member_ids = {m.volume_id: m for m in layout.members}
+    set_keys = frozenset(_set_tags(array, set_id, execution_arn, layout, consistency))
     intent = Manifest(
         array=array,
         set_id=set_id,
@@ -91,7 +91,7 @@ def create_set(
     if manifest.status == "taken":
         raws = {str(r["SnapshotId"]): r for r in _all_visible(manifest.snapshots.values())}
         snapshots = [(sid, str(raws[sid]["VolumeId"])) for sid in raws]
-        return _finish(manifest, snapshots, member_ids, volume_facts)
+        return _finish(manifest, snapshots, member_ids, volume_facts, set_keys=set_keys)
     earlier = snapshot_sets.of_execution(manifest)
     if earlier:
         snapshots = [(str(r["SnapshotId"]), str(r["VolumeId"])) for r in earlier.values()]
@@ -108,7 +108,7 @@ def create_set(
     first = min(starts) if starts else started
     label, note = _label(consistency, max(starts) if starts else first, frozen_until)
     manifest = manifests.complete(replace(manifest, consistency=label), by_slot, first)
-    return _finish(manifest, ours, member_ids, volume_facts, note)
+    return _finish(manifest, ours, member_ids, volume_facts, set_keys=set_keys, note=note)
 
 
 def _members_only(
@@ -207,30 +207,22 @@ def _finish(
     snapshots: list[tuple[str, str]],
     member_ids: Mapping[str, Any],
     volume_facts: Mapping[str, Mapping[str, Any]],
+    *,
+    set_keys: frozenset[str],
     note: str = "",
 ) -> Taken:
-    for snapshot_id, volume_id in snapshots:
-        member = member_ids.get(volume_id)
-        if member is None:
-            continue
-        facts = volume_facts.get(volume_id, {})
-        # The volume's own tags (cost allocation, owner) follow it; raidsnap's and AWS's do not,
-        # a restored member's old set id least of all.
-        per_member: dict[str, Any] = {
-            k: v
-            for k, v in tags.as_dict(facts.get("Tags")).items()
-            if not k.startswith((tags.PREFIX, "aws:"))
-        }
-        per_member |= {
-            tags.MEMBER_INDEX: str(member.index),
-            tags.SOURCE_VOLUME: volume_id,
-            tags.VOLUME_TYPE: facts.get("VolumeType"),
-            tags.IOPS: facts.get("Iops"),
-            tags.THROUGHPUT: facts.get("Throughput"),
-            tags.CONSISTENCY: manifest.consistency,
-        }
-        values = tags.as_list({k: str(v) for k, v in per_member.items() if v not in (None, "")})
-        once_visible(partial(clients.ec2().create_tags, Resources=[snapshot_id], Tags=values))  # type: ignore[arg-type]
+    dropped = {
+        volume_id: _tag_member(
+            (snapshot_id, volume_id),
+            member_ids[volume_id].index,
+            volume_facts.get(volume_id, {}),
+            manifest.consistency,
+            set_keys,
+        )
+        for snapshot_id, volume_id in snapshots
+        if volume_id in member_ids
+    }
+    notes = tuple(n for n in (note, tag_limit.note(dropped, onto="their snapshots")) if n)
     # Right after CreateSnapshots a listing may still leave some of them out: look again
     # until every recorded snapshot is there.
     result = snapshot_sets.get_set(manifest.array, manifest.set_id)
@@ -243,7 +235,37 @@ def _finish(
         raise SnapshotFailedError(
             f"snapshot set {manifest.set_id} vanished right after it was taken"
         )
-    return Taken(result, manifest.consistency, note)
+    return Taken(result, manifest.consistency, notes)
+
+
+def _tag_member(
+    pair: tuple[str, str],
+    index: int,
+    facts: Mapping[str, Any],
+    consistency: str,
+    set_keys: frozenset[str],
+) -> tuple[str, ...]:
+    """Tag one member's snapshot with its slot and the volume's own tags (cost allocation,
+    owner), as many of those as fit beside raidsnap's (raidsnap.plan.tag_limit); raidsnap's and
+    AWS's own tags of the volume, a restored member's old set id least of all, do not follow it.
+    Returns the volume's tags that did not fit."""
+    snapshot_id, volume_id = pair
+    own: dict[str, Any] = {
+        tags.MEMBER_INDEX: str(index),
+        tags.SOURCE_VOLUME: volume_id,
+        tags.VOLUME_TYPE: facts.get("VolumeType"),
+        tags.IOPS: facts.get("Iops"),
+        tags.THROUGHPUT: facts.get("Throughput"),
+        tags.CONSISTENCY: consistency,
+    }
+    own = {k: str(v) for k, v in own.items() if v not in (None, "")}
+    user = {
+        k: v for k, v in tags.as_dict(facts.get("Tags")).items() if not k.startswith(tags.PREFIX)
+    }
+    fitted = tag_limit.fit(set_keys | set(own), user)
+    values = tags.as_list(fitted.kept | own)
+    once_visible(partial(clients.ec2().create_tags, Resources=[snapshot_id], Tags=values))  # type: ignore[arg-type]
+    return fitted.dropped
 
 
 def _all_visible(snapshot_ids: Iterable[str]) -> list[dict[str, Any]]:

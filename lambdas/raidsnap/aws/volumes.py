@@ -9,11 +9,17 @@ from botocore.exceptions import ClientError
 
 from raidsnap import clients, tags
 from raidsnap.aws import error_code
+from raidsnap.plan import tag_limit
 from raidsnap.plan.cleanup import disposition
 from raidsnap.plan.volumes import Attachment, VolumeSpec, VolumeView, client_token, owned_by
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2.type_defs import TagSpecificationTypeDef
+
+
+# The tags raidsnap adds to a restored volume after creating it: its own md UUID once assembled
+# (raidsnap.workflows.restore.finish), and replaced-by when a later replace retires it.
+LATER_TAGS = (tags.MD_UUID, tags.REPLACED_BY)
 
 
 def create(
@@ -27,13 +33,12 @@ def create(
     initialization_rate: int | None,
     extra_tags: Mapping[str, str],
     read_only: bool = False,
-) -> str:
-    """CreateVolume for one member. Size and encryption come from the snapshot: a volume from an
-    encrypted snapshot is encrypted with the snapshot's KMS key unless another key is named,
-    and none is."""
-    volume_tags = {
-        k: v for k, v in extra_tags.items() if k not in (tags.SET_ID, tags.MEMBER_INDEX)
-    } | {
+) -> tuple[str, tuple[str, ...]]:
+    """CreateVolume for one member; returns its id and the ``extra_tags`` (the snapshot's user
+    tags) that did not fit beside raidsnap's own (raidsnap.plan.tag_limit). Size and encryption
+    come from the snapshot: a volume from an encrypted snapshot is encrypted with the
+    snapshot's KMS key unless another key is named, and none is."""
+    own = {
         tags.ARRAY: array,
         tags.RESTORED_FROM: set_id,
         tags.RESTORED_MEMBER_INDEX: str(spec.index),
@@ -42,10 +47,12 @@ def create(
         "Name": f"{array}-{spec.index} ({set_id})",
     }
     if read_only:
-        volume_tags[tags.READ_ONLY_COPY] = "true"
+        own[tags.READ_ONLY_COPY] = "true"
+    copied = {k: v for k, v in extra_tags.items() if k not in (tags.SET_ID, tags.MEMBER_INDEX)}
+    fitted = tag_limit.fit(own, copied, later=LATER_TAGS)
     tag_spec: TagSpecificationTypeDef = {
         "ResourceType": "volume",
-        "Tags": [{"Key": k, "Value": v} for k, v in volume_tags.items()],
+        "Tags": [{"Key": k, "Value": v} for k, v in (fitted.kept | own).items()],
     }
     params: dict[str, Any] = {
         "AvailabilityZone": zone,
@@ -60,7 +67,7 @@ def create(
         params["Throughput"] = spec.throughput
     if initialization_rate is not None:
         params["VolumeInitializationRate"] = initialization_rate
-    return str(clients.ec2().create_volume(**params)["VolumeId"])
+    return str(clients.ec2().create_volume(**params)["VolumeId"]), fitted.dropped
 
 
 def view(raw: Mapping[str, Any]) -> VolumeView:

@@ -194,6 +194,12 @@ class RunCost:
         tail = [f"{dollars(m.usd)} a month: {m.item} ({m.quantity})" for m in self.monthly]
         return "; ".join([head, *tail, *self.notes])
 
+    def text_lines(self) -> list[str]:
+        """The same, a line an item: the total, each item's quantity, each monthly figure."""
+        items = [f"{line.item} {line.quantity}" for line in self.lines]
+        tail = [f"{dollars(m.usd)} a month: {m.item} ({m.quantity})" for m in self.monthly]
+        return [f"{dollars(self.total)} this run", *items, *tail, *self.notes]
+
     def as_json(self) -> dict[str, Any]:
         def row(line: Line) -> dict[str, str]:
             return {"item": line.item, "quantity": line.quantity, "usd": str(line.usd)}

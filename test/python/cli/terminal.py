@@ -119,6 +119,8 @@ class Normaliser:
             re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2})?(\.\d+)?(\+00:00|Z)?( UTC)?"),
             "<time>",
         ),
+        # A time of day alone (a step's line, an ETA): the run's clock started when it did.
+        (re.compile(r"\b\d{2}:\d{2}(:\d{2})?( UTC)?\b"), "<clock>"),
         (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
         (re.compile(r"\b(process|pid)(\s+)\d+"), r"\1\2<pid>"),
         # A run's cost counts its functions' wall-clock time: its total and GB-seconds vary.

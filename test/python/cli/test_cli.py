@@ -7,17 +7,15 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from typer.testing import CliRunner, Result
+from cli_runner import Cli, line_of, plain
+from typer.testing import CliRunner
 
 from raidsnap_cli.app import app
-from raidsnap_emulation import backend
 from raidsnap_emulation.double import AwsError, CommandOutcome
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import (
@@ -26,45 +24,15 @@ from raidsnap_emulation.world import (
     make_array,
     make_old_set,
     record_set,
+    sets_of,
 )
 
 REPO = Path(__file__).resolve().parents[3]
-Prepare = Callable[[Emulation, ArrayFixture], None]
-
-
-class Cli:
-    """``raidsnap ARGS`` in this process; with --emulation the command builds its own emulated
-    account (from the template synthesized once for the session), and ``prepare`` shapes it
-    before the command runs."""
-
-    def __init__(self, template: Path) -> None:
-        self.runner = CliRunner()
-        self.template = template
-
-    def __call__(self, *args: str, prepare: Prepare | None = None) -> Result:
-        with pytest.MonkeyPatch.context() as patch:
-            account = partial(backend.account, template=self.template, prepare=prepare)
-            patch.setattr(backend, "account", account)
-            # The command configures boto3's default session for its process: this one's is
-            # the test session's, and is put back after each command.
-            patch.setattr(boto3, "DEFAULT_SESSION", boto3.DEFAULT_SESSION)
-            return self.runner.invoke(app, list(args), env={"COLUMNS": "200"})
 
 
 @pytest.fixture
 def cli(template: Path) -> Cli:
     return Cli(template)
-
-
-def plain(output: str) -> str:
-    """Output without the error panel's frame, on one line: messages wrap inside the panel."""
-    return " ".join(re.sub(r"[│╭╮╰╯─]", " ", output).split())
-
-
-def line_of(output: str, needle: str) -> str:
-    lines = [line for line in output.splitlines() if needle in line]
-    assert len(lines) == 1, f"{needle!r} in {len(lines)} lines of:\n{output}"
-    return lines[0]
 
 
 def take_pending_set(fx: ArrayFixture, set_id: str) -> None:
@@ -153,6 +121,52 @@ def test_sets_finds_every_array_by_tag_and_array_narrows_to_one(cli: Cli) -> Non
     assert "db1" not in one.stdout
 
 
+def test_sets_shows_what_snapshot_locks_hold_and_until_when(cli: Cli) -> None:
+    def world(emu: Emulation, fx: ArrayFixture) -> None:
+        make_old_set(emu.hosts, fx, "db1-a-governed")
+        make_old_set(emu.hosts, fx, "db1-b-compliant")
+        make_old_set(emu.hosts, fx, "db1-c-expired")
+        make_old_set(emu.hosts, fx, "db1-d-free")
+        ec2 = boto3.client("ec2")
+        snaps = sets_of(fx.name)
+        first = str(snaps["db1-a-governed"][0]["SnapshotId"])
+        ec2.lock_snapshot(SnapshotId=first, LockMode="governance", LockDuration=5)
+        for snap in snaps["db1-b-compliant"]:
+            ec2.lock_snapshot(
+                SnapshotId=str(snap["SnapshotId"]), LockMode="compliance", LockDuration=30
+            )
+        for snap in snaps["db1-c-expired"]:
+            ec2.lock_snapshot(
+                SnapshotId=str(snap["SnapshotId"]), LockMode="governance", LockDuration=1
+            )
+        emu.clock.advance(2 * 86400)
+
+    result = cli("sets", "--emulation", prepare=world)
+
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    # One of three members locked: the set cannot go whole, and the line says how many hold it.
+    governed = line_of(out, "db1-a-governed")
+    assert re.search(r"locked \(governance, 1/3 snapshots\) until \d{4}-\d\d-\d\d ", governed)
+    assert "locked (compliance, 3/3 snapshots) until" in line_of(out, "db1-b-compliant")
+    # An expired lock holds nothing; a set never locked says nothing of locks.
+    assert "locked" not in line_of(out, "db1-c-expired")
+    assert "locked" not in line_of(out, "db1-d-free")
+
+
+def test_sets_without_leave_to_read_locks_lists_the_sets_and_says_so(cli: Cli) -> None:
+    def world(emu: Emulation, fx: ArrayFixture) -> None:
+        make_old_set(emu.hosts, fx, "db1-only")
+        emu.double.fail("ec2", "DescribeLockedSnapshots", 5, code="UnauthorizedOperation")
+
+    result = cli("sets", "--emulation", prepare=world)
+
+    assert result.exit_code == 0, result.output
+    assert "complete · latest" in line_of(result.stdout, "db1-only")
+    assert plain(result.output).count("snapshot locks not shown") == 1
+    assert "UnauthorizedOperation (it needs ec2:DescribeLockedSnapshots)" in plain(result.output)
+
+
 def test_sets_without_any_set_says_so(cli: Cli) -> None:
     result = cli("sets", "--emulation")
     assert result.exit_code == 0, result.output
@@ -166,9 +180,11 @@ def test_backup_follows_the_run_to_succeeded_and_exits_0(cli: Cli) -> None:
     result = cli("backup", "db1", "--emulation", "--consistency", "fsfreeze")
 
     assert result.exit_code == 0, result.output
-    assert '{"array":"db1","trigger":"manual","consistency":"fsfreeze"}' in result.output
-    # the progress: states in the order the run entered them
-    assert result.output.index("→ Prepare") < result.output.index("→ TakeSnapshotSet")
+    assert "started backup db1 (trigger manual, consistency fsfreeze)" in result.output
+    # the progress: steps in the order the run took them, in words
+    assert result.output.index("checking the array and its instance") < result.output.index(
+        "taking the snapshot set"
+    )
     assert "SUCCEEDED backup backup-db1-" in result.stdout
     assert re.search(r"set\s+db1-\d{8}T\d{6}Z-[0-9a-f]{8}", result.stdout)
     assert re.search(r"consistency\s+fsfreeze", result.stdout)
@@ -210,10 +226,12 @@ def test_a_backup_of_an_array_whose_name_has_a_dot_starts(cli: Cli) -> None:
 
 
 def test_restore_of_latest_prints_volumes_md_device_and_mount_point(cli: Cli) -> None:
-    result = cli("restore", "db1", "--emulation", "--seed-backups", "1", "--mode", "replace")
+    result = cli(
+        "restore", "db1", "--emulation", "--seed-backups", "1", "--mode", "replace", "--yes"
+    )
 
     assert result.exit_code == 0, result.output
-    assert '{"array":"db1","mode":"replace"}' in result.output
+    assert re.search(r"started restore db1 \(mode replace, setId db1-\d{8}T", result.output)
     assert "SUCCEEDED restore restore-db1-" in result.stdout
     for index in range(3):
         assert re.search(rf"member {index}\s+vol-[0-9a-f]+ at /dev/sd[a-z]", result.stdout)
@@ -225,10 +243,11 @@ def test_restore_of_latest_prints_volumes_md_device_and_mount_point(cli: Cli) ->
 def test_restore_without_a_complete_set_exits_1_with_snapshot_set_not_found(
     cli: Cli,
 ) -> None:
-    result = cli("restore", "db1", "--emulation")
+    result = cli("restore", "db1", "--emulation", "--yes")
 
     assert result.exit_code == 1, result.output
     assert "SnapshotSetNotFound: array db1 has no complete snapshot set" in result.output
+    assert "nothing was started" in result.output
 
 
 def test_restore_that_is_aborted_exits_3(cli: Cli) -> None:
@@ -256,6 +275,7 @@ def test_restore_that_is_aborted_exits_3(cli: Cli) -> None:
         "--emulation",
         "--seed-backups",
         "1",
+        "--yes",
         prepare=abort_on_first_step,
     )
 
@@ -285,21 +305,30 @@ def test_restore_that_is_aborted_exits_3(cli: Cli) -> None:
         (
             ["--initialization", "prewarm", "--rate", "200"],
             "--rate",
-            'is only used with "initialization": "rate"',
+            "is only used with --initialization rate (or auto, which may use it)",
         ),
         (
             ["--initialization", "rate"],
             "--rate",
-            'is required with "initialization": "rate"',
+            "is required with --initialization rate",
         ),
         (
             ["--initialization", "rate", "--rate", "900"],
             "--rate",
             "900 is outside 100..300",
         ),
-        (["--target", "web-1"], "--target", "'web-1' does not match"),
-        (["--mount-point", "/"], "--mount-point", "'/' does not match"),
-        (["--set", "-bad"], "--set", "'-bad' does not match"),
+        (
+            ["--target", "web-1"],
+            "--target",
+            "'web-1' is not an instance id: an instance id is i- followed by 8 to 17",
+        ),
+        (
+            ["--target", "i-123"],
+            "--target",
+            "'i-123' is not an instance id: an instance id is i- followed by 8 to 17",
+        ),
+        (["--mount-point", "/"], "--mount-point", "'/' is not a mount point: an absolute path"),
+        (["--set", "-bad"], "--set", "'-bad' is not a set id"),
         (["--iops", "many"], "--iops", "should be a valid integer"),
     ],
 )
@@ -314,12 +343,15 @@ def test_restore_refuses_bad_option_values_with_exit_2_and_starts_nothing(
     assert result.exit_code == 2, result.output
     assert f"Invalid value for '{option}'" in plain(result.output)
     assert message in plain(result.output)
+    # the flags, never the execution input's fields or its patterns
+    assert '"initialization"' not in result.output
+    assert "[0-9a-f]" not in result.output
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["backup", "no spaces"], "does not match"),
+        (["backup", "no spaces"], "'no spaces' is not an array name"),
         (
             ["backup", "db1", "--consistency", "app"],
             "'app' is not one of 'crash', 'fsfreeze'",
@@ -389,29 +421,64 @@ def test_status_narrows_to_an_array_and_to_the_last_n(cli: Cli) -> None:
     assert "nightly-db1" not in last_one.stdout
 
 
-def test_status_of_one_run_shows_input_states_and_error(cli: Cli) -> None:
+def test_status_of_one_run_shows_input_steps_and_error_in_words(cli: Cli) -> None:
     result = cli("status", "nightly-db9", "--emulation", prepare=two_backups)
 
     assert result.exit_code == 0, result.output
-    assert re.search(r"workflow\s+backup", result.stdout)
+    assert re.search(r"run\s+backup nightly-db9", result.stdout)
     assert re.search(r"status\s+FAILED", result.stdout)
-    assert '{"array":"db9"}' in result.stdout
-    assert re.search(r"states\s+Start → Prepare", result.stdout)
+    assert re.search(r"input\s+db9", result.stdout)
+    assert re.search(
+        r"steps\s+\d\d:\d\d:\d\d\s+\+0s\s+checking the array and its instance", result.stdout
+    )
     assert "ArrayNotFound: no running instance is tagged raidsnap:array=db9" in result.output
+    # no state-machine internals, no raw input
+    for internal in ("Start →", "Prepare", "LambdaFunction", "states done", '{"array"'):
+        assert internal not in result.stdout, internal
+
+
+def failed_backup(emu: Emulation, fx: ArrayFixture) -> None:
+    del fx
+    assert emu.run("backup", {"array": "db9"}, name="nightly-db9").status == "FAILED"
+
+
+def test_status_of_a_run_as_json_is_data(cli: Cli) -> None:
+    result = cli("status", "nightly-db9", "--json", "--emulation", prepare=failed_backup)
+
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["status"] == "FAILED"
+    assert body["input"] == {"array": "db9"}
+    assert body["error"] == "ArrayNotFound"
+    assert body["steps"][0]["text"] == "checking the array and its instance"
 
 
 def test_status_of_one_run_shows_its_cost(cli: Cli) -> None:
-    result = cli("status", "nightly-db1", "--emulation", prepare=two_backups)
+    entered: list[int] = []
+
+    def backup(emu: Emulation, fx: ArrayFixture) -> None:
+        del fx
+        run = emu.run("backup", {"array": "db1"}, name="nightly-db1")
+        assert run.status == "SUCCEEDED"
+        entered.append(run.transitions)
+
+    result = cli("status", "nightly-db1", "--emulation", prepare=backup)
 
     assert result.exit_code == 0, result.output
     cost = plain(result.stdout)
-    states = re.search(r" states (.*?) cost ", cost)
-    assert states, cost
-    entered = sum(int(x) if x else 1 for x in re.findall(r"\w+(?: x(\d+))?", states.group(1)))
     # Every state entered is one billed transition, at $0.025 per 1,000 (the price table's).
-    assert f"state transitions {entered};" in cost
-    assert re.search(r"cost \$[0-9.e-]+ this run \(state transitions", cost)
+    assert re.search(rf"cost \$[0-9.e-]+ this run state transitions {entered[0]} ", cost), cost
     assert "a month: snapshot storage added (at most) (3 snapshots" in cost
+
+
+def test_status_of_a_run_as_json_carries_its_cost(cli: Cli) -> None:
+    result = cli("status", "nightly-db1", "--json", "--emulation", prepare=two_backups)
+
+    assert result.exit_code == 0, result.output
+    cost = json.loads(result.stdout)["cost"]
+    assert cost["lines"][0].endswith(" this run")
+    assert [row["item"] for row in cost["monthly"]] == ["snapshot storage added (at most)"]
+    assert cost["prices"]["region"] == "us-east-1"
 
 
 def test_status_prices_a_run_with_the_configs_prices(cli: Cli, tmp_path: Path) -> None:
@@ -424,7 +491,7 @@ def test_status_prices_a_run_with_the_configs_prices(cli: Cli, tmp_path: Path) -
     assert result.exit_code == 0, result.output
     # At $1,000 per 1,000 transitions, a run costs at least $1 per transition.
     cost = plain(result.stdout)
-    m = re.search(r"cost \$(\d+\.\d\d) this run \(state transitions (\d+);", cost)
+    m = re.search(r"cost \$(\d+\.\d\d) this run state transitions (\d+) ", cost)
     assert m, cost
     assert float(m.group(1)) >= int(m.group(2))
     assert "$0.00 a month: snapshot storage added" in cost
@@ -560,7 +627,15 @@ def test_escapes_an_instance_prints_reach_the_terminal_as_plain_text(cli: Cli) -
         )
 
     run = cli(
-        "restore", "db1", "--emulation", "--seed-backups", "1", "--mode", "replace", prepare=world
+        "restore",
+        "db1",
+        "--emulation",
+        "--seed-backups",
+        "1",
+        "--mode",
+        "replace",
+        "--yes",
+        prepare=world,
     )
     # THEN the cause is shown, without the control characters
     assert run.exit_code == 1, run.output

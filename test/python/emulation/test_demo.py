@@ -71,6 +71,13 @@ def test_no_line_is_a_json_document(shown: Demo) -> None:
     assert documents == []
 
 
+def test_no_line_shows_a_python_mapping_or_list(shown: Demo) -> None:
+    # A run's input or a list of ids printed as Python shows them ({'array': 'db1'}, ['vol-…'])
+    # is raw data, not words.
+    raw = [line for line in shown.lines if re.search(r"\{'\w+': |\['[^']*'(, '[^']*')*\]", line)]
+    assert raw == []
+
+
 def test_no_line_is_repeated_more_than_twice_in_a_row(shown: Demo) -> None:
     runs: list[tuple[str, int]] = []
     for line in (STAMP.sub("", line) for line in shown.lines):

@@ -272,7 +272,7 @@ def test_a_member_created_without_a_credit_is_prewarmed_and_the_output_says_whic
         if c.applied and str(c.params["DocumentName"]).endswith("-prewarm")
     ]
     assert [p["VolumeIds"] for p in prewarms] == [[ids[0]]]
-    assert any("members [0]" in n and "prewarmed" in n for n in run.output["notes"])
+    assert any("members 0 were" in n and "prewarmed" in n for n in run.output["notes"])
 
 
 def test_fresh_pairs_are_waited_for_until_each_has_a_volume_creation_credit(

@@ -542,7 +542,29 @@ def _scenario_attach_restore_refused_onto_a_copy(emu: Emulation) -> None:
     assert run.status == "FAILED", run.output
 
 
+def _scenario_restore_of_a_set_whose_members_wait_in_the_recycle_bin(emu: Emulation) -> None:
+    fx = make_array(emu.hosts, "db1", 2)
+    set_id = backed_up(emu.hosts, emu.run, fx)
+    emu.double.retain_deleted_snapshots(days=7)
+    member = str(sets_of("db1")[set_id][0]["SnapshotId"])
+    boto3.client("ec2").delete_snapshot(SnapshotId=member)
+    run = emu.run("restore", {"array": "db1", "setId": set_id, "mode": "replace"})
+    assert run.error == "SnapshotsInRecycleBin", run.cause
+
+
+def _scenario_retention_keeps_a_locked_set(emu: Emulation) -> None:
+    fx = make_array(emu.hosts, "db1", 2)
+    for i in range(8):
+        make_old_set(emu.hosts, fx, f"db1-old-{i}")
+    oldest = str(sets_of("db1")["db1-old-0"][0]["SnapshotId"])
+    boto3.client("ec2").lock_snapshot(SnapshotId=oldest, LockMode="governance", LockDuration=1)
+    run = emu.run("backup", {"array": "db1"})
+    assert [h["setId"] for h in run.output["retention"]["heldSets"]] == ["db1-old-0"]
+
+
 SCENARIOS: list[Callable[[Emulation], None]] = [
+    _scenario_restore_of_a_set_whose_members_wait_in_the_recycle_bin,
+    _scenario_retention_keeps_a_locked_set,
     _scenario_restore_prewarm_cannot_be_followed,
     _scenario_restore_of_an_encrypted_set,
     _scenario_failed_replace_of_an_encrypted_array_attaches_its_members_again,
@@ -609,8 +631,17 @@ def _scenario_launch_recovery_keeps_its_hook_alive(emu: Emulation) -> None:
     _restores_end(emu)
 
 
+def _scenario_backup_locks_the_newest_sets(emu: Emulation) -> None:
+    # The example config locks db1's 2 newest sets (governance, 7 days).
+    fx = make_array(emu.hosts, "db1", 2)
+    for _ in range(3):
+        backed_up(emu.hosts, emu.run, fx)
+        emu.clock.advance(4 * 3600)
+
+
 # Run on the stack synthesized with the example config (alarms and its rules exist only there).
 EXAMPLE_SCENARIOS: list[Callable[[Emulation], None]] = [
+    _scenario_backup_locks_the_newest_sets,
     _scenario_alarms_notify,
     _scenario_launch_recovery_keeps_its_hook_alive,
     # Last: the recoveries its rules start are not waited for, and would still run during a

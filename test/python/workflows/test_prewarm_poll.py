@@ -67,7 +67,10 @@ def test_a_prewarm_that_ends_just_after_its_predicted_end_is_seen_within_15_s(
 
 
 def test_a_prewarm_faster_than_assumed_is_seen_within_5_minutes(emu: Emulation) -> None:
-    # GIVEN a prewarm that reads at 1,000 MiB/s, about 2.5 times the predicted pace
+    # GIVEN a prewarm that ends well before its prediction: each member read at 1,000 MiB/s,
+    # about 2.5 times the predicted pace. The emulated instance reads no faster than its EBS
+    # bandwidth (as on AWS), so the early end is given as a measured duration would be.
+    emu.hosts.prewarm_seconds_for = lambda _instance, sizes: max(sizes.values()) / 1000.0 / 1024**2
     ended, looks = _prewarm(emu, 1000.0)
     # THEN it is seen done within 5 minutes of its end, long before the predicted end
     assert 0 <= looks[-1] - ended <= 300, (ended, looks)

@@ -200,4 +200,4 @@ def test_a_failed_member_detached_from_ec2_is_no_reason_to_refuse_with_a_scratch
     assert detached(emu, mark) >= {fx.member_ids[0], fx.member_ids[2]}
     assert fx.other_volume_ids[0] not in detached(emu, mark)
     (note,) = [n for n in run.output["notes"] if "without a volume id" in n]
-    assert f"the record's ['{lost}'] are attached no more" in note, note
+    assert f"the record's {lost} are attached no more" in note, note

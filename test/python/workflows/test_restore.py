@@ -593,7 +593,7 @@ def test_incomplete_set_is_refused(emu: Emulation) -> None:
     mark = len(emu.double.calls)
     run = emu.run("restore", {"array": "db1", "setId": "db1-partial"})
     assert (run.status, run.error) == ("FAILED", "IncompleteSnapshotSet")
-    assert "members [1] of 3 have no snapshot" in (run.cause or "")
+    assert "members 1 of 3 have no snapshot" in (run.cause or "")
     assert changes(emu, mark) == []
 
 

@@ -160,6 +160,16 @@ class NotDeleted(Contract):
     message: str
 
 
+class HeldSet(Contract):
+    """A set retention would delete, kept whole because a snapshot lock holds its snapshots
+    (``until``: when the last of those locks ends)."""
+
+    setId: str
+    snapshotIds: list[str]
+    lockStates: list[str]
+    until: str | None = None
+
+
 class RetentionReport(Contract):
     keep: int
     keptSets: list[str]
@@ -168,6 +178,18 @@ class RetentionReport(Contract):
     notDeleted: list[NotDeleted]
     unrecordedSnapshots: list[str]
     unrecordedCount: int
+    heldSets: list[HeldSet] = Field(default_factory=list)
+
+
+class LockReport(Contract):
+    """What the array's lock policy did (the output's ``locks``): the sets it covers now, the
+    snapshots this run locked, and how many were locked already."""
+
+    mode: str
+    days: int
+    sets: list[str]
+    lockedSnapshots: list[str]
+    alreadyLocked: int
 
 
 class FastRestoreReport(Contract):
@@ -198,6 +220,8 @@ class BackupOutput(Contract):
     discovery: str | None
     notes: list[str]
     retention: RetentionReport
+    # What the array's lock policy did (none: no policy).
+    locks: LockReport | None = None
     # Added by the workflow once the array's fastRestore policy ran (none: no policy).
     fastRestore: FastRestoreReport | None = None
 

@@ -10,12 +10,13 @@ from raidsnap.errors import ArrayDegradedError, cause_message, public_name
 from raidsnap.observability import count, for_array, logger, publish_alone
 from raidsnap.plan import retention
 from raidsnap.sets import SnapshotSet
-from raidsnap.workflows.backup import times
+from raidsnap.workflows.backup import locking, times
 from raidsnap.workflows.backup.contracts import (
     BackupOutput,
     CommandCall,
     Failure,
     FailureCall,
+    HeldSet,
     NotDeleted,
     Retention,
     RetentionCall,
@@ -30,8 +31,12 @@ UNRECORDED_LISTED = 50
 
 def finish(call: RetentionCall) -> Retention:
     """Retention and the output, with their metrics; then a degraded array's run fails with
-    ArrayDegraded."""
+    ArrayDegraded. The array's lock policy runs first: its sets are locked before retention
+    looks, and a policy that cannot lock fails the run before anything is deleted."""
+    locks = locking.lock_newest(call)
     result = apply_retention(call)
+    if locks is not None:
+        result = Retention(output=result.output.model_copy(update={"locks": locks}))
     report = result.output.retention
     for_array(call.plan.array)
     count("SnapshotsDeleted", report.deletedSnapshots)
@@ -53,9 +58,10 @@ def apply_retention(call: RetentionCall) -> Retention:
     current = next((s for s in sets if s.set_id == taken.setId), None)
     now = current.start_time if current else max((s.start_time for s in sets), default=times.now())
     decided = retention.plan(sets, plan.retention, protected, now)
+    deletable, held = locking.held_back(decided.delete)
     deleted: list[str] = []
     refused: list[snapshots.Refusal] = []
-    for s in decided.delete:
+    for s in deletable:
         logger.info(
             "retention deletes set",
             extra={"set_id": s.set_id, "reason": decided.reasons[s.set_id]},
@@ -82,11 +88,11 @@ def apply_retention(call: RetentionCall) -> Retention:
         snapshotIds=[m.snapshot_id for m in (current.by_index() if current else [])],
         memberVolumeIds=[m.volumeId for m in members.members],
         discovery=members.discovery.source,
-        notes=_notes(call, refused),
+        notes=_notes(call, refused, held),
         retention=RetentionReport(
             keep=plan.retention,
             keptSets=[s.set_id for s in decided.keep],
-            deletedSets=[s.set_id for s in decided.delete],
+            deletedSets=[s.set_id for s in deletable],
             deletedSnapshots=len(deleted),
             notDeleted=[
                 NotDeleted(snapshotId=r.snapshot_id, code=r.code, message=r.message)
@@ -94,14 +100,15 @@ def apply_retention(call: RetentionCall) -> Retention:
             ],
             unrecordedSnapshots=unrecorded[:UNRECORDED_LISTED],
             unrecordedCount=len(unrecorded),
+            heldSets=held,
         ),
     )
     return Retention(output=output)
 
 
-def _notes(call: RetentionCall, refused: list[snapshots.Refusal]) -> list[str]:
-    """What the steps had to say, in the order they said it, then discovery's note and what
-    retention could not delete."""
+def _notes(call: RetentionCall, refused: list[snapshots.Refusal], held: list[HeldSet]) -> list[str]:
+    """What the steps had to say, in the order they said it, then discovery's note, what
+    retention could not delete and what locks hold."""
     notes = [*call.members.notes, *call.snapshots.notes]
     if call.members.discovery.note:
         notes.append(call.members.discovery.note)
@@ -111,6 +118,16 @@ def _notes(call: RetentionCall, refused: list[snapshots.Refusal]) -> list[str]:
             + "; ".join(f"{r.snapshot_id} ({r.code}: {r.message})" for r in refused[:5])
             + ". They stay until whatever holds them lets go (deregister the AMI, unlock the "
             "snapshot, or delete it from AWS Backup); the next backups try again"
+        )
+    if held:
+        notes.append(
+            f"retention kept {len(held)} older sets that snapshot locks hold: "
+            + "; ".join(
+                f"{h.setId} ({', '.join(h.lockStates)} until {h.until or 'unknown'})"
+                for h in held[:5]
+            )
+            + ". Each goes at the first backup after its locks end (a compliance lock is "
+            "never lifted early)"
         )
     return notes
 

@@ -145,7 +145,7 @@ def create_set(call: SnapshotCall) -> Snapshots:
     result = Snapshots(
         setId=taken.snapshot_set.set_id,
         consistency=_label(taken.consistency),
-        notes=[taken.note] if taken.note else [],
+        notes=list(taken.notes),
         status="pending",
         waitSeconds=SNAPSHOT_POLL_MIN_SECONDS,
         ids=[m.snapshot_id for m in taken.snapshot_set.by_index()],

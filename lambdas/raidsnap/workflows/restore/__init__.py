@@ -19,7 +19,7 @@ from raidsnap.workflows.restore.contracts import (
 from raidsnap.workflows.restore.failure import cleanup
 from raidsnap.workflows.restore.finish import finish
 from raidsnap.workflows.restore.fsr import fsr_step
-from raidsnap.workflows.restore.prepare import prepare
+from raidsnap.workflows.restore.prepare import prepare, preview
 from raidsnap.workflows.restore.report import ReportCall, report
 from raidsnap.workflows.restore.volumes import (
     attach_volumes,
@@ -46,6 +46,7 @@ __all__ = [
     "finish",
     "fsr_step",
     "prepare",
+    "preview",
     "report",
     "send_command",
 ]

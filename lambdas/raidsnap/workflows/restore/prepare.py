@@ -6,16 +6,16 @@ from __future__ import annotations
 import uuid
 from datetime import UTC
 
+from pydantic import JsonValue
+
 from raidsnap import tags
 from raidsnap.aws import homes, instances, lock, run_secret, snapshot_sets
 from raidsnap.environment import RestoreSettings, allowed_mount_points
 from raidsnap.errors import (
     ArrayNotFoundError,
-    IncompleteSnapshotSetError,
     InstanceNotReadyError,
     InvalidInputError,
     RaidsnapError,
-    SnapshotSetNotFoundError,
 )
 from raidsnap.models import RestoreInput, parse_restore_input
 from raidsnap.observability import logger
@@ -26,6 +26,7 @@ from raidsnap.sets import SnapshotSet
 from raidsnap.workflows.restore import identity
 from raidsnap.workflows.restore import initialization as initialization_plan
 from raidsnap.workflows.restore.contracts import Member, Plan, PrepareCall
+from raidsnap.workflows.restore.set_choice import resolve_set
 
 
 def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
@@ -38,9 +39,32 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
     # Without the context object's start time (a hand invocation) the run still gets a nonce
     # of its own; only the clean-up after a stopped run could not find its volumes then.
     run = run_secret.nonce(execution_arn, str(started)) if started else uuid.uuid4().hex[:16]
+    return _plan(request, settings, execution_arn, run, take_lock=True)
+
+
+def preview(raw_input: JsonValue, settings: RestoreSettings) -> Plan:
+    """The plan Prepare would make for this input now, for a person to read before the run
+    starts (the CLI shows it and asks): the same checks, refusals and choices, by the same code,
+    changing nothing anywhere. The lock is not taken, but what taking it would refuse is checked
+    (a running restore, a backup's hold, copies next to the array); a move the configuration
+    implies is not recorded; there is no run yet, so its execution ARN and nonce are empty."""
+    request = parse_restore_input(raw_input)
+    return _plan(request, settings, "", "", take_lock=False)
+
+
+def _plan(
+    request: RestoreInput,
+    settings: RestoreSettings,
+    execution_arn: str,
+    run: str,
+    *,
+    take_lock: bool,
+) -> Plan:
     notes: list[str] = []
-    snapshot_set = _resolve_set(request, notes)
-    target, tag_target, target_tag = _resolve_target(request, settings.lock_table, notes)
+    snapshot_set = resolve_set(request, notes)
+    target, tag_target, target_tag = _resolve_target(
+        request, settings.lock_table, notes, record=take_lock
+    )
     _refuse_replace_elsewhere(request, target, target_tag)
     logger.append_keys(array=request.array, set_id=snapshot_set.set_id)
     _refuse_unready_agent(target.instance_id)
@@ -53,14 +77,17 @@ def prepare(call: PrepareCall, settings: RestoreSettings) -> Plan:
         own = target_tag == request.array or tag_target
         _refuse_unallowed_mount_point(request, mount_point, snapshot_set, own_target=own)
     initialization = initialization_plan.decide(request, settings, target, members, notes)
-    _take_lock(
-        request,
-        settings,
-        execution_arn=execution_arn,
-        snapshot_set=snapshot_set,
-        target=target,
-        notes=notes,
-    )
+    if take_lock:
+        _take_lock(
+            request,
+            settings,
+            execution_arn=execution_arn,
+            snapshot_set=snapshot_set,
+            target=target,
+            notes=notes,
+        )
+    else:
+        _refuse_what_the_lock_would(request, settings, snapshot_set, target)
     # After the lock, as always: its note comes before the device's in the output.
     md_device = plan_devices.md_device(request.mdDevice, _recorded_md_device(snapshot_set), notes)
     return Plan(
@@ -197,6 +224,19 @@ def _take_lock(
         )
 
 
+def _refuse_what_the_lock_would(
+    request: RestoreInput,
+    settings: RestoreSettings,
+    snapshot_set: SnapshotSet,
+    target: instances.ArrayInstance,
+) -> None:
+    """What ``_take_lock`` refuses, asked without taking the lock (``preview``)."""
+    lock.refuse_while_held(settings.lock_table, request.array)
+    lock.refuse_while_backup_holds(settings.lock_table, request.array)
+    if request.mode == "attach":
+        _refuse_copies_attached(request, target, snapshot_set)
+
+
 def _refuse_copies_attached(
     request: RestoreInput, target: instances.ArrayInstance, snapshot_set: SnapshotSet
 ) -> None:
@@ -219,7 +259,9 @@ def _refuse_copies_attached(
     if not request.readOnly:
         raise InvalidInputError(
             "mode",
-            f"{copies} of {array} are attached to {target.instance_id}: next to the array, "
+            f"{', '.join(copies)} of {array} "
+            f"{'are' if len(copies) > 1 else 'is'} attached to {target.instance_id}: next to "
+            "the array, "
             "attach restores only a read-only copy (readOnly true, with an mdDevice and a "
             "mountPoint of its own); a second writable copy there would leave which one is the "
             "array a guess. Restore onto another instance, or use mode replace (it releases "
@@ -245,79 +287,15 @@ def _refuse_the_arrays_own_places(
             raise InvalidInputError(
                 field,
                 f"a read-only copy of {request.array} next to the array on "
-                f"{target.instance_id} needs a {field} of its own (the array's is "
-                f"{taken or 'unknown'}); give one, for example mdDevice /dev/md10 and "
-                f"mountPoint /mnt/{request.array}-copy. Nothing was changed",
+                f'{target.instance_id} needs a "{field}" of its own (the array\'s is '
+                f"{taken or 'unknown'}); give one, for example "
+                f'"mdDevice": "/dev/md10" and "mountPoint": "/mnt/{request.array}-copy". '
+                "Nothing was changed",
             )
-
-
-def _resolve_set(request: RestoreInput, notes: list[str]) -> SnapshotSet:
-    if request.setId == "latest":
-        every = snapshot_sets.list_sets(request.array)
-        complete = [s for s in every if s.complete]
-        if not complete:
-            detail = f"; its {len(every)} sets are all incomplete or failed" if every else ""
-            raise SnapshotSetNotFoundError(
-                f"array {request.array} has no complete snapshot set to restore{detail}"
-            )
-        found = snapshot_sets.latest_restorable(every)
-        if found is None:
-            # Only sets without an md UUID: the newest, which plan.volumes.md_uuid refuses
-            # (InvalidInput on mdUuid, naming what to give) unless the input names the UUID.
-            return complete[-1]
-        newer = snapshot_sets.newer_without_md_uuid(every, found)
-        if newer and not request.mdUuid:
-            notes.append(
-                f"restored {found.set_id}, the newest set that recorded its md UUID; the newer "
-                f"sets {[s.set_id for s in newer]} were taken from the volume tags while the "
-                "SSM agent was offline and recorded none: to restore one of them instead, give "
-                "its setId and mdUuid"
-            )
-        elif newer:
-            found = newer[-1]
-        return found
-    found = snapshot_sets.get_set(request.array, request.setId)
-    if found is None or found.array != request.array:
-        where = f" (its snapshots are tagged with array {found.array})" if found else ""
-        raise SnapshotSetNotFoundError(
-            f"no snapshot set {request.setId} of array {request.array}{where}; "
-            'give an existing set id or "latest"'
-        )
-    if not found.complete:
-        raise IncompleteSnapshotSetError(_why_incomplete(found))
-    return found
-
-
-def _why_incomplete(s: SnapshotSet) -> str:
-    problems = []
-    m = s.manifest
-    if m is None:
-        problems.append(
-            "raidsnap never recorded it: its snapshots carry raidsnap's tags, but no backup of "
-            "raidsnap took them (another tool copied the tags, or someone set them)"
-        )
-    else:
-        if m.degraded:
-            problems.append(
-                f"the array was degraded when it was taken (slots {list(m.missing_slots)} "
-                "had no working member)"
-            )
-        if m.status != "taken":
-            problems.append("its backup never finished recording it")
-        if s.missing:
-            problems.append(f"members {s.missing} of {m.member_count} have no snapshot")
-        for x in s.members:
-            if x.state != "completed":
-                problems.append(f"snapshot {x.snapshot_id} (member {x.index}) is {x.state}")
-    return (
-        f"set {s.set_id} of {s.array} is incomplete and is never restored: "
-        + "; ".join(problems or ["it is not complete"])
-        + '. Restore another set, or "latest"'
-    )
 
 
 def _resolve_target(
-    request: RestoreInput, table: str, notes: list[str]
+    request: RestoreInput, table: str, notes: list[str], *, record: bool = True
 ) -> tuple[instances.ArrayInstance, bool, str | None]:
     """The target instance, whether the restore must tag it with the array, and its tag.
 
@@ -326,7 +304,7 @@ def _resolve_target(
     the configuration) or tagged for a copy (plan.targets.tag_target)."""
     if request.targetInstanceId is None:
         try:
-            instance = homes.array_instance(table, request.array, notes)
+            instance = homes.array_instance(table, request.array, notes, record=record)
         except ArrayNotFoundError as err:
             raise ArrayNotFoundError(
                 f"{err}. To restore onto another instance, give targetInstanceId"

@@ -234,11 +234,11 @@ def _not_attached(ids: list[str], target: str, views: dict[str, VolumeView]) -> 
 def _put_back(plan: Plan, pb: PutBack) -> str:
     """The array put back, in words: from which members, attached again or not."""
     md, mp = plan.mdDevice, plan.mountPoint
-    which = "all" if set(pb.reattached) == set(pb.volumeIds) else str(pb.reattached)
+    which = "all" if set(pb.reattached) == set(pb.volumeIds) else ", ".join(pb.reattached)
     again = f" ({which} attached again on the devices they had)" if pb.reattached else ""
     return (
         f"the replace had released {md} (unmounted {mp}, stopped the array); it is put back: "
-        f"assembled again from its old members {pb.volumeIds}{again} under md UUID "
+        f"assembled again from its old members {', '.join(pb.volumeIds)}{again} under md UUID "
         f"{plan.releaseMdUuid} and mounted at {mp}, as before the restore"
     )
 

@@ -10,6 +10,7 @@ from raidsnap.errors import MemberNotIdentifiedError, VolumeFailedError
 from raidsnap.models import Poll
 from raidsnap.observability import count, for_array
 from raidsnap.plan import devices as plan_devices
+from raidsnap.plan import tag_limit
 from raidsnap.plan import volumes as plan_volumes
 from raidsnap.workflows.restore.contracts import (
     Attach,
@@ -42,11 +43,12 @@ def create_volumes(call: CreateCall, settings: RestoreSettings) -> Volumes:
     # How each member goes on: as planned, or prewarm for an FSR member once FSR fell back.
     ways = [call.fsr.used(init.member(m.index)) for m in plan.members]
     ids = []
+    dropped: dict[str, tuple[str, ...]] = {}
     for member, way in zip(plan.members, ways, strict=True):
         spec = plan_volumes.VolumeSpec(
             member.index, member.snapshotId, member.volumeType, member.iops, member.throughput
         )
-        vid = volumes.create(
+        vid, dropped[member.snapshotId] = volumes.create(
             spec,
             zone=plan.availabilityZone,
             execution_arn=plan.executionArn,
@@ -71,6 +73,8 @@ def create_volumes(call: CreateCall, settings: RestoreSettings) -> Volumes:
         budgetSeconds=poll.budget_seconds,
         members=ways,
     )
+    if copied := tag_limit.note(dropped, onto="the restored volumes"):
+        made.notes = [copied]
     warm = [vid for vid, way in zip(ids, ways, strict=True) if way == "prewarm"]
     if warm and not uniform:
         # A mix reads only its prewarm members on the instance. Set only then: the state
@@ -111,7 +115,8 @@ def check_volumes(call: CheckCall, settings: RestoreSettings) -> Volumes:
             members = [i for i, vid in enumerate(v.ids) if vid in slow]
             v.notes = [
                 *v.notes,
-                f"members {members} were created without an FSR volume creation credit (not "
+                f"members {', '.join(str(i) for i in members)} were created without an FSR "
+                "volume creation credit (not "
                 "fast restored); they are prewarmed, the other FSR members are fast restored",
             ]
         if f.ours and not f.disabled:
@@ -120,7 +125,7 @@ def check_volumes(call: CheckCall, settings: RestoreSettings) -> Volumes:
     elif _waited_out(v):
         slow = [vid for vid in v.ids if views.get(vid) and views[vid].state == "creating"]
         raise VolumeFailedError(
-            f"volumes {slow} were still creating after {VOLUME_BUDGET_SECONDS} s"
+            f"volumes {', '.join(slow)} were still creating after {VOLUME_BUDGET_SECONDS} s"
         )
     return v
 
@@ -188,7 +193,8 @@ def _unmapped_members(
     unsure = len(found) > len(unmapped) or (short and not explained and set(views) - found)
     if unsure:
         raise MemberNotIdentifiedError(
-            f"the release document on {plan.targetInstanceId} found members {unmapped} of "
+            f"the release document on {plan.targetInstanceId} found members "
+            f"{', '.join(unmapped)} of "
             f"{plan.mdDevice} without an EBS volume id (their device is gone), and EC2's "
             f"attachments do not say which volumes they are (unaccounted: "
             f"{sorted(unaccounted)}, of which the array's record names {sorted(found)}). No old "
@@ -202,21 +208,25 @@ def _unmapped_members(
 
 def _lost_note(unmapped: list[str], found: set[str], gone: set[str], others: list[str]) -> str:
     """What the replace did about members the instance could not name, in words."""
-    parts = [f"release found members {unmapped} without a volume id (their device was gone)"]
+    parts = [
+        f"release found members {', '.join(unmapped)} without a volume id (their device was gone)"
+    ]
     if found:
         parts.append(
-            f"EC2 still shows {sorted(found)} attached, which the array's record names: "
+            f"EC2 still shows {', '.join(sorted(found))} attached, which the array's record names: "
             "detached with the others as the lost members"
         )
     if len(found) < len(unmapped) and gone:
         parts.append(
-            f"the record's {sorted(gone)} are attached no more (detached after they failed)"
+            f"the record's {', '.join(sorted(gone))} are attached no more "
+            "(detached after they failed)"
         )
     if others:
         parts.append(
-            f"also attached and not in the record: {others}; if one of them was a member "
-            "(added to the array by hand since the set was taken), it stays attached with the "
-            "old array's md UUID, which the restored array does not share, so it cannot join it"
+            f"also attached and not in the record: {', '.join(others)}; if one of them was a "
+            "member (added to the array by hand since the set was taken), it stays attached with "
+            "the old array's md UUID, which the restored array does not share, so it cannot join "
+            "it"
         )
     return "; ".join(parts)
 
@@ -272,7 +282,7 @@ def detach_old(call: DetachCall) -> OldMembers:
         old.status = "detached"
     elif _waited_out(old):
         raise VolumeFailedError(
-            f"old members {still} did not detach from {target} within "
+            f"old members {', '.join(still)} did not detach from {target} within "
             f"{DETACH_BUDGET_SECONDS} s; check the instance, then restore again"
         )
     return old
@@ -332,7 +342,8 @@ def attach_volumes(call: AttachCall) -> Attach:
         a.status = "attached"
     elif _waited_out(a):
         raise VolumeFailedError(
-            f"volumes {pending} did not attach to {target} within {ATTACH_BUDGET_SECONDS} s"
+            f"volumes {', '.join(pending)} did not attach to {target} within "
+            f"{ATTACH_BUDGET_SECONDS} s"
         )
     return a
 
