@@ -16,9 +16,9 @@ one per array, through the same token buckets:
   names the page and the figures), and its state-transition bucket (5,000, 1,500/s in us-east-1):
   an execution short of transition tokens waits, as Step Functions delays a throttled one;
 - a throttled call is retried as raidsnap retries it: botocore's standard mode (5 attempts,
-  backoff random x min(20 s, 2^(attempt-1))), then the Task's Retry on ThrottledError (12
-  attempts, 5 s doubling to at most 120 s, full jitter; lib/constructs/workflow.ts); a call that
-  exhausts both fails its run, and the table counts it;
+  backoff random x min(20 s, 2^(attempt-1))), then the Task's Retry on ThrottledError as the
+  synthesized restore workflow states it (read from cdk.out: lib/constructs/workflow.ts,
+  LAMBDA_RETRY; full jitter); a call that exhausts both fails its run, and the table names it;
 - the run's later calls move by whatever its earlier ones waited (a run is sequential);
 - Lambda concurrency (1,000 per Region by default, Lambda quotas) is checked, not enforced:
   each invocation is assumed to last INVOCATION_SECONDS, and the peak is printed;
@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import io
+import json
 import logging
 import math
 import random
@@ -47,14 +48,14 @@ from decimal import Decimal
 
 from raidsnap.plan import run_cost
 from raidsnap_emulation.double.limits import RateLimits, bucket_of
-from raidsnap_emulation.harness import Emulation
+from raidsnap_emulation.harness import Emulation, synthesize
+from raidsnap_emulation.template import Template
 from raidsnap_emulation.world import launch_instance, make_array, name_in_config, terminate
 
 ARRAYS = 1000
 MIX = {3: ARRAYS - 50, 8: 40, 16: 10}  # members: arrays ("a few with 8 and 16")
 MEMBER_GIB = 32
 SDK_ATTEMPTS = 5
-TASK_RETRIES = 12
 INVOCATION_SECONDS = 0.5
 LAMBDA_CONCURRENCY = 1000
 GP3_TIB_QUOTA = 50
@@ -113,6 +114,39 @@ def profiles(members: int) -> tuple[Profile, Profile]:
 # ------------------------------------------------------------------------------ the model
 
 
+@dataclass(frozen=True)
+class TaskRetry:
+    interval: float
+    attempts: int
+    backoff: float
+    max_delay: float
+
+    def wait(self, attempt: int, rng: random.Random) -> float:
+        """Full jitter: random between 0 and the attempt's bound."""
+        bound = min(self.max_delay, self.interval * self.backoff ** (attempt - 1))
+        return rng.random() * bound
+
+
+# What LAMBDA_RETRY held before the fleet measurement: 12 attempts, at most 120 s apart.
+FORMER_RETRY = TaskRetry(5, 12, 2, 120)
+
+
+def task_retry() -> TaskRetry:
+    """The restore's Retry on ThrottledError, from the synthesized template."""
+    for _, definition in Template(synthesize()).state_machines().values():
+        for state in json.loads(definition)["States"].values():
+            for r in state.get("Retry", []):
+                if r["ErrorEquals"] == ["ThrottledError"]:
+                    assert r.get("JitterStrategy") == "FULL", r
+                    return TaskRetry(
+                        float(r["IntervalSeconds"]),
+                        int(r["MaxAttempts"]),
+                        float(r["BackoffRate"]),
+                        float(r.get("MaxDelaySeconds", 1e9)),
+                    )
+    raise SystemExit("no Retry on ThrottledError in the synthesized workflows")
+
+
 @dataclass
 class Bucket:
     size: float
@@ -141,6 +175,7 @@ class Outcome:
     finish: list[float] = field(default_factory=list)
     starts: list[float] = field(default_factory=list)
     failed: int = 0
+    exhausted: Counter[str] = field(default_factory=Counter)
     throttled: Counter[str] = field(default_factory=Counter)
     past_sdk: int = 0
     transition_wait: float = 0.0
@@ -159,7 +194,9 @@ class _Step:
     shift: float = field(compare=False, default=0.0)
 
 
-def simulate(runs: list[Profile], window_seconds: float, rng: random.Random) -> Outcome:
+def simulate(
+    runs: list[Profile], window_seconds: float, rng: random.Random, retry: TaskRetry
+) -> Outcome:
     limits = RateLimits.documented()
     out = Outcome()
     buckets: dict[str, Bucket] = {}
@@ -199,11 +236,12 @@ def simulate(runs: list[Profile], window_seconds: float, rng: random.Random) -> 
                     out.past_sdk += 1
                     step.task += 1
                     step.sdk = 1
-                    if step.task > TASK_RETRIES:
+                    if step.task > retry.attempts:
                         out.failed += 1
+                        out.exhausted[op] += 1
                         out.finish[step.run] = float("nan")
                         continue
-                    wait = rng.random() * min(120.0, 5.0 * 2.0 ** (step.task - 1))
+                    wait = retry.wait(step.task, rng)
                 step.t += wait
                 step.shift += wait
                 step.seq, seq = seq, seq + 1
@@ -286,7 +324,12 @@ def print_outcome(title: str, runs: list[Profile], out: Outcome) -> None:
     print(
         f"  throttled calls        {sum(out.throttled.values())} (retried by the SDK; "
         f"{out.past_sdk} went past the SDK's 5 attempts to the Task's Retry; "
-        f"{out.failed} exhausted both)"
+        f"{out.failed} exhausted both"
+        + (
+            f": {', '.join(f'{op} {n}' for op, n in out.exhausted.most_common())})"
+            if out.failed
+            else ")"
+        )
     )
     for op, n in out.throttled.most_common(6):
         print(f"    {op:<36}{n:>8}")
@@ -361,11 +404,17 @@ def main() -> int:
     for m in MIX:
         backups[m], restores[m] = profiles(m)
     print(f"profiles measured in {time.perf_counter() - began:.0f} s of wall time")
+    retry = task_retry()
+    print(
+        f"a Task's Retry on ThrottledError (synthesized): {retry.attempts} attempts, "
+        f"{retry.interval:.0f} s x {retry.backoff:g} per attempt up to {retry.max_delay:.0f} s, "
+        "full jitter"
+    )
     print_calls("backup", backups)
     print_calls("restore onto a replacement instance", restores)
     rng = random.Random(SEED)
     for window in (0, 15):
-        out = simulate(fleet(backups), window * 60, rng)
+        out = simulate(fleet(backups), window * 60, rng, retry)
         when = "all at once" if not window else f"in a {window}-minute flexible time window"
         print_outcome(
             f"{ARRAYS} backups from one cron expression, started {when}", fleet(backups), out
@@ -376,9 +425,16 @@ def main() -> int:
     print(f"{'arrays':>8}{'throttled':>11}{'past SDK':>10}{'all done':>11}")
     for n in (50, 100, 200, 500, ARRAYS):
         some = fleet(backups)[:n]
-        o = simulate(some, 0, random.Random(SEED))
+        o = simulate(some, 0, random.Random(SEED), retry)
         print(f"{n:>8}{sum(o.throttled.values()):>11}{o.past_sdk:>10}{minutes(max(o.finish)):>11}")
-    out = simulate(fleet(restores), 0, rng)
+    before = simulate(fleet(restores), 0, random.Random(SEED), FORMER_RETRY)
+    print(
+        f"\n{ARRAYS} restores at once with the former Retry ({FORMER_RETRY.attempts} attempts, "
+        f"up to {FORMER_RETRY.max_delay:.0f} s): {before.failed} exhausted it ("
+        + ", ".join(f"{op} {n}" for op, n in before.exhausted.most_common())
+        + ")"
+    )
+    out = simulate(fleet(restores), 0, rng, retry)
     print_outcome(
         f"{ARRAYS} restores at once after a Region-wide failure (array order)", fleet(restores), out
     )

@@ -103,12 +103,19 @@ class Bucket:
 class RateLimits:
     shapes: dict[tuple[str, str], tuple[float, float]]
     buckets: dict[tuple[str, str], Bucket] = field(default_factory=dict)
+    # Buckets the rest of a fleet keeps empty until a time: every token is taken as it comes.
+    held: dict[tuple[str, str], datetime] = field(default_factory=dict)
 
     @classmethod
     def documented(cls) -> RateLimits:
         shapes = {("ec2", k): v for k, v in {**CATEGORIES, **OWN_BUCKETS}.items()}
         shapes |= {("stepfunctions", k): v for k, v in STEP_FUNCTIONS.items()}
         return cls(shapes)
+
+    def hold(self, service: str, bucket: str, until: datetime) -> None:
+        """The rest of the account's callers (a fleet restoring at once) take every token of
+        this bucket as it refills, until ``until``: each request before then is throttled."""
+        self.held[(service, bucket)] = until
 
     def shape(self, service: str, bucket: str) -> tuple[float, float]:
         return self.shapes[(service, bucket)]
@@ -120,6 +127,8 @@ class RateLimits:
         name = bucket_of(service, operation, params)
         if name is None or (service, name) not in self.shapes:
             return True
+        if now < self.held.get((service, name), now):
+            return False
         size, rate = self.shapes[(service, name)]
         bucket = self.buckets.setdefault((service, name), Bucket(size, rate, size))
         return bucket.take(now)
