@@ -5,6 +5,7 @@ import { readYaml } from './config-yaml';
 import { CopyConfig, parseCopies } from './copies';
 import { DEFAULT_FSR_QUOTA, FastRestoreConfig, parseFastRestore } from './fast-restore';
 import { HooksConfig, parseHooks } from './hooks-config';
+import { parsePrices, PricesConfig } from './prices-config';
 import { LockConfig, parseLock } from './snapshot-lock';
 
 export { ConfigError };
@@ -21,6 +22,8 @@ export interface RaidsnapConfig {
   /** Accounts whose raidsnap stacks may have this one copy their sets here (this stack is
    * their backup account's): their stacks start copies as this stack's copy-requests role. */
   readonly acceptCopiesFrom: readonly string[];
+  /** Overrides of the list prices a run's cost is computed with (lib/prices-config.ts). */
+  readonly prices?: PricesConfig;
 }
 
 /** The managed policy that keeps raidsnap:* tags to raidsnap and its administrators. */
@@ -56,6 +59,10 @@ export interface ScheduleConfig {
   readonly timezone: string;
   readonly retryAttempts: number;
   readonly maxEventAgeMinutes: number;
+  /** EventBridge Scheduler starts the backup at a time of its choosing within this many minutes
+   * after the scheduled time (FlexibleTimeWindow, 1..1440); unset: at the scheduled time. Many
+   * arrays on one expression need it: bench/fleet.py and the README's fleet section. */
+  readonly flexibleWindowMinutes?: number;
 }
 
 export interface ArrayConfig {
@@ -196,7 +203,7 @@ function parseSchedule(raw: unknown, field: string, defaults: ArrayDefaults): Sc
   if (!isObject(raw) && typeof raw !== 'string') {
     throw new ConfigError(field, 'is neither a schedule expression nor a mapping', 'write an expression such as cron(0 */4 * * ? *), or a mapping with "expression"');
   }
-  only(obj, field, ['expression', 'timezone', 'retryAttempts', 'maxEventAgeMinutes']);
+  only(obj, field, ['expression', 'timezone', 'retryAttempts', 'maxEventAgeMinutes', 'flexibleWindowMinutes']);
   return {
     expression: matching(obj.expression, `${field}.expression`, SCHEDULE,
       'an EventBridge Scheduler expression: cron(m h dom mon dow y), rate(n unit) or at(...)'),
@@ -205,6 +212,8 @@ function parseSchedule(raw: unknown, field: string, defaults: ArrayDefaults): Sc
     retryAttempts: obj.retryAttempts === undefined ? 3 : integer(obj.retryAttempts, `${field}.retryAttempts`, 0, 185),
     maxEventAgeMinutes: obj.maxEventAgeMinutes === undefined ? 60
       : integer(obj.maxEventAgeMinutes, `${field}.maxEventAgeMinutes`, 1, 1440),
+    ...(obj.flexibleWindowMinutes === undefined ? {}
+      : { flexibleWindowMinutes: integer(obj.flexibleWindowMinutes, `${field}.flexibleWindowMinutes`, 1, 1440) }),
   };
 }
 
@@ -398,8 +407,8 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
   if (raw === undefined || raw === null) {
     return { defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] }, acceptCopiesFrom: [] };
   }
-  if (!isObject(raw)) throw new ConfigError('(top level)', 'is not a mapping', 'start from config/example.yaml: defaults, arrays, notifications, tagProtection, acceptCopiesFrom');
-  only(raw, '(top level)', ['defaults', 'arrays', 'notifications', 'tagProtection', 'acceptCopiesFrom']);
+  if (!isObject(raw)) throw new ConfigError('(top level)', 'is not a mapping', 'start from config/example.yaml: defaults, arrays, notifications, tagProtection, acceptCopiesFrom, prices');
+  only(raw, '(top level)', ['defaults', 'arrays', 'notifications', 'tagProtection', 'acceptCopiesFrom', 'prices']);
   const defaults = parseDefaults(raw.defaults);
   const arrays: Record<string, ArrayConfig> = {};
   if (raw.arrays !== undefined) {
@@ -409,9 +418,11 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
     }
   }
   const tagProtection = parseTagProtection(raw.tagProtection);
+  const prices = parsePrices(raw.prices, (f, why, fix) => new ConfigError(f, why, fix));
   return {
     defaults, arrays, notifications: parseNotifications(raw.notifications),
     ...(tagProtection ? { tagProtection } : {}), acceptCopiesFrom: parseAcceptCopiesFrom(raw.acceptCopiesFrom),
+    ...(prices ? { prices } : {}),
   };
 }
 

@@ -267,10 +267,15 @@ describe('recovery with the example config', () => {
     const statements = statementsOf(template, 'recovery_step');
     const starts = statements.filter((s) => actionsOf(s).includes('states:StartExecution'));
     expect(starts).toEqual([expect.objectContaining({ Resource: { Ref: expect.stringMatching(/^RestoreWorkflowStateMachine/) } })]);
-    expect(statements.flatMap(actionsOf).filter((a) => a.startsWith('states:')).sort()).toEqual(['states:DescribeExecution', 'states:StartExecution']);
+    expect(statements.flatMap(actionsOf).filter((a) => a.startsWith('states:')).sort())
+      .toEqual(['states:DescribeExecution', 'states:GetExecutionHistory', 'states:StartExecution']);
     const looks = statements.filter((s) => actionsOf(s).includes('states:DescribeExecution'));
     expect(looks).toHaveLength(1);
     expect(JSON.stringify(looks[0].Resource)).toMatch(/:execution:raidsnap-restore:\*-restore"/);
+    // Its own history only, which a finished recovery's cost is read from
+    const history = statements.filter((s) => actionsOf(s).includes('states:GetExecutionHistory'));
+    expect(history).toHaveLength(1);
+    expect(JSON.stringify(history[0].Resource)).toMatch(/:execution:raidsnap-recovery:\*"/);
     expect(machineId).toMatch(/^RecoveryWorkflow/);
   });
 

@@ -335,6 +335,21 @@ def allowed_mount_points() -> list[str] | None:
     return [str(v) for v in value]
 
 
+def run_price_table() -> dict[str, object] | None:
+    """The price table the stack gave this function (RUN_PRICES: docs/costs/prices.json with the
+    config's prices: applied), which a run's cost is computed with; None when unset."""
+    raw = os.environ.get("RUN_PRICES", "").strip()
+    if not raw:
+        return None
+    try:
+        table = json.loads(raw)
+    except ValueError:
+        table = None
+    if not isinstance(table, dict) or not isinstance(table.get("prices"), dict):
+        raise ConfigurationError("RUN_PRICES must be the price table as JSON")
+    return table
+
+
 @dataclass(frozen=True)
 class LockPolicy:
     """An array's lock setting: lock the snapshots of its newest ``sets`` restorable sets in

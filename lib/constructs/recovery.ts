@@ -11,6 +11,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { ArrayConfig, RecoveryConfig } from '../config';
 import { acknowledge, nagArn } from '../nag';
+import { PricesConfig, runPriceTable } from '../prices-config';
 import { Documents } from './documents';
 import { FunctionFactory } from './functions';
 import { RestorePermissions } from './permissions';
@@ -36,6 +37,8 @@ export interface RecoveryProps {
   readonly documents: Documents;
   /** The sets' manifests: which set is the newest restorable one, and how old it is. */
   readonly sets: SnapshotSets;
+  /** The config's overrides of the list prices a run's cost is computed with. */
+  readonly prices?: PricesConfig;
 }
 
 /** The restore input's limit for the recovery: a restore may take 3 days (prewarm). */
@@ -91,8 +94,14 @@ export class Recovery extends Construct {
         // of the restore it waits on (callback#<restore name>: who waits, with which token).
         ...props.lock.statements('DeleteItem', 'GetItem', 'UpdateItem'),
         ...props.sets.statements('Query'),
+        // The recovery's own history, which its cost is read from (raidsnap.aws.costs).
+        new iam.PolicyStatement({
+          actions: ['states:GetExecutionHistory'],
+          resources: [`${p.executionArnPrefix(this.stateMachineName)}*`],
+        }),
       ],
       environment: {
+        RUN_PRICES: runPriceTable(props.prices),
         RESTORE_STATE_MACHINE_ARN: restoreArn,
         DISCOVER_DOCUMENT: props.documents.names.discover,
         LOCK_TABLE: props.lock.table.tableName,
@@ -104,6 +113,9 @@ export class Recovery extends Construct {
       acknowledge(stepPolicy,
         `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${restoreName}:*${RECOVERY_RESTORE_SUFFIX}`)}]`,
         'DescribeExecution of the restores recoveries start only (named <recovery name>-restore): what became of a restore whose report did not arrive');
+      acknowledge(stepPolicy,
+        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${this.stateMachineName}:*`)}]`,
+        'GetExecutionHistory of the recovery workflow\'s own executions only: the run\'s cost, read from its own history');
     }
     if (groups.length) {
       const policy = step.role?.node.tryFindChild('DefaultPolicy');

@@ -11,6 +11,7 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { ArrayConfig, ArrayDefaults } from '../config';
 import { acknowledge } from '../nag';
+import { PricesConfig, runPriceTable } from '../prices-config';
 import { Documents } from './documents';
 import { stackKey } from './encryption';
 import { FunctionFactory, FunctionSpec } from './functions';
@@ -88,6 +89,8 @@ export interface RestoreWorkflowProps {
   readonly commandPoll: lambda.IFunction;
   /** The sets' manifests: a restore reads which snapshots make a set. */
   readonly sets: SnapshotSets;
+  /** The config's overrides of the list prices a run's cost is computed with. */
+  readonly prices?: PricesConfig;
 }
 
 // The restore reaches its lock table, documents and functions for 3 days at most: a prewarm of
@@ -138,6 +141,8 @@ export class RestoreWorkflow extends Construct {
       LOCK_LEASE_SECONDS: String(TIMEOUT.toSeconds()),
       DEFAULT_INITIALIZATION: props.defaults.initialization,
       INITIALIZATION_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.map((a) => [a.name, a.initialization]))),
+      // The table Finish prices the run's cost with (lib/prices-config.ts).
+      RUN_PRICES: runPriceTable(props.prices),
     };
     const specs: FunctionSpec[] = [
       {
@@ -221,6 +226,11 @@ export class RestoreWorkflow extends Construct {
           // One more look at a prewarm the workflow could not follow, to say how far it got.
           p.readCommands()[0],
           p.tagRestoredIdentity(this.stateMachineName),
+          // The run's own history, which its cost is read from (raidsnap.aws.costs).
+          new iam.PolicyStatement({
+            actions: ['states:GetExecutionHistory'],
+            resources: [`${p.executionArnPrefix(this.stateMachineName)}*`],
+          }),
         ],
       },
       {
@@ -287,6 +297,14 @@ export class RestoreWorkflow extends Construct {
           'DescribeExecution of this restore workflow\'s own executions only: is the holder of a restore lock still running?',
         );
       }
+    }
+    const finishPolicy = this.functions.RestoreFinish.role?.node.tryFindChild('DefaultPolicy');
+    if (finishPolicy) {
+      acknowledge(
+        finishPolicy,
+        `AwsSolutions-IAM5[Resource::${nagPattern(`${p.executionArnPrefix(this.stateMachineName)}*`)}]`,
+        'GetExecutionHistory of this restore workflow\'s own executions only: the run\'s cost, read from its own history',
+      );
     }
     const abandonedPolicy = this.functions.RestoreAbandoned.role?.node.tryFindChild('DefaultPolicy');
     if (abandonedPolicy) {

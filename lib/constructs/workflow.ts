@@ -35,15 +35,25 @@ type Retrier = { ErrorEquals: string[] } & Json;
  * https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html; the
  * concurrency limit is `Lambda.TooManyRequestsException`, same page). `ThrottledError` is
  * raidsnap's own: a function raises it when EC2 or SSM throttled it beyond the SDK's retries
- * (lambdas/raidsnap/errors.py). Twelve attempts: a step that makes six different calls (a
- * restore's Prepare) outlives each being throttled twice past the SDK's retries; the waits add
- * up to about 17 minutes at most. */
+ * (lambdas/raidsnap/errors.py). EC2 answers a request over its account's token bucket with
+ * RequestLimitExceeded and asks callers to retry with exponential backoff ("Request throttling
+ * for the Amazon EC2 API", Amazon EC2 Developer Guide, "Retries and exponential backoff",
+ * https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html); when a fleet of
+ * restores runs at once the buckets stay empty for many minutes (bench/fleet.py: CreateVolume's
+ * refills 5 a second, 1,000 restores of 3 members need 3,000), and a step that gives up fails
+ * its run and sends its clean-up into the same buckets. So the wait grows 5 s, 10 s, ... to
+ * 300 s and goes on for 40 attempts: about 88 minutes on average with full jitter (each wait
+ * random between 0 and its bound, "Retrying after an error", Step Functions developer guide,
+ * JitterStrategy), at most about 2.9 hours, inside the workflows' own time limits. Every step
+ * retried here is safe to run again: it looks before it acts, and what it creates carries a
+ * ClientToken or a record of the run. Each retry is a billed state transition; only a
+ * throttled step pays for them. */
 export const LAMBDA_RETRY: readonly Retrier[] = [
   {
     ErrorEquals: ['Lambda.ServiceException', 'Lambda.AWSLambdaException', 'Lambda.SdkClientException', 'Lambda.TooManyRequestsException'],
     IntervalSeconds: 2, MaxAttempts: 6, BackoffRate: 2, JitterStrategy: 'FULL',
   },
-  { ErrorEquals: ['ThrottledError'], IntervalSeconds: 5, MaxAttempts: 12, BackoffRate: 2, MaxDelaySeconds: 120, JitterStrategy: 'FULL' },
+  { ErrorEquals: ['ThrottledError'], IntervalSeconds: 5, MaxAttempts: 40, BackoffRate: 2, MaxDelaySeconds: 300, JitterStrategy: 'FULL' },
 ];
 
 /** What a `states:startExecution.sync` Task may fail with before the child runs, and retries.

@@ -202,6 +202,8 @@ class Report(Contract):
     lifecycleAction: str | None = None
     protection: dict[str, JsonValue] | None = None
     notification: str | None = None
+    # What this run cost (raidsnap.aws.costs); its restore's is in the restore's output.
+    cost: dict[str, JsonValue] | None = None
 
 
 class Finished(Contract):
