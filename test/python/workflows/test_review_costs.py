@@ -1,0 +1,56 @@
+"""Review of issue 25: a run's cost must count every state transition Step Functions bills.
+
+AWS Step Functions pricing (https://aws.amazon.com/step-functions/pricing/, Standard
+Workflows): "You are charged for the total number of state transitions across all your state
+machines, including retries." and "If you include retry error handling in any steps of your
+workflow, each retry will be charged as an additional state transition."
+
+raidsnap_cost counts one transition per *StateEntered event (run_cost.usage_of, and the
+emulation's Execution.transitions says the same): a Task retried by its Retry field is entered
+once, however many times it is retried, so every retry goes uncounted. The new ThrottledError
+Retry (40 attempts, lib/constructs/workflow.ts) makes this the common case in a fleet: the
+restore below, among a fleet that holds CreateVolume's bucket empty 25 minutes, is retried 13
+times and `raidsnap status` / the run's own output price 40 transitions where AWS bills 53.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import boto3
+
+from raidsnap_cli import costs
+from raidsnap_emulation.double.limits import RateLimits
+from raidsnap_emulation.harness import Emulation, Execution
+from test_sustained_throttling import FLEET_MINUTES, replacement
+
+
+def billed_transitions(run: Execution) -> int:
+    """States entered, plus one for each retry: a Lambda Task's invocation scheduled again
+    after it failed (each LambdaFunctionScheduled beyond the first of a TaskStateEntered)."""
+    entered = sum(1 for e in run.events if e["type"].endswith("StateEntered"))
+    tasks = sum(1 for e in run.events if e["type"] == "TaskStateEntered")
+    scheduled = sum(1 for e in run.events if e["type"] == "LambdaFunctionScheduled")
+    return entered + (scheduled - tasks)
+
+
+def test_a_throttled_restore_prices_every_retry_as_a_transition(emu: Emulation) -> None:
+    target = replacement(emu)
+    limits = RateLimits.documented()
+    limits.hold("ec2", "CreateVolume", emu.clock.now() + timedelta(minutes=FLEET_MINUTES))
+    emu.double.rate_limits = limits
+
+    run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    billed = billed_transitions(run)
+    assert billed > run.transitions  # the restore was retried (ThrottledError)
+
+    # raidsnap status <run>
+    used = costs.usage(boto3.client("stepfunctions"), run.arn)
+    assert used.transitions == billed, (
+        f"raidsnap status prices {used.transitions} transitions; AWS bills {billed} "
+        "(each retry is an additional state transition)"
+    )
+    # the run's own output (RestoreFinish reads its history)
+    own = {line["item"]: line for line in run.output["cost"]["lines"]}
+    assert own["state transitions"]["quantity"] == str(billed)
