@@ -14,14 +14,39 @@ AWS sources relied on:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-from raidsnap_emulation.double.base import AwsError
-from raidsnap_emulation.harness import Emulation
-from raidsnap_emulation.world import backed_up, make_array
+import boto3
+import pytest
 
-FLEET_MINUTES = 45  # EC2's CreateSnapshots bucket (100, 5/s) kept empty by a fleet's backups
+from raidsnap_emulation.double.base import AwsError
+from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, synthesize
+from raidsnap_emulation.world import (
+    HeldStep,
+    backed_up,
+    configure_recovery,
+    create_topics,
+    launch_event,
+    launch_instance,
+    make_array,
+    terminate,
+)
+
+FLEET_MINUTES = 45  # how long a fleet keeps a bucket empty (bench/fleet.py: many minutes)
+
+
+@pytest.fixture(scope="module")
+def example_template() -> Path:
+    return synthesize(config=EXAMPLE_CONFIG)
+
+
+@pytest.fixture
+def example_emu(example_template: Path) -> Iterator[Emulation]:
+    with Emulation(example_template) as emulation:
+        yield emulation
 
 
 def test_a_backups_hold_outlasts_its_snapshot_step_retried_under_throttling(
@@ -68,4 +93,73 @@ def test_a_backups_hold_outlasts_its_snapshot_step_retried_under_throttling(
         f"the backup's hold ran out {seen['lease']:.0f} s after it started; its snapshots were "
         f"taken {seen['taken_after']:.0f} s after (TakeSnapshotSet retried on ThrottledError): "
         "a restore of db1 in between is not refused"
+    )
+
+
+def test_a_launch_held_for_its_restore_is_not_abandoned_while_keep_alive_is_throttled(
+    example_emu: Emulation,
+) -> None:
+    """A launch's recovery keeps the lifecycle action alive from KeepLaunchAlive, a Lambda Task
+    that first looks at its restore (the lock table's record, DescribeExecution) and then
+    records a heartbeat, every 20 minutes (a third of the hook's one-hour heartbeat timeout,
+    lib/constructs/recovery.ts LIFECYCLE_HEARTBEAT). A throttled look (Step Functions'
+    ThrottlingException, past the SDK's retries) raises ThrottledError before the heartbeat is
+    sent, and the Task's Retry now waits up to 2.9 hours (88 minutes on average) instead of
+    giving up within 17 minutes and handing over to Settle, which keeps the action alive. The
+    hook's heartbeat timeout (one hour) then runs out: Auto Scaling ends the action with its
+    default result, ABANDON, and terminates the instance the restore is mounting the array on
+    (Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling lifecycle hooks": the
+    heartbeat timeout, RecordLifecycleActionHeartbeat, the default result on timeout)."""
+    emu = example_emu
+    create_topics(emu)
+    fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
+    backed_up(emu.hosts, emu.run, fx)
+    configure_recovery(
+        emu,
+        "analytics",
+        instanceId=fx.instance_id,
+        autoScalingGroup="analytics",
+        initialization="none",
+    )
+    terminate(fx.instance_id)
+    new = launch_instance(
+        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
+    )
+    token = "6e7f8091-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
+    emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
+    held = HeldStep(emu, "restore_attach")
+    sfn = boto3.client("stepfunctions")
+    window: dict[str, Any] = {}
+    looks: list[str] = []
+
+    def describe_execution(params: dict[str, Any]) -> Any:
+        now = emu.clock.now()
+        actor = str(emu.double.actor or "")
+        if "Recovery" in actor and "Step" in actor:
+            looks.append(actor)
+            # a fleet's recoveries and restores keep Step Functions' API bucket empty for
+            # FLEET_MINUTES, from this recovery's first look after a heartbeat was recorded
+            if "until" not in window and emu.double.lifecycle_result(token)[1]:
+                window["until"] = now + timedelta(minutes=FLEET_MINUTES)
+            if now < window.get("until", now):
+                raise AwsError("ThrottlingException", "Rate exceeded")
+            if "until" in window:
+                held.release()  # the restore goes on once the throttling is over
+        return emu.double._passthrough(sfn, "DescribeExecution", params)
+
+    emu.double.route("stepfunctions", "DescribeExecution", describe_execution)
+    answer = emu.invoke(
+        "recovery_start", launch_event("analytics", new, token=token, hook="raidsnap-analytics")
+    )
+    assert answer.error_type is None, answer.error_message
+    run = emu.wait(str(answer.result["executionArn"]))
+
+    assert looks, "the recovery never looked at its restore"
+    result, beats = emu.double.lifecycle_result(token)
+    # (seen: the recovery SUCCEEDED, and the action ended ABANDON an hour after its one
+    # heartbeat, while KeepLaunchAlive was still being retried: the group terminates the
+    # instance the array was just mounted on)
+    assert result != "ABANDON", (
+        f"the launch was abandoned (heartbeats at {beats}, throttled until "
+        f"{window.get('until')}); the recovery ended {run.status} {run.error}"
     )
