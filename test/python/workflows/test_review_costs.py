@@ -16,12 +16,14 @@ times and `raidsnap status` / the run's own output price 40 transitions where AW
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 
 import boto3
 
 from raidsnap_cli import costs
 from raidsnap_emulation.double.limits import RateLimits
 from raidsnap_emulation.harness import Emulation, Execution
+from raidsnap_emulation.world import configure_fast_restore, make_array
 from test_sustained_throttling import FLEET_MINUTES, replacement
 
 
@@ -54,3 +56,28 @@ def test_a_throttled_restore_prices_every_retry_as_a_transition(emu: Emulation) 
     # the run's own output (RestoreFinish reads its history)
     own = {line["item"]: line for line in run.output["cost"]["lines"]}
     assert own["state transitions"]["quantity"] == str(billed)
+
+
+def test_a_backup_that_keeps_fsr_on_its_set_counts_the_dsu_hours_it_started(
+    emu: Emulation,
+) -> None:
+    """A backup of an array with a fastRestore policy enables FSR on its new set (KeepFsr) and
+    leaves it enabled: 3 snapshot-zone pairs, each billed at least one DSU-hour from the moment
+    it is enabled (Amazon EBS pricing, Fast Snapshot Restore: "billed in Data Services
+    Unit-Hours (DSUs) for each Availability Zone in which they are enabled ... billed per minute
+    with a 1-hour minimum", https://aws.amazon.com/ebs/pricing/; the price table's own
+    fsrDsuHour entry says the same). The issue asks every backup's cost to carry "FSR DSU-hours
+    (per pair, enabled to disabled)"; the backup's cost has no FSR at all (usage_of reads FSR
+    only from a restore's step results), though this run alone commits the account to at least
+    3 x $0.75 and then $0.75 an hour per pair while the policy keeps the set."""
+    fx = make_array(emu.hosts, "db1", 3, unrelated=0)
+    emu.double.fsr_region_limit = 10
+    configure_fast_restore(emu, "db1", [fx.availability_zone], sets=1)
+    run = emu.run("backup", {"array": "db1"})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["fastRestore"]["status"] == "kept", run.output["fastRestore"]
+
+    cost = costs.run_cost_of(boto3.client("stepfunctions"), run.arn)
+    fsr = [x for x in [*cost.lines, *cost.monthly] if "FSR" in x.item]
+    assert fsr, f"no FSR in the backup's cost: {cost.text()}"
+    assert sum(x.usd for x in fsr) >= 3 * Decimal("0.75")
