@@ -23,7 +23,7 @@ import boto3
 from raidsnap_cli import costs
 from raidsnap_emulation.double.limits import RateLimits
 from raidsnap_emulation.harness import Emulation, Execution
-from raidsnap_emulation.world import configure_fast_restore, make_array
+from raidsnap_emulation.world import alarm_event, backed_up, configure_fast_restore, make_array
 from test_sustained_throttling import FLEET_MINUTES, replacement
 
 
@@ -81,3 +81,59 @@ def test_a_backup_that_keeps_fsr_on_its_set_counts_the_dsu_hours_it_started(
     fsr = [x for x in [*cost.lines, *cost.monthly] if "FSR" in x.item]
     assert fsr, f"no FSR in the backup's cost: {cost.text()}"
     assert sum(x.usd for x in fsr) >= 3 * Decimal("0.75")
+
+
+def test_raidsnap_status_of_a_recovery_counts_the_restore_it_started(emu: Emulation) -> None:
+    """README "What one run cost": `raidsnap status <run>` shows "the restore a drill or
+    recovery started". A recovery starts its restore from a Lambda function (StartRestore,
+    lambda:invoke.waitForTaskToken), not with startExecution.sync, so the restore's ARN never
+    appears under "ExecutionArn" in the recovery's history and raidsnap_cli.costs._children
+    finds no child: the recovery's cost leaves out every transition, invocation and volume of
+    the restore that did the work (Step Functions bills those transitions, "AWS Step Functions
+    pricing", and EBS the volumes it created)."""
+    fx = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, fx)
+    emu.hosts.lose_member(fx.instance_id, fx.member_ids[1])
+    started = emu.invoke("recovery_start", alarm_event(fx.instance_id))
+    assert started.error_type is None, started.error_message
+    run = emu.wait(started.result["executionArn"])
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    sfn = boto3.client("stepfunctions")
+    (listed,) = sfn.list_executions(stateMachineArn=emu.state_machines["restore"])["executions"]
+    restore = emu.wait(listed["executionArn"])
+
+    used = costs.usage(sfn, run.arn)
+
+    assert used.transitions == run.transitions + restore.transitions, (
+        f"raidsnap status {run.arn} counts {used.transitions} transitions: the recovery's "
+        f"{run.transitions}, not its restore's {restore.transitions}"
+    )
+    assert len(used.volumes) == len(restore.output["volumeIds"])
+
+
+def test_a_recovery_counts_the_lambda_invocation_of_its_callback_task(emu: Emulation) -> None:
+    """StartRestore invokes RecoveryStep through lambda:invoke.waitForTaskToken: its history
+    shows TaskScheduled/TaskStarted/TaskSubmitted (resourceType lambda), not
+    LambdaFunctionScheduled/Started/Succeeded, so usage_of counts no request and no duration
+    for it. Lambda bills every invocation, however it is invoked ("AWS Lambda pricing":
+    requests and duration)."""
+    fx = make_array(emu.hosts, "db1", 3)
+    backed_up(emu.hosts, emu.run, fx)
+    emu.hosts.lose_member(fx.instance_id, fx.member_ids[1])
+    started = emu.invoke("recovery_start", alarm_event(fx.instance_id))
+    assert started.error_type is None, started.error_message
+    run = emu.wait(started.result["executionArn"])
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    invoked = sum(
+        1
+        for e in run.events
+        if e["type"] == "LambdaFunctionScheduled"
+        or (
+            e["type"] == "TaskScheduled"
+            and (e.get("taskScheduledEventDetails") or {}).get("resourceType") == "lambda"
+        )
+    )
+
+    used = costs.usage(boto3.client("stepfunctions"), run.arn)
+
+    assert len(used.lambda_seconds) == invoked
