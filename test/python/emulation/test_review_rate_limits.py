@@ -25,7 +25,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-
 from raidsnap_emulation.double.limits import RateLimits
 
 FILTERED = {"Filters": [{"Name": "tag:raidsnap:array", "Values": ["db1"]}]}
@@ -34,7 +33,11 @@ FILTERED = {"Filters": [{"Name": "tag:raidsnap:array", "Values": ["db1"]}]}
 @pytest.mark.parametrize(
     ("drained", "other", "params"),
     [
-        ("DescribeInstances", "DescribeSnapshots", FILTERED),  # non-mutating: 100, 20/s each
+        (
+            "DescribeInstances",
+            "DescribeSnapshots",
+            FILTERED,
+        ),  # non-mutating: 100, 20/s each
         ("DescribeVolumes", "DescribeFastSnapshotRestores", FILTERED),
         ("AttachVolume", "DetachVolume", {}),  # mutating: 50, 5/s each
     ],

@@ -19,11 +19,15 @@ from datetime import timedelta
 from decimal import Decimal
 
 import boto3
-
 from raidsnap_cli import costs
 from raidsnap_emulation.double.limits import RateLimits
 from raidsnap_emulation.harness import Emulation, Execution
-from raidsnap_emulation.world import alarm_event, backed_up, configure_fast_restore, make_array
+from raidsnap_emulation.world import (
+    alarm_event,
+    backed_up,
+    configure_fast_restore,
+    make_array,
+)
 from test_sustained_throttling import FLEET_MINUTES, replacement
 
 
@@ -39,10 +43,15 @@ def billed_transitions(run: Execution) -> int:
 def test_a_throttled_restore_prices_every_retry_as_a_transition(emu: Emulation) -> None:
     target = replacement(emu)
     limits = RateLimits.documented()
-    limits.hold("ec2", "CreateVolume", emu.clock.now() + timedelta(minutes=FLEET_MINUTES))
+    limits.hold(
+        "ec2", "CreateVolume", emu.clock.now() + timedelta(minutes=FLEET_MINUTES)
+    )
     emu.double.rate_limits = limits
 
-    run = emu.run("restore", {"array": "db1", "targetInstanceId": target, "initialization": "none"})
+    run = emu.run(
+        "restore",
+        {"array": "db1", "targetInstanceId": target, "initialization": "none"},
+    )
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     billed = billed_transitions(run)
     assert billed > run.transitions  # the restore was retried (ThrottledError)
@@ -83,7 +92,9 @@ def test_a_backup_that_keeps_fsr_on_its_set_counts_the_dsu_hours_it_started(
     assert sum(x.usd for x in fsr) >= 3 * Decimal("0.75")
 
 
-def test_raidsnap_status_of_a_recovery_counts_the_restore_it_started(emu: Emulation) -> None:
+def test_raidsnap_status_of_a_recovery_counts_the_restore_it_started(
+    emu: Emulation,
+) -> None:
     """README "What one run cost": `raidsnap status <run>` shows "the restore a drill or
     recovery started". A recovery starts its restore from a Lambda function (StartRestore,
     lambda:invoke.waitForTaskToken), not with startExecution.sync, so the restore's ARN never
@@ -99,7 +110,9 @@ def test_raidsnap_status_of_a_recovery_counts_the_restore_it_started(emu: Emulat
     run = emu.wait(started.result["executionArn"])
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     sfn = boto3.client("stepfunctions")
-    (listed,) = sfn.list_executions(stateMachineArn=emu.state_machines["restore"])["executions"]
+    (listed,) = sfn.list_executions(stateMachineArn=emu.state_machines["restore"])[
+        "executions"
+    ]
     restore = emu.wait(listed["executionArn"])
 
     used = costs.usage(sfn, run.arn)
@@ -111,7 +124,9 @@ def test_raidsnap_status_of_a_recovery_counts_the_restore_it_started(emu: Emulat
     assert len(used.volumes) == len(restore.output["volumeIds"])
 
 
-def test_a_recovery_counts_the_lambda_invocation_of_its_callback_task(emu: Emulation) -> None:
+def test_a_recovery_counts_the_lambda_invocation_of_its_callback_task(
+    emu: Emulation,
+) -> None:
     """StartRestore invokes RecoveryStep through lambda:invoke.waitForTaskToken: its history
     shows TaskScheduled/TaskStarted/TaskSubmitted (resourceType lambda), not
     LambdaFunctionScheduled/Started/Succeeded, so usage_of counts no request and no duration
@@ -130,7 +145,8 @@ def test_a_recovery_counts_the_lambda_invocation_of_its_callback_task(emu: Emula
         if e["type"] == "LambdaFunctionScheduled"
         or (
             e["type"] == "TaskScheduled"
-            and (e.get("taskScheduledEventDetails") or {}).get("resourceType") == "lambda"
+            and (e.get("taskScheduledEventDetails") or {}).get("resourceType")
+            == "lambda"
         )
     )
 

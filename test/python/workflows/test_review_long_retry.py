@@ -21,7 +21,6 @@ from typing import Any
 
 import boto3
 import pytest
-
 from raidsnap_emulation.double.base import AwsError
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, synthesize
 from raidsnap_emulation.world import (
@@ -35,7 +34,9 @@ from raidsnap_emulation.world import (
     terminate,
 )
 
-FLEET_MINUTES = 45  # how long a fleet keeps a bucket empty (bench/fleet.py: many minutes)
+FLEET_MINUTES = (
+    45  # how long a fleet keeps a bucket empty (bench/fleet.py: many minutes)
+)
 
 
 @pytest.fixture(scope="module")
@@ -123,9 +124,12 @@ def test_a_launch_held_for_its_restore_is_not_abandoned_while_keep_alive_is_thro
     )
     terminate(fx.instance_id)
     new = launch_instance(
-        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
+        "analytics-asg",
+        fx.availability_zone,
+        tag_array=False,
+        auto_scaling_group="analytics",
     )
-    token = "6e7f8091-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
+    token = "6e7f8091-1111-2222-3333-444455556666"
     emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
     held = HeldStep(emu, "restore_attach")
     sfn = boto3.client("stepfunctions")
@@ -149,7 +153,8 @@ def test_a_launch_held_for_its_restore_is_not_abandoned_while_keep_alive_is_thro
 
     emu.double.route("stepfunctions", "DescribeExecution", describe_execution)
     answer = emu.invoke(
-        "recovery_start", launch_event("analytics", new, token=token, hook="raidsnap-analytics")
+        "recovery_start",
+        launch_event("analytics", new, token=token, hook="raidsnap-analytics"),
     )
     assert answer.error_type is None, answer.error_message
     run = emu.wait(str(answer.result["executionArn"]))
