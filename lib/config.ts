@@ -1,5 +1,6 @@
 import { readFileSync } from 'fs';
 import * as path from 'path';
+import { longestBackupGap } from './schedule-gap';
 import { ConfigError } from './config-error';
 import { readYaml } from './config-yaml';
 import { CopyConfig, parseCopies } from './copies';
@@ -250,6 +251,8 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     : parseLock(raw.lock, `${field}.lock`, retention, (f, why, fix) => new ConfigError(f, why, fix));
   const copies = raw.copies === undefined ? []
     : parseCopies(raw.copies, `${field}.copies`, retention, (f, why, fix) => new ConfigError(f, why, fix));
+  const rpoMinutes = raw.rpoMinutes === undefined ? undefined : integer(raw.rpoMinutes, `${field}.rpoMinutes`, 5, 525600);
+  if (rpoMinutes !== undefined) refuseRpoInsideWindow(name, field, schedules, rpoMinutes);
   return {
     name,
     schedules,
@@ -257,7 +260,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     consistency: raw.consistency === undefined ? defaults.consistency
       : oneOf(raw.consistency, `${field}.consistency`, ['crash', 'fsfreeze'] as const),
     initialization,
-    rpoMinutes: raw.rpoMinutes === undefined ? undefined : integer(raw.rpoMinutes, `${field}.rpoMinutes`, 5, 525600),
+    rpoMinutes,
     ...(recovery ? { recovery } : {}),
     ...(drill ? { drill } : {}),
     ...(fastRestore ? { fastRestore } : {}),
@@ -265,6 +268,21 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     ...(lock ? { lock } : {}),
     copies,
   };
+}
+
+/** With a flexible time window two backups may start up to their interval plus the window apart
+ * (lib/schedule-gap.ts): an RPO no longer than that makes the RPO alarm (the newest complete
+ * set older than rpoMinutes) fire on an array whose backups all succeed. */
+function refuseRpoInsideWindow(name: string, field: string, schedules: readonly ScheduleConfig[], rpoMinutes: number): void {
+  if (!schedules.some((s) => s.flexibleWindowMinutes !== undefined)) return;
+  const gap = longestBackupGap(schedules);
+  if (gap === undefined || rpoMinutes > gap.minutes) return;
+  const expressions = schedules.map((s) => s.expression).join(', ');
+  throw new ConfigError(`${field}.rpoMinutes`,
+    `${rpoMinutes} minutes is not more than the longest time between two backups of ${name}: its schedule ${expressions} ` +
+    `starts backups ${gap.interval} minutes apart and its flexible window lets the later one start ${gap.window} minutes late ` +
+    `(${gap.minutes} minutes), so its RPO alarm would fire on a healthy array`,
+    `set rpoMinutes above ${gap.minutes} (with room for a backup's own duration), or make flexibleWindowMinutes smaller`);
 }
 
 function parseRecovery(raw: unknown, field: string, arrayInitialization: Initialization): RecoveryConfig {
