@@ -17,7 +17,7 @@ import { FunctionFactory } from './functions';
 import { RestorePermissions } from './permissions';
 import { RestoreLock, RestoreWorkflow } from './restore-workflow';
 import { SnapshotSets } from './snapshot-sets';
-import { Workflow } from './workflow';
+import { HEARTBEAT_RETRY, Workflow, worstCaseRetrySeconds } from './workflow';
 
 export const ATTACHED_EBS_METRIC = 'StatusCheckFailed_AttachedEBS';
 /** Every restore a drill starts is named drill-<hash> (lambdas/raidsnap/workflows/drill/prepare.py). */
@@ -28,6 +28,17 @@ export const RECOVERY_RESTORE_SUFFIX = '-restore';
 /** A launching instance waits this long in Pending:Wait for its array before the hook's
  * default result (ABANDON) ends it. */
 export const LIFECYCLE_HEARTBEAT = Duration.hours(1);
+/** The recovery step's Lambda timeout (FunctionFactory's default). */
+const STEP_TIMEOUT = Duration.seconds(60);
+/** KeepLaunchAlive records a heartbeat every third of the heartbeat timeout
+ * (raidsnap.workflows.recovery.following); its retries must give up (and hand over to Settle,
+ * whose first call is a heartbeat) well before the timeout runs out after the last heartbeat:
+ * the wait, the retries at their worst, and Settle's first attempt fit in two thirds. */
+export function heartbeatFits(heartbeat: Duration = LIFECYCLE_HEARTBEAT): boolean {
+  const third = Math.floor(heartbeat.toSeconds() / 3);
+  return third + worstCaseRetrySeconds(HEARTBEAT_RETRY, STEP_TIMEOUT.toSeconds()) + STEP_TIMEOUT.toSeconds()
+    <= 2 * third;
+}
 
 export interface RecoveryProps {
   readonly factory: FunctionFactory;
@@ -72,6 +83,7 @@ export class Recovery extends Construct {
     const step = props.factory.create(this, {
       id: 'RecoveryStep',
       module: 'recovery_step',
+      timeout: STEP_TIMEOUT,
       description: 'recovery: look for evidence, wait for the target, start the restore, keep the lifecycle action alive, report',
       statements: [
         p.describe('ec2:DescribeInstances', 'ssm:DescribeInstanceInformation', 'ec2:DescribeVolumeStatus',
@@ -133,6 +145,7 @@ export class Recovery extends Construct {
       comment: 'raidsnap recovery: restore an array after its instance or EBS failed, or onto a new instance of its Auto Scaling group',
       timeout: TIMEOUT,
       functions: { RecoveryStepFunctionArn: step },
+      retries: { KeepLaunchAlive: HEARTBEAT_RETRY },
     });
     this.stateMachine = workflow.stateMachine;
     // A fixed name: the trigger asks whether the execution holding an array's recovery claim
