@@ -12,7 +12,7 @@ thousand real executions do not fit the bench's ten minutes on two cores (one ba
 restore take about 10 s of wall time here, and moto's executor runs each on a thread of its
 own), so the fleet is a discrete-event model on a virtual clock that replays those profiles,
 one per array, through the same token buckets:
-- EC2 request buckets per action category and Step Functions' StartExecution bucket (limits.py
+- EC2 request buckets, one per API action sized by its category, and Step Functions' StartExecution bucket (limits.py
   names the page and the figures), and its state-transition bucket (5,000, 1,500/s in us-east-1):
   an execution short of transition tokens waits, as Step Functions delays a throttled one;
 - a throttled call is retried as raidsnap retries it: botocore's standard mode (5 attempts,
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from raidsnap.plan import run_cost
-from raidsnap_emulation.double.limits import RateLimits, bucket_of
+from raidsnap_emulation.double.limits import RateLimits, bucket_of, category_of
 from raidsnap_emulation.harness import Emulation, synthesize
 from raidsnap_emulation.template import Template
 from raidsnap_emulation.world import launch_instance, make_array, name_in_config, terminate
@@ -201,8 +201,9 @@ def simulate(
     out = Outcome()
     buckets: dict[str, Bucket] = {}
 
-    def bucket(service: str, name: str) -> Bucket:
-        size, rate = limits.shape(service, name)
+    def bucket(service: str, name: str, category: str | None = None) -> Bucket:
+        # One bucket per API action, sized by its category (limits.py)
+        size, rate = limits.shape(service, category or name)
         return buckets.setdefault(f"{service}:{name}", Bucket(size, rate, size))
 
     heap: list[_Step] = []
@@ -224,9 +225,10 @@ def simulate(
             continue
         _, service, op, params = p.calls[step.index]
         name = bucket_of(service, op, params)
+        category = category_of(service, op, params)
         wait = 0.0
-        if name is not None:
-            b = bucket(service, name)
+        if name is not None and category is not None:
+            b = bucket(service, name, category)
             if b.take(step.t) > 0:
                 out.throttled[op] += 1
                 step.sdk += 1

@@ -1,5 +1,5 @@
-"""Documented request-rate limits as token buckets on the virtual clock: EC2's per action
-category, per account and Region, and Step Functions' StartExecution. Off unless set
+"""Documented request-rate limits as token buckets on the virtual clock: EC2's one per API
+action (sized by its category), per account and Region, and Step Functions' StartExecution. Off unless set
 (``double.rate_limits = RateLimits.documented()``): the tests that inject their own throttling
 keep doing so, and the fleet bench turns these on.
 
@@ -15,8 +15,14 @@ ec2-api-throttling.html), as stored offline on 2026-11-27:
 - Uncategorized actions with their own buckets, those raidsnap calls: CreateSnapshot and
   CreateSnapshots 100, 5/s; CreateTags and DeleteTags 100, 10/s; CreateVolume, DeleteVolume and
   DeleteSnapshot 100, 5/s; RunInstances and StartInstances 5, 2/s.
-An empty bucket answers RequestLimitExceeded; each request takes one token; a bucket refills at
-its rate up to its size.
+Each API action has a bucket of its own: "each API is evaluated individually, and you are
+throttled on the number of requests you make on a per-API basis. Each request that you make
+removes one token from the API's bucket ... requests for other API are not affected" (same page,
+"Request rate limiting"); the category gives the bucket's size and refill rate, not a bucket the
+actions of the category share. The page sizes the unfiltered and unpaginated calls of the
+actions listed there apart from their filtered or paginated ones; the double keeps those calls
+in a bucket of their own per action. An empty bucket answers RequestLimitExceeded; each request
+takes one token; a bucket refills at its rate up to its size.
 
 Step Functions: "Step Functions service quotas", quotas related to API action throttling, US
 East (N. Virginia), US West (Oregon), Europe (Ireland): StartExecution 1,300, 300/s (answered
@@ -65,8 +71,9 @@ STEP_FUNCTIONS: dict[str, tuple[float, float]] = {
 READS = ("Describe", "List", "Search", "Get")
 
 
-def bucket_of(service: str, operation: str, params: Mapping[str, object]) -> str | None:
-    """The bucket a request draws on; None for a call no modelled limit applies to."""
+def category_of(service: str, operation: str, params: Mapping[str, object]) -> str | None:
+    """The category that sizes a request's bucket (an action with a bucket of its own size is
+    its own category); None for a call no modelled limit applies to."""
     if service == "stepfunctions":
         return operation if operation in STEP_FUNCTIONS else None
     if service != "ec2":
@@ -79,6 +86,17 @@ def bucket_of(service: str, operation: str, params: Mapping[str, object]) -> str
             return "unfiltered non-mutating"
         return "non-mutating"
     return "mutating"
+
+
+def bucket_of(service: str, operation: str, params: Mapping[str, object]) -> str | None:
+    """The bucket a request draws on: its API action's own (EC2's buckets are per action, see
+    above); None for a call no modelled limit applies to."""
+    category = category_of(service, operation, params)
+    if category is None:
+        return None
+    if category == "unfiltered non-mutating":
+        return f"{operation} unfiltered"
+    return operation
 
 
 @dataclass
@@ -117,18 +135,20 @@ class RateLimits:
         this bucket as it refills, until ``until``: each request before then is throttled."""
         self.held[(service, bucket)] = until
 
-    def shape(self, service: str, bucket: str) -> tuple[float, float]:
-        return self.shapes[(service, bucket)]
+    def shape(self, service: str, category: str) -> tuple[float, float]:
+        """(size, refill rate a second) of the buckets of ``category``."""
+        return self.shapes[(service, category)]
 
     def allow(
         self, service: str, operation: str, params: Mapping[str, object], now: datetime
     ) -> bool:
         """Whether the request gets a token now (and takes it)."""
+        category = category_of(service, operation, params)
         name = bucket_of(service, operation, params)
-        if name is None or (service, name) not in self.shapes:
+        if category is None or name is None or (service, category) not in self.shapes:
             return True
         if now < self.held.get((service, name), now):
             return False
-        size, rate = self.shapes[(service, name)]
+        size, rate = self.shapes[(service, category)]
         bucket = self.buckets.setdefault((service, name), Bucket(size, rate, size))
         return bucket.take(now)

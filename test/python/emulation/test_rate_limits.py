@@ -1,5 +1,6 @@
-"""EC2's and Step Functions' documented request-rate limits in the double: token buckets per
-action category on the virtual clock, off unless a test or the fleet bench turns them on."""
+"""EC2's and Step Functions' documented request-rate limits in the double: a token bucket per
+API action, sized by its category, on the virtual clock, off unless a test or the fleet bench
+turns them on."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from raidsnap_emulation.clock import VirtualClock
 from raidsnap_emulation.double import AwsDouble
-from raidsnap_emulation.double.limits import RateLimits, bucket_of
+from raidsnap_emulation.double.limits import RateLimits, bucket_of, category_of
 
 if TYPE_CHECKING:
     from mypy_boto3_ec2 import EC2Client
@@ -21,7 +22,7 @@ NO_RETRY = Config(retries={"mode": "standard", "max_attempts": 1})
 
 
 @pytest.mark.parametrize(
-    ("operation", "params", "bucket"),
+    ("operation", "params", "category"),
     [
         ("DescribeVolumes", {}, "unfiltered non-mutating"),
         ("DescribeVolumes", {"Filters": [{"Name": "tag:x", "Values": ["y"]}]}, "non-mutating"),
@@ -34,7 +35,22 @@ NO_RETRY = Config(retries={"mode": "standard", "max_attempts": 1})
         ("EnableFastSnapshotRestores", {}, "mutating"),
     ],
 )
-def test_each_ec2_action_draws_on_its_documented_bucket(
+def test_each_ec2_action_is_sized_by_its_documented_category(
+    operation: str, params: dict[str, object], category: str
+) -> None:
+    assert category_of("ec2", operation, params) == category
+
+
+@pytest.mark.parametrize(
+    ("operation", "params", "bucket"),
+    [
+        ("DescribeVolumes", {}, "DescribeVolumes unfiltered"),
+        ("DescribeVolumes", {"MaxResults": 100}, "DescribeVolumes"),
+        ("AttachVolume", {}, "AttachVolume"),
+        ("CreateSnapshots", {}, "CreateSnapshots"),
+    ],
+)
+def test_each_ec2_action_draws_on_a_bucket_of_its_own(
     operation: str, params: dict[str, object], bucket: str
 ) -> None:
     assert bucket_of("ec2", operation, params) == bucket
