@@ -52,6 +52,8 @@ class BackupSettings:
     default_retention: int
     max_freeze_seconds: int
     discovery_timeout_seconds: int
+    # The snapshot step's longest time with its retries (0: not given; Prepare needs it).
+    snapshot_step_seconds: int = 0
 
     @classmethod
     def from_env(cls) -> BackupSettings:
@@ -59,6 +61,7 @@ class BackupSettings:
             default_retention=_int("DEFAULT_RETENTION", 7),
             max_freeze_seconds=_int("MAX_FREEZE_SECONDS", 60),
             discovery_timeout_seconds=_int("DISCOVERY_TIMEOUT_SECONDS", 90),
+            snapshot_step_seconds=_int("SNAPSHOT_STEP_SECONDS", 0),
         )
 
 
