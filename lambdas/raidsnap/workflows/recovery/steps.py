@@ -56,7 +56,7 @@ def run(call: StepCall, settings: RecoveryStepSettings) -> Contract:
         return with_cost(state, no_action(state, settings.lock_table))
     for_array(state.input.array)
     count("RecoverySucceeded" if call.step == "succeeded" else "RecoveryFailed")
-    return with_cost(state, finish(state, call.step, settings))
+    return with_cost(state, finish(state, call.step, settings, retried=call.retryCount > 0))
 
 
 def with_cost(state: RecoveryState, out: Contract) -> Contract:
