@@ -1,7 +1,7 @@
 """Documented request-rate limits as token buckets on the virtual clock: EC2's one per API
-action (sized by its category), per account and Region, and Step Functions' StartExecution. Off unless set
-(``double.rate_limits = RateLimits.documented()``): the tests that inject their own throttling
-keep doing so, and the fleet bench turns these on.
+action (sized by its category), per account and Region, and Step Functions' StartExecution.
+Off unless set (``double.rate_limits = RateLimits.documented()``): the tests that inject their
+own throttling keep doing so, and the fleet bench turns these on.
 
 EC2: "Request throttling for the Amazon EC2 API", Amazon EC2 Developer Guide, section "Request
 token bucket sizes and refill rates" (https://docs.aws.amazon.com/ec2/latest/devguide/

@@ -25,6 +25,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+
 from raidsnap_emulation.double.limits import RateLimits
 
 FILTERED = {"Filters": [{"Name": "tag:raidsnap:array", "Values": ["db1"]}]}

@@ -21,6 +21,7 @@ from typing import Any
 
 import boto3
 import pytest
+
 from raidsnap_emulation.double.base import AwsError
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, synthesize
 from raidsnap_emulation.world import (
@@ -34,9 +35,7 @@ from raidsnap_emulation.world import (
     terminate,
 )
 
-FLEET_MINUTES = (
-    45  # how long a fleet keeps a bucket empty (bench/fleet.py: many minutes)
-)
+FLEET_MINUTES = 45  # how long a fleet keeps a bucket empty (bench/fleet.py: many minutes)
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +130,7 @@ def test_a_launch_held_for_its_restore_is_not_abandoned_while_keep_alive_is_thro
         tag_array=False,
         auto_scaling_group="analytics",
     )
-    token = "6e7f8091-1111-2222-3333-444455556666"
+    token = "6e7f8091-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
     emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
     held = HeldStep(emu, "restore_attach")
     sfn = boto3.client("stepfunctions")
