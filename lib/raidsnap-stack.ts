@@ -67,6 +67,7 @@ export class RaidsnapStack extends Stack {
     this.restore = new RestoreWorkflow(this, 'Restore', {
       factory, documents: this.documents, defaults: props.config.defaults, arrays,
       lock: restoreLock, commandPoll: this.backup.functions.CommandPoll, sets, prices: props.config.prices,
+      backup: this.backup.stateMachine,
     });
     // Copies of sets taken in other Regions or accounts are made here by this workflow.
     this.copy = new CopyWorkflow(this, 'Copy', { factory, sets, lock: restoreLock, sourceAccounts: props.config.acceptCopiesFrom, arrays });
