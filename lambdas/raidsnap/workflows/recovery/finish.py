@@ -50,6 +50,9 @@ def finish(
         restored = _mounted(state, arn)
         _continue_launch(state, restored, retried)
         done = _succeeded(state, facts, restored)
+        if state.input.lifecycle is not None:
+            update = {"lifecycleAction": "CONTINUE"}
+            done = Finished(output=done.output.model_copy(update=update))
         claims.unclaim(table, array, state.execution.name)
     else:
         out, result = _failed(state, facts, _mount_evidence(state, settings, arn))
