@@ -13,8 +13,8 @@ setup: ## node packages, .venv (with the raidsnap command) and the Lambda depend
 synth:
 	@scripts/setup.sh && node_modules/.bin/cdk synth --quiet
 
-bench: ## restore time and state transitions on the emulation, and prewarm throughput in the VM
-	@scripts/setup.sh && .venv/bin/python bench/restore_time.py && .venv/bin/python bench/recovery_time.py && .venv/bin/python bench/transitions.py && bench/prewarm.sh
+bench: ## restore time, state transitions and a 1,000-array fleet on the emulation, and prewarm throughput in the VM
+	@scripts/setup.sh && .venv/bin/python bench/restore_time.py && .venv/bin/python bench/recovery_time.py && .venv/bin/python bench/transitions.py && .venv/bin/python bench/fleet.py && bench/prewarm.sh
 
 sim: ## thirty simulated days of backups with faults, retention and the sweeper; prints its figures
 	@scripts/setup.sh && .venv/bin/python -m pytest test/sim -q -s -p no:cacheprovider

@@ -1,10 +1,12 @@
 import { readFileSync } from 'fs';
 import * as path from 'path';
+import { longestBackupGap } from './schedule-gap';
 import { ConfigError } from './config-error';
 import { readYaml } from './config-yaml';
 import { CopyConfig, parseCopies } from './copies';
 import { DEFAULT_FSR_QUOTA, FastRestoreConfig, parseFastRestore } from './fast-restore';
 import { checkHooksFit, HooksConfig, parseHooks } from './hooks-config';
+import { parsePrices, PricesConfig } from './prices-config';
 import { LockConfig, parseLock } from './snapshot-lock';
 
 export { ConfigError };
@@ -21,6 +23,8 @@ export interface RaidsnapConfig {
   /** Accounts whose raidsnap stacks may have this one copy their sets here (this stack is
    * their backup account's): their stacks start copies as this stack's copy-requests role. */
   readonly acceptCopiesFrom: readonly string[];
+  /** Overrides of the list prices a run's cost is computed with (lib/prices-config.ts). */
+  readonly prices?: PricesConfig;
 }
 
 /** The managed policy that keeps raidsnap:* tags to raidsnap and its administrators. */
@@ -56,6 +60,10 @@ export interface ScheduleConfig {
   readonly timezone: string;
   readonly retryAttempts: number;
   readonly maxEventAgeMinutes: number;
+  /** EventBridge Scheduler starts the backup at a time of its choosing within this many minutes
+   * after the scheduled time (FlexibleTimeWindow, 1..1440); unset: at the scheduled time. Many
+   * arrays on one expression need it: bench/fleet.py and the README's fleet section. */
+  readonly flexibleWindowMinutes?: number;
 }
 
 export interface ArrayConfig {
@@ -196,7 +204,7 @@ function parseSchedule(raw: unknown, field: string, defaults: ArrayDefaults): Sc
   if (!isObject(raw) && typeof raw !== 'string') {
     throw new ConfigError(field, 'is neither a schedule expression nor a mapping', 'write an expression such as cron(0 */4 * * ? *), or a mapping with "expression"');
   }
-  only(obj, field, ['expression', 'timezone', 'retryAttempts', 'maxEventAgeMinutes']);
+  only(obj, field, ['expression', 'timezone', 'retryAttempts', 'maxEventAgeMinutes', 'flexibleWindowMinutes']);
   return {
     expression: matching(obj.expression, `${field}.expression`, SCHEDULE,
       'an EventBridge Scheduler expression: cron(m h dom mon dow y), rate(n unit) or at(...)'),
@@ -205,6 +213,8 @@ function parseSchedule(raw: unknown, field: string, defaults: ArrayDefaults): Sc
     retryAttempts: obj.retryAttempts === undefined ? 3 : integer(obj.retryAttempts, `${field}.retryAttempts`, 0, 185),
     maxEventAgeMinutes: obj.maxEventAgeMinutes === undefined ? 60
       : integer(obj.maxEventAgeMinutes, `${field}.maxEventAgeMinutes`, 1, 1440),
+    ...(obj.flexibleWindowMinutes === undefined ? {}
+      : { flexibleWindowMinutes: integer(obj.flexibleWindowMinutes, `${field}.flexibleWindowMinutes`, 1, 1440) }),
   };
 }
 
@@ -241,6 +251,8 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     : parseLock(raw.lock, `${field}.lock`, retention, (f, why, fix) => new ConfigError(f, why, fix));
   const copies = raw.copies === undefined ? []
     : parseCopies(raw.copies, `${field}.copies`, retention, (f, why, fix) => new ConfigError(f, why, fix));
+  const rpoMinutes = raw.rpoMinutes === undefined ? undefined : integer(raw.rpoMinutes, `${field}.rpoMinutes`, 5, 525600);
+  if (rpoMinutes !== undefined) refuseRpoInsideWindow(name, field, schedules, rpoMinutes);
   return {
     name,
     schedules,
@@ -248,7 +260,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     consistency: raw.consistency === undefined ? defaults.consistency
       : oneOf(raw.consistency, `${field}.consistency`, ['crash', 'fsfreeze'] as const),
     initialization,
-    rpoMinutes: raw.rpoMinutes === undefined ? undefined : integer(raw.rpoMinutes, `${field}.rpoMinutes`, 5, 525600),
+    rpoMinutes,
     ...(recovery ? { recovery } : {}),
     ...(drill ? { drill } : {}),
     ...(fastRestore ? { fastRestore } : {}),
@@ -256,6 +268,21 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     ...(lock ? { lock } : {}),
     copies,
   };
+}
+
+/** With a flexible time window two backups may start up to their interval plus the window apart
+ * (lib/schedule-gap.ts): an RPO no longer than that makes the RPO alarm (the newest complete
+ * set older than rpoMinutes) fire on an array whose backups all succeed. */
+function refuseRpoInsideWindow(name: string, field: string, schedules: readonly ScheduleConfig[], rpoMinutes: number): void {
+  if (!schedules.some((s) => s.flexibleWindowMinutes !== undefined)) return;
+  const gap = longestBackupGap(schedules);
+  if (gap === undefined || rpoMinutes > gap.minutes) return;
+  const expressions = schedules.map((s) => s.expression).join(', ');
+  throw new ConfigError(`${field}.rpoMinutes`,
+    `${rpoMinutes} minutes is not more than the longest time between two backups of ${name}: its schedule ${expressions} ` +
+    `starts backups ${gap.interval} minutes apart and its flexible window lets the later one start ${gap.window} minutes late ` +
+    `(${gap.minutes} minutes), so its RPO alarm would fire on a healthy array`,
+    `set rpoMinutes above ${gap.minutes} (with room for a backup's own duration), or make flexibleWindowMinutes smaller`);
 }
 
 function parseRecovery(raw: unknown, field: string, arrayInitialization: Initialization): RecoveryConfig {
@@ -398,8 +425,8 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
   if (raw === undefined || raw === null) {
     return { defaults: BUILT_IN_DEFAULTS, arrays: {}, notifications: { emails: [] }, acceptCopiesFrom: [] };
   }
-  if (!isObject(raw)) throw new ConfigError('(top level)', 'is not a mapping', 'start from config/example.yaml: defaults, arrays, notifications, tagProtection, acceptCopiesFrom');
-  only(raw, '(top level)', ['defaults', 'arrays', 'notifications', 'tagProtection', 'acceptCopiesFrom']);
+  if (!isObject(raw)) throw new ConfigError('(top level)', 'is not a mapping', 'start from config/example.yaml: defaults, arrays, notifications, tagProtection, acceptCopiesFrom, prices');
+  only(raw, '(top level)', ['defaults', 'arrays', 'notifications', 'tagProtection', 'acceptCopiesFrom', 'prices']);
   const defaults = parseDefaults(raw.defaults);
   const arrays: Record<string, ArrayConfig> = {};
   if (raw.arrays !== undefined) {
@@ -410,9 +437,11 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
     checkHooksFit(arrays, (f, why, fix) => new ConfigError(f, why, fix));
   }
   const tagProtection = parseTagProtection(raw.tagProtection);
+  const prices = parsePrices(raw.prices, (f, why, fix) => new ConfigError(f, why, fix));
   return {
     defaults, arrays, notifications: parseNotifications(raw.notifications),
     ...(tagProtection ? { tagProtection } : {}), acceptCopiesFrom: parseAcceptCopiesFrom(raw.acceptCopiesFrom),
+    ...(prices ? { prices } : {}),
   };
 }
 

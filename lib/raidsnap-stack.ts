@@ -66,16 +66,18 @@ export class RaidsnapStack extends Stack {
     });
     this.restore = new RestoreWorkflow(this, 'Restore', {
       factory, documents: this.documents, defaults: props.config.defaults, arrays,
-      lock: restoreLock, commandPoll: this.backup.functions.CommandPoll, sets,
+      lock: restoreLock, commandPoll: this.backup.functions.CommandPoll, sets, prices: props.config.prices,
+      backup: this.backup.stateMachine,
     });
     // Copies of sets taken in other Regions or accounts are made here by this workflow.
     this.copy = new CopyWorkflow(this, 'Copy', { factory, sets, lock: restoreLock, sourceAccounts: props.config.acceptCopiesFrom, arrays,
       defaultRetention: props.config.defaults.retention });
     this.recovery = new Recovery(this, 'Recovery', {
-      factory, arrays, restore: this.restore, lock: restoreLock, documents: this.documents, sets,
+      factory, arrays, restore: this.restore, lock: restoreLock, documents: this.documents, sets, prices: props.config.prices,
     });
     this.drills = new Drills(this, 'Drills', {
       factory, arrays, documents: this.documents, restore: this.restore, lock: restoreLock, commandPoll: this.backup.functions.CommandPoll, sets,
+      prices: props.config.prices,
     });
     this.schedules = new Schedules(this, 'Schedules', { arrays, backup: this.backup.stateMachine });
     this.monitoring = new Monitoring(this, 'Monitoring', {

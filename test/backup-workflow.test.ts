@@ -1,4 +1,5 @@
 import { Match } from 'aws-cdk-lib/assertions';
+import { LAMBDA_RETRY, worstCaseRetrySeconds } from '../lib/constructs/workflow';
 import { actionsOf, functionId, resourcesOf, statementsOf, synth } from './helpers';
 
 const BACKUP_MODULES = [
@@ -24,6 +25,19 @@ describe('backup workflow', () => {
       'BackupKeepFsrFunctionArn', 'BackupMembersFunctionArn', 'BackupPrepareFunctionArn', 'BackupRetentionFunctionArn',
       'BackupSnapshotFunctionArn', 'BackupThawFunctionArn', 'CommandPollFunctionArn',
     ]);
+  });
+
+  test('a backup holds its array against restores for as long as its snapshot step may be retried', () => {
+    const machines = Object.values(resourcesOf(template, 'AWS::StepFunctions::StateMachine'));
+    const backup = machines.find((m) => String(m.Properties.DefinitionString).includes('raidsnap backup:'))!;
+    const take = JSON.parse(backup.Properties.DefinitionString).States.TakeSnapshotSet;
+    expect(take.Retry).toEqual(LAMBDA_RETRY);
+    const fns = resourcesOf(template, 'AWS::Lambda::Function');
+    const timeout = fns[functionId(template, 'backup_snapshot')].Properties.Timeout;
+    const variables = fns[functionId(template, 'backup_prepare')].Properties.Environment.Variables;
+    expect(Number(variables.SNAPSHOT_STEP_SECONDS)).toBe(worstCaseRetrySeconds(take.Retry, timeout));
+    // every wait at its bound (126 s + 10,515 s) and 47 attempts of 60 s: 3.7 hours
+    expect(Number(variables.SNAPSHOT_STEP_SECONDS)).toBe(13461);
   });
 
   test.each(BACKUP_MODULES)('%s runs Python 3.13 on arm64 with Powertools and the pinned boto3 layer', (module) => {

@@ -2,6 +2,7 @@ import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
 import { BUILT_IN_DEFAULTS, ConfigError, loadConfig, parseConfig } from '../lib/config';
+import { runPriceTable } from '../lib/prices-config';
 import { EXAMPLE_CONFIG } from './helpers';
 
 describe('config', () => {
@@ -101,6 +102,12 @@ describe('config', () => {
     [{ acceptCopiesFrom: '123456789012' }, 'acceptCopiesFrom'],
     [{ acceptCopiesFrom: [123456789012] }, 'acceptCopiesFrom[0]'],
     [{ acceptCopiesFrom: ['123456789012', '123456789012'] }, 'acceptCopiesFrom[1]'],
+    [{ arrays: { db1: { schedule: { expression: 'rate(1 day)', flexibleWindowMinutes: 0 } } } }, 'arrays.db1.schedule.flexibleWindowMinutes'],
+    [{ arrays: { db1: { schedule: { expression: 'rate(1 day)', flexibleWindowMinutes: 1441 } } } }, 'arrays.db1.schedule.flexibleWindowMinutes'],
+    [{ prices: { fsrDsuHours: 0.9 } }, 'prices.fsrDsuHours'],
+    [{ prices: { fsrDsuHour: -1 } }, 'prices.fsrDsuHour'],
+    [{ prices: { fsrDsuHour: '0.9' } }, 'prices.fsrDsuHour'],
+    [{ prices: [0.9] }, 'prices'],
   ])('%j is refused naming %s', (raw, field) => {
     expect(() => parseConfig(raw)).toThrow(ConfigError);
     try {
@@ -109,6 +116,20 @@ describe('config', () => {
       expect((err as ConfigError).field).toBe(field);
       expect((err as Error).message).toContain(field);
     }
+  });
+
+  test('prices: overrides the list prices a run\'s cost is computed with (docs/costs/prices.json names them)', () => {
+    expect(parseConfig({ prices: { fsrDsuHour: 0.9, transitions1000: 0 } }).prices).toEqual({ fsrDsuHour: 0.9, transitions1000: 0 });
+    expect(parseConfig({}).prices).toBeUndefined();
+  });
+
+  test('the table a run is priced with carries the config\'s overrides, said to be the config\'s, and fits a function\'s environment', () => {
+    const table = JSON.parse(runPriceTable({ fsrDsuHour: 0.9 }));
+    expect(table.prices.fsrDsuHour).toEqual({ usd: 0.9, source: 'the config' });
+    expect(table.prices.transitions1000).toEqual({ usd: 0.025, source: 'AWS Step Functions pricing' });
+    expect(table.prices.gp3IopsMonth.included).toBe(3000);
+    expect(table).toMatchObject({ region: 'us-east-1', hoursPerMonth: { value: 730 } });
+    expect(runPriceTable(undefined).length).toBeLessThan(1500);
   });
 
   test('recovery and drill settings take their defaults: replace in place, the array\'s initialization, a read-only copy at /mnt/raidsnap-drill on /dev/md100', () => {

@@ -191,8 +191,15 @@ describe.each([
 
   test('Step Functions actions name raidsnap state machines or their executions only', () => {
     for (const g of all.filter((x) => x.action.startsWith('states:') && !WILDCARD_ONLY.includes(x.action))) {
-      expect(g.resource).toMatch(/(StateMachine[A-Za-z0-9]*>|:execution:raidsnap-[a-z]+:((drill-)?\*|\*-restore)|:stateMachine:raidsnap-[a-z]+)$/);
+      expect(g.resource).toMatch(/(StateMachine[A-Za-z0-9]*>|:execution:raidsnap-[a-z]+:((drill-)?\*|\*-restore)|:stateMachine:raidsnap-[a-z]+|:execution:<BackupWorkflowStateMachine[A-Za-z0-9]*\.Name>:\*)$/);
     }
+  });
+
+  test('a restore may ask whether a backup holding its array still runs, and nothing more of backups', () => {
+    const grants = all.filter((x) => x.resource.includes(':execution:<BackupWorkflowStateMachine'));
+    expect(grants).toHaveLength(1);
+    expect(grants[0].policy).toMatch(/^RestoreRestorePrepare/);
+    expect(grants[0].action).toBe('states:DescribeExecution');
   });
 
   test('only the restore\'s report and its end answer a waiting Task (SendTask* takes no resource)', () => {

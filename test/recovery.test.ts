@@ -1,7 +1,8 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import { Match } from 'aws-cdk-lib/assertions';
-import { expandDefinition } from '../lib/constructs/workflow';
+import { heartbeatFits, LIFECYCLE_HEARTBEAT } from '../lib/constructs/recovery';
+import { expandDefinition, HEARTBEAT_RETRY, LAMBDA_RETRY, worstCaseRetrySeconds } from '../lib/constructs/workflow';
 import { actionsOf, EXAMPLE_CONFIG, functionId, resourcesOf, statementsOf, synth } from './helpers';
 
 const FILE = fs.readFileSync(path.join(__dirname, '..', 'statemachines', 'recovery.asl.json'), 'utf8');
@@ -204,7 +205,8 @@ describe('recovery with the example config', () => {
 
   test('the recovery state machine carries its definition inline; its step starts the restore, which reports back', () => {
     const [, machine] = recoveryMachine(template);
-    expect(JSON.parse(machine.Properties.DefinitionString)).toEqual(expandDefinition('recovery.asl.json', FILE, ['RecoveryStepFunctionArn']));
+    expect(JSON.parse(machine.Properties.DefinitionString)).toEqual(
+      expandDefinition('recovery.asl.json', FILE, ['RecoveryStepFunctionArn'], { KeepLaunchAlive: HEARTBEAT_RETRY }));
     expect(Object.keys(machine.Properties.DefinitionSubstitutions).sort()).toEqual(['RecoveryStepFunctionArn']);
     expect(machine.Properties.DefinitionSubstitutions.RecoveryStepFunctionArn)
       .toEqual({ 'Fn::GetAtt': [functionId(template, 'recovery_step'), 'Arn'] });
@@ -233,6 +235,20 @@ describe('recovery with the example config', () => {
     // A report Finish does not believe sends the run back to look at the restore.
     expect(doc.States.Finish.Catch[0]).toEqual({ ErrorEquals: ['UntrustedReportError'], ResultPath: '$.error', Next: 'Settle' });
     expect(doc.States.Failed).toEqual({ Type: 'Fail', ErrorPath: '$.failure.error', CausePath: '$.failure.cause' });
+  });
+
+  test('a launch\'s heartbeat is retried briefly: it gives up and hands over to Settle well inside the hook\'s heartbeat timeout', () => {
+    const [, machine] = recoveryMachine(template);
+    const doc = JSON.parse(machine.Properties.DefinitionString);
+    const keepAlive = doc.States.RunRestore.Branches[1].States.KeepLaunchAlive;
+    expect(keepAlive.Retry).toEqual(HEARTBEAT_RETRY);
+    // 20 minutes' wait, then at most 689 s of attempts and retries, then Settle's first attempt
+    expect(worstCaseRetrySeconds(HEARTBEAT_RETRY, 60)).toBe(689);
+    expect(heartbeatFits(LIFECYCLE_HEARTBEAT)).toBe(true);
+    // the standard retry of the other steps would not fit (2.9 hours and more)
+    expect(worstCaseRetrySeconds(LAMBDA_RETRY, 60)).toBeGreaterThan(LIFECYCLE_HEARTBEAT.toSeconds());
+    // the hook's own timeout is the one the steps pace their heartbeats by
+    template.hasResourceProperties('AWS::AutoScaling::LifecycleHook', { HeartbeatTimeout: LIFECYCLE_HEARTBEAT.toSeconds() });
   });
 
   test('the wait for the restore times out 15 minutes after the restore itself would have, inside the recovery\'s own timeout', () => {
@@ -267,10 +283,15 @@ describe('recovery with the example config', () => {
     const statements = statementsOf(template, 'recovery_step');
     const starts = statements.filter((s) => actionsOf(s).includes('states:StartExecution'));
     expect(starts).toEqual([expect.objectContaining({ Resource: { Ref: expect.stringMatching(/^RestoreWorkflowStateMachine/) } })]);
-    expect(statements.flatMap(actionsOf).filter((a) => a.startsWith('states:')).sort()).toEqual(['states:DescribeExecution', 'states:StartExecution']);
+    expect(statements.flatMap(actionsOf).filter((a) => a.startsWith('states:')).sort())
+      .toEqual(['states:DescribeExecution', 'states:GetExecutionHistory', 'states:StartExecution']);
     const looks = statements.filter((s) => actionsOf(s).includes('states:DescribeExecution'));
     expect(looks).toHaveLength(1);
     expect(JSON.stringify(looks[0].Resource)).toMatch(/:execution:raidsnap-restore:\*-restore"/);
+    // Its own history only, which a finished recovery's cost is read from
+    const history = statements.filter((s) => actionsOf(s).includes('states:GetExecutionHistory'));
+    expect(history).toHaveLength(1);
+    expect(JSON.stringify(history[0].Resource)).toMatch(/:execution:raidsnap-recovery:\*"/);
     expect(machineId).toMatch(/^RecoveryWorkflow/);
   });
 

@@ -1,3 +1,6 @@
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
 import { Match } from 'aws-cdk-lib/assertions';
 import { Template } from 'aws-cdk-lib/assertions';
 import { EXAMPLE_CONFIG, resourcesOf, synth } from './helpers';
@@ -34,6 +37,24 @@ describe('schedules', () => {
       Target: Match.objectLike({
         Input: JSON.stringify({ array: 'analytics', consistency: 'crash', trigger: 'schedule' }),
       }),
+    });
+  });
+
+  test('a schedule with flexibleWindowMinutes starts within that window; without, at its time', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'raidsnap-window-'));
+    const file = path.join(dir, 'fleet.yaml');
+    fs.writeFileSync(file, [
+      'arrays:',
+      '  db1: { schedule: { expression: "cron(0 */4 * * ? *)", flexibleWindowMinutes: 15 } }',
+      '  db2: { schedule: "cron(0 */4 * * ? *)" }',
+    ].join('\n'));
+    const { template } = synth(file);
+    const byArray = Object.fromEntries(backupSchedules(template).map((s) => [
+      JSON.parse(s.Properties.Target.Input).array, s.Properties.FlexibleTimeWindow,
+    ]));
+    expect(byArray).toEqual({
+      db1: { Mode: 'FLEXIBLE', MaximumWindowInMinutes: 15 },
+      db2: { Mode: 'OFF' },
     });
   });
 

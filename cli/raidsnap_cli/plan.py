@@ -154,6 +154,15 @@ def restore_plan(backend: Backend, payload: dict[str, Any]) -> RestorePlan:
     )
 
 
+def _slot(index: int | None, labels: dict[str, str]) -> int:
+    """A member's slot: its set's record, else the slot a restore tagged it with; one not known
+    sorts last."""
+    if index is not None:
+        return index
+    tagged = labels.get(tags.RESTORED_MEMBER_INDEX, "")
+    return int(tagged) if tagged.isdigit() else 1 << 30
+
+
 def _release(plan: Plan) -> Release:
     """What a replace takes out of service on the target: the array at the plan's md device and
     mount point, and the attached volumes the array's records name (a volume a set of it was
@@ -161,14 +170,19 @@ def _release(plan: Plan) -> Release:
     on the instance before anything is detached."""
     target = instances.describe_instance(plan.targetInstanceId)
     attached = sorted({a.volume_id for a in target.attachments} - {target.boot_volume_id or ""})
-    sources = {m.volume_id for s in snapshot_sets.list_sets(plan.array) for m in s.members}
+    # Each source volume's slot in the array, for an order a person reads (slot 0 first), the
+    # same on every look: volume ids are random.
+    sources = {m.volume_id: m.index for s in snapshot_sets.list_sets(plan.array) for m in s.members}
     labelled = instances.volume_tags(attached)
-    members = [
-        v
-        for v in attached
-        if v in sources
-        or (labelled.get(v, {}).get(tags.ARRAY) == plan.array and not tags.is_copy(labelled[v]))
-    ]
+    members = sorted(
+        (
+            v
+            for v in attached
+            if v in sources
+            or (labelled.get(v, {}).get(tags.ARRAY) == plan.array and not tags.is_copy(labelled[v]))
+        ),
+        key=lambda v: (_slot(sources.get(v), labelled.get(v, {})), v),
+    )
     return Release(
         md_device=plan.mdDevice,
         mount_point=plan.mountPoint,

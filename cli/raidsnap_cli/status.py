@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -16,7 +17,7 @@ from rich.text import Text
 
 from raidsnap import clients
 
-from . import known, queries
+from . import costs, known, queries
 from .backends import Backend
 from .common import (
     EmulationFlag,
@@ -64,6 +65,14 @@ def status(
         typer.Option("--follow", help="With EXECUTION: follow it if it is still running."),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="With EXECUTION: the deployment's config file; its prices: section overrides "
+            "the list prices the run's cost is computed with.",
+        ),
+    ] = None,
     emulation: EmulationFlag = False,
     seed_backups: SeedBackups = 0,
     region: Region = None,
@@ -96,7 +105,7 @@ def status(
             return
         if follow_run and info.status == "RUNNING":
             raise typer.Exit(follow_to_end(backend, info.workflow, info.arn, out, err))
-        _details(backend, info, as_json, out, err)
+        _details(backend, info, as_json, out, err, prices=costs.price_overrides(config))
 
 
 def _timed(backend: Backend, info: queries.ExecutionInfo) -> queries.ExecutionInfo:
@@ -154,14 +163,22 @@ def _told(backend: Backend, info: queries.ExecutionInfo) -> Narrator:
 
 
 def _details(
-    backend: Backend, info: queries.ExecutionInfo, as_json: bool, out: Console, err: Console
+    backend: Backend,
+    info: queries.ExecutionInfo,
+    as_json: bool,
+    out: Console,
+    err: Console,
+    *,
+    prices: dict[str, Any],
 ) -> None:
     info = _timed(backend, info)
     narrator = _told(backend, info)
     nested = _nested(backend, info, narrator)
+    cost = costs.cost_lines(backend.sfn, info, prices)
     if as_json:
         body = _run_json(info, narrator)
         body["nested"] = [_run_json(n, _told(backend, n)) for n in nested]
+        body["cost"] = cost
         out.print_json(json.dumps(body, default=str))
         return
     grid = Table.grid(padding=(0, 2))
@@ -183,6 +200,8 @@ def _details(
     grid.add_row("steps", steps)
     for run in nested:
         grid.add_row("runs", _one_line(backend, run))
+    if cost is not None:
+        grid.add_row("cost", Text("\n".join(cost["lines"])))
     grid.add_row("arn", Text(info.arn, style="dim"))
     out.print(grid)
     if info.status != "RUNNING":

@@ -52,6 +52,8 @@ class BackupSettings:
     default_retention: int
     max_freeze_seconds: int
     discovery_timeout_seconds: int
+    # The snapshot step's longest time with its retries (0: not given; Prepare needs it).
+    snapshot_step_seconds: int = 0
 
     @classmethod
     def from_env(cls) -> BackupSettings:
@@ -59,6 +61,7 @@ class BackupSettings:
             default_retention=_int("DEFAULT_RETENTION", 7),
             max_freeze_seconds=_int("MAX_FREEZE_SECONDS", 60),
             discovery_timeout_seconds=_int("DISCOVERY_TIMEOUT_SECONDS", 90),
+            snapshot_step_seconds=_int("SNAPSHOT_STEP_SECONDS", 0),
         )
 
 
@@ -354,6 +357,21 @@ def allowed_mount_points() -> list[str] | None:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigurationError("ALLOWED_MOUNT_POINTS must be a JSON list of paths")
     return [str(v) for v in value]
+
+
+def run_price_table() -> dict[str, object] | None:
+    """The price table the stack gave this function (RUN_PRICES: docs/costs/prices.json with the
+    config's prices: applied), which a run's cost is computed with; None when unset."""
+    raw = os.environ.get("RUN_PRICES", "").strip()
+    if not raw:
+        return None
+    try:
+        table = json.loads(raw)
+    except ValueError:
+        table = None
+    if not isinstance(table, dict) or not isinstance(table.get("prices"), dict):
+        raise ConfigurationError("RUN_PRICES must be the price table as JSON")
+    return table
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,13 @@ class UntrustedReportError(RaidsnapError):
     array's, another run's, or without the set and mount point a mounted array has."""
 
 
+class LaunchAbandonedError(RaidsnapError):
+    """Not in the design's list: the restore mounted the array on a launched instance, but the
+    launch's lifecycle action was no longer open when the recovery went to complete it with
+    CONTINUE (its heartbeat timeout had run out): Auto Scaling ended it with the hook's default
+    result, ABANDON, and terminates the instance."""
+
+
 class CopyFailedError(RaidsnapError):
     """A copy of a set to another Region or account could not be made, or ended in error."""
 

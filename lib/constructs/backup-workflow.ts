@@ -16,7 +16,7 @@ import { acknowledge } from '../nag';
 import { nagArn } from '../nag';
 import { lockTableStatements } from './restore-workflow';
 import { SnapshotSets } from './snapshot-sets';
-import { Workflow } from './workflow';
+import { LAMBDA_RETRY, Workflow, worstCaseRetrySeconds } from './workflow';
 
 export interface BackupWorkflowProps {
   readonly factory: FunctionFactory;
@@ -29,6 +29,16 @@ export interface BackupWorkflowProps {
   readonly sets: SnapshotSets;
   /** Each array's fastRestore policy (none: no array keeps FSR on its sets). */
   readonly fastRestore?: Record<string, KeptPolicy>;
+}
+
+/** The snapshot step's Lambda timeout (FunctionFactory's default). */
+const SNAPSHOT_TIMEOUT = Duration.seconds(60);
+
+/** The longest the backup's snapshot step (TakeSnapshotSet) may take with the Retry it is
+ * deployed with: a backup holds its array against restores this long past discovery and the
+ * freeze. */
+export function snapshotStepSeconds(): number {
+  return worstCaseRetrySeconds(LAMBDA_RETRY, SNAPSHOT_TIMEOUT.toSeconds());
 }
 
 /** statemachines/backup.asl.json and the functions it calls, each with only its permissions. */
@@ -78,6 +88,8 @@ export class BackupWorkflow extends Construct {
           // The array's recorded instance: the newest set's (raidsnap.aws.homes).
           ...props.sets.statements('Query'),
         ],
+        // The hold against restores lasts as long as the snapshot step may (prepare.py).
+        environment: { SNAPSHOT_STEP_SECONDS: String(snapshotStepSeconds()) },
       },
       {
         id: 'BackupMembers', module: 'backup_members',
@@ -102,6 +114,7 @@ export class BackupWorkflow extends Construct {
       {
         id: 'BackupSnapshot', module: 'backup_snapshot',
         description: 'take the multi-volume snapshot set of the members',
+        timeout: SNAPSHOT_TIMEOUT,
         statements: [
           p.describe('ec2:DescribeInstances', 'ec2:DescribeVolumes', 'ec2:DescribeSnapshots'),
           ...p.createSnapshots(),

@@ -1,4 +1,4 @@
-import { Duration, TimeZone } from 'aws-cdk-lib';
+import { Duration, Stack, TimeZone } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -9,6 +9,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { ArrayConfig, DrillConfig } from '../config';
 import { acknowledge } from '../nag';
+import { PricesConfig, runPriceTable } from '../prices-config';
 import { Documents } from './documents';
 import { FunctionFactory, FunctionSpec } from './functions';
 import { RestorePermissions } from './permissions';
@@ -31,6 +32,8 @@ export interface DrillsProps {
   readonly commandPoll: lambda.IFunction;
   /** The sets' manifests: the check reads what the restored set recorded. */
   readonly sets: SnapshotSets;
+  /** The config's overrides of the list prices a run's cost is computed with. */
+  readonly prices?: PricesConfig;
 }
 
 const TIMEOUT = Duration.hours(73);
@@ -40,12 +43,15 @@ export class Drills extends Construct {
   readonly stateMachine: sfn.StateMachine;
   readonly functions: Record<string, lambda.Function>;
   readonly schedules: scheduler.Schedule[] = [];
+  /** Fixed, so that Report may read its own run's history without depending on the machine. */
+  readonly stateMachineName: string;
 
   constructor(scope: Construct, id: string, props: DrillsProps) {
     super(scope, id);
     const p = new RestorePermissions(this);
     const docs = props.documents;
     const restoreName = props.restore.stateMachineName;
+    this.stateMachineName = `${Stack.of(this).stackName}-drill`;
     const environment = {
       RESTORE_STATE_MACHINE_ARN: props.restore.stateMachine.stateMachineArn,
       RUN_NONCE_SECRET: props.restore.runSecret.secretArn,
@@ -54,6 +60,8 @@ export class Drills extends Construct {
       RELEASE_DOCUMENT: docs.names.release,
       // The check warns when a configured recovery of the array could never mount it.
       RECOVERY_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.filter((a) => a.recovery).map((a) => [a.name, a.recovery]))),
+      // The table Report prices the drill's cost with (lib/prices-config.ts).
+      RUN_PRICES: runPriceTable(props.prices),
     };
     const specs: FunctionSpec[] = [
       {
@@ -87,7 +95,11 @@ export class Drills extends Construct {
       {
         id: 'DrillReport', module: 'drill_report',
         description: 'drill: publish DrillSucceeded or DrillFailed and notify the operators',
-        statements: [],
+        // The drill's own history, which its cost is read from (raidsnap.aws.costs).
+        statements: [new iam.PolicyStatement({
+          actions: ['states:GetExecutionHistory'],
+          resources: [`${p.executionArnPrefix(this.stateMachineName)}*`],
+        })],
       },
     ];
     this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment })));
@@ -96,6 +108,12 @@ export class Drills extends Construct {
       acknowledge(teardownPolicy,
         `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${restoreName}:${DRILL_RESTORE_PREFIX}*`)}]`,
         'DescribeExecution of the restores drills start (named drill-...) only: their start time tells the run whose volumes a teardown removes');
+    }
+    const reportPolicy = this.functions.DrillReport.role?.node.tryFindChild('DefaultPolicy');
+    if (reportPolicy) {
+      acknowledge(reportPolicy,
+        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${this.stateMachineName}:*`)}]`,
+        'GetExecutionHistory of the drill workflow\'s own executions only: the drill\'s cost, read from its own history');
     }
     const f = this.functions;
     const workflow = new Workflow(this, 'Workflow', {
@@ -112,6 +130,7 @@ export class Drills extends Construct {
       values: { RestoreStateMachineArn: props.restore.stateMachine.stateMachineArn },
     });
     this.stateMachine = workflow.stateMachine;
+    (this.stateMachine.node.defaultChild as sfn.CfnStateMachine).stateMachineName = this.stateMachineName;
     // Its restores are named drill-...: it may follow and stop those only.
     const names = `${DRILL_RESTORE_PREFIX}*`;
     for (const s of p.runNestedRestore(props.restore.stateMachine.stateMachineArn, restoreName, names)) {

@@ -11,12 +11,13 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { ArrayConfig, RecoveryConfig } from '../config';
 import { acknowledge, nagArn } from '../nag';
+import { PricesConfig, runPriceTable } from '../prices-config';
 import { Documents } from './documents';
 import { FunctionFactory } from './functions';
 import { RestorePermissions } from './permissions';
 import { RestoreLock, RestoreWorkflow } from './restore-workflow';
 import { SnapshotSets } from './snapshot-sets';
-import { Workflow } from './workflow';
+import { HEARTBEAT_RETRY, Workflow, worstCaseRetrySeconds } from './workflow';
 
 export const ATTACHED_EBS_METRIC = 'StatusCheckFailed_AttachedEBS';
 /** Every restore a drill starts is named drill-<hash> (lambdas/raidsnap/workflows/drill/prepare.py). */
@@ -27,6 +28,17 @@ export const RECOVERY_RESTORE_SUFFIX = '-restore';
 /** A launching instance waits this long in Pending:Wait for its array before the hook's
  * default result (ABANDON) ends it. */
 export const LIFECYCLE_HEARTBEAT = Duration.hours(1);
+/** The recovery step's Lambda timeout (FunctionFactory's default). */
+const STEP_TIMEOUT = Duration.seconds(60);
+/** KeepLaunchAlive records a heartbeat every third of the heartbeat timeout
+ * (raidsnap.workflows.recovery.following); its retries must give up (and hand over to Settle,
+ * whose first call is a heartbeat) well before the timeout runs out after the last heartbeat:
+ * the wait, the retries at their worst, and Settle's first attempt fit in two thirds. */
+export function heartbeatFits(heartbeat: Duration = LIFECYCLE_HEARTBEAT): boolean {
+  const third = Math.floor(heartbeat.toSeconds() / 3);
+  return third + worstCaseRetrySeconds(HEARTBEAT_RETRY, STEP_TIMEOUT.toSeconds()) + STEP_TIMEOUT.toSeconds()
+    <= 2 * third;
+}
 
 export interface RecoveryProps {
   readonly factory: FunctionFactory;
@@ -36,6 +48,8 @@ export interface RecoveryProps {
   readonly documents: Documents;
   /** The sets' manifests: which set is the newest restorable one, and how old it is. */
   readonly sets: SnapshotSets;
+  /** The config's overrides of the list prices a run's cost is computed with. */
+  readonly prices?: PricesConfig;
 }
 
 /** The restore input's limit for the recovery: a restore may take 3 days (prewarm). */
@@ -69,6 +83,7 @@ export class Recovery extends Construct {
     const step = props.factory.create(this, {
       id: 'RecoveryStep',
       module: 'recovery_step',
+      timeout: STEP_TIMEOUT,
       description: 'recovery: look for evidence, wait for the target, start the restore, keep the lifecycle action alive, report',
       statements: [
         p.describe('ec2:DescribeInstances', 'ssm:DescribeInstanceInformation', 'ec2:DescribeVolumeStatus',
@@ -91,8 +106,14 @@ export class Recovery extends Construct {
         // of the restore it waits on (callback#<restore name>: who waits, with which token).
         ...props.lock.statements('DeleteItem', 'GetItem', 'UpdateItem'),
         ...props.sets.statements('Query'),
+        // The recovery's own history, which its cost is read from (raidsnap.aws.costs).
+        new iam.PolicyStatement({
+          actions: ['states:GetExecutionHistory'],
+          resources: [`${p.executionArnPrefix(this.stateMachineName)}*`],
+        }),
       ],
       environment: {
+        RUN_PRICES: runPriceTable(props.prices),
         RESTORE_STATE_MACHINE_ARN: restoreArn,
         DISCOVER_DOCUMENT: props.documents.names.discover,
         LOCK_TABLE: props.lock.table.tableName,
@@ -104,6 +125,9 @@ export class Recovery extends Construct {
       acknowledge(stepPolicy,
         `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${restoreName}:*${RECOVERY_RESTORE_SUFFIX}`)}]`,
         'DescribeExecution of the restores recoveries start only (named <recovery name>-restore): what became of a restore whose report did not arrive');
+      acknowledge(stepPolicy,
+        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${this.stateMachineName}:*`)}]`,
+        'GetExecutionHistory of the recovery workflow\'s own executions only: the run\'s cost, read from its own history');
     }
     if (groups.length) {
       const policy = step.role?.node.tryFindChild('DefaultPolicy');
@@ -121,6 +145,7 @@ export class Recovery extends Construct {
       comment: 'raidsnap recovery: restore an array after its instance or EBS failed, or onto a new instance of its Auto Scaling group',
       timeout: TIMEOUT,
       functions: { RecoveryStepFunctionArn: step },
+      retries: { KeepLaunchAlive: HEARTBEAT_RETRY },
     });
     this.stateMachine = workflow.stateMachine;
     // A fixed name: the trigger asks whether the execution holding an array's recovery claim

@@ -11,6 +11,7 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { ArrayConfig, ArrayDefaults } from '../config';
 import { acknowledge } from '../nag';
+import { PricesConfig, runPriceTable } from '../prices-config';
 import { Documents } from './documents';
 import { stackKey } from './encryption';
 import { FunctionFactory, FunctionSpec } from './functions';
@@ -25,6 +26,11 @@ export function nagPattern(resource: string): string {
     .replace(/\$\{Token\[AWS\.Partition\.\d+\]\}/, '<AWS::Partition>')
     .replace(/\$\{Token\[AWS\.Region\.\d+\]\}/, '<AWS::Region>')
     .replace(/\$\{Token\[AWS\.AccountId\.\d+\]\}/, '<AWS::AccountId>');
+}
+
+/** The backup state machine's name, as the template resolves it (it has no fixed name). */
+function backupName(backup: sfn.StateMachine): string {
+  return (backup.node.defaultChild as sfn.CfnStateMachine).attrName;
 }
 
 /** One item per array while a restore of it runs: the execution that holds it and its set. */
@@ -88,6 +94,10 @@ export interface RestoreWorkflowProps {
   readonly commandPoll: lambda.IFunction;
   /** The sets' manifests: a restore reads which snapshots make a set. */
   readonly sets: SnapshotSets;
+  /** The config's overrides of the list prices a run's cost is computed with. */
+  readonly prices?: PricesConfig;
+  /** The backup workflow: is the backup holding an array still running? */
+  readonly backup?: sfn.StateMachine;
 }
 
 // The restore reaches its lock table, documents and functions for 3 days at most: a prewarm of
@@ -138,6 +148,8 @@ export class RestoreWorkflow extends Construct {
       LOCK_LEASE_SECONDS: String(TIMEOUT.toSeconds()),
       DEFAULT_INITIALIZATION: props.defaults.initialization,
       INITIALIZATION_BY_ARRAY: JSON.stringify(Object.fromEntries(props.arrays.map((a) => [a.name, a.initialization]))),
+      // The table Finish prices the run's cost with (lib/prices-config.ts).
+      RUN_PRICES: runPriceTable(props.prices),
     };
     const specs: FunctionSpec[] = [
       {
@@ -156,6 +168,8 @@ export class RestoreWorkflow extends Construct {
           ...lock.statements('GetItem', 'PutItem', 'DeleteItem'),
           ...props.sets.statements('GetItem', 'Query'),
           p.describeExecutions(this.stateMachineName),
+          // A backup's hold counts only while the backup runs (one stopped by hand never lets go).
+          ...(props.backup ? [p.describeExecutions(backupName(props.backup))] : []),
           ...p.readRunSecret(this.runSecret),
         ],
       },
@@ -221,6 +235,11 @@ export class RestoreWorkflow extends Construct {
           // One more look at a prewarm the workflow could not follow, to say how far it got.
           p.readCommands()[0],
           p.tagRestoredIdentity(this.stateMachineName),
+          // The run's own history, which its cost is read from (raidsnap.aws.costs).
+          new iam.PolicyStatement({
+            actions: ['states:GetExecutionHistory'],
+            resources: [`${p.executionArnPrefix(this.stateMachineName)}*`],
+          }),
         ],
       },
       {
@@ -278,6 +297,16 @@ export class RestoreWorkflow extends Construct {
       },
     ];
     this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment })));
+    const preparePolicy = this.functions.RestorePrepare.role?.node.tryFindChild('DefaultPolicy');
+    if (props.backup && preparePolicy) {
+      const machine = props.backup.node.defaultChild as sfn.CfnStateMachine;
+      const logicalId = Stack.of(this).resolve(Stack.of(this).getLogicalId(machine)) as string;
+      acknowledge(
+        preparePolicy,
+        `AwsSolutions-IAM5[Resource::${nagPattern(`${p.executionArnPrefix(`<${logicalId}.Name>`)}*`)}]`,
+        'DescribeExecution of the backup workflow\'s executions only: does the backup holding an array still run?',
+      );
+    }
     for (const id of ['RestorePrepare', 'RestoreFsr']) {
       const policy = this.functions[id].role?.node.tryFindChild('DefaultPolicy');
       if (policy) {
@@ -287,6 +316,14 @@ export class RestoreWorkflow extends Construct {
           'DescribeExecution of this restore workflow\'s own executions only: is the holder of a restore lock still running?',
         );
       }
+    }
+    const finishPolicy = this.functions.RestoreFinish.role?.node.tryFindChild('DefaultPolicy');
+    if (finishPolicy) {
+      acknowledge(
+        finishPolicy,
+        `AwsSolutions-IAM5[Resource::${nagPattern(`${p.executionArnPrefix(this.stateMachineName)}*`)}]`,
+        'GetExecutionHistory of this restore workflow\'s own executions only: the run\'s cost, read from its own history',
+      );
     }
     const abandonedPolicy = this.functions.RestoreAbandoned.role?.node.tryFindChild('DefaultPolicy');
     if (abandonedPolicy) {

@@ -60,6 +60,10 @@ export class Schedules extends Construct {
           schedule: scheduler.ScheduleExpression.expression(s.expression, TimeZone.of(s.timezone)),
           scheduleGroup: group,
           target,
+          // FlexibleTimeWindow (EventBridge Scheduler API Reference, 1..1440 minutes): the
+          // target is invoked within the window after the scheduled time, dispersing a fleet's
+          // starts; without it, every array on one expression starts at the same second.
+          ...(s.flexibleWindowMinutes ? { timeWindow: scheduler.TimeWindow.flexible(Duration.minutes(s.flexibleWindowMinutes)) } : {}),
         }));
       });
     }

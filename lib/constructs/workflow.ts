@@ -18,6 +18,8 @@ export interface WorkflowProps {
   readonly values?: Record<string, string>;
   readonly timeout: Duration;
   readonly comment: string;
+  /** Tasks (by state name) whose standard retry is replaced by another. */
+  readonly retries?: Record<string, readonly Retrier[]>;
 }
 
 const PLACEHOLDER = /\$\{([A-Za-z0-9_]+)\}/g;
@@ -28,22 +30,62 @@ export function placeholdersOf(definition: string): string[] {
 }
 
 type Json = Record<string, unknown>;
-type Retrier = { ErrorEquals: string[] } & Json;
+export type Retrier = { ErrorEquals: string[] } & Json;
 
 /** Lambda's transient service errors as a Task reports them, retried as the Step Functions
  * developer guide advises ("Handle transient Lambda service exceptions",
  * https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html; the
  * concurrency limit is `Lambda.TooManyRequestsException`, same page). `ThrottledError` is
  * raidsnap's own: a function raises it when EC2 or SSM throttled it beyond the SDK's retries
- * (lambdas/raidsnap/errors.py). Twelve attempts: a step that makes six different calls (a
- * restore's Prepare) outlives each being throttled twice past the SDK's retries; the waits add
- * up to about 17 minutes at most. */
+ * (lambdas/raidsnap/errors.py). EC2 answers a request over its account's token bucket with
+ * RequestLimitExceeded and asks callers to retry with exponential backoff ("Request throttling
+ * for the Amazon EC2 API", Amazon EC2 Developer Guide, "Retries and exponential backoff",
+ * https://docs.aws.amazon.com/ec2/latest/devguide/ec2-api-throttling.html); when a fleet of
+ * restores runs at once the buckets stay empty for many minutes (bench/fleet.py: CreateVolume's
+ * refills 5 a second, 1,000 restores of 3 members need 3,000), and a step that gives up fails
+ * its run and sends its clean-up into the same buckets. So the wait grows 5 s, 10 s, ... to
+ * 300 s and goes on for 40 attempts: about 88 minutes on average with full jitter (each wait
+ * random between 0 and its bound, "Retrying after an error", Step Functions developer guide,
+ * JitterStrategy), at most about 2.9 hours, inside the workflows' own time limits. Every step
+ * retried here is safe to run again: it looks before it acts, and what it creates carries a
+ * ClientToken or a record of the run. Each retry is a billed state transition; only a
+ * throttled step pays for them. */
 export const LAMBDA_RETRY: readonly Retrier[] = [
   {
     ErrorEquals: ['Lambda.ServiceException', 'Lambda.AWSLambdaException', 'Lambda.SdkClientException', 'Lambda.TooManyRequestsException'],
     IntervalSeconds: 2, MaxAttempts: 6, BackoffRate: 2, JitterStrategy: 'FULL',
   },
-  { ErrorEquals: ['ThrottledError'], IntervalSeconds: 5, MaxAttempts: 12, BackoffRate: 2, MaxDelaySeconds: 120, JitterStrategy: 'FULL' },
+  { ErrorEquals: ['ThrottledError'], IntervalSeconds: 5, MaxAttempts: 40, BackoffRate: 2, MaxDelaySeconds: 300, JitterStrategy: 'FULL' },
+];
+
+/** The longest a Task's retries can keep it from its next state, in seconds: every wait at its
+ * bound (full jitter waits less, never more: each wait is random between 0 and
+ * IntervalSeconds x BackoffRate^(n-1), capped by MaxDelaySeconds, "Retrying after an error",
+ * Step Functions developer guide), and every attempt running for `attemptSeconds` (the function's
+ * timeout). Each retrier counts its own attempts, so the retriers add up. */
+export function worstCaseRetrySeconds(retriers: readonly Retrier[], attemptSeconds: number): number {
+  let waits = 0;
+  let attempts = 1;
+  for (const r of retriers) {
+    const interval = Number(r.IntervalSeconds ?? 1);
+    const backoff = Number(r.BackoffRate ?? 2);
+    const cap = r.MaxDelaySeconds === undefined ? Infinity : Number(r.MaxDelaySeconds);
+    const max = Number(r.MaxAttempts ?? 3);
+    for (let n = 1; n <= max; n++) waits += Math.min(cap, interval * backoff ** (n - 1));
+    attempts += max;
+  }
+  return Math.ceil(waits + attempts * attemptSeconds);
+}
+
+/** The retry of a launch's heartbeat (the recovery's KeepLaunchAlive): short, so that a
+ * heartbeat held back by errors gives up well inside the hook's heartbeat timeout and hands over
+ * to Settle, which records a heartbeat before anything else (LAMBDA_RETRY's 2.9 hours would
+ * outlast the timeout: Auto Scaling then ends the action with its default result, ABANDON,
+ * "Amazon EC2 Auto Scaling lifecycle hooks", user guide). lib/constructs/recovery.ts checks the
+ * bound against LIFECYCLE_HEARTBEAT. */
+export const HEARTBEAT_RETRY: readonly Retrier[] = [
+  { ...LAMBDA_RETRY[0], MaxAttempts: 3 },
+  { ErrorEquals: ['ThrottledError'], IntervalSeconds: 5, MaxAttempts: 5, BackoffRate: 2, MaxDelaySeconds: 60, JitterStrategy: 'FULL' },
 ];
 
 /** What a `states:startExecution.sync` Task may fail with before the child runs, and retries.
@@ -92,7 +134,8 @@ export const LAMBDA_CALLBACK = 'arn:aws:states:::lambda:invoke.waitForTaskToken'
  * The definition that reaches AWS, from a definition file. A file is ASL with one addition:
  * `"DefaultCatch": { "ResultPath": ..., "Next": ... }` at the top, where a failed step goes
  * unless it says otherwise. To every Task, at the top level and in a Parallel's branches:
- * - without a `Retry`: the standard retry of its kind (LAMBDA_RETRY for a Resource that is one of
+ * - without a `Retry`: the retry `retries` names for it, else the standard retry of its kind
+ *   (LAMBDA_RETRY for a Resource that is one of
  *   `lambdaPlaceholders`, or LAMBDA_CALLBACK with one as its FunctionName; START_EXECUTION_RETRY
  *   for startExecution.sync); any other kind of Task must carry its own.
  * To every Task and Parallel of the top level:
@@ -104,7 +147,9 @@ export const LAMBDA_CALLBACK = 'arn:aws:states:::lambda:invoke.waitForTaskToken'
  * `Retry: []` for none), and is left as written. `DefaultCatch` itself is removed: the result is
  * plain ASL. A Map is refused: its Tasks would deploy as written.
  */
-export function expandDefinition(file: string, text: string, lambdaPlaceholders: readonly string[]): Json {
+export function expandDefinition(
+  file: string, text: string, lambdaPlaceholders: readonly string[], retries: Record<string, readonly Retrier[]> = {},
+): Json {
   const doc = JSON.parse(text) as Json & { States: Record<string, Json>; DefaultCatch?: { ResultPath?: string; Next?: string } };
   const fail = (why: string): never => {
     throw new Error(`raidsnap: ${file}: ${why}`);
@@ -120,6 +165,7 @@ export function expandDefinition(file: string, text: string, lambdaPlaceholders:
   }
   const lambdas = new Set(lambdaPlaceholders.map((name) => '${' + name + '}'));
   const standardRetry = (name: string, body: Json): readonly Retrier[] => {
+    if (name in retries) return retries[name];
     const resource = String(body.Resource);
     const callee = String((body.Parameters as Json | undefined)?.FunctionName);
     if (lambdas.has(resource) || (resource === LAMBDA_CALLBACK && lambdas.has(callee))) return LAMBDA_RETRY;
@@ -171,7 +217,7 @@ export class Workflow extends Construct {
   constructor(scope: Construct, id: string, props: WorkflowProps) {
     super(scope, id);
     const file = readFileSync(path.join(REPO_ROOT, 'statemachines', props.definitionFile), 'utf8');
-    const definition = JSON.stringify(expandDefinition(props.definitionFile, file, Object.keys(props.functions)), null, 2) + '\n';
+    const definition = JSON.stringify(expandDefinition(props.definitionFile, file, Object.keys(props.functions), props.retries), null, 2) + '\n';
     const substitutions: Record<string, string> = { ...(props.values ?? {}) };
     for (const [name, fn] of Object.entries(props.functions)) substitutions[name] = fn.functionArn;
     const wanted = placeholdersOf(definition);

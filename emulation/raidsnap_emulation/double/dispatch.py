@@ -9,6 +9,7 @@ import re
 import threading
 import unicodedata
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from email.utils import format_datetime
 
@@ -28,6 +29,7 @@ from raidsnap_emulation.double.base import (
 from raidsnap_emulation.double.copies import Copies
 from raidsnap_emulation.double.faults import Faults
 from raidsnap_emulation.double.health import Health
+from raidsnap_emulation.double.limits import RateLimits
 from raidsnap_emulation.double.ssm import Ssm
 from raidsnap_emulation.double.states import States, stopping_ends_waiting_tasks
 
@@ -48,6 +50,9 @@ class AwsDouble(Ssm, Health, States, Copies, Faults):
         # deploys none itself.
         self.stacks: dict[str, str] = {}
         self._handlers[("sns", "Publish")] = self._sns_publish
+        # Documented request-rate limits (limits.py), off unless set; what they refused, by call.
+        self.rate_limits: RateLimits | None = None
+        self.throttled: Counter[tuple[str, str]] = Counter()
 
     @contextlib.contextmanager
     def install(self) -> Iterator[AwsDouble]:
@@ -105,6 +110,15 @@ class AwsDouble(Ssm, Health, States, Copies, Faults):
                 raise self._client_error(client, operation, err) from None
         with self._lock:
             fault = self._take_fault(service, operation)
+            limited = self.rate_limits is not None and not self.rate_limits.allow(
+                service, operation, params, self.clock.now()
+            )
+            if limited:
+                self.throttled[(service, operation)] += 1
+        if limited:
+            code = "RequestLimitExceeded" if service == "ec2" else "ThrottlingException"
+            self._record(service, operation, recorded, code, applied=False, actor=actor)
+            raise self._client_error(client, operation, AwsError(code, "Rate exceeded"))
         if fault is not None and not fault.after_success:
             self._record(service, operation, recorded, fault.code, applied=False, actor=actor)
             raise self._client_error(client, operation, AwsError(fault.code, fault.message))

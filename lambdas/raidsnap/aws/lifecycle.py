@@ -27,7 +27,10 @@ def heartbeat(lifecycle: dict[str, str]) -> int:
     return 1
 
 
-def complete(lifecycle: dict[str, str], result: str) -> None:
+def complete(lifecycle: dict[str, str], result: str) -> bool:
+    """Complete the action with ``result``; False when it was no longer open (completed before,
+    or ended by its timeout with the hook's default result: Auto Scaling then answers
+    ValidationError "No active Lifecycle Action")."""
     try:
         clients.autoscaling().complete_lifecycle_action(
             LifecycleHookName=lifecycle["lifecycleHookName"],
@@ -38,6 +41,7 @@ def complete(lifecycle: dict[str, str], result: str) -> None:
     except ClientError as err:
         # A retried step, or the heartbeat ran out: the action is no longer open.
         if error_code(err) == "ValidationError" and "No active Lifecycle Action" in str(err):
-            logger.warning("lifecycle action already completed", extra=lifecycle)
-            return
+            logger.warning("lifecycle action no longer open", extra=lifecycle)
+            return False
         raise
+    return True

@@ -267,9 +267,11 @@ def backup_holds(table: str, array: str) -> list[BackupHold]:
 
 
 def refuse_while_backup_holds(table: str, array: str) -> None:
-    """Raise BackupInProgress while any backup run holds the array (its lease has not run
-    out)."""
-    holds = backup_holds(table, array)
+    """Raise BackupInProgress while any backup run holds the array: its lease has not run out,
+    and it still runs. A backup that failed lets go itself; one stopped by hand runs no state
+    after it (StopExecution), and its lease, as long as its snapshot step may be retried, would
+    hold restores back for hours: asked of Step Functions (DescribeExecution), it holds nothing."""
+    holds = [h for h in backup_holds(table, array) if running(h.execution_arn)]
     if not holds:
         return
     now = int(time.time())

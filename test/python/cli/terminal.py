@@ -123,6 +123,9 @@ class Normaliser:
         (re.compile(r"\b\d{2}:\d{2}(:\d{2})?( UTC)?\b"), "<clock>"),
         (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
         (re.compile(r"\b(process|pid)(\s+)\d+"), r"\1\2<pid>"),
+        # A run's cost counts its functions' wall-clock time: its total and GB-seconds vary.
+        (re.compile(r"\$[0-9.e+-]+ this run"), "<usd> this run"),
+        (re.compile(r"Lambda duration [0-9.]+ GB-s"), "Lambda duration <gb-s> GB-s"),
         (re.compile(r"\+?\b\d+(\.\d+)?(ms|s|m|h|d)( \d+(ms|s|m))?\b( so far)?"), "<duration>"),
     )
 

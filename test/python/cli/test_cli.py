@@ -453,6 +453,50 @@ def test_status_of_a_run_as_json_is_data(cli: Cli) -> None:
     assert body["steps"][0]["text"] == "checking the array and its instance"
 
 
+def test_status_of_one_run_shows_its_cost(cli: Cli) -> None:
+    entered: list[int] = []
+
+    def backup(emu: Emulation, fx: ArrayFixture) -> None:
+        del fx
+        run = emu.run("backup", {"array": "db1"}, name="nightly-db1")
+        assert run.status == "SUCCEEDED"
+        entered.append(run.transitions)
+
+    result = cli("status", "nightly-db1", "--emulation", prepare=backup)
+
+    assert result.exit_code == 0, result.output
+    cost = plain(result.stdout)
+    # Every state entered is one billed transition, at $0.025 per 1,000 (the price table's).
+    assert re.search(rf"cost \$[0-9.e-]+ this run state transitions {entered[0]} ", cost), cost
+    assert "a month: snapshot storage added (at most) (3 snapshots" in cost
+
+
+def test_status_of_a_run_as_json_carries_its_cost(cli: Cli) -> None:
+    result = cli("status", "nightly-db1", "--json", "--emulation", prepare=two_backups)
+
+    assert result.exit_code == 0, result.output
+    cost = json.loads(result.stdout)["cost"]
+    assert cost["lines"][0].endswith(" this run")
+    assert [row["item"] for row in cost["monthly"]] == ["snapshot storage added (at most)"]
+    assert cost["prices"]["region"] == "us-east-1"
+
+
+def test_status_prices_a_run_with_the_configs_prices(cli: Cli, tmp_path: Path) -> None:
+    config = tmp_path / "raidsnap.yaml"
+    config.write_text("prices:\n  transitions1000: 1000\n  snapshotGbMonth: 0\n")
+    result = cli(
+        "status", "nightly-db1", "--emulation", "--config", str(config), prepare=two_backups
+    )
+
+    assert result.exit_code == 0, result.output
+    # At $1,000 per 1,000 transitions, a run costs at least $1 per transition.
+    cost = plain(result.stdout)
+    m = re.search(r"cost \$(\d+\.\d\d) this run state transitions (\d+) ", cost)
+    assert m, cost
+    assert float(m.group(1)) >= int(m.group(2))
+    assert "$0.00 a month: snapshot storage added" in cost
+
+
 def test_status_of_an_unknown_run_exits_1(cli: Cli) -> None:
     result = cli("status", "no-such-run", "--emulation")
     assert result.exit_code == 1, result.output

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import boto3
 import pytest
 
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import HeldStep, make_array, make_old_set, sets_of, tags_of
+
+REPO = Path(__file__).resolve().parents[3]
 
 MUTATING_EC2 = {"CreateSnapshots", "CreateSnapshot", "CreateTags", "DeleteSnapshot", "CreateVolume"}
 
@@ -341,3 +346,19 @@ def test_a_set_whose_snapshots_started_after_the_freeze_guard_ran_out_is_labelle
     snaps = sets_of("db1")[run.output["setId"]]
     assert {tags_of(s)["raidsnap:consistency"] for s in snaps} == {"crash"}
     assert emu.hosts.state(fx.instance_id).frozen == set()
+
+
+@pytest.mark.parametrize("snapshot_seconds", [180, 600])
+def test_a_backup_looks_at_its_snapshots_twice_when_they_progress_steadily(
+    emu: Emulation, snapshot_seconds: int
+) -> None:
+    # Each look is three billed state transitions (Wait, Task, Choice): the second look waits
+    # what the first one's progress says is left, not half of it.
+    emu.double.snapshot_seconds = snapshot_seconds
+    make_array(emu.hosts, "db1", 3)
+    run = emu.run("backup", {"array": "db1"})
+    assert run.status == "SUCCEEDED", run.cause
+    assert run.states_entered.count("CheckSnapshots") == 2
+    # The README's worked example prices a backup at this many transitions.
+    example = json.loads((REPO / "docs" / "costs" / "prices.json").read_text())["example"]
+    assert run.transitions == example["backupTransitions"]

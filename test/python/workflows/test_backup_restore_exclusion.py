@@ -114,3 +114,22 @@ def test_a_second_backup_does_not_end_the_first_ones_hold(emu: Emulation) -> Non
     # AND once both have let go, a restore of db1 runs
     after = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
     assert after.status == "SUCCEEDED", after.cause
+
+
+def test_a_backup_stopped_by_hand_does_not_hold_restores_back(emu: Emulation) -> None:
+    # GIVEN a backup of db1 stopped by hand before its snapshots (StopExecution runs no state
+    # after it: its failure path never lets go of its hold, which lasts hours, as long as the
+    # snapshot step may be retried)
+    fx = make_array(emu.hosts, "db1", 2)
+    backed_up(emu.hosts, emu.run, fx)
+    held = HeldStep(emu, "backup_snapshot")
+    backup = emu.start("backup", {"array": "db1", "consistency": "fsfreeze"})
+    held.wait()
+    boto3.client("stepfunctions").stop_execution(executionArn=backup, cause="stopped by hand")
+    held.release()
+    stopped = emu.wait(backup)
+    assert stopped.status == "ABORTED"
+    # WHEN a restore of db1 starts
+    run = emu.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
+    # THEN the hold of a backup that no longer runs holds nothing
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"

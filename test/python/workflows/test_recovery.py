@@ -91,6 +91,9 @@ def test_an_alarm_starts_one_recovery_that_replaces_the_array_in_place(
     assert (md.md_uuid, md.members, md.failed) == (out["newMdUuid"], out["volumeIds"], False)
     assert out["newMdUuid"] != fx.md_uuid
     assert [v["VolumeId"] for v in restored_volumes(restore["executionArn"])] == out["volumeIds"]
+    # The recovery's output carries its own cost (its restore's is in the restore's output)
+    cost = {line["item"]: line for line in run.output["cost"]["lines"]}
+    assert cost["state transitions"]["quantity"] == str(run.transitions)
     # the old members are kept, detached and tagged with the restore that replaced them
     ec2 = boto3.client("ec2")
     old = ec2.describe_volumes(VolumeIds=fx.member_ids)["Volumes"]

@@ -12,6 +12,7 @@ from raidsnap.environment import (
     restore_lock_table,
     retention_for,
 )
+from raidsnap.errors import ConfigurationError
 from raidsnap.hooks import Hooks, SetConsistency, hooks_for
 from raidsnap.models import (
     BackupInput,
@@ -39,8 +40,23 @@ DISCOVERY_POLL_SECONDS = 3
 
 def _hold_seconds(settings: BackupSettings) -> int:
     """How long a backup's hold lasts at most if the run dies without letting go: discovery,
-    the freeze and half an hour for the rest of the snapshot step and its retries."""
-    return settings.discovery_timeout_seconds + settings.max_freeze_seconds + 1800
+    the freeze, and the snapshot step at its worst, every retry the workflow gives it on
+    ThrottledError and Lambda's errors at its longest wait and every attempt at its function's
+    timeout (the stack computes it from the Retry it deploys: lib/constructs/workflow.ts
+    worstCaseRetrySeconds). A shorter hold runs out while a throttled snapshot step is still
+    retried, and a restore let in then replaces the members under the backup about to snapshot
+    them. A failed run lets go at once (release_hold); only a run stopped by hand leaves its
+    hold to run out."""
+    if settings.snapshot_step_seconds <= 0:
+        raise ConfigurationError(
+            "SNAPSHOT_STEP_SECONDS (the snapshot step's longest time with its retries, set by "
+            "the stack) is missing: the backup's hold against restores cannot be sized"
+        )
+    return (
+        settings.discovery_timeout_seconds
+        + settings.max_freeze_seconds
+        + settings.snapshot_step_seconds
+    )
 
 
 def release_hold(plan: Plan) -> bool:

@@ -27,7 +27,7 @@ from raidsnap.workflows.backup.prepare import release_hold
 
 COMMAND_POLL_SECONDS = 2
 SNAPSHOT_POLL_MIN_SECONDS = 15
-SNAPSHOT_POLL_MAX_SECONDS = 600
+SNAPSHOT_POLL_MAX_SECONDS = 1800
 
 
 def freeze_token(plan: Plan) -> str:
@@ -200,10 +200,13 @@ def check_snapshots(call: CheckCall) -> Snapshots:
     if current.members and all(m.state == "completed" for m in current.members):
         update["status"] = "completed"
     else:
-        # Wait about half the time the slowest snapshot still seems to need, within bounds.
+        # Wait what the slowest snapshot still seems to need, and a tenth more: each look is
+        # three billed state transitions (Wait, this Task, the Choice), so looking once more
+        # than needed costs more than a set found complete a little late. EBS reports whole
+        # percents, rounded down, so the estimate errs long, not short.
         elapsed = max(1.0, float(waited))
         remaining = elapsed * (100 - max(1, progress)) / max(1, progress)
         update["waitSeconds"] = int(
-            min(SNAPSHOT_POLL_MAX_SECONDS, max(SNAPSHOT_POLL_MIN_SECONDS, remaining / 2))
+            min(SNAPSHOT_POLL_MAX_SECONDS, max(SNAPSHOT_POLL_MIN_SECONDS, remaining * 1.1))
         )
     return snaps.model_copy(update=update)

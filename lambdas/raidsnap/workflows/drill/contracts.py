@@ -76,6 +76,8 @@ class RestoreOutput(Contract):
     # The copy's own md UUID (every restored array gets one).
     newMdUuid: str | None = None
     targetInstanceId: str | None = None
+    # What the restore cost, with its usage (raidsnap.aws.costs), which the drill's adds to.
+    cost: dict[str, JsonValue] | None = None
 
 
 class RestoreGiven(Contract):
@@ -231,6 +233,8 @@ class DrillOutput(Contract):
     verification: Verification | None
     deletedVolumeIds: list[str]
     message: str
+    # What the drill cost: its own run, its restore's, and the volumes while they lived.
+    cost: dict[str, JsonValue] | None = None
 
 
 class DrillReport(Contract):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from botocore.exceptions import ClientError
 from pydantic import JsonValue
 
 from raidsnap import tags
-from raidsnap.aws import notifications
+from raidsnap.aws import costs, notifications
 from raidsnap.errors import DrillTeardownFailedError
 from raidsnap.models import StepError
 from raidsnap.observability import count, for_array, logger
@@ -57,8 +58,26 @@ def report(state: DrillRun, topic: str) -> DrillReport:
         verification=state.verification,
         deletedVolumeIds=deleted,
         message=message,
+        cost=_cost(state),
     )
     return DrillReport(passed=True, array=array, message=message, output=output)
+
+
+def _cost(state: DrillRun) -> dict[str, JsonValue] | None:
+    """The drill's cost: its own run so far and the three states after Report (DidDrillPass,
+    Passed, Done), its restore's as the restore reported it, and the restore's volumes until
+    the teardown deleted them. A history that cannot be read leaves it out: the drill has
+    passed, and raidsnap status computes it."""
+    restored = state.restore.output
+    child = (restored.cost or {}).get("usage") if restored else None
+    if not state.execution.id:
+        return None
+    try:
+        return costs.so_far(
+            state.execution.id, after=3, children=[child] if isinstance(child, dict) else []
+        )
+    except ClientError:
+        return None
 
 
 def _removal_failure(state: DrillRun) -> str | None:

@@ -175,6 +175,9 @@ class StepCall(Contract):
     ]
     state: RecoveryState
     taskToken: str | None = None
+    # $$.State.RetryCount of the Task (context object, Step Functions developer guide): 0 on a
+    # state's first attempt, n on its n-th retry.
+    retryCount: int = 0
 
 
 class SetRef(Contract):
@@ -202,6 +205,8 @@ class Report(Contract):
     lifecycleAction: str | None = None
     protection: dict[str, JsonValue] | None = None
     notification: str | None = None
+    # What this run cost (raidsnap.aws.costs); its restore's is in the restore's output.
+    cost: dict[str, JsonValue] | None = None
 
 
 class Finished(Contract):

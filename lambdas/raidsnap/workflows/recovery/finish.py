@@ -14,7 +14,7 @@ from raidsnap.aws import awaited, callbacks, claims, error_code, lifecycle
 from raidsnap.aws.instances import instance_facts, tag_array
 from raidsnap.aws.notifications import notify
 from raidsnap.environment import RecoveryStepSettings
-from raidsnap.errors import UntrustedReportError
+from raidsnap.errors import LaunchAbandonedError, UntrustedReportError
 from raidsnap.observability import logger
 from raidsnap.plan.causes import child_failure
 from raidsnap.plan.set_facts import SetFacts, age_text
@@ -31,26 +31,58 @@ from raidsnap.workflows.recovery.protection import follow
 
 
 def finish(
-    state: RecoveryState, outcome: str, settings: RecoveryStepSettings
+    state: RecoveryState, outcome: str, settings: RecoveryStepSettings, *, retried: bool = False
 ) -> Finished | Failure:
     """Complete the lifecycle action (if any, and not completed yet) with CONTINUE or ABANDON,
     give the array's recovery claim back, and shape the run's output, or its named error and
     cause. Both name the set restored, its age, and that writes after it are not in it. A
-    report of a mounted array is believed only once checked (following.checked_report); the
-    run's record of its restore goes last."""
+    report of a mounted array is believed only once checked (following.checked_report), and a
+    launch is put into service before anyone is told the array is recovered: one whose action
+    ran out is no recovery (LaunchAbandoned). The run's record of its restore goes last.
+    ``retried``: this is a retry of the step, whose earlier attempt may have completed the
+    action itself."""
     array = state.input.array
     table = settings.lock_table
     arn = following.restore_arn(state, settings)
     facts = assessment.latest_set(array, event_time(state.input.event.time))
-    out: Finished | Failure
+    done: Finished | Failure
     if outcome == "succeeded":
-        out, result = _succeeded(state, facts, _mounted(state, arn)), "CONTINUE"
+        restored = _mounted(state, arn)
+        _continue_launch(state, restored, retried)
+        done = _succeeded(state, facts, restored)
+        if state.input.lifecycle is not None:
+            update = {"lifecycleAction": "CONTINUE"}
+            done = Finished(output=done.output.model_copy(update=update))
+        claims.unclaim(table, array, state.execution.name)
     else:
         out, result = _failed(state, facts, _mount_evidence(state, settings, arn))
-    claims.unclaim(table, array, state.execution.name)
-    done = _complete_lifecycle(state, out, result)
+        claims.unclaim(table, array, state.execution.name)
+        done = _complete_lifecycle(state, out, result, retried)
     awaited.forget(table, following.restore_name(state))
     return done
+
+
+def _continue_launch(state: RecoveryState, restored: dict[str, JsonValue], retried: bool) -> None:
+    """Put a launch that holds the mounted array into service (CONTINUE). An action that is no
+    longer open on the step's first attempt ran out: its heartbeat timeout (or its global
+    timeout) ended it with the hook's default result, ABANDON, and Auto Scaling terminates the
+    instance ("Complete a lifecycle action", Amazon EC2 Auto Scaling user guide)."""
+    action = state.input.lifecycle
+    if action is None or lifecycle.complete(action.as_dict(), "CONTINUE"):
+        return
+    if retried:
+        logger.warning("lifecycle action completed by an earlier attempt", extra=action.as_dict())
+        return
+    restore = restored.get("executionArn")
+    raise LaunchAbandonedError(
+        f"the restore {restore} mounted {state.input.array} on {action.instanceId} at "
+        f"{restored.get('mountPoint')}, but the launch's lifecycle action (hook "
+        f"{action.lifecycleHookName} of group {action.autoScalingGroupName}) was no longer open "
+        "when the recovery went to complete it with CONTINUE: no heartbeat reached it within "
+        "the hook's heartbeat timeout, and Auto Scaling ended it with the hook's default "
+        f"result, ABANDON, and terminates {action.instanceId}. The volumes the restore created "
+        f"are tagged {tags.RESTORE_EXECUTION}={restore}"
+    )
 
 
 def _succeeded(
@@ -163,7 +195,9 @@ def _failed(state: RecoveryState, facts: SetFacts | None, mounted: bool) -> tupl
     array = state.input.array
     name, cause = _failure_named(state)
     attach = state.input.restore.mode == "attach"
-    on_target = _array_on_target(state) if attach and mounted else None
+    # A launch that ran out is being terminated: the array does not live on it.
+    abandoned = state.error is not None and state.error.Error == "LaunchAbandonedError"
+    on_target = _array_on_target(state) if attach and mounted and not abandoned else None
     cause += _unretire(state, on_target)
     if on_target:
         # The array lives there now, whatever failed after it was mounted: so does its alarm.
@@ -196,16 +230,17 @@ def _failure_named(state: RecoveryState) -> tuple[str, str]:
     return child_failure(error.dump() if error else {})
 
 
-def _complete_lifecycle(
-    state: RecoveryState, out: Finished | Failure, result: str
-) -> Finished | Failure:
+def _complete_lifecycle(state: RecoveryState, out: Failure, result: str, retried: bool) -> Failure:
     """Complete a launch's lifecycle action, and say which result it got."""
     action = state.input.lifecycle
     if action is None:
         return out
-    lifecycle.complete(action.as_dict(), result)
-    if isinstance(out, Finished):
-        return Finished(output=out.output.model_copy(update={"lifecycleAction": result}))
+    if not lifecycle.complete(action.as_dict(), result) and not retried:
+        ran_out = (
+            f" [the lifecycle action of {action.instanceId} was no longer open: its timeout had "
+            "run out, and Auto Scaling ended it with the hook's default result, ABANDON]"
+        )
+        return out.model_copy(update={"lifecycleAction": "ABANDON", "cause": out.cause + ran_out})
     gone = (
         f" [lifecycle action of {action.instanceId} completed with ABANDON: "
         "the Auto Scaling group replaces the instance]"

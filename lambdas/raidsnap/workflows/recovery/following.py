@@ -21,7 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 from pydantic import JsonValue
 
-from raidsnap.aws import awaited, error_code, executions, lifecycle
+from raidsnap.aws import THROTTLE_CODES, awaited, error_code, executions, lifecycle
 from raidsnap.aws.notifications import notify
 from raidsnap.environment import RecoveryStepSettings
 from raidsnap.errors import RestoreAlreadyStartedError, UntrustedReportError
@@ -93,7 +93,7 @@ def keep_alive(state: RecoveryState, settings: RecoveryStepSettings) -> KeepAliv
     First a look at the restore: one that mounted its array or ended should have answered; if
     this run still waits, its answer was lost, and RunRestore ends to look at it (Settle)."""
     third = _heartbeat_seconds() // 3
-    if _unanswered(state, settings):
+    if _looked_unanswered(state, settings):
         return KeepAlive(status="unanswered", waitSeconds=third)
     action = state.input.lifecycle
     try:
@@ -111,6 +111,22 @@ def _heartbeat_seconds() -> int:
     return max(180, int(os.environ.get("LIFECYCLE_HEARTBEAT_SECONDS", "3600")))
 
 
+def _looked_unanswered(state: RecoveryState, settings: RecoveryStepSettings) -> bool:
+    """The look at the restore before a heartbeat. Throttled (DynamoDB or Step Functions, past
+    the SDK's retries), it is left for the next heartbeat: the heartbeat goes first. Raised, the
+    throttling would hold the heartbeat back for as long as the Task's Retry waits on it, past
+    the hook's heartbeat timeout, and Auto Scaling would end the action with its default result
+    (ABANDON, "Amazon EC2 Auto Scaling lifecycle hooks", user guide) under a restore that goes
+    on mounting the array there."""
+    try:
+        return _unanswered(state, settings)
+    except ClientError as err:
+        if error_code(err) not in THROTTLE_CODES:
+            raise
+        logger.warning("restore look throttled; heartbeat first", extra={"error": error_code(err)})
+        return False
+
+
 def _unanswered(state: RecoveryState, settings: RecoveryStepSettings) -> bool:
     waiting = _own_record(state, settings)
     if waiting is None:
@@ -126,6 +142,10 @@ def settle(state: RecoveryState, settings: RecoveryStepSettings) -> Settled:
     array: mounted (what it wrote back, or its output), still running (wait, and keep a launch
     alive), or ended without a mounted array."""
     arn = restore_arn(state, settings)
+    # The heartbeat before the looks: a look throttled past the SDK's retries fails this step
+    # into its Retry, and the launch must not run out meanwhile. A heartbeat for a restore that
+    # has ended does no harm: Finish or Failure completes the action next.
+    _beat(state)
     waiting = _own_record(state, settings)
     found = executions.described(arn)
     if waiting is not None and waiting.outcome == awaited.MOUNTED:
@@ -141,7 +161,6 @@ def settle(state: RecoveryState, settings: RecoveryStepSettings) -> Settled:
             status="ended", restoreStatus="FAILED", error=waiting.error, cause=waiting.cause
         )
     if found.status == "RUNNING":
-        _beat(state)
         return Settled(status="running", restoreStatus="RUNNING", waitSeconds=_next_wait(state))
     if found.status == "SUCCEEDED":
         output = found.output

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from botocore.exceptions import ClientError
+
 from raidsnap import tags
-from raidsnap.aws import claims, instances
+from raidsnap.aws import claims, costs, instances
 from raidsnap.aws.instances import instance_facts, untag_array
 from raidsnap.aws.notifications import notify
 from raidsnap.environment import RecoveryStepSettings
@@ -51,10 +53,23 @@ def run(call: StepCall, settings: RecoveryStepSettings) -> Contract:
     if call.step == "settle":
         return following.settle(state, settings)
     if call.step == "none":
-        return no_action(state, settings.lock_table)
+        return with_cost(state, no_action(state, settings.lock_table))
     for_array(state.input.array)
     count("RecoverySucceeded" if call.step == "succeeded" else "RecoveryFailed")
-    return finish(state, call.step, settings)
+    return with_cost(state, finish(state, call.step, settings, retried=call.retryCount > 0))
+
+
+def with_cost(state: RecoveryState, out: Contract) -> Contract:
+    """A finished recovery's output with its own cost so far and its Done state (the restore it
+    started reports its own, in its output: the recovery ends once the array is mounted, while
+    a prewarm may go on). A history that cannot be read leaves it out."""
+    if not isinstance(out, Finished) or not state.execution.id:
+        return out
+    try:
+        cost = costs.so_far(state.execution.id, after=1)
+    except ClientError:
+        return out
+    return Finished(output=out.output.model_copy(update={"cost": cost}))
 
 
 def assess(state: RecoveryState, discover_document: str) -> Look:

@@ -350,6 +350,8 @@ class Output(Contract):
     prewarm: dict[str, JsonValue] | None
     warnings: list[str]
     notes: list[str]
+    # What the run cost at list prices, as its last step read it (raidsnap.aws.costs).
+    cost: dict[str, JsonValue] | None = None
 
 
 class Finished(Contract):

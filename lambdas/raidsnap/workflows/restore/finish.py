@@ -8,7 +8,7 @@ from botocore.exceptions import ClientError
 from pydantic import JsonValue
 
 from raidsnap import tags
-from raidsnap.aws import commands, error_code, homes, instances, lock, tagging
+from raidsnap.aws import commands, costs, error_code, homes, instances, lock, tagging
 from raidsnap.environment import RestoreSettings
 from raidsnap.errors import cause_message, public_name
 from raidsnap.observability import count, for_array
@@ -74,7 +74,27 @@ def finish(call: StateCall, settings: RestoreSettings) -> Finished:
     _record_identity(plan, v, new_uuid_of(state), notes, warnings)
     _record_move(plan, settings.lock_table, notes, warnings)
     prewarm_out = _prewarm_outcome(state, v, warnings)
-    return Finished(output=output_of(state, prewarm_out, warnings, notes))
+    cost = _cost(plan, v, warnings)
+    out = output_of(state, prewarm_out, warnings, notes)
+    return Finished(output=out.model_copy(update={"cost": cost}))
+
+
+def _cost(plan: Plan, v: Volumes, warnings: list[str]) -> dict[str, JsonValue] | None:
+    """The run's cost so far and its Done state, with the volumes it created (kept: a monthly
+    figure); the array is mounted: a history that cannot be read is a warning, never a
+    failure."""
+    shapes = {
+        vid: (m.sizeGib, m.volumeType, m.iops, m.throughput)
+        for vid, m in zip(v.ids, plan.members, strict=False)
+    }
+    try:
+        return costs.so_far(plan.executionArn, zone=plan.availabilityZone, volumes=shapes)
+    except ClientError as err:
+        warnings.append(
+            f"the run's cost could not be read ({error_code(err)}); "
+            f"raidsnap status {plan.executionArn} computes it"
+        )
+        return None
 
 
 def output_of(

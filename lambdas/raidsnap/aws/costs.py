@@ -1,0 +1,43 @@
+"""A run's cost so far, read by its own last step from its history (GetExecutionHistory of
+its own execution): raidsnap.plan.run_cost prices it with the table the stack gave the
+function (RUN_PRICES). ``after``: the states still to come on the way to the end, each a
+transition; the step's own invocation is counted up to now. A drill or a recovery adds the
+usage its restore reported in its output, and a drill the volumes it deleted, until then."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from raidsnap.aws import executions
+from raidsnap.environment import run_price_table
+from raidsnap.plan import run_cost
+
+Shape = tuple[int, str, int | None, int | None]  # GiB, type, IOPS, throughput
+
+
+def so_far(
+    execution_arn: str,
+    *,
+    zone: str | None = None,
+    after: int = 1,
+    volumes: Mapping[str, Shape] | None = None,
+    children: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The cost as the run's output carries it: the priced lines, and the usage a parent adds
+    to its own."""
+    events = list(executions.history(execution_arn))
+    usage = run_cost.usage_of(events, zone, now=datetime.now(UTC))
+    usage.transitions += after
+    created = run_cost.first_seen(events, "ids")
+    usage.volumes = [
+        run_cost.VolumeLife(vid, *shape, created[vid], None)
+        for vid, shape in (volumes or {}).items()
+        if vid in created
+    ]
+    deleted = run_cost.first_seen(events, "deleted")
+    for child in children:
+        usage = usage + run_cost.Usage.from_json(child, deleted)
+    cost = run_cost.price(usage, run_cost.load_prices(table=run_price_table()))
+    return {**cost.as_json(), "usage": usage.as_json()}
