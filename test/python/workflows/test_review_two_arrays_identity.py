@@ -1,0 +1,44 @@
+"""Review (second) of issue 24, several arrays per instance: a further array is named by the
+instance tag ``raidsnap:array:<name>=<md UUID or mount point>`` (README, "Several arrays on one
+instance", which gives the md UUID first). A restore of that array onto the instance (replace
+mode, or a recovery) assembles the copy under an md UUID of its own (assemble's NewMdUuid,
+``mdadm --update=uuid``), and nothing updates the instance's tag: it then names no md array, so
+the next backup of the array fails with ArrayNotFound (md_choice._by_selector refuses to guess),
+and every later one until someone re-tags the instance by hand. The array is unprotected after
+the very restore that was meant to bring it back."""
+
+from __future__ import annotations
+
+import boto3
+from test_two_arrays import with_logs
+
+from raidsnap_emulation.harness import Emulation
+from raidsnap_emulation.world import backed_up, make_array, sets_of, tags_of
+
+
+def test_a_further_array_tagged_by_md_uuid_is_still_backed_up_after_its_replace_restore(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1 (md0, /data) and logs (md1, /logs, tagged raidsnap:array:logs=<md UUID>), both
+    # backed up
+    fx = make_array(emu.hosts, "db1", 3, unrelated=0)
+    _, logs_uuid = with_logs(emu, fx)
+    assert emu.run("backup", {"array": "logs"}).status == "SUCCEEDED"
+    backed_up(emu.hosts, emu.run, fx)
+    # WHEN logs is replaced in place from its set (its copy gets an md UUID of its own)
+    run = emu.run("restore", {"array": "logs", "mode": "replace", "initialization": "none"})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    md1 = emu.hosts.state(fx.instance_id).arrays["/dev/md1"]
+    assert md1.mount_point == "/logs" and md1.md_uuid != logs_uuid
+    # THEN the next backup of logs takes md1's new members (the instance's tag still names it)
+    again = emu.run("backup", {"array": "logs"})
+    assert again.status == "SUCCEEDED", f"{again.error}: {again.cause}"
+    taken = sets_of("logs")[again.output["setId"]]
+    assert {tags_of(s)["raidsnap:source-volume"] for s in taken} == set(md1.members)
+    tag = {
+        t["Key"]: t["Value"]
+        for t in boto3.client("ec2").describe_tags(
+            Filters=[{"Name": "resource-id", "Values": [fx.instance_id]}]
+        )["Tags"]
+    }
+    assert tag.get("raidsnap:array:logs") in (md1.md_uuid, "/logs"), tag
