@@ -162,7 +162,9 @@ def explain_failure(call: FailureCall, documents: Documents, settings: BackupSet
     error = state.error
     name = public_name(error.Error if error else "States.Runtime")
     cause = cause_message(error.Cause if error else "")
-    thawed = state.thaw is not None and state.thaw.status == "success"
+    # A thaw that ended HookFailed reported the filesystem thawed, or had its whole budget and
+    # was cancelled (its cause says so): another would only race it.
+    thawed = state.thaw is not None and (state.thaw.status == "success" or name == "HookFailed")
     # A freeze that failed or was cancelled may still have frozen the filesystem: thaw is
     # harmless on a thawed one, so thaw whenever a freeze was attempted.
     if state.freeze is not None and state.freeze.status != "none" and not thawed:
