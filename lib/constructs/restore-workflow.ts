@@ -221,6 +221,8 @@ export class RestoreWorkflow extends Construct {
           // One more look at a prewarm the workflow could not follow, to say how far it got.
           p.readCommands()[0],
           p.tagRestoredIdentity(this.stateMachineName),
+          // raidsnap:array:<array>=<md UUID> on the target follows the array's new md UUID.
+          p.tagFurtherArrayIdentity(),
         ],
       },
       {
@@ -253,6 +255,7 @@ export class RestoreWorkflow extends Construct {
           ...p.reattachReplacedMembers(this.stateMachineName),
           // A failed run whose array was assembled and mounted keeps it: its md UUID is recorded.
           p.tagRestoredIdentity(this.stateMachineName),
+          p.tagFurtherArrayIdentity(),
           ...lock.statements('GetItem', 'DeleteItem'),
         ],
       },
