@@ -58,6 +58,10 @@ export function parseHooks(raw: unknown, field: string, error: (field: string, w
     throw error(`${field}.postSnapshot`, `must be ${preSnapshot} when preSnapshot is ${preSnapshot}: only its own post phase lets go of what it holds`,
       `set postSnapshot to ${preSnapshot} or leave it out (it is then run as the post hook)`);
   }
+  if (postSnapshot && !preSnapshot) {
+    throw error(`${field}.postSnapshot`, 'is given without a preSnapshot: a post hook runs only after a pre hook started, so it would never run',
+      'give the preSnapshot it follows, or name the command under commands for runs that choose both');
+  }
   const commands = found.commands === undefined ? undefined : parseCommands(found.commands, `${field}.commands`, error);
   return {
     ...(preSnapshot ? { preSnapshot } : {}),

@@ -15,6 +15,7 @@ import { Schedules } from './constructs/schedules';
 import { SnapshotSets } from './constructs/snapshot-sets';
 import { Sweeper } from './constructs/sweeper';
 import { TagProtection } from './constructs/tag-protection';
+import { checkEnvironmentsFit } from './environment-size';
 import { fastRestorePolicies } from './fast-restore';
 
 export interface RaidsnapStackProps extends StackProps {
@@ -112,5 +113,7 @@ export class RaidsnapStack extends Stack {
     if (props.config.tagProtection) {
       this.tagProtection = new TagProtection(this, 'TagProtection', { config: props.config.tagProtection });
     }
+    // Once every function has all its variables: each must fit in Lambda's 4 KB.
+    checkEnvironmentsFit(this, (f, why, fix) => new ConfigError(f, why, fix));
   }
 }

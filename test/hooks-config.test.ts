@@ -20,6 +20,12 @@ describe('arrays.<name>.hooks', () => {
     expect(parseConfig({ arrays: { db1: { hooks: { preSnapshot: 'builtin:mysql-lock' } } } }).arrays.db1.hooks?.preSnapshot).toBe('builtin:mysql-lock');
   });
 
+  test('a post hook without a pre hook, which would never run, is refused', () => {
+    const hooks = { postSnapshot: '/usr/local/sbin/app-hook --resume' };
+    expect(() => parseConfig({ arrays: { db1: { hooks } } })).toThrow(ConfigError);
+    expect(() => parseConfig({ arrays: { db1: { hooks } } })).toThrow(/arrays\.db1\.hooks\.postSnapshot.*without a preSnapshot/);
+  });
+
   test.each([
     [{ preSnapshot: 'psql -c CHECKPOINT' }, 'arrays.db1.hooks.preSnapshot'],
     [{ preSnapshot: '/usr/bin/psql -c "CHECKPOINT"; reboot' }, 'arrays.db1.hooks.preSnapshot'],

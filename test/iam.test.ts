@@ -137,6 +137,17 @@ describe.each([
   test('tags on instances and old members are limited to raidsnap keys', () => {
     for (const g of all.filter((x) => ['ec2:CreateTags', 'ec2:DeleteTags'].includes(x.action) && /:(instance|volume)\/\*$/.test(x.resource))) {
       const createAction = conditionKeys(g).includes('ec2:CreateAction');
+      const furtherArrays = g.condition['ForAllValues:StringLike']?.['aws:TagKeys'];
+      if (furtherArrays !== undefined) {
+        // A further array's own tag (raidsnap:array:<name>) follows its restored md UUID: keys
+        // under raidsnap:array: only, only on an instance that carries the array mark.
+        expect([g.action, g.resource.endsWith(':instance/*')]).toEqual(['ec2:CreateTags', true]);
+        expect(([] as string[]).concat(furtherArrays as string[])).toEqual(['raidsnap:array:?*']);
+        expect(g.condition.Null).toEqual({ 'aws:TagKeys': 'false' });
+        expect(g.condition.StringLike).toEqual({ 'aws:ResourceTag/raidsnap:array': '*' });
+        expect(Object.keys(g.condition).sort()).toEqual(['ForAllValues:StringLike', 'Null', 'StringLike']);
+        continue;
+      }
       const keys = g.condition['ForAllValues:StringEquals']?.['aws:TagKeys'];
       expect(createAction || keys !== undefined).toBe(true);
       if (createAction) continue;

@@ -92,7 +92,27 @@ def hooks_for(array: str, choice: HooksChoice | None) -> Hooks | None:
         timeoutSeconds=choice.timeoutSeconds
         or (configured.timeoutSeconds if configured else Hooks().timeoutSeconds),
     )
-    return _paired("hooks", hooks) if hooks.active else None
+    if not hooks.active:
+        return None
+    _with_configured_pair(array, hooks, configured)
+    return _paired("hooks", hooks)
+
+
+def _with_configured_pair(array: str, hooks: Hooks, configured: ConfiguredHooks | None) -> None:
+    """The configuration's preSnapshot and postSnapshot, both given, are a pair: a run whose
+    pre hook is the configured pre hook has the configured post hook too, so that whoever may
+    start a backup cannot pause the application without its resume."""
+    if configured is None or not (configured.preSnapshot and configured.postSnapshot):
+        return
+    if configured.preSnapshot in HOLDING or hooks.preSnapshot != configured.preSnapshot:
+        return  # a holding ready-made hook is paired with itself by _paired
+    if hooks.postSnapshot != configured.postSnapshot:
+        raise InvalidInputError(
+            "hooks.postSnapshot",
+            f"must name the configured post hook of {array} ({configured.postSnapshot}) when "
+            f"preSnapshot names its configured pre hook: arrays.{array}.hooks pairs them, and a "
+            "run takes both or neither",
+        )
 
 
 def holds_application(hooks: Hooks | None) -> bool:
@@ -102,8 +122,15 @@ def holds_application(hooks: Hooks | None) -> bool:
 
 def _paired(field: str, hooks: Hooks) -> Hooks:
     """A holding ready-made pre hook with its own post phase (given or not); another post hook
-    would leave the application held, so it is refused."""
+    would leave the application held, so it is refused, as is a post hook without a pre hook."""
     pre, post = hooks.preSnapshot, hooks.postSnapshot
+    if pre is None:
+        # The post hook runs once a pre hook started (ssm/scripts/freeze.sh owes it then); a
+        # post hook alone would be accepted and never run.
+        raise InvalidInputError(
+            f"{field}.postSnapshot",
+            "is given without a preSnapshot: a post hook runs only after a pre hook started",
+        )
     if pre not in HOLDING:
         return hooks
     if post is None:

@@ -273,6 +273,27 @@ export class RestorePermissions extends Permissions {
     });
   }
 
+  /** A further array named on its instance by md UUID (raidsnap:array:<name>, README "Several
+   * arrays on one instance") gets a new md UUID when restored: the restore points that tag at
+   * it. Only keys under raidsnap:array: (aws:TagKeys, the keys of the request; Null false: a
+   * request naming no key is no such request), only on an instance that carries the
+   * raidsnap:array mark (aws:ResourceTag, the tags it has before the request). Array names are
+   * found by tags, not known at deploy, so the key's name cannot be narrower: the code writes
+   * its own array's key only. ec2:CreateTags takes aws:TagKeys, aws:RequestTag/${TagKey} and
+   * aws:ResourceTag/${TagKey} on the instance resource (Service Authorization Reference, Amazon
+   * EC2). */
+  tagFurtherArrayIdentity(): iam.PolicyStatement {
+    return new iam.PolicyStatement({
+      actions: ['ec2:CreateTags'],
+      resources: [this.ec2Arn('instance/*')],
+      conditions: {
+        'ForAllValues:StringLike': { 'aws:TagKeys': [`${ARRAY_TAG}:?*`] },
+        Null: { 'aws:TagKeys': 'false' },
+        StringLike: { [`aws:ResourceTag/${ARRAY_TAG}`]: '*' },
+      },
+    });
+  }
+
   /** Take the array tag (that key only) off an instance that carries it. */
   untagArrayInstance(): iam.PolicyStatement {
     return new iam.PolicyStatement({

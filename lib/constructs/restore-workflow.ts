@@ -240,6 +240,8 @@ export class RestoreWorkflow extends Construct {
             actions: ['states:GetExecutionHistory'],
             resources: [`${p.executionArnPrefix(this.stateMachineName)}*`],
           }),
+          // raidsnap:array:<array>=<md UUID> on the target follows the array's new md UUID.
+          p.tagFurtherArrayIdentity(),
         ],
       },
       {
@@ -272,6 +274,7 @@ export class RestoreWorkflow extends Construct {
           ...p.reattachReplacedMembers(this.stateMachineName),
           // A failed run whose array was assembled and mounted keeps it: its md UUID is recorded.
           p.tagRestoredIdentity(this.stateMachineName),
+          p.tagFurtherArrayIdentity(),
           ...lock.statements('GetItem', 'DeleteItem'),
         ],
       },

@@ -151,7 +151,8 @@ def poll(command: dict[str, Any]) -> dict[str, Any]:
     result = fetch(command["commandId"], command["instanceId"])
     status = result.status
     poll = Poll.of(command).waited()
-    if status == "pending" and poll.spent:
+    cancelled = status == "pending" and poll.spent
+    if cancelled:
         cancel(command["commandId"], command["instanceId"])
         status = "failed"
     updated = dict(command, status=status) | poll.as_dict()
@@ -168,6 +169,8 @@ def poll(command: dict[str, Any]) -> dict[str, Any]:
         # tolerated (a thaw's): thaw reports HookFailed only once the filesystem is thawed.
         if said.get("error") == "HookFailed":
             raise HookFailedError(f"on {command['instanceId']}: {said.get('message', tail)}")
+        if command.get("postOwed"):
+            raise HookFailedError(_post_hook_unconfirmed(command, result, cancelled))
         if command.get("failOnError", True):
             raise CommandFailedError(
                 f"{command['document']} failed on {command['instanceId']} "
@@ -175,3 +178,21 @@ def poll(command: dict[str, Any]) -> dict[str, Any]:
             )
         updated["stderrTail"] = tail
     return updated
+
+
+def _post_hook_unconfirmed(command: dict[str, Any], result: CommandResult, cancelled: bool) -> str:
+    """A thaw that owed a post hook and did not report success: whether the post hook ran is
+    not known (an invocation cancelled before it started does not run, one that started may go
+    on: "There is no guarantee that the command will be terminated", CancelCommand, SSM API
+    reference). The freeze recorded it on the instance, where it is run later."""
+    how = (
+        f"did not finish within its {command.get('budgetSeconds', 0)} s budget and was cancelled"
+        if cancelled
+        else f"failed ({result.detail}, exit {result.exit_code}): {result.stderr_tail(3)}"
+    )
+    return (
+        f"on {command['instanceId']}: the thaw {command['commandId']} {how}, so the "
+        "post-snapshot hook is not confirmed and may still be owed. The freeze recorded it in "
+        "/var/lib/raidsnap on the instance: the freeze guard runs it at its deadline, and if "
+        "the instance restarted since, the next freeze of the mount point runs it first"
+    )

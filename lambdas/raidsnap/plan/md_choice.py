@@ -53,7 +53,7 @@ def choose(
     return chosen
 
 
-def _uuid_key(value: str) -> str:
+def uuid_key(value: str) -> str:
     """An md UUID compared without its separators and case (mdadm prints it with ':', udev's
     by-id links and blkid with '-')."""
     return "".join(c for c in value.lower() if c in "0123456789abcdef")
@@ -62,8 +62,8 @@ def _uuid_key(value: str) -> str:
 def _named_by(md: dict[str, Any], selector: str) -> bool:
     if selector.startswith("/"):
         return str(md.get("mountPoint") or "").rstrip("/") == selector.rstrip("/")
-    key = _uuid_key(selector)
-    return len(key) == 32 and _uuid_key(str(md.get("uuid") or "")) == key
+    key = uuid_key(selector)
+    return len(key) == 32 and uuid_key(str(md.get("uuid") or "")) == key
 
 
 def _by_selector(

@@ -43,9 +43,9 @@ def test_the_input_chooses_hooks_by_name_among_the_configured_ones(
     assert hooks_for("logs", choose({"preSnapshot": "builtin:postgresql-checkpoint"})) == Hooks(
         preSnapshot="builtin:postgresql-checkpoint"
     )
-    assert hooks_for(
-        "db1", choose({"postSnapshot": "builtin:mysql-lock", "timeoutSeconds": 9})
-    ) == (Hooks(postSnapshot="builtin:mysql-lock", timeoutSeconds=9))
+    assert hooks_for("db1", choose({"preSnapshot": "builtin:mysql-lock", "timeoutSeconds": 9})) == (
+        Hooks(preSnapshot="builtin:mysql-lock", postSnapshot="builtin:mysql-lock", timeoutSeconds=9)
+    )
     # an empty hooks object in the input turns the configured ones off for this run
     assert hooks_for("db1", HooksChoice()) is None
     assert hooks_for("logs", None) is None
@@ -105,3 +105,69 @@ def test_a_hook_in_the_input_that_is_not_a_name_is_invalid(
     monkeypatch.setenv("HOOKS_BY_ARRAY", json.dumps(CONFIGURED))
     with pytest.raises(InvalidInputError, match=r"hooks\.preSnapshot"):
         hooks_for("db1", choose({"preSnapshot": bad}))
+
+
+PAIRED = {
+    "db1": {
+        "preSnapshot": "/usr/local/sbin/app-hook --pause",
+        "postSnapshot": "/usr/local/sbin/app-hook --resume",
+        "commands": {
+            "pause": "/usr/local/sbin/app-hook --pause",
+            "resume": "/usr/local/sbin/app-hook --resume",
+            "flush": "/usr/local/sbin/flush",
+        },
+    }
+}
+
+
+@pytest.mark.parametrize(
+    "hooks",
+    [
+        {"preSnapshot": "pause"},
+        {"preSnapshot": "pause", "postSnapshot": "flush"},
+        {"preSnapshot": "pause", "postSnapshot": "builtin:mysql-lock"},
+    ],
+)
+def test_a_run_takes_the_configured_pre_hook_only_with_its_configured_post_hook(
+    monkeypatch: pytest.MonkeyPatch, hooks: dict[str, object]
+) -> None:
+    monkeypatch.setenv("HOOKS_BY_ARRAY", json.dumps(PAIRED))
+    with pytest.raises(InvalidInputError) as raised:
+        hooks_for("db1", choose(hooks))
+    assert raised.value.field == "hooks.postSnapshot"
+    assert "/usr/local/sbin/app-hook --resume" in str(raised.value)
+
+
+def test_a_run_may_take_the_configured_pair_or_another_pre_hook(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HOOKS_BY_ARRAY", json.dumps(PAIRED))
+    both = hooks_for("db1", choose({"preSnapshot": "pause", "postSnapshot": "resume"}))
+    assert both is not None and both.postSnapshot == "/usr/local/sbin/app-hook --resume"
+    other = hooks_for("db1", choose({"preSnapshot": "flush"}))
+    assert other == Hooks(preSnapshot="/usr/local/sbin/flush")
+
+
+@pytest.mark.parametrize(
+    ("configured", "choice", "field"),
+    [
+        (
+            {"db1": {"commands": {"resume": "/usr/local/sbin/r"}}},
+            {"postSnapshot": "resume"},
+            "hooks.postSnapshot",
+        ),
+        ({}, {"postSnapshot": "builtin:mysql-lock"}, "hooks.postSnapshot"),
+        ({"db1": {"postSnapshot": "/usr/local/sbin/r"}}, None, "arrays.db1.hooks.postSnapshot"),
+    ],
+)
+def test_a_post_hook_without_a_pre_hook_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+    configured: dict[str, object],
+    choice: dict[str, object] | None,
+    field: str,
+) -> None:
+    # it would never run: the post hook is owed once a pre hook started (ssm/scripts/freeze.sh)
+    monkeypatch.setenv("HOOKS_BY_ARRAY", json.dumps(configured))
+    with pytest.raises(InvalidInputError) as raised:
+        hooks_for("db1", choose(choice) if choice is not None else None)
+    assert raised.value.field == field

@@ -162,13 +162,14 @@ def test_a_post_hook_that_fails_in_thaw_fails_the_backup_and_the_set_is_not_appl
     assert "/data" not in emu.hosts.state(fx.instance_id).frozen
 
 
-def test_a_post_hook_without_a_pre_hook_does_not_make_the_set_application(emu: Emulation) -> None:
-    # Nothing held the application at the snapshot instant: the set is what the filesystem got.
-    make_array(emu.hosts, "db1", 3)
+def test_a_post_hook_without_a_pre_hook_is_refused_and_changes_nothing(emu: Emulation) -> None:
+    # It would never run (a post hook is owed once a pre hook started), and nothing held the
+    # application at the snapshot instant: the run is refused by the field's name.
+    fx = make_array(emu.hosts, "db1", 3)
     post_only = {"postSnapshot": "release"}
-    run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze", "hooks": post_only})
-    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
-    assert consistency_of(run.output["setId"]) == {"fsfreeze"}
-    run = emu.run("backup", {"array": "db1", "hooks": post_only})
-    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
-    assert consistency_of(run.output["setId"]) == {"crash"}
+    for consistency in ("fsfreeze", "crash"):
+        run = emu.run("backup", {"array": "db1", "consistency": consistency, "hooks": post_only})
+        assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
+        assert (run.cause or "").startswith("hooks.postSnapshot: "), run.cause
+    assert sets_of("db1") == {}
+    assert emu.hosts.state(fx.instance_id).log == []

@@ -31,6 +31,7 @@ from test_copies import configure_copy_key
 from test_stack_deletion import Responses, serving
 from test_stack_deletion import request as stack_request
 from test_sweeper_user_arrays import fail_look_at_assemble
+from test_two_arrays import with_logs
 
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import (
@@ -455,6 +456,40 @@ def _scenario_restore_kept_after_assembly_records_its_identity(emu: Emulation) -
     }
 
 
+def _scenario_replace_of_a_further_array_moves_its_instance_tag(emu: Emulation) -> None:
+    # logs, named on the instance by md UUID, is replaced: Finish points its tag at the new one.
+    fx = make_array(emu.hosts, "db1", 2, unrelated=0)
+    with_logs(emu, fx)
+    assert emu.run("backup", {"array": "logs"}).status == "SUCCEEDED"
+    run = emu.run("restore", {"array": "logs", "mode": "replace", "initialization": "none"})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert _instance_tag(fx.instance_id, "raidsnap:array:logs") == run.output["newMdUuid"]
+
+
+def _scenario_kept_further_array_moves_its_instance_tag(emu: Emulation) -> None:
+    # The look at logs' assemble fails once it is mounted: the failure path keeps it and points
+    # the instance's tag at its new md UUID.
+    fx = make_array(emu.hosts, "db1", 2, unrelated=0)
+    _, old_uuid = with_logs(emu, fx)
+    assert emu.run("backup", {"array": "logs"}).status == "SUCCEEDED"
+    fail_look_at_assemble(emu)
+    run = emu.run("restore", {"array": "logs", "mode": "replace", "initialization": "none"})
+    assert run.status == "FAILED"
+    md = emu.hosts.state(fx.instance_id).arrays["/dev/md1"]
+    assert md.md_uuid != old_uuid
+    assert _instance_tag(fx.instance_id, "raidsnap:array:logs") == md.md_uuid
+
+
+def _instance_tag(instance_id: str, key: str) -> str | None:
+    found = boto3.client("ec2").describe_tags(
+        Filters=[
+            {"Name": "resource-id", "Values": [instance_id]},
+            {"Name": "key", "Values": [key]},
+        ]
+    )["Tags"]
+    return found[0]["Value"] if found else None
+
+
 def _scenario_restore_of_an_encrypted_set(emu: Emulation) -> None:
     key = boto3.client("kms").create_key(Description="db1")["KeyMetadata"]["Arn"]
     fx = make_array(emu.hosts, "db1", 2, encrypted=True, kms_key_id=key)
@@ -640,6 +675,8 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_restore_of_an_encrypted_set,
     _scenario_failed_replace_of_an_encrypted_array_attaches_its_members_again,
     _scenario_restore_kept_after_assembly_records_its_identity,
+    _scenario_replace_of_a_further_array_moves_its_instance_tag,
+    _scenario_kept_further_array_moves_its_instance_tag,
     _scenario_restore_stopped_by_hand,
     _scenario_restore_stopped_after_tagging_a_new_target,
     _scenario_restore_volume_error_while_fsr_on,

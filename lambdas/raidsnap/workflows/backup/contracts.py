@@ -119,6 +119,9 @@ class Command(Contract):
     failOnError: bool | None = None
     requestedAt: str | None = None
     frozenUntil: str | None = None
+    frozenAtMostUntil: str | None = None
+    # A thaw that owes the run's post hook: it fails HookFailed unless it reports success.
+    postOwed: bool | None = None
     stderrTail: str | None = None
     result: JsonValue = None
 

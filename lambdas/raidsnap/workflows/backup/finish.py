@@ -6,6 +6,7 @@ from __future__ import annotations
 from raidsnap.aws import in_use, snapshot_sets, snapshots
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import ArrayDegradedError, cause_message, public_name
+from raidsnap.models import Poll
 from raidsnap.observability import count, for_array, logger, publish_alone
 from raidsnap.plan import retention
 from raidsnap.set_locks import HeldSet
@@ -14,6 +15,7 @@ from raidsnap.workflows.backup import locking, times
 from raidsnap.workflows.backup.contracts import (
     BackupOutput,
     BackupState,
+    Command,
     CommandCall,
     Failure,
     FailureCall,
@@ -162,7 +164,9 @@ def explain_failure(call: FailureCall, documents: Documents, settings: BackupSet
     error = state.error
     name = public_name(error.Error if error else "States.Runtime")
     cause = cause_message(error.Cause if error else "")
-    thawed = state.thaw is not None and state.thaw.status == "success"
+    thawed = state.thaw is not None and (
+        state.thaw.status == "success" or (name == "HookFailed" and _unanswered(state.thaw))
+    )
     # A freeze that failed or was cancelled may still have frozen the filesystem: thaw is
     # harmless on a thawed one, so thaw whenever a freeze was attempted.
     if state.freeze is not None and state.freeze.status != "none" and not thawed:
@@ -186,6 +190,14 @@ def explain_failure(call: FailureCall, documents: Documents, settings: BackupSet
         for_array(state.plan.array)
     count("BackupFailed")
     return Failure(error=name, cause=cause)
+
+
+def _unanswered(thaw: Command) -> bool:
+    """The thaw had its whole time limit without an answer and was cancelled (commands.poll):
+    another would wait on the same silent agent; the cause says where the post hook is kept."""
+    if thaw.waitSeconds is None or thaw.budgetSeconds is None:
+        return False
+    return Poll(thaw.waitSeconds, thaw.budgetSeconds).waited().spent
 
 
 def _relabel_after_post_hook(state: BackupState) -> str:

@@ -4,7 +4,7 @@ snapshots at once, and follow them until they complete."""
 from __future__ import annotations
 
 import hashlib
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from raidsnap import hooks
 from raidsnap.aws import commands, instances, snapshot_sets, snapshots, volumes
@@ -44,26 +44,35 @@ def send_freeze(call: CommandCall, documents: Documents, settings: BackupSetting
     # The hooks run in the freeze document around fsfreeze, or alone for a crash-consistent
     # set (Freeze=false); a pre hook that fails runs the post hook there too.
     plan = call.plan
+    timeout = settings.max_freeze_seconds + 60 + 2 * _hook_seconds(plan)
     command = _start_command(
         documents.freeze,
         call,
         settings,
-        timeout=settings.max_freeze_seconds + 60 + 2 * _hook_seconds(plan),
+        timeout=timeout,
         fail_on_error=True,
         extra=hooks.document_parameters(plan.hooks, freeze=plan.consistency == "fsfreeze"),
     )
     # The guard cannot thaw before the command was requested plus its bound: until then the
-    # freeze is certain to hold (create_set compares the snapshots' start with this).
-    frozen_until = times.parse_time(str(command.requestedAt)) + timedelta(
-        seconds=settings.max_freeze_seconds
+    # freeze is certain to hold (create_set compares the snapshots' start with this). Nor after
+    # the command's time limit plus its bound: the agent ends the command by then
+    # (SendCommand TimeoutSeconds), so fsfreeze -f came before.
+    requested = times.parse_time(str(command.requestedAt))
+    bound = timedelta(seconds=settings.max_freeze_seconds)
+    return command.model_copy(
+        update={
+            "frozenUntil": times.iso(requested + bound),
+            "frozenAtMostUntil": times.iso(requested + timedelta(seconds=timeout) + bound),
+        }
     )
-    return command.model_copy(update={"frozenUntil": times.iso(frozen_until)})
 
 
 def send_thaw(call: CommandCall, documents: Documents, settings: BackupSettings) -> Command:
+    # A thaw's failure is tolerated (the guard thaws within its bound), but not while it owes
+    # the post hook: unreported, the application may still be held (commands.poll).
     plan = call.plan
     extra = hooks.document_parameters(plan.hooks, freeze=False)
-    return _start_command(
+    command = _start_command(
         documents.thaw,
         call,
         settings,
@@ -71,6 +80,8 @@ def send_thaw(call: CommandCall, documents: Documents, settings: BackupSettings)
         fail_on_error=False,
         extra={k: v for k, v in extra.items() if k in ("PostSnapshot", "HookSeconds")},
     )
+    owed = bool(plan.hooks and plan.hooks.postSnapshot)
+    return command.model_copy(update={"postOwed": True}) if owed else command
 
 
 def _start_command(
@@ -131,6 +142,26 @@ def _got(consistency: str, freeze: Command, holds: bool) -> str:
     return "fsfreeze" if said.get("frozen") is True else "crash"
 
 
+def guard_deadline(freeze: Command) -> datetime | None:
+    """The earliest the freeze guard may thaw (and run the post hook): MaxFreezeSeconds after
+    fsfreeze -f, which follows the pre hook, as freeze reports it (thawDeadline, on the
+    instance's clock, whole seconds rounded down). AWS's clock bounds it (send_freeze): not
+    before the command was requested plus the bound, not after its time limit plus the bound.
+    Without the report, the earlier of these."""
+    if not freeze.frozenUntil:
+        return None
+    floor = times.parse_time(freeze.frozenUntil)
+    said = freeze.result if isinstance(freeze.result, dict) else {}
+    reported = said.get("thawDeadline")
+    if not isinstance(reported, str) or not freeze.frozenAtMostUntil:
+        return floor
+    try:
+        deadline = times.parse_time(reported)
+    except ValueError:
+        return floor
+    return max(floor, min(deadline, times.parse_time(freeze.frozenAtMostUntil)))
+
+
 def create_set(call: SnapshotCall) -> Snapshots:
     plan, members, freeze = call.plan, call.members, call.freeze
     consistency = _got(
@@ -139,11 +170,7 @@ def create_set(call: SnapshotCall) -> Snapshots:
     instance = instances.describe_instance(plan.instanceId)
     layout = _layout(members)
     facts = volumes.raw([m.volume_id for m in layout.members])
-    frozen_until = (
-        times.parse_time(freeze.frozenUntil)
-        if consistency in ("fsfreeze", "application") and freeze.frozenUntil
-        else None
-    )
+    frozen_until = guard_deadline(freeze) if consistency in ("fsfreeze", "application") else None
     taken = snapshots.create_set(
         array=plan.array,
         set_id=plan.setId,

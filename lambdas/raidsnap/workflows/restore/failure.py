@@ -25,7 +25,7 @@ from raidsnap.observability import count, for_array, logger
 from raidsnap.plan import cleanup as plan_cleanup
 from raidsnap.plan import fsr as plan_fsr
 from raidsnap.plan import volumes as plan_volumes
-from raidsnap.workflows.restore import put_back
+from raidsnap.workflows.restore import identity, put_back
 from raidsnap.workflows.restore.commands import RELEASE_TIMEOUT_SECONDS
 from raidsnap.workflows.restore.contracts import Cleanup, Confirm, Plan, RestoreState, StateCall
 
@@ -242,9 +242,11 @@ def _record_kept_identity(plan: Plan, arrays: list[Mapping[str, Any]], ours: lis
         if md.get("uuid") == plan.newMdUuid and plan.newMdUuid and set(members) <= set(ours):
             try:
                 tagging.add(members, tags.MD_UUID, plan.newMdUuid)
+                identity.follow_on_instance(plan, plan.newMdUuid)
             except ClientError as err:
                 logger.warning(
-                    "could not tag the kept array's volumes", extra={"error": error_code(err)}
+                    "could not tag the kept array's volumes or its instance",
+                    extra={"error": error_code(err)},
                 )
 
 

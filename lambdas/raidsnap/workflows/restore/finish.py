@@ -13,6 +13,7 @@ from raidsnap.environment import RestoreSettings
 from raidsnap.errors import cause_message, public_name
 from raidsnap.observability import count, for_array
 from raidsnap.plan import targets as plan_targets
+from raidsnap.workflows.restore import identity
 from raidsnap.workflows.restore.contracts import (
     Finished,
     Output,
@@ -185,6 +186,18 @@ def _record_identity(
             f"could not tag {v.ids} {tags.MD_UUID}={new_uuid} ({error_code(err)}); the next "
             "backup records the array's md UUID from the instance"
         )
+    key = tags.array_key(plan.array)
+    try:
+        followed = identity.follow_on_instance(plan, new_uuid)
+    except ClientError as err:
+        warnings.append(
+            f"could not tag {plan.targetInstanceId} {key}={new_uuid} ({error_code(err)}); "
+            f"until it names the restored array, backups of {plan.array} fail ArrayNotFound: "
+            f"tag it so (or {key}=<its mount point>)"
+        )
+        return
+    if followed:
+        notes.append(followed)
 
 
 def _assembled(state: RestoreState) -> tuple[Plan, Volumes]:

@@ -14,10 +14,12 @@ that created them tagged them with once assembled).
 from __future__ import annotations
 
 from raidsnap import tags
-from raidsnap.aws import instances, snapshot_sets
+from raidsnap.aws import instances, snapshot_sets, tagging
 from raidsnap.plan.devices import new_md_uuid
+from raidsnap.plan.md_choice import uuid_key
+from raidsnap.workflows.restore.contracts import Plan
 
-__all__ = ["live_md_uuid", "new_md_uuid"]
+__all__ = ["follow_on_instance", "live_md_uuid", "new_md_uuid"]
 
 
 def live_md_uuid(array: str, target: instances.ArrayInstance) -> str:
@@ -40,3 +42,23 @@ def live_md_uuid(array: str, target: instances.ArrayInstance) -> str:
         and not tags.is_copy(t)
     }
     return restored.pop() if len(restored) == 1 else ""
+
+
+def follow_on_instance(plan: Plan, new_uuid: str) -> str:
+    """Point the target's ``raidsnap:array:<array>`` at the restored array's md UUID when it
+    named the array by another md UUID: only this array's tag, only on the target (the instance
+    the array now runs on, which holds it by its tags), never for a read-only copy (the live
+    array stays the one its backups take). A tag naming a mount point still names the array
+    and is left alone. Returns the note saying what changed ("" when nothing did); raises
+    ClientError when the tag could not be written."""
+    if plan.readOnly or not new_uuid:
+        return ""
+    _, target_tags = instances.instance_facts(plan.targetInstanceId)
+    key, value = tags.array_key(plan.array), tags.array_selector(target_tags, plan.array)
+    if not value or value.startswith("/") or uuid_key(value) == uuid_key(new_uuid):
+        return ""
+    tagging.add([plan.targetInstanceId], key, new_uuid)
+    return (
+        f"tagged {plan.targetInstanceId} {key}={new_uuid} (it named {value}): backups of "
+        f"{plan.array} take the restored array"
+    )
