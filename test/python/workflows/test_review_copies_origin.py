@@ -9,7 +9,6 @@ from pathlib import Path
 
 import boto3
 import pytest
-
 from raidsnap.aws import adoption
 from raidsnap_emulation.harness import (
     BACKUP_ACCOUNT_CONFIG,
@@ -44,7 +43,10 @@ def sets_table_of(peer: Peer) -> str:
         return next(
             t
             for t in ddb.list_tables()["TableNames"]
-            if [k["AttributeName"] for k in ddb.describe_table(TableName=t)["Table"]["KeySchema"]]
+            if [
+                k["AttributeName"]
+                for k in ddb.describe_table(TableName=t)["Table"]["KeySchema"]
+            ]
             == ["array", "setId"]
         )
 
@@ -57,11 +59,14 @@ def forget(peer: Peer, array: str) -> None:
         for item in ddb.scan(TableName=table)["Items"]:
             if item["array"]["S"] == array:
                 ddb.delete_item(
-                    TableName=table, Key={"array": item["array"], "setId": item["setId"]}
+                    TableName=table,
+                    Key={"array": item["array"], "setId": item["setId"]},
                 )
 
 
-def adopt_look(peer: Peer, array: str, monkeypatch: pytest.MonkeyPatch) -> adoption.Review:
+def adopt_look(
+    peer: Peer, array: str, monkeypatch: pytest.MonkeyPatch
+) -> adoption.Review:
     """What ``raidsnap sets adopt ARRAY`` shows, run against the stack there (its Region, its
     table, an operator of its account)."""
     with monkeypatch.context() as m:
@@ -106,7 +111,10 @@ def test_a_copied_set_can_be_adopted_where_it_was_copied_and_keeps_its_origin(
     (group,) = [g for g in review.groups if g.set_id == set_id]
     assert group.refusals == ()
     assert group.adoptable and group.manifest is not None
-    assert dict(group.manifest.source) == {"account": emu.own.account, "region": "us-east-1"}
+    assert dict(group.manifest.source) == {
+        "account": emu.own.account,
+        "region": "us-east-1",
+    }
 
 
 def shared_with(snapshot_id: str) -> list[str]:
@@ -150,7 +158,9 @@ def test_one_region_of_the_backup_account_failing_does_not_take_the_share_from_a
 
 
 @pytest.fixture
-def three(copies_template: Path, template: Path) -> Iterator[tuple[Emulation, Peer, Peer]]:
+def three(
+    copies_template: Path, template: Path
+) -> Iterator[tuple[Emulation, Peer, Peer]]:
     """db1's stack in us-east-1 and one in eu-west-1 (the same config: each copies its db1 to
     us-west-2), and the stack in us-west-2 (no config of its own)."""
     with Emulation(copies_template) as emu:
