@@ -4,6 +4,7 @@ place. Each test fails on the code as reviewed."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,13 @@ from raidsnap_emulation.harness import (
     Peer,
     synthesize,
 )
-from raidsnap_emulation.world import launch_instance, make_array, sets_of, tags_of
+from raidsnap_emulation.world import (
+    HeldStep,
+    launch_instance,
+    make_array,
+    sets_of,
+    tags_of,
+)
 
 WEST = "us-west-2"
 EU = "eu-west-1"
@@ -215,3 +222,62 @@ def test_two_arrays_of_one_name_copied_from_two_places_are_never_restored_one_fo
         assert uuids != {eu_db1.md_uuid}, (
             f"latest restored eu-west-1's db1 ({chosen}) as db1: {restore.output.get('notes')}"
         )
+
+
+@pytest.fixture(scope="module")
+def vault_template() -> Path:
+    return synthesize(config=BACKUP_ACCOUNT_CONFIG)
+
+
+def test_a_backup_that_fails_while_following_its_copy_does_not_leave_the_set_shared(
+    copies_template: Path, vault_template: Path
+) -> None:
+    """MEDIUM. The fix for the first review ("no backup run leaves its set shared", commit
+    c4fafba) covers a run that is stopped or times out: the rule (lib/constructs/
+    backup-workflow.ts CopiesAbandoned) matches status ABORTED and TIMED_OUT only. A run that
+    FAILS while it follows its copies goes DefaultCatch -> ExplainFailure (backup/finish.py
+    explain_failure), which neither takes the share back nor records the copy as no longer
+    followed. FollowCopies fails as soon as its look at the copy run there (DescribeExecution as
+    the backup account's copy-requests role: handover.look) is refused once: the backup account
+    redeploys its stack (the role is replaced), an SCP, its stack deleted while copying
+    (ExecutionDoesNotExist). AccessDeniedException is no throttling, so LAMBDA_RETRY does not
+    retry it (lib/constructs/workflow.ts). The set then stays shared with the backup account for
+    good ("Share an Amazon EBS snapshot": shared until the permission is removed), and its record
+    says "copying" until COPY_FOLLOWED_FOR. Step Functions sends FAILED to EventBridge as it does
+    ABORTED and TIMED_OUT (Step Functions Developer Guide, "Step Functions Execution Status
+    Change" events, detail.status; the API's ExecutionStatus: RUNNING, SUCCEEDED, FAILED,
+    TIMED_OUT, ABORTED, PENDING_REDRIVE)."""
+    with Emulation(copies_template) as emu:
+        backup = emu.deploy(WEST, BACKUP_ACCOUNT, template=vault_template)
+        make_array(emu.hosts, "db2", 2)
+        held = HeldStep(emu, "copy_finish")
+        first = emu.start("backup", {"array": "db2"})
+        held.wait()
+        # WHEN the backup's next look at the copy run there is refused once
+        seen = len(emu.double.calls)
+        emu.double.fail(
+            "stepfunctions",
+            "DescribeExecution",
+            code="AccessDeniedException",
+            message="User: arn:aws:sts::222233334444:assumed-role/raidsnap-copy-requests/x is "
+            "not authorized to perform: states:DescribeExecution",
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(
+            c.operation == "DescribeExecution"
+            and c.error_code == "AccessDeniedException"
+            for c in list(emu.double.calls)[seen:]
+        ):
+            time.sleep(0.2)
+        ended = emu.wait(first)
+        held.release()
+        # the premise: the backup fails in FollowCopies, its set complete here
+        assert ended.status == "FAILED", f"{ended.status}: {ended.error}: {ended.cause}"
+        emu.services.execution_event(
+            first
+        )  # EventBridge hears of the run's end, whatever it is
+        for arn in backup.executions("copy"):
+            backup.wait(arn)
+        # THEN the set is shared with nobody once the run ended
+        (members,) = sets_of("db2").values()
+        assert [shared_with(str(s["SnapshotId"])) for s in members] == [[], []]
