@@ -281,3 +281,29 @@ def test_a_backup_that_fails_while_following_its_copy_does_not_leave_the_set_sha
         # THEN the set is shared with nobody once the run ended
         (members,) = sets_of("db2").values()
         assert [shared_with(str(s["SnapshotId"])) for s in members] == [[], []]
+
+
+def test_the_backup_accounts_stack_can_be_deployed_in_each_region_it_is_copied_to(
+    vault_template: Path,
+) -> None:
+    """LOW (deploy fails on AWS; the emulation allows it). config/backup-account.example.yaml:
+    the backup account's stack is "deployed in each Region the source accounts copy to"; the
+    README's example (arrays.<name>.copies: "deploy raidsnap there too, under the same stack
+    name") and docs/copies.md keep one stack name. But the stack names its copy-requests role
+    `<stack>-copy-requests` (lib/constructs/copies.ts copyRequestsRoleName), with no Region in
+    it: "IAM user, group, role, and policy names must be unique within the account" (IAM API
+    reference, CreateRole, RoleName), and IAM is global, so the second Region's stack of the
+    same name fails to create its role and rolls back. The emulation (Emulation.deploy) gives
+    each Region of one account a role of that name, and so never sees it (the test above only
+    runs into a refused StartExecution: one role's policy names one Region's workflow)."""
+    import json
+
+    body = json.loads(vault_template.read_text())
+    literal = sorted(
+        str(r["Properties"]["RoleName"])
+        for r in body["Resources"].values()
+        if r["Type"] == "AWS::IAM::Role"
+        and isinstance(r["Properties"].get("RoleName"), str)
+    )
+    # THEN no IAM role of the stack has a name that is the same in every Region it is deployed in
+    assert literal == [], f"one name per account, whatever the Region: {literal}"
