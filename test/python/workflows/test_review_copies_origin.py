@@ -307,3 +307,61 @@ def test_the_backup_accounts_stack_can_be_deployed_in_each_region_it_is_copied_t
     )
     # THEN no IAM role of the stack has a name that is the same in every Region it is deployed in
     assert literal == [], f"one name per account, whatever the Region: {literal}"
+
+
+def test_latest_says_the_local_sets_wait_in_the_recycle_bin_rather_than_restore_a_copy(
+    two: tuple[Emulation, Peer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MEDIUM. Issue 23: "make restores find a set whose snapshots are in the Recycle Bin (say so
+    and how to recover them) instead of failing with an unclear error". us-west-2 holds copies
+    of us-east-1's db1, and later gets an array db1 of its own (another md UUID: a new array,
+    or the one a DR restore made there, which has "an identity of its own"): the clash check
+    refuses only later copies (prepare._check_name), the copies already there stay. When every
+    set the stack there took of its db1 is deleted (ransomware with ec2:DeleteSnapshot, the
+    issue's own threat) and a Recycle Bin rule holds them, snapshot_sets.one_origin sees no
+    complete local set and makes `latest` "the copies from the source of the newest complete
+    copy": set_choice.resolve_set hands absent.note_newer_binned and absent.no_complete_set
+    only those copies, so neither the SnapshotsInRecycleBin refusal nor the "a newer one waits
+    in the bin" note is given (the local case: test_restore_absent_sets). Instead a replace
+    restore of db1 there chooses us-east-1's other database (another md UUID), creates its
+    volumes, and fails only on the instance with an unclear CommandFailed (release: UuidMismatch,
+    "/dev/md0 is array X, not Y"); onto an instance without the array it would restore the other
+    database as db1, with only a note that "sets of another origin" were left aside. Recycle Bin:
+    a deleted snapshot held by a retention rule is recoverable with
+    RestoreSnapshotFromRecycleBin (EBS User Guide, "Recycle Bin")."""
+    emu, west = two
+    east = make_array(emu.hosts, "db1", 2)
+    run = emu.run("backup", {"array": east.name})
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert run.output["copies"][WEST]["status"] == "copied"
+    emu.clock.advance(3600)
+    # GIVEN an array db1 of us-west-2's own, backed up there, after the copy arrived
+    with monkeypatch.context() as m:
+        m.setenv("AWS_DEFAULT_REGION", WEST)
+        with west.inside():
+            local = make_array(emu.hosts, "db1", 2, availability_zone=f"{WEST}a")
+    assert local.md_uuid != east.md_uuid
+    own = west.run("backup", {"array": "db1"})
+    assert own.status == "SUCCEEDED", f"{own.error}: {own.cause}"
+    # WHEN its set's snapshots are deleted there, and a Recycle Bin rule there holds them
+    with monkeypatch.context() as m:
+        m.setenv("AWS_DEFAULT_REGION", WEST)
+        with west.inside():
+            emu.double.retain_deleted_snapshots(days=7)
+            ec2 = west.client("ec2")
+            for snap in ec2.describe_snapshots(
+                OwnerIds=["self"],
+                Filters=[
+                    {"Name": "tag:raidsnap:set-id", "Values": [own.output["setId"]]}
+                ],
+            )["Snapshots"]:
+                ec2.delete_snapshot(SnapshotId=snap["SnapshotId"])
+    restore = west.run(
+        "restore", {"array": "db1", "mode": "replace", "initialization": "none"}
+    )
+    # THEN the restore says the array's own set waits in the Recycle Bin, and how to get it
+    # back, and restores nothing (not us-east-1's db1 in its place)
+    assert (restore.status, restore.error) == ("FAILED", "SnapshotsInRecycleBin"), (
+        f"{restore.status}: {restore.error}: {restore.cause} "
+        f"{(restore.output or {}).get('setId')} {(restore.output or {}).get('notes')}"
+    )
