@@ -219,12 +219,12 @@ describe('what a copy workflow keeps, and a backup run that ends early', () => {
     expect(env(plain.template, 'copy_finish')).toMatchObject({ DEFAULT_RETENTION: '7', RETENTION_BY_ARRAY: '{}' });
   });
 
-  test('a backup stopped or timed out brings its end to the copy step, which takes back its share', () => {
+  test('a backup that fails, is stopped or times out brings its end to the copy step, which takes back its share', () => {
     const rules = (t: Template) => Object.values(resourcesOf(t, 'AWS::Events::Rule'))
       .filter((r) => JSON.stringify(r.Properties.EventPattern).includes('"TIMED_OUT"')
         && JSON.stringify(r.Properties.Targets).includes(functionId(t, 'backup_copies')));
     const [rule] = rules(copied.template);
-    expect(rule.Properties.EventPattern.detail.status).toEqual(['ABORTED', 'TIMED_OUT']);
+    expect(rule.Properties.EventPattern.detail.status).toEqual(['FAILED', 'ABORTED', 'TIMED_OUT']);
     expect(rules(plain.template)).toEqual([]);
   });
 });

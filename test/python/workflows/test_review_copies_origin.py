@@ -273,9 +273,12 @@ def test_a_backup_that_fails_while_following_its_copy_does_not_leave_the_set_sha
         held.release()
         # the premise: the backup fails in FollowCopies, its set complete here
         assert ended.status == "FAILED", f"{ended.status}: {ended.error}: {ended.cause}"
-        emu.services.execution_event(
-            first
-        )  # EventBridge hears of the run's end, whatever it is
+        # ... by name, saying what to check, not as "Client"
+        assert ended.error == "CopyFailed", f"{ended.error}: {ended.cause}"
+        assert "CopyNotFollowed" in (ended.cause or "") and "Check " in (ended.cause or "")
+        # EventBridge hears of the run's end (FAILED), and brings it to the copy step
+        deliveries = emu.services.execution_event(first)
+        assert any("CopiesAbandoned" in d.source and d.delivered for d in deliveries), deliveries
         for arn in backup.executions("copy"):
             backup.wait(arn)
         # THEN the set is shared with nobody once the run ended
