@@ -41,9 +41,9 @@ def _check_members(request: CopyInput) -> None:
         )
 
 
-def _check_source(request: CopyInput, account: str) -> dict[int, int]:
+def _check_source(request: CopyInput, account: str) -> dict[int, tuple[int, str]]:
     """Every source snapshot is there for this account (own, or shared with it) and completed;
-    their sizes by slot."""
+    their sizes and start times by slot."""
     source = request.source
     wanted = {m.snapshotId: m.index for m in request.set.members}
     seen = copies.source_snapshots(source.region, source.account, wanted)
@@ -67,7 +67,16 @@ def _check_source(request: CopyInput, account: str) -> dict[int, int]:
             f"set {request.setId} of {request.array}: {', '.join(unfinished)} in "
             f"{source.region} is not completed; only a complete set is copied"
         )
-    return {wanted[sid]: int(raw.get("VolumeSize") or 0) for sid, raw in seen.items()}
+    return {
+        wanted[sid]: (int(raw.get("VolumeSize") or 0), _iso(raw.get("StartTime")))
+        for sid, raw in seen.items()
+    }
+
+
+def _iso(when: object) -> str:
+    if not isinstance(when, datetime):
+        return ""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _intent(request: CopyInput, execution_arn: str) -> Manifest:
@@ -169,8 +178,9 @@ def prepare(call: CopyPrepareCall) -> CopyPlan:
             PlannedMember(
                 index=m.index,
                 sourceSnapshotId=m.snapshotId,
-                sizeGib=sizes[m.index],
+                sizeGib=sizes[m.index][0],
                 tags=dict(m.tags),
+                sourceStartTime=sizes[m.index][1],
             )
             for m in sorted(request.set.members, key=lambda m: m.index)
         ],
