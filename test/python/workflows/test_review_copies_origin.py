@@ -202,6 +202,11 @@ def test_two_arrays_of_one_name_copied_from_two_places_are_never_restored_one_fo
     second = eu.run("backup", {"array": "db1"})
     if (second.status, second.error) == ("FAILED", "CopyFailed"):
         assert "md UUID" in (second.cause or "")
+        # ... naming both arrays: where each comes from, and its md UUID
+        assert {east_db1.md_uuid, eu_db1.md_uuid} <= set(
+            (second.cause or "").replace(")", " ").replace(",", " ").split()
+        ), second.cause
+        assert "us-east-1" in (second.cause or "") and EU in (second.cause or "")
         return  # refused by name: the copies there stay one array's
     assert second.status == "SUCCEEDED", f"{second.error}: {second.cause}"
     # WHEN us-west-2 restores db1 (the one of us-east-1, copied there first) onto an instance
