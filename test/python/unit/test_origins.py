@@ -1,12 +1,17 @@
-"""restore.set_choice: ``latest`` among copies from more than one origin. Two sources' arrays of
-one name (other md UUIDs) copied into one place are never restored one for the other: latest
-refuses to choose, and names the sets' origins and md UUIDs."""
+"""Sets of more than one origin in one place (taken here, copied from elsewhere).
+
+restore.set_choice: two sources' arrays of one name (other md UUIDs) copied into one place are
+never restored one for the other: latest refuses to choose, and names the sets' origins and md
+UUIDs. monitoring: the RPO of the backups here counts the sets taken here; copies never hide a
+stalled backup."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
+from raidsnap import monitoring
 
 from raidsnap.errors import InvalidInputError
 from raidsnap.sets import Manifest, SetMember, SnapshotSet
@@ -67,3 +72,22 @@ def test_copies_of_one_array_from_two_places_and_sets_taken_here_are_chosen_amon
     # a set taken here is chosen first (one_origin), whatever copies there are
     local = a_set("local", OTHER, None, 2)
     refuse_two_arrays("db1", [east, local], [local])
+
+
+def test_the_rpo_here_counts_the_sets_taken_here_not_newer_copies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN db1's own backups here stalled 30 hours ago, and a copy of another origin arrived since
+    own = a_set("own", OTHER, None, 0)
+    copy = a_set("copy", EAST, ("111122223333", "us-east-1"), 29)
+    # ... and db2 has only copies here (this stack is where it is copied to)
+    db2 = a_set("db2-copy", EAST, ("111122223333", "us-east-1"), 20)
+    found = {"db1": [own, copy], "db2": [db2]}
+    monkeypatch.setattr(monitoring, "list_all_sets", lambda: found)
+    now = T0 + timedelta(hours=30)
+    by_array = {a.array: a for a in monitoring.ages(now, ["db1"])}
+    # THEN db1's age is its own newest set's, 30 hours
+    assert by_array["db1"].newest_complete is own
+    assert by_array["db1"].age_minutes == 30 * 60
+    # ... and an array with only copies here reports their age
+    assert by_array["db2"].newest_complete is db2
