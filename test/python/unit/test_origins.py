@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from raidsnap import monitoring
-
 from raidsnap.errors import InvalidInputError
 from raidsnap.sets import Manifest, SetMember, SnapshotSet
 from raidsnap.workflows.restore.set_choice import refuse_two_arrays

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from raidsnap_emulation.harness import BACKUP_ACCOUNT_CONFIG, Emulation, synthesize
 
 BACKUP_ACCOUNT = "222233334444"

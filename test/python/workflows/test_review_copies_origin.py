@@ -4,12 +4,14 @@ place. Each test fails on the code as reviewed."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import pytest
+
 from raidsnap.aws import adoption
 from raidsnap_emulation.harness import (
     BACKUP_ACCOUNT_CONFIG,
@@ -50,10 +52,7 @@ def sets_table_of(peer: Peer) -> str:
         return next(
             t
             for t in ddb.list_tables()["TableNames"]
-            if [
-                k["AttributeName"]
-                for k in ddb.describe_table(TableName=t)["Table"]["KeySchema"]
-            ]
+            if [k["AttributeName"] for k in ddb.describe_table(TableName=t)["Table"]["KeySchema"]]
             == ["array", "setId"]
         )
 
@@ -71,9 +70,7 @@ def forget(peer: Peer, array: str) -> None:
                 )
 
 
-def adopt_look(
-    peer: Peer, array: str, monkeypatch: pytest.MonkeyPatch
-) -> adoption.Review:
+def adopt_look(peer: Peer, array: str, monkeypatch: pytest.MonkeyPatch) -> adoption.Review:
     """What ``raidsnap sets adopt ARRAY`` shows, run against the stack there (its Region, its
     table, an operator of its account)."""
     with monkeypatch.context() as m:
@@ -165,9 +162,7 @@ def test_one_region_of_the_backup_account_failing_does_not_take_the_share_from_a
 
 
 @pytest.fixture
-def three(
-    copies_template: Path, template: Path
-) -> Iterator[tuple[Emulation, Peer, Peer]]:
+def three(copies_template: Path, template: Path) -> Iterator[tuple[Emulation, Peer, Peer]]:
     """db1's stack in us-east-1 and one in eu-west-1 (the same config: each copies its db1 to
     us-west-2), and the stack in us-west-2 (no config of its own)."""
     with Emulation(copies_template) as emu:
@@ -269,8 +264,7 @@ def test_a_backup_that_fails_while_following_its_copy_does_not_leave_the_set_sha
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not any(
-            c.operation == "DescribeExecution"
-            and c.error_code == "AccessDeniedException"
+            c.operation == "DescribeExecution" and c.error_code == "AccessDeniedException"
             for c in list(emu.double.calls)[seen:]
         ):
             time.sleep(0.2)
@@ -304,14 +298,11 @@ def test_the_backup_accounts_stack_can_be_deployed_in_each_region_it_is_copied_t
     same name fails to create its role and rolls back. The emulation (Emulation.deploy) gives
     each Region of one account a role of that name, and so never sees it (the test above only
     runs into a refused StartExecution: one role's policy names one Region's workflow)."""
-    import json
-
     body = json.loads(vault_template.read_text())
     literal = sorted(
         str(r["Properties"]["RoleName"])
         for r in body["Resources"].values()
-        if r["Type"] == "AWS::IAM::Role"
-        and isinstance(r["Properties"].get("RoleName"), str)
+        if r["Type"] == "AWS::IAM::Role" and isinstance(r["Properties"].get("RoleName"), str)
     )
     # THEN no IAM role of the stack has a name that is the same in every Region it is deployed in
     assert literal == [], f"one name per account, whatever the Region: {literal}"
@@ -359,14 +350,10 @@ def test_latest_says_the_local_sets_wait_in_the_recycle_bin_rather_than_restore_
             ec2 = west.client("ec2")
             for snap in ec2.describe_snapshots(
                 OwnerIds=["self"],
-                Filters=[
-                    {"Name": "tag:raidsnap:set-id", "Values": [own.output["setId"]]}
-                ],
+                Filters=[{"Name": "tag:raidsnap:set-id", "Values": [own.output["setId"]]}],
             )["Snapshots"]:
                 ec2.delete_snapshot(SnapshotId=snap["SnapshotId"])
-    restore = west.run(
-        "restore", {"array": "db1", "mode": "replace", "initialization": "none"}
-    )
+    restore = west.run("restore", {"array": "db1", "mode": "replace", "initialization": "none"})
     # THEN the restore says the array's own set waits in the Recycle Bin, and how to get it
     # back, and restores nothing (not us-east-1's db1 in its place)
     assert (restore.status, restore.error) == ("FAILED", "SnapshotsInRecycleBin"), (

@@ -194,6 +194,7 @@ def copies(members: int = 3, spread: int = 0) -> list[dict[str, Any]]:
     Snapshot.VolumeId), the source's tags without its backup execution, and the copy's own."""
     out = snapshots(members=members)
     for i, raw in enumerate(out):
+        source_start = T0 + timedelta(seconds=spread * i)
         raw |= {"VolumeId": "vol-ffffffff", "StartTime": T0 + timedelta(minutes=40 + 7 * i)}
         tag(raw, "raidsnap:backup-execution", None)
         for key, value in {
@@ -201,7 +202,7 @@ def copies(members: int = 3, spread: int = 0) -> list[dict[str, Any]]:
             "raidsnap:source-region": "us-east-1",
             "raidsnap:source-snapshot": f"snap-0source{i}",
             "raidsnap:copy-execution": "arn:aws:states:us-west-2:123456789012:execution:c:1",
-            "raidsnap:source-start-time": f"{T0 + timedelta(seconds=spread * i):%Y-%m-%dT%H:%M:%SZ}",
+            "raidsnap:source-start-time": f"{source_start:%Y-%m-%dT%H:%M:%SZ}",
         }.items():
             tag(raw, key, value)
     return out
