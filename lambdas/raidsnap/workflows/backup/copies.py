@@ -231,8 +231,9 @@ def _not_followed(d: CopyDestination, err: handover.NotFollowedError) -> str:
     )
     return (
         f"the copy run in {where} can no longer be looked at ({err}): it is no longer followed, "
-        f"and the set is no longer shared for it. Check {check}; the copy there may still "
-        "complete, and the stack there keeps or deletes what it made"
+        "and the set's share with that account is taken back once no other copy there needs "
+        f"it. Check {check}; the copy there may still complete, and the stack there keeps or "
+        "deletes what it made"
     )
 
 
