@@ -343,6 +343,10 @@ def test_a_set_copied_to_a_backup_account_is_its_own_there_and_restores_there(
     copies = copies_in(backup, set_id)
     assert len(copies) == 2 and {c["OwnerId"] for c in copies} == {BACKUP_ACCOUNT}
     assert {tags_of(c)["raidsnap:source-account"] for c in copies} == {"123456789012"}
+    # ... and say when their source snapshots were taken, as EC2 shows them to that account
+    # (`raidsnap sets adopt` there judges a copied set by it)
+    starts = {f"{s['StartTime']:%Y-%m-%dT%H:%M:%SZ}" for s in sources}
+    assert {tags_of(c)["raidsnap:source-start-time"] for c in copies} == starts
     assert manifest_in(backup, "db2", set_id) is not None
     starts = [c for c in emu.double.calls if c.operation == "StartExecution" and c.applied]
     assert [c.actor for c in starts if "raidsnap-copy" in c.params["stateMachineArn"]] == [
