@@ -57,7 +57,7 @@ function parseCopy(raw: unknown, field: string, retention: number, problem: Prob
     if (ROLE_ARN.exec(roleArn)![1] !== account) throw problem(`${field}.roleArn`, `is not a role of account ${account}, where the copies go`, `name the copy-requests role of the raidsnap stack in ${account}`);
   } else if (account !== undefined) {
     throw problem(`${field}.roleArn`, 'is missing: a copy to another account starts there as a role of that account\'s raidsnap stack',
-      'give the ARN of its <stack>-copy-requests role (docs/copies.md, "Copies to another account")');
+      `give the ARN of its <stack>-copy-requests-${region} role (docs/copies.md, "Copies to another account")`);
   }
   let kmsKeyArn: string | undefined;
   if (raw.kmsKeyArn !== undefined) {

@@ -14,7 +14,7 @@ const COPIES = {
       rpoMinutes: 300,
       copies: [
         { region: 'us-west-2', kmsKeyArn: 'arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab' },
-        { region: 'eu-central-1', account: '222233334444', roleArn: 'arn:aws:iam::222233334444:role/raidsnap-copy-requests', retention: 30 },
+        { region: 'eu-central-1', account: '222233334444', roleArn: 'arn:aws:iam::222233334444:role/raidsnap-copy-requests-eu-central-1', retention: 30 },
       ],
     },
   },
@@ -74,7 +74,7 @@ describe('copies to other Regions and accounts', () => {
     expect(granted(copied.template, 'backup_copies', 'states:DescribeExecution').flatMap((g) => g.resources))
       .toEqual(['arn:<AWS::Partition>:states:us-west-2:123456789012:execution:raidsnap-copy:*']);
     expect(granted(copied.template, 'backup_copies', 'sts:AssumeRole').flatMap((g) => g.resources))
-      .toEqual(['arn:aws:iam::222233334444:role/raidsnap-copy-requests']);
+      .toEqual(['arn:aws:iam::222233334444:role/raidsnap-copy-requests-eu-central-1']);
   });
 
   test('with no copies configured the copy step may do nothing; with copies, it records them in the manifests only', () => {
@@ -91,7 +91,7 @@ describe('copies to other Regions and accounts', () => {
     const byArray = JSON.parse(env(copied.template, 'backup_copies').COPIES_BY_ARRAY);
     expect(byArray.db1.map((c: any) => [c.id, c.retention, c.kmsKeyArn ?? null, c.roleArn ?? null])).toEqual([
       ['us-west-2', 14, 'arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab', null],
-      ['222233334444/eu-central-1', 30, null, 'arn:aws:iam::222233334444:role/raidsnap-copy-requests'],
+      ['222233334444/eu-central-1', 30, null, 'arn:aws:iam::222233334444:role/raidsnap-copy-requests-eu-central-1'],
     ]);
     expect(byArray.db1[1].stateMachineArn).toContain(':states:eu-central-1:222233334444:stateMachine:raidsnap-copy');
   });
@@ -179,12 +179,12 @@ describe('copies to other Regions and accounts', () => {
   test('a backup account\'s stack lets the accounts it accepts start and follow copies there, and nothing else', () => {
     const vault = synth(configFile({ acceptCopiesFrom: ['111122223333'] }));
     const roles = Object.values(resourcesOf(vault.template, 'AWS::IAM::Role'))
-      .filter((r) => r.Properties.RoleName === 'raidsnap-copy-requests');
+      .filter((r) => r.Properties.RoleName === 'raidsnap-copy-requests-eu-west-1');
     expect(roles).toHaveLength(1);
     expect(roles[0].Properties.AssumeRolePolicyDocument.Statement.map((st: any) => [st.Action, text(st.Principal.AWS)]))
       .toEqual([['sts:AssumeRole', 'arn:<AWS::Partition>:iam::111122223333:root']]);
     const [roleId] = Object.entries(resourcesOf(vault.template, 'AWS::IAM::Role'))
-      .find(([, r]) => r.Properties.RoleName === 'raidsnap-copy-requests')!;
+      .find(([, r]) => r.Properties.RoleName === 'raidsnap-copy-requests-eu-west-1')!;
     const statements = Object.values(resourcesOf(vault.template, 'AWS::IAM::Policy'))
       .filter((pol) => (pol.Properties.Roles as Array<{ Ref: string }>).some((r) => r.Ref === roleId))
       .flatMap((pol) => pol.Properties.PolicyDocument.Statement);
@@ -201,7 +201,7 @@ describe('copies to other Regions and accounts', () => {
     expect(([] as unknown[]).concat(keys[0].Resource).map(text))
       .toEqual(['arn:<AWS::Partition>:kms:*:123456789012:key/*', 'arn:<AWS::Partition>:kms:*:111122223333:key/*']);
     // A stack that accepts no copies has no such role.
-    expect(Object.values(resourcesOf(plain.template, 'AWS::IAM::Role')).filter((r) => r.Properties.RoleName === 'raidsnap-copy-requests'))
+    expect(Object.values(resourcesOf(plain.template, 'AWS::IAM::Role')).filter((r) => r.Properties.RoleName === 'raidsnap-copy-requests-eu-west-1'))
       .toEqual([]);
   });
 
@@ -219,12 +219,12 @@ describe('what a copy workflow keeps, and a backup run that ends early', () => {
     expect(env(plain.template, 'copy_finish')).toMatchObject({ DEFAULT_RETENTION: '7', RETENTION_BY_ARRAY: '{}' });
   });
 
-  test('a backup stopped or timed out brings its end to the copy step, which takes back its share', () => {
+  test('a backup that fails, is stopped or times out brings its end to the copy step, which takes back its share', () => {
     const rules = (t: Template) => Object.values(resourcesOf(t, 'AWS::Events::Rule'))
       .filter((r) => JSON.stringify(r.Properties.EventPattern).includes('"TIMED_OUT"')
         && JSON.stringify(r.Properties.Targets).includes(functionId(t, 'backup_copies')));
     const [rule] = rules(copied.template);
-    expect(rule.Properties.EventPattern.detail.status).toEqual(['ABORTED', 'TIMED_OUT']);
+    expect(rule.Properties.EventPattern.detail.status).toEqual(['FAILED', 'ABORTED', 'TIMED_OUT']);
     expect(rules(plain.template)).toEqual([]);
   });
 });

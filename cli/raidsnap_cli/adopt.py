@@ -93,9 +93,12 @@ def _lines(group: Group) -> list[Text]:
     md = manifest.md
     device = f"({md['device']})" if md.get("device") else ""
     where = " ".join(x for x in (md.get("mountPoint", ""), device) if x)
+    src = manifest.source
+    origin = [Text(f"      copy of   a set of {src.get('account')} in {src.get('region')}")]
     return [
         _head(group, "to record", "green"),
         Text(f"      members   {manifest.member_count}: {members}"),
+        *(origin if src else []),
         Text(f"      taken at  {utc(group.taken_at)}"),
         Text(f"      md UUID   {md.get('uuid') or 'none recorded'}"),
         Text(f"      mounted   {where or 'not recorded'}"),

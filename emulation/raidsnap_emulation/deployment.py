@@ -82,6 +82,16 @@ class Deployment:
         with thread_environ().adding({"MOTO_ACCOUNT_ID": self.account}):
             yield
 
+    def role_names(self) -> set[str]:
+        """The names the template gives its IAM roles (RoleName), case-folded: "IAM user,
+        group, role, and policy names must be unique within the account. Names are not
+        distinguished by case" (IAM API reference, CreateRole, RoleName)."""
+        return {
+            str(self.template.resolve(res["Properties"]["RoleName"])).lower()
+            for res in self.template.of_type("AWS::IAM::Role").values()
+            if "RoleName" in res.get("Properties", {})
+        }
+
     def client(self, service: str) -> Any:
         """A client of this stack's Region (use it inside ``inside()`` for another account)."""
         return boto3.client(service, region_name=self.region)  # type: ignore[call-overload]

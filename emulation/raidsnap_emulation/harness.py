@@ -368,6 +368,16 @@ class Emulation:
             raise ValueError(f"a stack is deployed in {region} of {account} already")
         body = Template(template or self.template.path, region=region, account=account)
         stack = Deployment(body, Authorizer(body, self.double), prefix=f"{account}/{region}/")
+        # IAM is global: a role name taken by a stack of the account in another Region fails
+        # the deployment, as CloudFormation's CreateRole would (EntityAlreadyExists).
+        for other in [self.own, *(p.stack for p in self.peers)]:
+            taken = stack.role_names() & other.role_names() if other.account == account else set()
+            if taken:
+                raise ValueError(
+                    f"EntityAlreadyExists: role {', '.join(sorted(taken))} of account {account} "
+                    f"exists already (the stack in {other.region}): IAM names are unique "
+                    "within an account"
+                )
         stack.create(self.double)
         assert self.router is not None
         self.router.stacks[(region, account)] = stack

@@ -30,8 +30,12 @@ def ages(now: datetime, expected: list[str]) -> list[ArrayAge]:
     out = []
     for array in sorted(set(found) | set(expected)):
         sets = found.get(array, [])
+        # The RPO of the backups here counts the sets taken here: a copy from elsewhere (whose
+        # age its source reports per place, NewestCopiedSetAgeMinutes) never hides a stalled
+        # backup here. An array with only copies here (where it is copied to) reports theirs.
+        local = [s for s in sets if not s.origin]
         # The RPO counts sets a recovery could restore by itself (SnapshotSet.restorable).
-        complete = [s for s in sets if s.restorable]
+        complete = [s for s in (local or sets) if s.restorable]
         newest = max(complete, key=lambda s: s.start_time) if complete else None
         age = (now - newest.start_time).total_seconds() / 60 if newest else None
         out.append(ArrayAge(array, newest, age, len(sets)))

@@ -91,6 +91,10 @@ SOURCE_REGION = "raidsnap:source-region"
 SOURCE_ACCOUNT = "raidsnap:source-account"
 SOURCE_SNAPSHOT = "raidsnap:source-snapshot"
 COPY_EXECUTION = "raidsnap:copy-execution"
+# When the source snapshot was started (its StartTime, ISO 8601 UTC): a copy's own StartTime is
+# when its CopySnapshot was called, one call per member, so only this tells that the copies of
+# one set hold data taken at one point in time (``raidsnap sets adopt`` checks it).
+SOURCE_START_TIME = "raidsnap:source-start-time"
 
 
 def as_dict(tags: list[dict[str, str]] | None) -> dict[str, str]:

@@ -204,16 +204,16 @@ export class BackupWorkflow extends Construct {
       },
     }).stateMachine;
     if (props.arrays.some((a) => a.copies.length)) {
-      // A run stopped by hand or past its timeout runs no Catch and no further look at its
-      // copies: this rule sends its end to the copy step, which takes back the share with a
-      // backup account and records the copies it no longer follows
-      // (raidsnap.workflows.backup.copies_ended).
+      // A run stopped by hand or past its timeout runs no Catch, and one that fails on its way
+      // runs only ExplainFailure: none looks at its copies again. This rule sends every end
+      // but success to the copy step, which takes back the share with a backup account and
+      // records the copies it no longer follows (raidsnap.workflows.backup.copies_ended).
       new events.Rule(this, 'CopiesAbandoned', {
-        description: 'raidsnap: after a backup stopped or timed out, stop sharing its set and record its copies as no longer followed',
+        description: 'raidsnap: after a backup failed, stopped or timed out, stop sharing its set and record its copies as no longer followed',
         eventPattern: {
           source: ['aws.states'],
           detailType: ['Step Functions Execution Status Change'],
-          detail: { stateMachineArn: [this.stateMachine.stateMachineArn], status: ['ABORTED', 'TIMED_OUT'] },
+          detail: { stateMachineArn: [this.stateMachine.stateMachineArn], status: ['FAILED', 'ABORTED', 'TIMED_OUT'] },
         },
         targets: [new eventTargets.LambdaFunction(f.BackupCopies, { retryAttempts: 8, maxEventAge: Duration.hours(6) })],
       });

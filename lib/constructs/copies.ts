@@ -125,9 +125,12 @@ export interface CopyWorkflowProps {
 }
 
 /** The role a source stack of another account assumes to start a copy here: named, so that
- * its config can name it (copies[].roleArn). */
-export function copyRequestsRoleName(stackName: string): string {
-  return `${stackName}-copy-requests`;
+ * its config can name it (copies[].roleArn). Its name carries the Region: "IAM user, group,
+ * role, and policy names must be unique within the account" (IAM API reference, CreateRole,
+ * RoleName), and the backup account's stack of one name is deployed in each Region copies go
+ * to. */
+export function copyRequestsRoleName(stackName: string, region: string): string {
+  return `${stackName}-copy-requests-${region}`;
 }
 
 // A first copy to a Region is a full copy; the run's own limit (raidsnap.workflows.copy.progress
@@ -258,7 +261,7 @@ export class CopyWorkflow extends Construct {
   private acceptRequests(sources: readonly string[], executions: string): iam.Role {
     const stack = Stack.of(this);
     const role = new iam.Role(this, 'Requests', {
-      roleName: copyRequestsRoleName(stack.stackName),
+      roleName: copyRequestsRoleName(stack.stackName, stack.region),
       assumedBy: new iam.CompositePrincipal(...sources.map((a) => new iam.AccountPrincipal(a))),
       description: 'raidsnap: lets the source accounts\' raidsnap stacks start and follow copies of their sets into this account',
     });

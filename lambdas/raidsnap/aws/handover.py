@@ -68,10 +68,32 @@ def start(destination: CopyDestination, name: str, request: str) -> str:
     return str(answer["executionArn"])
 
 
+# What makes a started copy run impossible to look at, whatever the retries: the role here may no
+# longer be assumed or may not describe it (a stack there redeployed or deleted, a service
+# control policy), or the run is gone (ExecutionDoesNotExist).
+_NOT_FOLLOWED = _NOT_STARTED | {"ExecutionDoesNotExist"}
+
+
+class NotFollowedError(Exception):
+    """The destination's copy run can no longer be looked at (its code and the message)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
 def look(destination: CopyDestination, execution_arn: str) -> dict[str, Any]:
     """The copy run as Step Functions describes it (status, output, error, cause)."""
     session = execution_arn.rsplit(":", 1)[-1]
-    return dict(_states(destination, session).describe_execution(executionArn=execution_arn))
+    try:
+        states = _states(destination, session)
+        return dict(states.describe_execution(executionArn=execution_arn))
+    except ClientError as err:
+        code = error_code(err)
+        if code in _NOT_FOLLOWED:
+            message = str(err.response.get("Error", {}).get("Message", ""))
+            raise NotFollowedError(code, message) from None
+        raise
 
 
 def share(snapshot_ids: Iterable[str], account: str, *, add: bool) -> None:

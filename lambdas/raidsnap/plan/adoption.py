@@ -13,13 +13,22 @@ instance, started at one point in time, tagged alike. So every member must be co
 this account, hold a distinct slot 0..N-1 of one N, come from a distinct volume (the one EC2
 says it was taken of), agree on the md UUID and the other set-wide tags, and have started
 within ``MAX_START_SPREAD`` of the others.
+
+A copy of a set made here from another Region or account (raidsnap.workflows.copy) is one
+CopySnapshot per member: its VolumeId says nothing ("Snapshots created by the CopySnapshot
+action have an arbitrary volume ID that should not be used for any purpose", EC2 API reference,
+Snapshot.VolumeId), and its own StartTime is when its copy was started. So a group whose members
+say they are copies (``raidsnap:source-account``/``-region``) is judged by what the copy step
+tagged them with instead: one distinct source snapshot per member, the source volumes its tags
+name distinct, the source snapshots' start times within ``MAX_START_SPREAD``; and its manifest
+keeps its origin (``source``), so that it is counted and restored as a copy from there.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -48,6 +57,10 @@ SET_WIDE = (
     tags.CONSISTENCY,
     tags.DEGRADED,
     tags.BACKUP_EXECUTION,
+    # A copy's origin and the copy run that made it (absent on a set taken here).
+    tags.SOURCE_ACCOUNT,
+    tags.SOURCE_REGION,
+    tags.COPY_EXECUTION,
 )
 
 
@@ -79,6 +92,9 @@ class Group:
 
     @property
     def taken_at(self) -> datetime:
+        """When the set's data was taken (for a copy, its source's point in time)."""
+        if self.manifest is not None and self.manifest.source and self.manifest.started:
+            return self.manifest.started
         return min(m.start_time for m in self.members)
 
 
@@ -145,12 +161,15 @@ def _judge(
     adopted: str,
 ) -> Group:
     members = tuple(sorted((member_of(r) for r in raws), key=_slot_order))
+    copied = _is_copy(members)
+    starts, unknown = _source_starts(members) if copied else ([m.start_time for m in members], [])
     refusals = [
         *_foreign(raws, account),
         *_not_completed(members),
-        *_sources(members),
+        *(_copy_sources(members) if copied else _sources(members)),
         *_set_wide(members),
-        *_start_spread(members),
+        *unknown,
+        *_start_spread(starts),
     ]
     count, count_problem = _member_count(members)
     refusals += count_problem
@@ -162,7 +181,64 @@ def _judge(
         manifest = _manifest(
             array, set_id, members=members, count=count, degraded=degraded, adopted=adopted
         )
+        if copied:
+            manifest = _as_copy(manifest, members, min(starts))
     return Group(set_id, members, tuple(refusals), manifest, recorded)
+
+
+def _is_copy(members: Iterable[SetMember]) -> bool:
+    return any(m.tags.get(tags.SOURCE_ACCOUNT) or m.tags.get(tags.SOURCE_REGION) for m in members)
+
+
+def _source_starts(members: tuple[SetMember, ...]) -> tuple[list[datetime], list[str]]:
+    """The source snapshots' start times a copy carries (raidsnap:source-start-time)."""
+    starts: list[datetime] = []
+    unknown: list[str] = []
+    for m in members:
+        raw = m.tags.get(tags.SOURCE_START_TIME, "")
+        try:
+            starts.append(datetime.fromisoformat(raw.replace("Z", "+00:00")))
+        except ValueError:
+            unknown.append(
+                f"copy {m.snapshot_id} has no usable {tags.SOURCE_START_TIME} tag: when its "
+                "source snapshot was taken is unknown"
+            )
+    return starts, unknown
+
+
+def _copy_sources(members: tuple[SetMember, ...]) -> list[str]:
+    """Each copy of a source snapshot of its own, and of a source volume of its own where its
+    tags name one (a copy's VolumeId is arbitrary: EC2 API reference, Snapshot.VolumeId)."""
+    out = [
+        f"copy {m.snapshot_id} has no {tags.SOURCE_SNAPSHOT} tag"
+        for m in members
+        if not m.tags.get(tags.SOURCE_SNAPSHOT)
+    ]
+    for key, what in ((tags.SOURCE_SNAPSHOT, "source snapshot"), (tags.SOURCE_VOLUME, "volume")):
+        named = Counter(m.tags[key] for m in members if m.tags.get(key))
+        twice = sorted(v for v, n in named.items() if n > 1)
+        if twice:
+            out.append(f"more than one member is a copy of {what}(s) {', '.join(twice)}")
+    return out
+
+
+def _as_copy(manifest: Manifest, members: tuple[SetMember, ...], started: datetime) -> Manifest:
+    """A copy's manifest as the copy workflow records it: its origin, the source set's point in
+    time and volumes, the copy run that made it."""
+    source = {
+        "account": _common(members, tags.SOURCE_ACCOUNT),
+        "region": _common(members, tags.SOURCE_REGION),
+    }
+    volumes = {
+        int(m.index): m.tags.get(tags.SOURCE_VOLUME, "") for m in members if m.index is not None
+    }
+    return replace(
+        manifest,
+        execution_arn=_common(members, tags.COPY_EXECUTION),
+        started=started,
+        volumes=volumes,
+        source={k: v for k, v in source.items() if v},
+    )
 
 
 def _slot_order(m: SetMember) -> tuple[int, str]:
@@ -220,8 +296,7 @@ def _set_wide(members: tuple[SetMember, ...]) -> list[str]:
     return out
 
 
-def _start_spread(members: tuple[SetMember, ...]) -> list[str]:
-    starts = [m.start_time for m in members]
+def _start_spread(starts: list[datetime]) -> list[str]:
     if len(starts) < 2:
         return []
     spread = max(starts) - min(starts)

@@ -298,7 +298,7 @@ def test_copies_there_keep_their_own_retention_and_the_source_its_own(
 
 BACKUP_ACCOUNT = "222233334444"
 VAULT = f"{BACKUP_ACCOUNT}/{WEST}"
-REQUESTS_ROLE = f"arn:aws:iam::{BACKUP_ACCOUNT}:role/raidsnap-copy-requests"
+REQUESTS_ROLE = f"arn:aws:iam::{BACKUP_ACCOUNT}:role/raidsnap-copy-requests-{WEST}"
 
 
 @pytest.fixture(scope="module")
@@ -343,10 +343,14 @@ def test_a_set_copied_to_a_backup_account_is_its_own_there_and_restores_there(
     copies = copies_in(backup, set_id)
     assert len(copies) == 2 and {c["OwnerId"] for c in copies} == {BACKUP_ACCOUNT}
     assert {tags_of(c)["raidsnap:source-account"] for c in copies} == {"123456789012"}
+    # ... and say when their source snapshots were taken, as EC2 shows them to that account
+    # (`raidsnap sets adopt` there judges a copied set by it)
+    starts = {f"{s['StartTime']:%Y-%m-%dT%H:%M:%SZ}" for s in sources}
+    assert {tags_of(c)["raidsnap:source-start-time"] for c in copies} == starts
     assert manifest_in(backup, "db2", set_id) is not None
     starts = [c for c in emu.double.calls if c.operation == "StartExecution" and c.applied]
     assert [c.actor for c in starts if "raidsnap-copy" in c.params["stateMachineArn"]] == [
-        f"{BACKUP_ACCOUNT}/{WEST}/role:raidsnap-copy-requests"
+        f"{BACKUP_ACCOUNT}/{WEST}/role:raidsnap-copy-requests-{WEST}"
     ]
     # ... and the backup account's stack restores it onto an instance there
     with backup.inside():

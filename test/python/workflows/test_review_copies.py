@@ -25,7 +25,7 @@ from raidsnap_emulation.world import HeldStep, make_array, sets_of, tags_of
 
 WEST = "us-west-2"
 BACKUP_ACCOUNT = "222233334444"
-REQUESTS_ROLE = f"arn:aws:iam::{BACKUP_ACCOUNT}:role/raidsnap-copy-requests"
+REQUESTS_ROLE = f"arn:aws:iam::{BACKUP_ACCOUNT}:role/raidsnap-copy-requests-{WEST}"
 
 
 @pytest.fixture(scope="module")

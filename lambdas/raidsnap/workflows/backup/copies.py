@@ -72,16 +72,40 @@ def hand_over(call: CopiesCall) -> CopyRound:
         raise IncompleteSnapshotSetError(
             f"set {set_id} of {plan.array} is not complete: not copied"
         )
-    runs = {
-        d.id: _hand_over_one(s, d, plan.execution.arn)
-        for d in copy_places.copies_by_array().get(plan.array, [])
-    }
+    places = copy_places.copies_by_array().get(plan.array, [])
+    runs = {d.id: _hand_over_one(s, d, plan.execution.arn) for d in places}
+    # Taken back only now: one share serves every Region of the account (below).
+    _unshare_unfollowed(s, places, runs, _account(plan.execution.arn))
     return CopyRound(status="pending", runs=runs, waitSeconds=FIRST_LOOK_SECONDS)
+
+
+def _unshare_unfollowed(
+    s: SnapshotSet | None,
+    places: list[CopyDestination],
+    runs: dict[str, CopyReport],
+    here: str,
+    accounts: set[str] | None = None,
+) -> None:
+    """Take the set's share back from each other account (of ``accounts``, default all) that no
+    copy still under way needs. The share is per snapshot and account, not per Region
+    (ModifySnapshotAttribute adds or removes an account id in createVolumePermission: EC2 API
+    reference), and a copy in any Region of that account reads the source through it: taking it
+    back when one Region's copy ends or cannot start would take it from another Region's copy
+    of that account still under way."""
+    if s is None:
+        return
+    account_of = {d.id: d.account for d in places}
+    others = {d.account for d in places if d.account != here}
+    needed = {account_of.get(k) for k, r in runs.items() if r.status == "copying"}
+    for account in sorted(others - needed):
+        if accounts is None or account in accounts:
+            handover.share((x.snapshot_id for x in s.members), account, add=False)
 
 
 def _hand_over_one(s: SnapshotSet, d: CopyDestination, execution_arn: str) -> CopyReport:
     """Share the set with another account, start the copy there, and record it; a copy that
-    cannot be started there (no stack, a role refused) is recorded failed, and not shared."""
+    cannot be started there (no stack, a role refused) is recorded failed (hand_over takes the
+    share back from an account none of whose copies started)."""
     here = _account(execution_arn)
     members = [x.snapshot_id for x in s.members]
     if d.account != here:
@@ -90,8 +114,6 @@ def _hand_over_one(s: SnapshotSet, d: CopyDestination, execution_arn: str) -> Co
         except ClientError as err:
             if error_code(err) in THROTTLE_CODES:
                 raise
-            # Take back what was shared before the refusal: nothing stays shared.
-            handover.share(members, d.account, add=False)
             return _not_shared(s, d, err)
     name = handover.run_name(s.set_id, f"{environment.region()}/{here}")
     body = request(s, d, execution_arn).model_dump_json(exclude_none=True)
@@ -99,8 +121,6 @@ def _hand_over_one(s: SnapshotSet, d: CopyDestination, execution_arn: str) -> Co
     try:
         arn = handover.start(d, name, body)
     except handover.NotStartedError as err:
-        if d.account != here:
-            handover.share(members, d.account, add=False)
         workflow = d.state_machine_arn.rsplit(":", 1)[-1]
         cause = (
             f"the copy could not be started in {d.region} of {d.account} ({err}): deploy "
@@ -141,9 +161,20 @@ def follow(call: CopiesCall) -> CopyRound:
     for_array(plan.array)
     destinations = {d.id: d for d in copy_places.copies_by_array().get(plan.array, [])}
     runs = dict(call.copies.runs)
+    ended: set[str] = set()
     for key, run in runs.items():
         if run.status == "copying" and key in destinations:
-            runs[key] = _ended(plan.array, set_id, destinations[key], run, plan.execution.arn)
+            runs[key] = _ended(plan.array, set_id, destinations[key], run)
+            if runs[key].status != "copying":
+                ended.add(destinations[key].account)
+    if ended:
+        _unshare_unfollowed(
+            snapshot_sets.get_set(plan.array, set_id),
+            list(destinations.values()),
+            runs,
+            _account(plan.execution.arn),
+            ended,
+        )
     waited = call.copies.waitedSeconds + call.copies.waitSeconds
     if any(r.status == "copying" for r in runs.values()):
         wait = min(LOOK_MAX_SECONDS, max(FIRST_LOOK_SECONDS, waited // 4))
@@ -161,10 +192,11 @@ def follow(call: CopiesCall) -> CopyRound:
     return CopyRound(status="done", runs=runs, waitedSeconds=waited, report=runs)
 
 
-def _ended(
-    array: str, set_id: str, d: CopyDestination, run: CopyReport, execution_arn: str
-) -> CopyReport:
-    found = handover.look(d, run.executionArn)
+def _ended(array: str, set_id: str, d: CopyDestination, run: CopyReport) -> CopyReport:
+    try:
+        found = handover.look(d, run.executionArn)
+    except handover.NotFollowedError as err:
+        found = {"status": "FAILED", "error": "CopyNotFollowed", "cause": _not_followed(d, err)}
     status = str(found.get("status", RUNNING))
     if status == RUNNING:
         return run
@@ -183,10 +215,26 @@ def _ended(
         # The copies there, by member index (`raidsnap sets` asks there for their locks).
         record["snapshots"] = ",".join(report.snapshotIds)
     manifests.record_copy(array, set_id, d.id, record)
-    if d.account != _account(execution_arn):
-        s = snapshot_sets.get_set(array, set_id)
-        handover.share((x.snapshot_id for x in (s.members if s else ())), d.account, add=False)
     return report
+
+
+def _not_followed(d: CopyDestination, err: handover.NotFollowedError) -> str:
+    """Why the copy run there can no longer be looked at, and what to check."""
+    where = f"{d.region} of {d.account}"
+    check = (
+        f"that the role {d.role_arn} still trusts this account and may "
+        "states:DescribeExecution on the copy workflow's runs there (a redeployed or deleted "
+        "stack there replaces or removes it; a service control policy may deny it)"
+        if d.role_arn
+        else "that the copy workflow there still exists and that the copy step here may "
+        "states:DescribeExecution on its runs"
+    )
+    return (
+        f"the copy run in {where} can no longer be looked at ({err}): it is no longer followed, "
+        "and the set's share with that account is taken back once no other copy there needs "
+        f"it. Check {check}; the copy there may still complete, and the stack there keeps or "
+        "deletes what it made"
+    )
 
 
 class _CopyOutput(Contract):

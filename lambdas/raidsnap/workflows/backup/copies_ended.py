@@ -1,10 +1,13 @@
-"""After a backup run that was stopped or timed out while it followed its copies.
+"""After a backup run that ended otherwise than in success while it followed its copies.
 
-Such a run never reaches its Catch, nor the FollowCopies look that takes back the share with a
-backup account: the share would stay open for good ("Share an Amazon EBS snapshot": shared
-until the permission is removed), and the set's record would say "copying" forever. A rule on
-the run's end (ABORTED, TIMED_OUT: Step Functions sends every execution status change to
-EventBridge) brings it here: every copy still recorded as copying is recorded as failed
+A run stopped or timed out never reaches its Catch, and a run that fails on its way (a look at
+a copy run there refused past its retries, a function's error) goes to ExplainFailure, which
+knows nothing of copies: neither reaches the FollowCopies look that takes back the share with
+a backup account, so the share would stay open for good ("Share an Amazon EBS snapshot":
+shared until the permission is removed), and the set's record would say "copying" until
+COPY_FOLLOWED_FOR. A rule on the run's end (FAILED, ABORTED, TIMED_OUT: Step Functions sends
+every execution status change to EventBridge, "Step Functions execution status change" events,
+detail.status) brings it here: every copy still recorded as copying is recorded as failed
 (BackupEnded; its copy run there may still complete, and is that stack's to keep or delete),
 and the set is shared with no backup account any more. A copy there still under way may then
 fail for want of the share; that run deletes what it made."""
@@ -22,7 +25,9 @@ from raidsnap.execution_events import StatusChange
 from raidsnap.models import Contract
 from raidsnap.observability import for_array, logger
 
-ENDED_WITHOUT_CATCH = ("ABORTED", "TIMED_OUT")
+# Every end but success (a run that succeeded followed each copy to its end and took the share
+# back; one that failed after doing so finds nothing left to do here).
+ENDED_UNFOLLOWED = ("FAILED", "ABORTED", "TIMED_OUT")
 
 
 class CopiesAbandoned(Contract):
@@ -54,7 +59,7 @@ def _array_and_set(arn: str, raw_input: str | None) -> tuple[str, str]:
 def after_run_ended(event: StatusChange) -> CopiesAbandoned:
     detail = event.detail
     arn = detail.executionArn if detail else None
-    if detail is None or arn is None or detail.status not in ENDED_WITHOUT_CATCH:
+    if detail is None or arn is None or detail.status not in ENDED_UNFOLLOWED:
         return CopiesAbandoned()
     array, set_id = _array_and_set(arn, detail.input)
     s = snapshot_sets.get_set(array, set_id) if array and set_id else None

@@ -26,6 +26,8 @@ class PlannedMember(Contract):
     sourceSnapshotId: str
     sizeGib: int = 0
     tags: dict[str, str] = Field(default_factory=dict)
+    # The source snapshot's StartTime as EC2 gives it here (ISO 8601 UTC; "" when unknown).
+    sourceStartTime: str = ""
 
 
 class CopyPlan(Contract):

@@ -41,9 +41,9 @@ def _check_members(request: CopyInput) -> None:
         )
 
 
-def _check_source(request: CopyInput, account: str) -> dict[int, int]:
+def _check_source(request: CopyInput, account: str) -> dict[int, tuple[int, str]]:
     """Every source snapshot is there for this account (own, or shared with it) and completed;
-    their sizes by slot."""
+    their sizes and start times by slot."""
     source = request.source
     wanted = {m.snapshotId: m.index for m in request.set.members}
     seen = copies.source_snapshots(source.region, source.account, wanted)
@@ -67,7 +67,16 @@ def _check_source(request: CopyInput, account: str) -> dict[int, int]:
             f"set {request.setId} of {request.array}: {', '.join(unfinished)} in "
             f"{source.region} is not completed; only a complete set is copied"
         )
-    return {wanted[sid]: int(raw.get("VolumeSize") or 0) for sid, raw in seen.items()}
+    return {
+        wanted[sid]: (int(raw.get("VolumeSize") or 0), _iso(raw.get("StartTime")))
+        for sid, raw in seen.items()
+    }
+
+
+def _iso(when: object) -> str:
+    if not isinstance(when, datetime):
+        return ""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _intent(request: CopyInput, execution_arn: str) -> Manifest:
@@ -122,9 +131,12 @@ def _md_uuid(request: CopyInput) -> str:
 def _check_name(request: CopyInput) -> None:
     """An array name is a stack's own: a copy of an array whose name a set taken here already
     has, with another md UUID (or none known), is another array, and is refused before
-    anything is recorded or copied."""
+    anything is recorded or copied. So is one whose name copies from another source (another
+    account or Region) already have with another md UUID: two sources' arrays of one name would
+    be restored one for the other."""
     wanted = _md_uuid(request)
-    local = {str(m.md.get("uuid", "")) for m in manifests.of_array(request.array) if not m.source}
+    recorded = manifests.of_array(request.array)
+    local = {str(m.md.get("uuid", "")) for m in recorded if not m.source}
     others = sorted(u or "unknown" for u in local if not wanted or u != wanted)
     if others:
         raise InvalidInputError(
@@ -133,6 +145,23 @@ def _check_name(request: CopyInput) -> None:
             f"{', '.join(others)}), not the source's (md UUID {wanted or 'unknown'}): its sets "
             "and the copies would be mistaken for one another. Copy it to a stack without an "
             "array of that name (stackName), or rename one of the arrays; nothing was copied",
+        )
+    origin = (request.source.account, request.source.region)
+    held_copies = {
+        (m.source.get("account", ""), m.source.get("region", ""), str(m.md.get("uuid", "")))
+        for m in recorded
+        if m.source and (m.source.get("account"), m.source.get("region")) != origin
+    }
+    foreign = sorted((a, r, u or "unknown") for a, r, u in held_copies if not wanted or u != wanted)
+    if foreign:
+        held = "; ".join(f"from {a} in {r}, md UUID {u}" for a, r, u in foreign)
+        raise InvalidInputError(
+            "array",
+            f"{request.array} here holds copies of another array of that name ({held}), not "
+            f"of the one of {origin[0]} in {origin[1]} (md UUID {wanted or 'unknown'}): a "
+            f"restore of {request.array} here would take one for the other. Copy it to a stack "
+            "that holds no copies of that name (stackName), rename one of the arrays, or delete "
+            "the other source's copies here first; nothing was copied",
         )
 
 
@@ -169,8 +198,9 @@ def prepare(call: CopyPrepareCall) -> CopyPlan:
             PlannedMember(
                 index=m.index,
                 sourceSnapshotId=m.snapshotId,
-                sizeGib=sizes[m.index],
+                sizeGib=sizes[m.index][0],
                 tags=dict(m.tags),
+                sourceStartTime=sizes[m.index][1],
             )
             for m in sorted(request.set.members, key=lambda m: m.index)
         ],

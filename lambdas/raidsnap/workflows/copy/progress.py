@@ -61,7 +61,7 @@ def _own_tags(plan: CopyPlan, member: PlannedMember) -> dict[str, str]:
         tags.SOURCE_SNAPSHOT: member.sourceSnapshotId,
         tags.COPY_EXECUTION: plan.executionArn,
         "Name": f"raidsnap {plan.setId} copy",
-    }
+    } | ({tags.SOURCE_START_TIME: member.sourceStartTime} if member.sourceStartTime else {})
 
 
 def _start_more(plan: CopyPlan, manifest: Manifest, recorded: dict[int, str]) -> int:

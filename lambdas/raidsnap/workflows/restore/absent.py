@@ -64,6 +64,20 @@ def refuse_binned(s: SnapshotSet) -> None:
         raise _in_bin(s, binned)
 
 
+def refuse_local_binned(listed: list[SnapshotSet]) -> None:
+    """No set taken here is complete, and one of them lacks members the Recycle Bin holds: the
+    stack's own array waits there (say so, newest first), whatever copies of another origin
+    there are. ``latest`` never falls back to a copy, perhaps of another array of that name,
+    while the array's own sets can be brought back."""
+    local = [s for s in listed if not s.origin]
+    if any(s.complete for s in local):
+        return
+    for s in reversed(local):
+        binned = _binned(s)
+        if binned:
+            raise _in_bin(s, binned)
+
+
 def no_complete_set(array: str, every: list[SnapshotSet]) -> RaidsnapError:
     """``latest`` found no complete set: the newest set the Recycle Bin would make whole, else
     SnapshotSetNotFound with what the table may be missing."""

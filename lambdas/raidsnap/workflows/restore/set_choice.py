@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from raidsnap.aws import snapshot_sets
-from raidsnap.errors import IncompleteSnapshotSetError, SnapshotSetNotFoundError
+from raidsnap.errors import (
+    IncompleteSnapshotSetError,
+    InvalidInputError,
+    SnapshotSetNotFoundError,
+)
 from raidsnap.models import RestoreInput
 from raidsnap.sets import SnapshotSet
 from raidsnap.text import counted, degraded_because
@@ -13,7 +17,11 @@ from raidsnap.workflows.restore import absent
 def resolve_set(request: RestoreInput, notes: list[str]) -> SnapshotSet:
     if request.setId == "latest":
         listed = snapshot_sets.list_sets(request.array)
+        # The stack's own sets come first: one the Recycle Bin would make whole is said before
+        # any copy of another origin is considered.
+        absent.refuse_local_binned(listed)
         every = snapshot_sets.one_origin(listed)
+        refuse_two_arrays(request.array, listed, every)
         if len(every) < len(listed):
             notes.append(
                 f"{len(listed) - len(every)} sets of {request.array} here are of another origin "
@@ -52,6 +60,32 @@ def resolve_set(request: RestoreInput, notes: list[str]) -> SnapshotSet:
         absent.refuse_binned(found)
         raise IncompleteSnapshotSetError(why_incomplete(found))
     return found
+
+
+def refuse_two_arrays(array: str, listed: list[SnapshotSet], every: list[SnapshotSet]) -> None:
+    """``latest`` chose copies (no complete set taken here), and copies of another origin hold
+    another array of that name (another md UUID): which one the request means is not for
+    ``latest`` to guess."""
+    chosen = {s.md_uuid for s in every if s.restorable}
+    if not chosen or not every or not every[0].origin:
+        return
+    origin = every[0].origin
+    others = {
+        (s.origin, s.md_uuid)
+        for s in listed
+        if s.origin and s.origin != origin and s.restorable and s.md_uuid not in chosen
+    }
+    if not others:
+        return
+    held = "; ".join(
+        f"from {o} (md UUID {u})" for o, u in sorted({(origin, u) for u in chosen} | others)
+    )
+    raise InvalidInputError(
+        "setId",
+        f'"latest" cannot choose: {array} here holds copies of more than one array of that '
+        f"name ({held}). Give the setId of the set to restore (`raidsnap sets {array}` lists "
+        "them with their origin and md UUID); nothing was changed",
+    )
 
 
 def why_incomplete(s: SnapshotSet) -> str:

@@ -186,3 +186,63 @@ def test_a_recorded_set_keeps_its_record_though_a_forged_snapshot_joined_its_tag
     # Not refused as a set to adopt (the table records it), but reported: its tags disagree.
     assert found.refused == []
     assert [g.set_id for g in found.conflicting] == ["db1-a"]
+
+
+def copies(members: int = 3, spread: int = 0) -> list[dict[str, Any]]:
+    """A set of us-east-1 copied here, as the copy step tags its copies: one CopySnapshot per
+    member (their own StartTimes minutes apart), VolumeId arbitrary (EC2 API reference,
+    Snapshot.VolumeId), the source's tags without its backup execution, and the copy's own."""
+    out = snapshots(members=members)
+    for i, raw in enumerate(out):
+        source_start = T0 + timedelta(seconds=spread * i)
+        raw |= {"VolumeId": "vol-ffffffff", "StartTime": T0 + timedelta(minutes=40 + 7 * i)}
+        tag(raw, "raidsnap:backup-execution", None)
+        for key, value in {
+            "raidsnap:source-account": "111122223333",
+            "raidsnap:source-region": "us-east-1",
+            "raidsnap:source-snapshot": f"snap-0source{i}",
+            "raidsnap:copy-execution": "arn:aws:states:us-west-2:123456789012:execution:c:1",
+            "raidsnap:source-start-time": f"{source_start:%Y-%m-%dT%H:%M:%SZ}",
+        }.items():
+            tag(raw, key, value)
+    return out
+
+
+def test_a_copied_set_is_adopted_as_a_copy_from_its_origin() -> None:
+    group = judged(copies())
+    assert group.adoptable and group.refusals == ()
+    m = group.manifest
+    assert dict(m.source) == {"account": "111122223333", "region": "us-east-1"}
+    # The source set's point in time and volumes, not the copies' own
+    assert (m.started, group.taken_at) == (T0, T0)
+    assert m.volumes == {0: "vol-0", 1: "vol-1", 2: "vol-2"}
+    assert m.execution_arn.endswith(":execution:c:1")
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ("spread", "started 4 s apart"),
+        ("no start", "no usable raidsnap:source-start-time"),
+        ("same source", "copy of source snapshot(s) snap-0source0"),
+        ("no source", "has no raidsnap:source-snapshot tag"),
+        ("origin", "disagree on raidsnap:source-region"),
+        ("not a copy", "disagree on raidsnap:source-account"),
+    ],
+)
+def test_copies_that_could_not_come_from_one_set_are_refused(change: str, reason: str) -> None:
+    raws = copies(spread=2 if change == "spread" else 0)
+    second = raws[1]
+    if change == "no start":
+        tag(second, "raidsnap:source-start-time", None)
+    elif change == "same source":
+        tag(second, "raidsnap:source-snapshot", "snap-0source0")
+    elif change == "no source":
+        tag(second, "raidsnap:source-snapshot", None)
+    elif change == "origin":
+        tag(second, "raidsnap:source-region", "eu-west-1")
+    elif change == "not a copy":
+        tag(second, "raidsnap:source-account", None)
+    group = judged(raws)
+    assert not group.adoptable
+    assert any(reason in why for why in group.refusals), group.refusals
