@@ -1,14 +1,17 @@
 """Taking the sets of several arrays of one instance at one point in time: one CreateSnapshots of
-every member of every named array, each array's set recorded and tagged as its own.
+every member of every named array, each array's set tagged and recorded as its own.
 
-CreateSnapshots tags every snapshot it takes alike (TagSpecifications), so it gives them only
-what the arrays share (the execution, which finds them again after a lost answer); each array's
-tags (``raidsnap:array``, its set id, each member's slot) go on with CreateTags once the array's
-manifest records its snapshots. A set is complete only when every member carries its array and
-set tags (raidsnap.sets.SnapshotSet.complete), so a set whose tagging stopped partway is never
-restored; a tagging error that is not throttling deletes every snapshot this run recorded and
-forgets the group's sets, so nothing half-tagged stays behind. Throttling is raised as it is:
-the step is retried, finds the recorded sets and tags them again."""
+CreateSnapshots tags every snapshot it takes alike (TagSpecifications). Its grant requires the
+array tag on the new snapshots, and later CreateTags and DeleteSnapshot require the array and
+set tags on them (lib/constructs/permissions.ts), so the call gives every snapshot the group's
+own values, the arrays' and the set ids' names joined by "+" (a character no array name or set
+id has: no array's set ever lists them), and the execution tag that finds them again after a lost
+answer. Each member's snapshot then gets its array's tags in one CreateTags (array, set id,
+slot: all or none), and only once every array's snapshots carry theirs are the manifests
+recorded as taken: a set whose tagging stopped partway is never complete. A tagging error that
+is not throttling deletes the snapshots this run took (its execution's, of its recorded
+volumes) and records no set; throttling is raised for the step's Retry, whose run finds the same
+snapshots and tags them again."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from raidsnap.aws import THROTTLE_CODES, error_code, manifests, snapshot_sets, s
 from raidsnap.aws.instances import ArrayInstance, Layout, Member
 from raidsnap.aws.snapshots import Taken
 from raidsnap.errors import InvalidInputError, SnapshotFailedError
+from raidsnap.plan import tag_limit
 from raidsnap.sets import Manifest
 
 # InstanceSpecification.ExcludeDataVolumeIds: "You can specify up to 40 volume IDs per request"
@@ -122,106 +126,139 @@ def create_sets(
     took is found again by the execution's tag and the recorded volumes."""
     _check(parts)
     ordered = sorted(parts, key=lambda p: p.array)
-    recorded = [
-        manifests.begin(_intent(p, execution_arn, started, instance.instance_id)) for p in ordered
-    ]
-    found = {m.array: _earlier(m) for m in recorded}
-    starts: list[datetime] = []
-    if not any(found.values()):
-        spec = instance_specification(
-            instance, [m.volume_id for p in ordered for m in p.layout.members]
-        )
-        response = clients.ec2().create_snapshots(
-            InstanceSpecification=spec,  # type: ignore[arg-type]
-            Description=f"raidsnap sets of {', '.join(p.array for p in ordered)}",
-            TagSpecifications=[snapshots.snapshot_tags({tags.BACKUP_EXECUTION: execution_arn})],
-        )
-        taken = [(s["SnapshotId"], s["VolumeId"]) for s in response["Snapshots"]]
-        starts = [s["StartTime"] for s in response["Snapshots"] if s.get("StartTime")]
-        found = {p.array: taken for p in ordered}
+    recorded = {
+        p.array: manifests.begin(_intent(p, execution_arn, started, instance.instance_id))
+        for p in ordered
+    }
+    found = [taken for m in recorded.values() for taken in _earlier(m)]
+    if not found:
+        found = _take(ordered, execution_arn, instance)
+    starts = [start for _, _, start in found]
     every_member: dict[str, Member] = {m.volume_id: m for p in ordered for m in p.layout.members}
-    # Snapshots of volumes no array names are deleted here, once (not per array).
+    # Snapshots of volumes no array names are deleted here, once for the group.
     ours = snapshots.members_only(
-        "+".join(p.array for p in ordered),
-        sorted({pair for pairs in found.values() for pair in pairs}),
+        "+".join(recorded),
+        sorted({(sid, vid) for sid, vid, _ in found}),
         every_member,
     )
-    manifests_by_array = {m.array: m for m in recorded}
-    out: dict[str, Taken] = {}
+    first = min(starts, default=started)
+    labels = {
+        p.array: snapshots.consistency_label(
+            p.consistency, max(starts, default=first), p.frozen_until
+        )
+        for p in ordered
+    }
     try:
-        for part in ordered:
-            out[part.array] = _record_and_tag(
-                part,
-                manifests_by_array[part.array],
-                ours=ours,
-                starts=starts,
-                started=started,
-                volume_facts=volume_facts,
-            )
+        dropped = {
+            p.array: _tag(p, recorded[p.array], ours, labels[p.array][0], volume_facts)
+            for p in ordered
+        }
     except ClientError as err:
         if error_code(err) in THROTTLE_CODES:
             raise
-        _undo(ordered, execution_arn)
+        _delete_taken(ours)
         raise SnapshotFailedError(
-            f"the sets of {', '.join(p.array for p in ordered)} could not be tagged "
-            f"({error_code(err)}: {err.response.get('Error', {}).get('Message', '')}); "
-            "every snapshot this run took was deleted and no set was kept"
+            f"the sets of {', '.join(recorded)} could not be tagged ({error_code(err)}: "
+            f"{err.response.get('Error', {}).get('Message', '')}); the {len(ours)} snapshots "
+            "this run took were deleted and no set was recorded"
         ) from None
-    return out
+    return {
+        p.array: _record(
+            p,
+            recorded[p.array],
+            ours=ours,
+            first=first,
+            label=labels[p.array],
+            dropped=dropped[p.array],
+        )
+        for p in ordered
+    }
 
 
-def _earlier(manifest: Manifest) -> list[tuple[str, str]]:
-    """What this execution already took for the array: the recorded snapshots once taken, else
-    those the execution's tag finds of its recorded volumes."""
-    if manifest.status == "taken":
-        raws = snapshots.all_visible(manifest.snapshots.values())
-    else:
-        raws = list(snapshot_sets.of_execution(manifest).values())
-    return [(str(r["SnapshotId"]), str(r["VolumeId"])) for r in raws]
-
-
-def _record_and_tag(
+def _record(
     part: Part,
     manifest: Manifest,
     *,
     ours: list[tuple[str, str]],
-    starts: list[datetime],
-    started: datetime,
-    volume_facts: Mapping[str, Mapping[str, Any]],
+    first: datetime,
+    label: tuple[str, str],
+    dropped: Mapping[str, tuple[str, ...]],
 ) -> Taken:
-    member_ids = {m.volume_id: m for m in part.layout.members}
-    mine = [(sid, vid) for sid, vid in ours if vid in member_ids]
-    common = snapshots.set_tags(
-        part.array, part.set_id, manifest.execution_arn, part.layout, part.consistency
-    )
-    note = ""
+    """Record the array's snapshots as its set (once every array's are tagged)."""
     if manifest.status != "taken":
-        first = min(starts) if starts else started
-        label, note = snapshots.consistency_label(
-            part.consistency, max(starts) if starts else first, part.frozen_until
-        )
-        by_slot = {member_ids[vid].index: sid for sid, vid in mine}
-        manifest = manifests.complete(replace(manifest, consistency=label), by_slot, first)
-    common[tags.CONSISTENCY] = manifest.consistency
-    return snapshots.finish(
-        manifest,
-        mine,
-        member_ids,
-        volume_facts,
-        set_keys=frozenset(common),
-        note=note,
-        common=common,
+        slot = {m.volume_id: m.index for m in part.layout.members}
+        by_slot = {slot[vid]: sid for sid, vid in ours if vid in slot}
+        manifest = manifests.complete(replace(manifest, consistency=label[0]), by_slot, first)
+    notes = tuple(n for n in (label[1], tag_limit.note(dropped, onto="their snapshots")) if n)
+    return Taken(snapshots.listed_set(manifest), manifest.consistency, notes)
+
+
+def _take(
+    ordered: Sequence[Part], execution_arn: str, instance: ArrayInstance
+) -> list[tuple[str, str, datetime]]:
+    """The one CreateSnapshots: (snapshot, volume, start) of each snapshot it took."""
+    spec = instance_specification(
+        instance, [m.volume_id for p in ordered for m in p.layout.members]
     )
+    group = {
+        tags.ARRAY: "+".join(p.array for p in ordered),
+        tags.SET_ID: "+".join(p.set_id for p in ordered),
+        tags.BACKUP_EXECUTION: execution_arn,
+    }
+    response = clients.ec2().create_snapshots(
+        InstanceSpecification=spec,  # type: ignore[arg-type]
+        Description=f"raidsnap sets of {', '.join(p.array for p in ordered)}",
+        TagSpecifications=[snapshots.snapshot_tags(group)],
+    )
+    return [(s["SnapshotId"], s["VolumeId"], s["StartTime"]) for s in response["Snapshots"]]
 
 
-def _undo(parts: Sequence[Part], execution_arn: str) -> None:
-    """Delete what this run recorded for each array of the group, and only that: the recorded
-    snapshots of its taken sets, or the snapshots its execution tag finds of a set still being
-    recorded."""
-    for part in parts:
-        manifest = manifests.get(part.array, part.set_id)
-        if manifest is None or manifest.execution_arn != execution_arn:
-            continue
-        snapshot_set = snapshot_sets.get_set(part.array, part.set_id)
-        if snapshot_set is not None and snapshot_set.manifest is not None:
-            snapshots.delete_set(snapshot_set)
+def _tag(
+    part: Part,
+    manifest: Manifest,
+    ours: list[tuple[str, str]],
+    consistency: str,
+    volume_facts: Mapping[str, Mapping[str, Any]],
+) -> dict[str, tuple[str, ...]]:
+    """Give each of the array's snapshots its set's tags and its slot in one CreateTags;
+    volume -> the volume's own tags that did not fit."""
+    if manifest.status == "taken":
+        consistency = manifest.consistency
+    common = snapshots.set_tags(
+        part.array, part.set_id, manifest.execution_arn, part.layout, consistency
+    )
+    member_ids = {m.volume_id: m for m in part.layout.members}
+    return {
+        vid: snapshots.tag_member(
+            (sid, vid),
+            member_ids[vid].index,
+            volume_facts.get(vid, {}),
+            consistency,
+            frozenset(common),
+            common=common,
+        )
+        for sid, vid in ours
+        if vid in member_ids
+    }
+
+
+def _earlier(manifest: Manifest) -> list[tuple[str, str, datetime]]:
+    """What this execution already took for the array, (snapshot, volume, start): the recorded
+    snapshots once taken, else those the execution's tag finds of its recorded volumes."""
+    if manifest.status == "taken":
+        raws = snapshots.all_visible(manifest.snapshots.values())
+    else:
+        raws = list(snapshot_sets.of_execution(manifest).values())
+    return [(str(r["SnapshotId"]), str(r["VolumeId"]), r["StartTime"]) for r in raws]
+
+
+def _delete_taken(ours: list[tuple[str, str]]) -> None:
+    """Delete the snapshots this run took (each of a volume it recorded, found by its answer or
+    its execution's tag), and nothing else; one already gone is fine."""
+    ec2 = clients.ec2()
+    for snapshot_id, _ in ours:
+        try:
+            ec2.delete_snapshot(SnapshotId=snapshot_id)
+        except ClientError as err:
+            if error_code(err) != "InvalidSnapshot.NotFound":
+                raise

@@ -210,10 +210,7 @@ def finish(
     *,
     set_keys: frozenset[str],
     note: str = "",
-    common: Mapping[str, str] | None = None,
 ) -> Taken:
-    """Tag each member's snapshot (``common``: the set's tags too, where CreateSnapshots could
-    not give them), and return the set as EC2 lists it now."""
     dropped = {
         volume_id: tag_member(
             (snapshot_id, volume_id),
@@ -221,14 +218,18 @@ def finish(
             volume_facts.get(volume_id, {}),
             manifest.consistency,
             set_keys,
-            common=common or {},
+            common={},
         )
         for snapshot_id, volume_id in snapshots
         if volume_id in member_ids
     }
     notes = tuple(n for n in (note, tag_limit.note(dropped, onto="their snapshots")) if n)
-    # Right after CreateSnapshots a listing may still leave some of them out: look again
-    # until every recorded snapshot is there.
+    return Taken(listed_set(manifest), manifest.consistency, notes)
+
+
+def listed_set(manifest: Manifest) -> SnapshotSet:
+    """The recorded set as EC2 lists it. Right after CreateSnapshots a listing may still leave
+    some of them out: look again until every recorded snapshot is there."""
     result = snapshot_sets.get_set(manifest.array, manifest.set_id)
     for wait in NOT_YET_VISIBLE_WAITS:
         if result is not None and len(result.members) >= len(manifest.snapshots):
@@ -239,7 +240,7 @@ def finish(
         raise SnapshotFailedError(
             f"snapshot set {manifest.set_id} vanished right after it was taken"
         )
-    return Taken(result, manifest.consistency, notes)
+    return result
 
 
 def tag_member(

@@ -15,6 +15,7 @@ from test_two_arrays import with_logs
 from raidsnap.aws import instances, snapshot_group, snapshot_sets, snapshots, volumes
 from raidsnap.aws.instances import ArrayInstance, Attachment, Layout, Member
 from raidsnap.errors import InvalidInputError, SnapshotFailedError
+from raidsnap_emulation.double import acting_as
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import make_array, sets_table
 
@@ -49,17 +50,24 @@ def two_arrays(emu: Emulation, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any
         "parts": parts,
         "instance": instances.describe_instance(fx.instance_id),
         "facts": volumes.raw([*fx.member_ids, *logs]),
+        "role": next(
+            f
+            for f in emu.template.of_type("AWS::Lambda::Function")
+            if f.startswith("BackupBackupSnapshot")
+        ),
     }
 
 
 def take(world: dict[str, Any]) -> dict[str, snapshots.Taken]:
-    return snapshot_group.create_sets(
-        parts=world["parts"],
-        execution_arn=EXECUTION,
-        started=datetime(2020, 1, 1, tzinfo=UTC),
-        instance=world["instance"],
-        volume_facts=world["facts"],
-    )
+    """As the backup's snapshot function does it, with that function's own IAM grants."""
+    with acting_as(world["role"]):
+        return snapshot_group.create_sets(
+            parts=world["parts"],
+            execution_arn=EXECUTION,
+            started=datetime(2020, 1, 1, tzinfo=UTC),
+            instance=world["instance"],
+            volume_facts=world["facts"],
+        )
 
 
 def create_snapshots_calls(emu: Emulation) -> list[Any]:
@@ -157,7 +165,7 @@ def test_tagging_that_fails_partway_leaves_no_set_and_deletes_only_this_runs_sna
 
     monkeypatch.setattr(snapshots, "tag_member", refuse_late)
     # WHEN the group is taken
-    with pytest.raises(SnapshotFailedError, match="no set was kept"):
+    with pytest.raises(SnapshotFailedError, match="no set was recorded"):
         take(world)
     # THEN neither array has a set, the run's snapshots are gone, the older one is not
     ((call,),) = [create_snapshots_calls(emu)]
@@ -165,8 +173,10 @@ def test_tagging_that_fails_partway_leaves_no_set_and_deletes_only_this_runs_sna
     remaining = {s["SnapshotId"] for s in ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"]}
     assert remaining == {older}
     for array in ("db1", "logs"):
-        assert snapshot_sets.get_set(array, f"{array}-set-1") is None
-        assert not snapshot_sets.list_sets(array)
+        # (only the intent recorded before the call: no snapshot, never complete)
+        (intent,) = snapshot_sets.list_sets(array)
+        assert intent.manifest is not None and intent.manifest.status == "taking"
+        assert not intent.members and not intent.complete
 
 
 def test_one_array_or_shared_members_are_refused_before_anything_is_taken(
@@ -193,6 +203,7 @@ def test_one_array_or_shared_members_are_refused_before_anything_is_taken(
         )
     assert not create_snapshots_calls(emu)
     assert not snapshot_sets.list_sets("db1")
+    assert not snapshot_sets.list_sets("db2")
 
 
 def test_more_than_forty_volumes_to_exclude_is_refused() -> None:
