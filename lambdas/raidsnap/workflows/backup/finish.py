@@ -10,7 +10,7 @@ from raidsnap.observability import count, for_array, logger, publish_alone
 from raidsnap.plan import retention
 from raidsnap.set_locks import HeldSet
 from raidsnap.text import counted
-from raidsnap.workflows.backup import locking, times
+from raidsnap.workflows.backup import locking, times, together
 from raidsnap.workflows.backup.contracts import (
     BackupOutput,
     BackupState,
@@ -33,17 +33,36 @@ def finish(call: RetentionCall) -> Retention:
     """Retention and the output, with their metrics; then a degraded array's run fails with
     ArrayDegraded. The array's lock policy runs first: its sets are locked before retention
     looks, and a policy that cannot lock fails the run before anything is deleted."""
+    result = _keep(call)
+    parts = [together.part_call(call, i) for i in range(len(call.plan.takeWith))]
+    if parts:
+        # Each array taken with the plan's keeps its own sets by its own policy.
+        done = [together.output(_keep(part, alone=True)) for part in parts]
+        result = Retention(output=result.output.model_copy(update={"together": done}))
+    for each in [call, *parts]:
+        fail_if_degraded(each)
+    return result
+
+
+def _keep(call: RetentionCall, *, alone: bool = False) -> Retention:
+    """The array's lock policy, retention and their metrics: the invocation's for the plan's
+    array, ``alone`` (a document of their own, its Array dimension) for one taken with it."""
     locks = locking.lock_newest(call)
     result = apply_retention(call)
     if locks is not None:
         result = Retention(output=result.output.model_copy(update={"locks": locks}))
     report = result.output.retention
-    for_array(call.plan.array)
-    count("SnapshotsDeleted", report.deletedSnapshots)
     # Without the array dimension: one alarm watches every array (the output names the array).
     publish_alone("SnapshotsNotDeleted", len(report.notDeleted))
-    count("DegradedSetsTaken" if call.members.degraded else "BackupSucceeded")
-    fail_if_degraded(call)
+    outcome = "DegradedSetsTaken" if call.members.degraded else "BackupSucceeded"
+    if alone:
+        array = {"Array": call.plan.array}
+        publish_alone("SnapshotsDeleted", report.deletedSnapshots, array)
+        publish_alone(outcome, 1, array)
+        return result
+    for_array(call.plan.array)
+    count("SnapshotsDeleted", report.deletedSnapshots)
+    count(outcome)
     return result
 
 

@@ -22,7 +22,7 @@ from raidsnap.models import (
     system_directory,
 )
 from raidsnap.observability import logger
-from raidsnap.workflows.backup import times
+from raidsnap.workflows.backup import times, together
 from raidsnap.workflows.backup.contracts import (
     Degraded,
     DiscoveryLook,
@@ -49,7 +49,8 @@ def release_hold(plan: Plan) -> bool:
     table = restore_lock_table()
     if not (table and plan.hold):
         return False
-    lock.release_backup(table, plan.array, plan.execution.arn)
+    for array in [plan.array, *(p.array for p in plan.takeWith)]:
+        lock.release_backup(table, array, plan.execution.arn)
     return True
 
 
@@ -59,19 +60,30 @@ def prepare(call: PrepareCall, documents: Documents, settings: BackupSettings) -
     # The hooks a run names are resolved before anything is held or sent: a name the
     # configuration does not give fails the run here, having changed nothing.
     hooks = hooks_for(request.array, request.hooks)
+    named = together.others(request, hooks)
     table = restore_lock_table()
     if not table:
-        return _prepare(request, hooks, call.execution, documents, settings)
-    # Before anything reaches the instance: a restore of this array that is running refuses
-    # the backup (RestoreInProgress), and a restore that starts later sees the hold.
+        plan = _prepare(request, hooks, call.execution, documents, settings)
+        return _with_others(plan, named, table, settings)
+    # Before anything reaches the instance: a restore of any of these arrays that is running
+    # refuses the backup (RestoreInProgress), and a restore that starts later sees the hold.
     arn = call.execution.id
-    lock.hold_for_backup(table, request.array, arn, _hold_seconds(settings))
+    release = together.hold_all(table, [request.array, *named], arn, _hold_seconds(settings))
     try:
         plan = _prepare(request, hooks, call.execution, documents, settings)
+        plan = _with_others(plan.model_copy(update={"hold": True}), named, table, settings)
     except Exception:
-        lock.release_backup(table, request.array, arn)
+        release()
         raise
-    return plan.model_copy(update={"hold": True})
+    return plan
+
+
+def _with_others(plan: Plan, named: list[str], table: str | None, settings: BackupSettings) -> Plan:
+    if not named:
+        return plan
+    return together.extend_plan(
+        plan, named, table, lambda array: retention_for(array, settings.default_retention)
+    )
 
 
 def _prepare(
@@ -156,7 +168,7 @@ def collect_members(call: MembersCall) -> Members:
             "the array is degraded; its set will be marked degraded",
             extra={"missing_slots": layout.missing_slots, "without_slot": layout.without_slot},
         )
-    return Members(
+    found = Members(
         discovery=DiscoveryLook(status="done", source=layout.source, note=layout.note),
         members=[
             Member(index=m.index, volumeId=m.volume_id, device=m.device) for m in layout.members
@@ -167,6 +179,11 @@ def collect_members(call: MembersCall) -> Members:
         consistency=_consistency(plan, layout, notes),
         notes=notes,
     )
+    if not plan.takeWith:
+        return found
+    ran = layout.source == "discovery" and discovery.commandId
+    others = together.members(plan, instance, str(discovery.commandId) if ran else None, note)
+    return found.model_copy(update={"together": others})
 
 
 def _consistency(plan: Plan, layout: instances.Layout, notes: list[str]) -> SetConsistency:

@@ -7,18 +7,20 @@ import hashlib
 from datetime import timedelta
 
 from raidsnap import hooks
-from raidsnap.aws import commands, instances, snapshot_sets, snapshots, volumes
+from raidsnap.aws import commands, instances, snapshot_group, snapshots, volumes
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import SnapshotFailedError
 from raidsnap.hooks import SetConsistency
 from raidsnap.models import Poll
-from raidsnap.observability import count, for_array
-from raidsnap.workflows.backup import times
+from raidsnap.observability import count, for_array, publish_alone
+from raidsnap.sets import SnapshotSet
+from raidsnap.workflows.backup import times, together
 from raidsnap.workflows.backup.contracts import (
     CheckCall,
     Command,
     CommandCall,
     Members,
+    PartSnapshots,
     Plan,
     SnapshotCall,
     Snapshots,
@@ -132,6 +134,8 @@ def _got(consistency: str, freeze: Command, holds: bool) -> str:
 
 
 def create_set(call: SnapshotCall) -> Snapshots:
+    if call.plan.takeWith:
+        return _create_together(call)
     plan, members, freeze = call.plan, call.members, call.freeze
     consistency = _got(
         members.consistency or plan.consistency, freeze, hooks.holds_application(plan.hooks)
@@ -170,34 +174,67 @@ def create_set(call: SnapshotCall) -> Snapshots:
     return result
 
 
+def _create_together(call: SnapshotCall) -> Snapshots:
+    """The plan's array and the takeWith arrays in one CreateSnapshots call, a set each."""
+    plan = call.plan
+    instance = instances.describe_instance(plan.instanceId)
+    parts = together.parts(plan, call.members, _layout)
+    facts = volumes.raw([m.volume_id for p in parts for m in p.layout.members])
+    taken = snapshot_group.create_sets(
+        parts=parts,
+        execution_arn=plan.execution.arn,
+        started=times.parse_time(plan.execution.startTime),
+        instance=instance,
+        volume_facts=facts,
+    )
+    main = taken[plan.array]
+    rest = [
+        PartSnapshots(
+            array=p.array,
+            setId=taken[p.array].snapshot_set.set_id,
+            consistency=_label(taken[p.array].consistency),
+            ids=[m.snapshot_id for m in taken[p.array].snapshot_set.by_index()],
+            notes=list(taken[p.array].notes),
+        )
+        for p in plan.takeWith
+    ]
+    for_array(plan.array)
+    count("SnapshotSetsStarted")
+    for part in plan.takeWith:
+        # In a document of its own: the invocation's metrics carry one Array dimension.
+        publish_alone("SnapshotSetsStarted", 1, {"Array": part.array})
+    return Snapshots(
+        setId=main.snapshot_set.set_id,
+        consistency=_label(main.consistency),
+        notes=list(main.notes),
+        status="pending",
+        waitSeconds=SNAPSHOT_POLL_MIN_SECONDS,
+        ids=[m.snapshot_id for m in main.snapshot_set.by_index()],
+        polls=0,
+        waitedSeconds=0,
+        together=rest,
+    )
+
+
 def check_snapshots(call: CheckCall) -> Snapshots:
     """Completed, failed, or still going: and if going, how long to wait before looking again."""
     plan, snaps = call.plan, call.snapshots
     # The snapshots are taken (point in time) and the filesystem thawed by now.
     released = snaps.holdReleased or release_hold(plan)
-    current = snapshot_sets.get_set(plan.array, snaps.setId)
-    if current is None:
-        raise SnapshotFailedError(f"the snapshots of set {snaps.setId} no longer exist")
-    failed = current.failed
-    if failed:
-        detail = "; ".join(
-            f"member {m.index} ({m.volume_id}) snapshot {m.snapshot_id}: "
-            f"{m.state_message or 'error'}"
-            for m in failed
-        )
-        raise SnapshotFailedError(
-            f"set {current.set_id} of {plan.array} failed: {detail}. The set will never "
-            "be restored; retention removes it once newer sets exist"
-        )
+    # With takeWith, every set the run took: the run completes when all of them have.
+    taken = together.current(plan, snaps)
+    for current in taken:
+        _fail_if_failed(current)
+    members = [m for current in taken for m in current.members]
     waited = snaps.waitedSeconds + snaps.waitSeconds
-    progress = min(m.progress for m in current.members)
+    progress = min(m.progress for m in members)
     update: dict[str, object] = {
         "polls": snaps.polls + 1,
         "waitedSeconds": waited,
         "progress": progress,
         "holdReleased": released,
     }
-    if current.members and all(m.state == "completed" for m in current.members):
+    if all(c.members for c in taken) and all(m.state == "completed" for m in members):
         update["status"] = "completed"
     else:
         # Wait about half the time the slowest snapshot still seems to need, within bounds.
@@ -207,3 +244,17 @@ def check_snapshots(call: CheckCall) -> Snapshots:
             min(SNAPSHOT_POLL_MAX_SECONDS, max(SNAPSHOT_POLL_MIN_SECONDS, remaining / 2))
         )
     return snaps.model_copy(update=update)
+
+
+def _fail_if_failed(current: SnapshotSet) -> None:
+    failed = current.failed
+    if failed:
+        detail = "; ".join(
+            f"member {m.index} ({m.volume_id}) snapshot {m.snapshot_id}: "
+            f"{m.state_message or 'error'}"
+            for m in failed
+        )
+        raise SnapshotFailedError(
+            f"set {current.set_id} of {current.array} failed: {detail}. The set will never "
+            "be restored; retention removes it once newer sets exist"
+        )

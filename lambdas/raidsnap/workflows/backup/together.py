@@ -1,0 +1,207 @@
+"""Backup of several arrays of one instance at one point in time (the input's ``takeWith``): the
+plan's array and each named array are held, found and taken in one CreateSnapshots call
+(raidsnap.aws.snapshot_group); each gets its own set, checked, kept and reported as its own.
+
+Only crash-consistent sets are taken together: freezing the filesystems of several arrays and
+running their hooks around one call is not built, so an input or configuration asking for it is
+refused before anything is held."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from raidsnap import sets
+from raidsnap.aws import commands, homes, instances, lock, snapshot_group, snapshot_sets
+from raidsnap.errors import InvalidInputError, SnapshotFailedError
+from raidsnap.hooks import Hooks, hooks_for
+from raidsnap.models import BackupInput
+from raidsnap.sets import SnapshotSet
+from raidsnap.workflows.backup import times
+from raidsnap.workflows.backup.contracts import (
+    Degraded,
+    Member,
+    Members,
+    PartMembers,
+    PartOutput,
+    PartPlan,
+    Plan,
+    Retention,
+    RetentionCall,
+    Snapshots,
+)
+
+FIELD = "takeWith"
+
+
+def others(request: BackupInput, hooks: Hooks | None) -> list[str]:
+    """The input's other arrays, checked: distinct, not the plan's own, crash-consistent only."""
+    named = list(request.takeWith or [])
+    if not named:
+        return []
+    if request.array in named or len(set(named)) != len(named):
+        raise InvalidInputError(FIELD, f"names {request.array} or another array twice: {named}")
+    if (request.consistency or "crash") != "crash" or hooks is not None:
+        raise InvalidInputError(
+            FIELD,
+            "arrays are taken together crash-consistent only (one CreateSnapshots call, no "
+            "freeze and no hooks); ask for consistency crash and no hooks, or back the "
+            "arrays up one by one",
+        )
+    for array in named:
+        if hooks_for(array, None) is not None:
+            raise InvalidInputError(
+                FIELD, f"{array} has hooks configured; its sets are taken with its hooks alone"
+            )
+    return sorted(named)
+
+
+def hold_all(table: str, arrays: Sequence[str], arn: str, seconds: int) -> Callable[[], None]:
+    """Hold every array against restores, always in name order (two runs that hold the same
+    arrays never wait on each other crosswise); returns what lets all of them go. A refusal
+    lets go of those held before it."""
+    held: list[str] = []
+
+    def release() -> None:
+        for array in reversed(held):
+            lock.release_backup(table, array, arn)
+
+    try:
+        for array in sorted(arrays):
+            lock.hold_for_backup(table, array, arn, seconds)
+            held.append(array)
+    except Exception:
+        release()
+        raise
+    return release
+
+
+def extend_plan(
+    plan: Plan, named: Sequence[str], table: str | None, retention: Callable[[str], int]
+) -> Plan:
+    """Each named array's set id and retention; refused unless it lives on the plan's instance."""
+    parts: list[PartPlan] = []
+    notes = list(plan.notes)
+    started = times.parse_time(plan.execution.startTime)
+    for array in named:
+        home = homes.array_instance(table, array, notes)
+        if home.instance_id != plan.instanceId:
+            raise InvalidInputError(
+                FIELD,
+                f"{array} is on {home.instance_id}, not on {plan.instanceId} with "
+                f"{plan.array}: only arrays of one instance are taken together",
+            )
+        parts.append(
+            PartPlan(
+                array=array,
+                setId=sets.make_set_id(array, started, plan.execution.arn),
+                retention=retention(array),
+                hold=plan.hold,
+            )
+        )
+    return plan.model_copy(update={"takeWith": parts, "notes": notes})
+
+
+def members(
+    plan: Plan, instance: instances.ArrayInstance, discovery: str | None, note: str
+) -> list[PartMembers]:
+    """Each named array's members, from the report of the same discovery (``discovery``, its
+    command: it lists every md array of the instance), else from its volume tags."""
+    report = commands.fetch(discovery, plan.instanceId).result if discovery else None
+    out: list[PartMembers] = []
+    for part in plan.takeWith:
+        layout = instances.members_from_discovery(part.array, instance, report) if report else None
+        if layout is None:
+            layout = instances.members_from_tags(part.array, instance, note or "no discovery")
+        out.append(
+            PartMembers(
+                array=part.array,
+                source=layout.source,
+                members=[
+                    Member(index=m.index, volumeId=m.volume_id, device=m.device)
+                    for m in layout.members
+                ],
+                md=layout.md,
+                memberCount=layout.member_count,
+                degraded=Degraded(
+                    missingSlots=list(layout.missing_slots),
+                    withoutSlot=list(layout.without_slot),
+                )
+                if layout.degraded
+                else None,
+            )
+        )
+    return out
+
+
+def parts(
+    plan: Plan, found: Members, layout: Callable[[Members], instances.Layout]
+) -> list[snapshot_group.Part]:
+    """The plan's array and each named array as one CreateSnapshots call takes them."""
+    main = snapshot_group.Part(plan.array, plan.setId, layout(found), "crash")
+    rest = [
+        snapshot_group.Part(p.array, pp.setId, layout(as_members(found, p)), "crash")
+        for p, pp in zip(found.together, plan.takeWith, strict=True)
+    ]
+    return [main, *rest]
+
+
+def as_members(found: Members, part: PartMembers) -> Members:
+    return Members(
+        discovery=found.discovery,
+        members=part.members,
+        md=part.md,
+        memberCount=part.memberCount,
+        degraded=part.degraded,
+        consistency="crash",
+    )
+
+
+def current(plan: Plan, snaps: Snapshots) -> list[SnapshotSet]:
+    """Every set the run took, as EC2 lists it now; a set gone is SnapshotFailed."""
+    out: list[SnapshotSet] = []
+    for array, set_id in [(plan.array, snaps.setId)] + [(p.array, p.setId) for p in snaps.together]:
+        found = snapshot_sets.get_set(array, set_id)
+        if found is None:
+            raise SnapshotFailedError(f"the snapshots of set {set_id} of {array} no longer exist")
+        out.append(found)
+    return out
+
+
+def part_call(call: RetentionCall, index: int) -> RetentionCall:
+    """The run as one named array's own: its plan, members and set."""
+    part, found, taken = (
+        call.plan.takeWith[index],
+        call.members.together[index],
+        call.snapshots.together[index],
+    )
+    plan = call.plan.model_copy(
+        update={
+            "array": part.array,
+            "setId": part.setId,
+            "retention": part.retention,
+            "takeWith": [],
+        }
+    )
+    snaps = call.snapshots.model_copy(
+        update={
+            "setId": taken.setId,
+            "consistency": taken.consistency,
+            "ids": taken.ids,
+            "together": [],
+        }
+    )
+    return RetentionCall(plan=plan, members=as_members(call.members, found), snapshots=snaps)
+
+
+def output(report: Retention) -> PartOutput:
+    """A named array's retention result as the output's ``together`` names it."""
+    out = report.output
+    return PartOutput(
+        array=out.array,
+        setId=out.setId,
+        consistency=out.consistency,
+        snapshotIds=out.snapshotIds,
+        memberVolumeIds=out.memberVolumeIds,
+        retention=out.retention,
+        locks=out.locks,
+    )

@@ -1,0 +1,65 @@
+/** Arrays an array's scheduled backups take with it (arrays.<name>.takeWith): the other arrays
+ * of the same instance whose sets the same CreateSnapshots call takes, one point in time for
+ * all of them, each set its own (lambdas/raidsnap/workflows/backup/together.py). Such sets are
+ * crash-consistent: freezing several filesystems and running their hooks around one call is
+ * not built, so an array that asks for either cannot take or be taken with others. */
+
+import type { Problem } from './config-error';
+
+const ARRAY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+// The backup input's limit (raidsnap.models.BackupInput.takeWith).
+const MAX_ARRAYS = 8;
+
+/** What the cross-array check needs to know of each configured array. */
+export interface TakeWithFacts {
+  readonly consistency: string;
+  readonly hooks?: unknown;
+  readonly recovery?: { readonly instanceId: string };
+  readonly fastRestore?: unknown;
+  readonly takeWith?: readonly string[];
+}
+
+export function parseTakeWith(raw: unknown, field: string, name: string, problem: Problem): string[] {
+  if (!Array.isArray(raw) || raw.length === 0 || raw.length > MAX_ARRAYS) {
+    throw problem(field, `is not a list of 1 to ${MAX_ARRAYS} array names`, 'list the other arrays of the instance, such as [logs]');
+  }
+  const names = raw.map((entry, i) => {
+    if (typeof entry !== 'string' || !ARRAY_NAME.test(entry)) {
+      throw problem(`${field}[${i}]`, 'is not an array name', 'use 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit');
+    }
+    return entry;
+  });
+  if (names.includes(name) || new Set(names).size !== names.length) {
+    throw problem(field, `names ${name} itself or an array twice`, 'list each other array once');
+  }
+  return names;
+}
+
+/** Refuse what the configuration itself shows cannot be taken together: an array that freezes
+ * or runs hooks (its own or a named one's), a named array with a fastRestore policy (it runs
+ * for the array a backup is started for), or named arrays whose recovery names another
+ * instance (where both name one; arrays found by tags alone are checked at run time). */
+export function checkTakeWith(arrays: Record<string, TakeWithFacts>, problem: Problem): void {
+  for (const [name, array] of Object.entries(arrays)) {
+    if (!array.takeWith) continue;
+    const field = `arrays.${name}.takeWith`;
+    for (const member of [name, ...array.takeWith]) {
+      const other = arrays[member];
+      if (!other) continue;
+      if (other.consistency !== 'crash' || other.hooks !== undefined) {
+        throw problem(field, `${member} is configured with ${other.hooks !== undefined ? 'hooks' : other.consistency}; arrays are taken together crash-consistent only`,
+          `remove takeWith, or make ${member} crash-consistent without hooks`);
+      }
+      if (member !== name && other.fastRestore !== undefined) {
+        throw problem(field, `${member} has a fastRestore policy, which runs only for the array a backup is started for`,
+          `back ${member} up on its own schedule, or remove its fastRestore`);
+      }
+      const here = array.recovery?.instanceId;
+      const there = other.recovery?.instanceId;
+      if (here && there && here !== there) {
+        throw problem(field, `${member} recovers on ${there}, ${name} on ${here}: only arrays of one instance are taken together`,
+          'list only arrays of the same instance');
+      }
+    }
+  }
+}

@@ -1,0 +1,56 @@
+import * as fs from 'fs';
+import * as os from 'os';
+import * as path from 'path';
+import { Match } from 'aws-cdk-lib/assertions';
+import { ConfigError, parseConfig } from '../lib/config';
+import { synth } from './helpers';
+
+const INSTANCE = 'i-0123456789abcdef0';
+const OTHER = 'i-0fedcba9876543210';
+
+describe('arrays.<name>.takeWith', () => {
+  test('names the other arrays its backups take in the same call', () => {
+    const config = parseConfig({ arrays: { db1: { takeWith: ['logs'] }, logs: {} } });
+    expect(config.arrays.db1.takeWith).toEqual(['logs']);
+    expect(config.arrays.logs.takeWith).toBeUndefined();
+  });
+
+  test.each([
+    [{ db1: { takeWith: [] } }, 'arrays.db1.takeWith: is not a list'],
+    [{ db1: { takeWith: 'logs' } }, 'arrays.db1.takeWith: is not a list'],
+    [{ db1: { takeWith: ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'] } }, 'arrays.db1.takeWith: is not a list'],
+    [{ db1: { takeWith: ['bad name'] } }, 'arrays.db1.takeWith[0]: is not an array name'],
+    [{ db1: { takeWith: ['db1'] } }, 'names db1 itself'],
+    [{ db1: { takeWith: ['logs', 'logs'] } }, 'an array twice'],
+    [{ db1: { takeWith: ['logs'], consistency: 'fsfreeze' } }, 'db1 is configured with fsfreeze'],
+    [{ db1: { takeWith: ['logs'] }, logs: { consistency: 'fsfreeze' } }, 'logs is configured with fsfreeze'],
+    [{ db1: { takeWith: ['logs'] }, logs: { hooks: { preSnapshot: 'builtin:postgresql-checkpoint' } } }, 'logs is configured with hooks'],
+    [{ db1: { takeWith: ['logs'] }, logs: { fastRestore: { zones: ['us-east-1a'], sets: 1, members: 3 } } }, 'logs has a fastRestore policy'],
+    [
+      { db1: { takeWith: ['logs'], recovery: { instanceId: INSTANCE } }, logs: { recovery: { instanceId: OTHER } } },
+      'only arrays of one instance',
+    ],
+  ])('refuses %j', (arrays, message) => {
+    expect(() => parseConfig({ arrays })).toThrow(ConfigError);
+    expect(() => parseConfig({ arrays })).toThrow(message);
+  });
+
+  test('a schedule of the array starts the backup with takeWith in its input', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'raidsnap-takewith-'));
+    const file = path.join(dir, 'config.yaml');
+    fs.writeFileSync(file, [
+      'arrays:',
+      '  db1:',
+      '    schedule: rate(1 hour)',
+      '    takeWith: [logs]',
+      '',
+    ].join('\n'));
+    const { template } = synth(file);
+    template.hasResourceProperties('AWS::Scheduler::Schedule', {
+      ScheduleExpression: 'rate(1 hour)',
+      Target: Match.objectLike({
+        Input: JSON.stringify({ array: 'db1', consistency: 'crash', trigger: 'schedule', takeWith: ['logs'] }),
+      }),
+    });
+  });
+});
