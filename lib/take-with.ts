@@ -1,8 +1,10 @@
 /** Arrays an array's scheduled backups take with it (arrays.<name>.takeWith): the other arrays
  * of the same instance whose sets the same CreateSnapshots call takes, one point in time for
- * all of them, each set its own (lambdas/raidsnap/workflows/backup/together.py). Such sets are
- * crash-consistent: freezing several filesystems and running their hooks around one call is
- * not built, so an array that asks for either cannot take or be taken with others. */
+ * all of them, each set its own (lambdas/raidsnap/workflows/backup/together.py). The run has one
+ * consistency: crash, or fsfreeze (every array's filesystem frozen around the call,
+ * lambdas/raidsnap/workflows/backup/freezes.py), so the arrays of a group are configured alike;
+ * hooks around one call for several arrays are not built, so an array with hooks cannot take or
+ * be taken with others. */
 
 import type { Problem } from './config-error';
 
@@ -16,6 +18,7 @@ export interface TakeWithFacts {
   readonly hooks?: unknown;
   readonly recovery?: { readonly instanceId: string };
   readonly fastRestore?: unknown;
+  readonly copies?: readonly unknown[];
   readonly takeWith?: readonly string[];
 }
 
@@ -35,10 +38,12 @@ export function parseTakeWith(raw: unknown, field: string, name: string, problem
   return names;
 }
 
-/** Refuse what the configuration itself shows cannot be taken together: an array that freezes
- * or runs hooks (its own or a named one's), a named array with a fastRestore policy (it runs
- * for the array a backup is started for), or named arrays whose recovery names another
- * instance (where both name one; arrays found by tags alone are checked at run time). */
+/** Refuse what the configuration itself shows cannot be taken together: an array that runs
+ * hooks (its own or a named one's), a named array configured with another consistency than the
+ * array's (its sets would be frozen, or not, against its own setting), a named array with a
+ * fastRestore policy or copies (they run for the array a backup is started for), or named
+ * arrays whose recovery names another instance (where both name one; arrays found by tags alone
+ * are checked at run time). */
 export function checkTakeWith(arrays: Record<string, TakeWithFacts>, problem: Problem): void {
   for (const [name, array] of Object.entries(arrays)) {
     if (!array.takeWith) continue;
@@ -46,13 +51,21 @@ export function checkTakeWith(arrays: Record<string, TakeWithFacts>, problem: Pr
     for (const member of [name, ...array.takeWith]) {
       const other = arrays[member];
       if (!other) continue;
-      if (other.consistency !== 'crash' || other.hooks !== undefined) {
-        throw problem(field, `${member} is configured with ${other.hooks !== undefined ? 'hooks' : other.consistency}; arrays are taken together crash-consistent only`,
-          `remove takeWith, or make ${member} crash-consistent without hooks`);
+      if (other.hooks !== undefined) {
+        throw problem(field, `${member} is configured with hooks; arrays are taken together without hooks`,
+          `remove takeWith, or remove ${member}'s hooks`);
+      }
+      if (other.consistency !== array.consistency) {
+        throw problem(field, `${member} is configured with ${other.consistency}, ${name} with ${array.consistency}: arrays taken together get one consistency, ${name}'s`,
+          `give ${member} consistency ${array.consistency}, or back it up on its own schedule`);
       }
       if (member !== name && other.fastRestore !== undefined) {
         throw problem(field, `${member} has a fastRestore policy, which runs only for the array a backup is started for`,
           `back ${member} up on its own schedule, or remove its fastRestore`);
+      }
+      if (member !== name && other.copies !== undefined && other.copies.length > 0) {
+        throw problem(field, `${member} has copies, which run only for the array a backup is started for`,
+          `back ${member} up on its own schedule, or remove its copies`);
       }
       const here = array.recovery?.instanceId;
       const there = other.recovery?.instanceId;

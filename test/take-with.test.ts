@@ -22,9 +22,11 @@ describe('arrays.<name>.takeWith', () => {
     [{ db1: { takeWith: ['bad name'] } }, 'arrays.db1.takeWith[0]: is not an array name'],
     [{ db1: { takeWith: ['db1'] } }, 'names db1 itself'],
     [{ db1: { takeWith: ['logs', 'logs'] } }, 'an array twice'],
-    [{ db1: { takeWith: ['logs'], consistency: 'fsfreeze' } }, 'db1 is configured with fsfreeze'],
-    [{ db1: { takeWith: ['logs'] }, logs: { consistency: 'fsfreeze' } }, 'logs is configured with fsfreeze'],
+    [{ db1: { takeWith: ['logs'] }, logs: { consistency: 'fsfreeze' } }, 'logs is configured with fsfreeze, db1 with crash'],
+    [{ db1: { takeWith: ['logs'], consistency: 'fsfreeze' }, logs: {} }, 'logs is configured with crash, db1 with fsfreeze'],
     [{ db1: { takeWith: ['logs'] }, logs: { hooks: { preSnapshot: 'builtin:postgresql-checkpoint' } } }, 'logs is configured with hooks'],
+    [{ db1: { takeWith: ['logs'], hooks: { preSnapshot: 'builtin:postgresql-checkpoint' } }, logs: {} }, 'db1 is configured with hooks'],
+    [{ db1: { takeWith: ['logs'] }, logs: { copies: [{ region: 'eu-west-1' }] } }, 'logs has copies'],
     [{ db1: { takeWith: ['logs'] }, logs: { fastRestore: { zones: ['us-east-1a'], sets: 1, members: 3 } } }, 'logs has a fastRestore policy'],
     [
       { db1: { takeWith: ['logs'], recovery: { instanceId: INSTANCE } }, logs: { recovery: { instanceId: OTHER } } },
@@ -33,6 +35,14 @@ describe('arrays.<name>.takeWith', () => {
   ])('refuses %j', (arrays, message) => {
     expect(() => parseConfig({ arrays })).toThrow(ConfigError);
     expect(() => parseConfig({ arrays })).toThrow(message);
+  });
+
+  test('arrays frozen alike are taken together, fsfreeze-consistent', () => {
+    const config = parseConfig({
+      arrays: { db1: { takeWith: ['logs'], consistency: 'fsfreeze' }, logs: { consistency: 'fsfreeze' }, web: {} },
+    });
+    expect(config.arrays.db1.consistency).toBe('fsfreeze');
+    expect(parseConfig({ arrays: { db1: { takeWith: ['logs'], consistency: 'fsfreeze' } } }).arrays.db1.takeWith).toEqual(['logs']);
   });
 
   test('a schedule of the array starts the backup with takeWith in its input', () => {
@@ -50,6 +60,27 @@ describe('arrays.<name>.takeWith', () => {
       ScheduleExpression: 'rate(1 hour)',
       Target: Match.objectLike({
         Input: JSON.stringify({ array: 'db1', consistency: 'crash', trigger: 'schedule', takeWith: ['logs'] }),
+      }),
+    });
+  });
+
+  test('a schedule of an fsfreeze array asks for fsfreeze with takeWith', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'raidsnap-takewith-'));
+    const file = path.join(dir, 'config.yaml');
+    fs.writeFileSync(file, [
+      'arrays:',
+      '  db1:',
+      '    schedule: rate(1 hour)',
+      '    consistency: fsfreeze',
+      '    takeWith: [logs]',
+      '  logs:',
+      '    consistency: fsfreeze',
+      '',
+    ].join('\n'));
+    const { template } = synth(file);
+    template.hasResourceProperties('AWS::Scheduler::Schedule', {
+      Target: Match.objectLike({
+        Input: JSON.stringify({ array: 'db1', consistency: 'fsfreeze', trigger: 'schedule', takeWith: ['logs'] }),
       }),
     });
   });

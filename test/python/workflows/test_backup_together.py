@@ -1,6 +1,7 @@
 """A backup that takes two arrays of one instance at one point in time (the input's takeWith):
-one CreateSnapshots call, a complete set for each array, each restorable alone; refusals change
-nothing and leave no hold."""
+one CreateSnapshots call, a complete set for each array, each restorable alone; with fsfreeze,
+every array's filesystem frozen in name order around that call and thawed in reverse order, on
+success and on failure; refusals change nothing and leave no hold."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from test_two_arrays import with_logs
 
 from raidsnap.aws import snapshot_sets
 from raidsnap_emulation.harness import Emulation
-from raidsnap_emulation.world import ArrayFixture, HeldStep, make_array, sets_table
+from raidsnap_emulation.world import (
+    ArrayFixture,
+    HeldStep,
+    make_array,
+    sets_of,
+    sets_table,
+    tags_of,
+)
 
 
 def create_snapshots(emu: Emulation) -> list[Any]:
@@ -82,13 +90,12 @@ def test_each_set_taken_together_restores_alone(emu: Emulation) -> None:
 @pytest.mark.parametrize(
     ("extra", "cause"),
     [
-        ({"consistency": "fsfreeze"}, "crash-consistent only"),
-        ({"hooks": {"preSnapshot": "builtin:postgresql-checkpoint"}}, "crash-consistent only"),
+        ({"hooks": {"preSnapshot": "builtin:postgresql-checkpoint"}}, "no hooks"),
         ({"takeWith": ["db1"]}, "names db1 or another array twice"),
     ],
-    ids=["fsfreeze", "hooks", "itself"],
+    ids=["hooks", "itself"],
 )
-def test_a_freeze_hooks_or_the_array_itself_are_refused_before_anything_changes(
+def test_hooks_or_the_array_itself_are_refused_before_anything_changes(
     emu: Emulation, extra: dict[str, Any], cause: str
 ) -> None:
     two(emu)
@@ -103,14 +110,30 @@ def test_a_freeze_hooks_or_the_array_itself_are_refused_before_anything_changes(
         assert alone.status == "SUCCEEDED", f"{alone.error}: {alone.cause}"
 
 
-def test_an_array_of_another_instance_is_refused_and_both_holds_let_go(emu: Emulation) -> None:
+def test_an_array_of_another_instance_is_refused_before_anything_is_held_or_sent(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1 on one instance and web on another
     fx, _, _ = two(emu)
-    make_array(emu.hosts, "web", 2, unrelated=0)
+    web = make_array(emu.hosts, "web", 2, unrelated=0)
+    mark = len(emu.double.calls)
+    # WHEN db1 is backed up with web
     run = emu.run("backup", {"array": "db1", "takeWith": ["web"]})
+    # THEN the run fails naming takeWith, web and both instances
     assert run.status == "FAILED"
     assert run.error == "InvalidInput", run.cause
-    assert "only arrays of one instance" in str(run.cause)
+    cause = str(run.cause)
+    assert cause.startswith("takeWith: web is on ") and "only arrays of one instance" in cause
+    assert web.instance_id in cause and fx.instance_id in cause
+    # AND nothing reached either instance and neither array was ever held
     assert not create_snapshots(emu)
+    later = emu.double.calls[mark:]
+    assert [c.operation for c in later if c.service == "ssm" and c.operation == "SendCommand"] == []
+    assert [
+        c.operation
+        for c in later
+        if c.service == "dynamodb" and c.operation.endswith("Item") and c.operation != "GetItem"
+    ] == []
     for array in ("db1", "web"):
         alone = emu.run("backup", {"array": array})
         assert alone.status == "SUCCEEDED", f"{alone.error}: {alone.cause}"
@@ -156,3 +179,132 @@ def test_a_restore_of_one_array_refuses_the_run_and_leaves_the_other_unheld(
     assert alone.status == "SUCCEEDED", f"{alone.error}: {alone.cause}"
     assert emu.wait(restore).status == "SUCCEEDED"
     assert fx.instance_id
+
+
+def freezes_and_thaws(emu: Emulation) -> list[tuple[str, str]]:
+    """(document or operation, mount point) of every freeze, thaw and CreateSnapshots, in order."""
+    return [
+        (
+            str(c.params.get("DocumentName", c.operation)),
+            str(c.params.get("Parameters", {}).get("MountPoint", [""])[0]),
+        )
+        for c in emu.double.calls
+        if c.applied
+        and (
+            c.operation == "CreateSnapshots"
+            or c.params.get("DocumentName") in ("raidsnap-freeze", "raidsnap-thaw")
+        )
+    ]
+
+
+def test_fsfreeze_freezes_every_array_in_name_order_around_one_call_and_thaws_all(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1 (/data) and logs (/logs) on one instance
+    fx, _, _ = two(emu)
+    # WHEN db1 is backed up with logs, fsfreeze-consistent
+    run = emu.run("backup", {"array": "db1", "takeWith": ["logs"], "consistency": "fsfreeze"})
+    # THEN both filesystems were frozen in name order before the one call, and thawed in
+    # reverse order right after it
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert freezes_and_thaws(emu) == [
+        ("raidsnap-freeze", "/data"),
+        ("raidsnap-freeze", "/logs"),
+        ("CreateSnapshots", ""),
+        ("raidsnap-thaw", "/logs"),
+        ("raidsnap-thaw", "/data"),
+    ]
+    host = emu.hosts.state(fx.instance_id)
+    assert (host.frozen, host.guards) == (set(), {})
+    # AND each set says fsfreeze, in the output and on its snapshots
+    (part,) = run.output["together"]
+    assert (run.output["consistency"], part["consistency"]) == ("fsfreeze", "fsfreeze")
+    for array, set_id in (("db1", run.output["setId"]), ("logs", part["setId"])):
+        assert {tags_of(s)["raidsnap:consistency"] for s in sets_of(array)[set_id]} == {"fsfreeze"}
+
+
+def test_a_failure_freezing_the_second_array_thaws_the_first_and_takes_nothing(
+    emu: Emulation,
+) -> None:
+    # GIVEN /logs frozen by another tool
+    fx, _, _ = two(emu)
+    emu.hosts.freeze_by_another(fx.instance_id, "/logs")
+    # WHEN db1 is backed up with logs, fsfreeze-consistent
+    run = emu.run("backup", {"array": "db1", "takeWith": ["logs"], "consistency": "fsfreeze"})
+    # THEN it fails naming the freeze, takes nothing, thaws /data (its own freeze), and leaves
+    # the other tool's freeze of /logs as it was
+    assert (run.status, run.error) == ("FAILED", "CommandFailed"), run.cause
+    assert "already frozen" in str(run.cause)
+    assert not create_snapshots(emu)
+    host = emu.hosts.state(fx.instance_id)
+    assert (host.frozen, host.guards) == ({"/logs"}, {})
+    assert ("raidsnap-thaw", "/data") in freezes_and_thaws(emu)
+    # AND neither array stays held
+    for array in ("db1", "logs"):
+        alone = emu.run("backup", {"array": array})
+        assert alone.status == "SUCCEEDED", f"{alone.error}: {alone.cause}"
+
+
+def test_a_failure_after_both_froze_thaws_both(emu: Emulation) -> None:
+    # GIVEN CreateSnapshots refused (not throttling: the step does not retry it)
+    fx, _, _ = two(emu)
+    emu.double.fail("ec2", "CreateSnapshots", times=5, code="UnauthorizedOperation")
+    # WHEN db1 is backed up with logs, fsfreeze-consistent
+    run = emu.run("backup", {"array": "db1", "takeWith": ["logs"], "consistency": "fsfreeze"})
+    # THEN the run fails and both filesystems are thawed, their guards stopped
+    assert run.status == "FAILED", run.output
+    host = emu.hosts.state(fx.instance_id)
+    assert (host.frozen, host.guards) == (set(), {})
+    thawed = {m for d, m in freezes_and_thaws(emu) if d == "raidsnap-thaw"}
+    assert thawed == {"/data", "/logs"}
+
+
+def test_each_set_is_labelled_by_its_own_freeze_guard(emu: Emulation) -> None:
+    # GIVEN an fsfreeze run whose snapshot step starts after the guard of /data (frozen first)
+    # ran out but while the guard of /logs (frozen later) still held
+    fx, _, _ = two(emu)
+    held = HeldStep(emu, "backup_snapshot")
+    arn = emu.start("backup", {"array": "db1", "takeWith": ["logs"], "consistency": "fsfreeze"})
+    held.wait()
+    first, second = (
+        c for c in emu.double.calls if c.params.get("DocumentName") == "raidsnap-freeze"
+    )
+    gap = (second.time - first.time).total_seconds()
+    assert gap >= 1
+    emu.clock.advance(60 + gap / 2 - (emu.clock.now() - first.time).total_seconds())
+    held.release()
+    run = emu.wait(arn)
+    # THEN db1's set says crash (and why), logs' set says fsfreeze: never more than each got
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    (part,) = run.output["together"]
+    assert (run.output["consistency"], part["consistency"]) == ("crash", "fsfreeze")
+    assert any("guard" in n and "crash" in n for n in run.output["notes"])
+    assert {tags_of(s)["raidsnap:consistency"] for s in sets_of("db1")[run.output["setId"]]} == {
+        "crash"
+    }
+    assert {tags_of(s)["raidsnap:consistency"] for s in sets_of("logs")[part["setId"]]} == {
+        "fsfreeze"
+    }
+    host = emu.hosts.state(fx.instance_id)
+    assert (host.frozen, host.guards) == (set(), {})
+
+
+def test_an_array_that_cannot_be_frozen_is_taken_crash_and_the_others_frozen(
+    emu: Emulation,
+) -> None:
+    # GIVEN logs mounted at /srv, a directory raidsnap never freezes
+    fx = make_array(emu.hosts, "db1", 3, unrelated=0)
+    with_logs(emu, fx)
+    emu.hosts.state(fx.instance_id).arrays["/dev/md1"].mount_point = "/srv"
+    # WHEN db1 is backed up with logs, fsfreeze-consistent
+    run = emu.run("backup", {"array": "db1", "takeWith": ["logs"], "consistency": "fsfreeze"})
+    # THEN only /data is frozen; db1 says fsfreeze, logs crash, and the notes say why
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    assert freezes_and_thaws(emu) == [
+        ("raidsnap-freeze", "/data"),
+        ("CreateSnapshots", ""),
+        ("raidsnap-thaw", "/data"),
+    ]
+    (part,) = run.output["together"]
+    assert (run.output["consistency"], part["consistency"]) == ("fsfreeze", "crash")
+    assert any(n.startswith("logs: ") and "/srv" in n for n in run.output["notes"])

@@ -109,6 +109,9 @@ class Members(Contract):
     consistency: SetConsistency | None = None
     notes: list[str] = Field(default_factory=list)
     together: list[PartMembers] = Field(default_factory=list)
+    # With takeWith and fsfreeze: the arrays whose filesystems the run freezes, in that order
+    # (array name order), and thaws in reverse order.
+    freezes: list[str] = Field(default_factory=list)
 
     def mount_point(self) -> str:
         return str(self.md.get("mountPoint") or "")
@@ -123,6 +126,10 @@ class PartMembers(Contract):
     md: dict[str, JsonValue] = Field(default_factory=dict)
     memberCount: int | None = None
     degraded: Degraded | None = None
+    consistency: SetConsistency | None = None
+
+    def mount_point(self) -> str:
+        return str(self.md.get("mountPoint") or "")
 
 
 class MembersCall(Contract):
@@ -145,13 +152,21 @@ class Command(Contract):
     frozenUntil: str | None = None
     stderrTail: str | None = None
     result: JsonValue = None
+    # With takeWith and fsfreeze (Members.freezes): the array this command is for, this run's
+    # commands of the same kind before it (in order), and whether another array comes next.
+    array: str | None = None
+    earlier: list[Command] = Field(default_factory=list)
+    more: bool | None = None
 
 
 class CommandCall(Contract):
-    """Freeze and Thaw read the plan (instance, set, execution) and the members (mount point)."""
+    """Freeze and Thaw read the plan (instance, set, execution) and the members (mount point);
+    with several arrays to freeze, the freeze or thaw before this one."""
 
     plan: Plan
     members: Members
+    freeze: Command | None = None
+    thaw: Command | None = None
 
 
 class Snapshots(Contract):

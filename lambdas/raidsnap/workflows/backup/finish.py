@@ -10,7 +10,7 @@ from raidsnap.observability import count, for_array, logger, publish_alone
 from raidsnap.plan import retention
 from raidsnap.set_locks import HeldSet
 from raidsnap.text import counted
-from raidsnap.workflows.backup import locking, times, together
+from raidsnap.workflows.backup import freezes, locking, times, together
 from raidsnap.workflows.backup.contracts import (
     BackupOutput,
     BackupState,
@@ -23,7 +23,7 @@ from raidsnap.workflows.backup.contracts import (
     RetentionReport,
 )
 from raidsnap.workflows.backup.prepare import release_hold
-from raidsnap.workflows.backup.snapshot import send_thaw
+from raidsnap.workflows.backup.snapshot import thaw_mount_point
 
 # The output names at most this many unrecorded snapshots (the count says how many there are).
 UNRECORDED_LISTED = 50
@@ -181,17 +181,12 @@ def explain_failure(call: FailureCall, documents: Documents, settings: BackupSet
     error = state.error
     name = public_name(error.Error if error else "States.Runtime")
     cause = cause_message(error.Cause if error else "")
-    thawed = state.thaw is not None and state.thaw.status == "success"
+    # (with several arrays, the last thaw of the run's: none comes after it)
+    thawed = state.thaw is not None and state.thaw.status == "success" and not state.thaw.more
     # A freeze that failed or was cancelled may still have frozen the filesystem: thaw is
     # harmless on a thawed one, so thaw whenever a freeze was attempted.
     if state.freeze is not None and state.freeze.status != "none" and not thawed:
-        try:
-            # A freeze is sent only once the plan and the members exist: both are there.
-            thaw = CommandCall.model_validate({"plan": state.plan, "members": state.members})
-            send_thaw(thaw, documents, settings)
-        except Exception:  # the guard thaws within its bound anyway
-            logger.exception("thaw after failure could not be sent")
-            cause += " (thaw could not be sent; the freeze guard thaws within its bound)"
+        cause += _thaw_after_failure(state, documents, settings)
     if name == "HookFailed" and state.snapshots is not None:
         cause += _relabel_after_post_hook(state)
     # CheckSnapshots lets go once the snapshots are taken; a Prepare that failed let go itself.
@@ -205,6 +200,33 @@ def explain_failure(call: FailureCall, documents: Documents, settings: BackupSet
         for_array(state.plan.array)
     count("BackupFailed")
     return Failure(error=name, cause=cause)
+
+
+def _thaw_after_failure(state: BackupState, documents: Documents, settings: BackupSettings) -> str:
+    """Thaw what the run may have frozen: its array's mount point, or with several arrays
+    (takeWith) every one it was to freeze, in reverse order; returns what the cause adds."""
+    try:
+        # A freeze is sent only once the plan and the members exist: both are there.
+        call = CommandCall.model_validate({"plan": state.plan, "members": state.members})
+        targets = freezes.to_thaw_after_failure(
+            call.members, call.plan.array, state.freeze, state.thaw
+        )
+        mounts = [t.mount_point for t in targets] or [call.members.mount_point()]
+    except Exception:  # the guard thaws within its bound anyway
+        logger.exception("thaw after failure could not be sent")
+        return " (thaw could not be sent; the freeze guard thaws within its bound)"
+    unsent = []
+    for mount_point in mounts:
+        try:
+            thaw_mount_point(call, documents, settings, mount_point)
+        except Exception:  # that mount point's guard thaws it within its bound anyway
+            logger.exception("thaw after failure could not be sent", extra={"mount": mount_point})
+            unsent.append(mount_point)
+    if not unsent:
+        return ""
+    return (
+        f" (thaw of {', '.join(unsent)} could not be sent; the freeze guard thaws within its bound)"
+    )
 
 
 def _relabel_after_post_hook(state: BackupState) -> str:

@@ -29,6 +29,7 @@ from raidsnap.workflows.backup.contracts import (
     Member,
     Members,
     MembersCall,
+    PartMembers,
     Plan,
     PrepareCall,
     RunExecution,
@@ -62,6 +63,8 @@ def prepare(call: PrepareCall, documents: Documents, settings: BackupSettings) -
     hooks = hooks_for(request.array, request.hooks)
     named = together.others(request, hooks)
     table = restore_lock_table()
+    # An array of another instance is refused before anything is held or sent.
+    together.check_homes(table, request.array, named)
     if not table:
         plan = _prepare(request, hooks, call.execution, documents, settings)
         return _with_others(plan, named, table, settings)
@@ -183,14 +186,30 @@ def collect_members(call: MembersCall) -> Members:
         return found
     ran = layout.source == "discovery" and discovery.commandId
     others = together.members(plan, instance, str(discovery.commandId) if ran else None, note)
-    return found.model_copy(update={"together": others})
+    return _frozen_together(plan, found, others)
+
+
+def _frozen_together(plan: Plan, found: Members, others: list[PartMembers]) -> Members:
+    """Each array taken with the plan's gets the consistency it can have (its own mount point
+    decides whether it can be frozen; a note says why not); with fsfreeze, the arrays to
+    freeze, in name order."""
+    notes = list(found.notes)
+    parts = []
+    for part in others:
+        said: list[str] = []
+        consistency = _filesystem(plan, part.mount_point(), said)
+        notes += [f"{part.array}: {n}" for n in said]
+        parts.append(part.model_copy(update={"consistency": consistency}))
+    each = {plan.array: found.consistency, **{p.array: p.consistency for p in parts}}
+    order = sorted(a for a, c in each.items() if c == "fsfreeze")
+    return found.model_copy(update={"together": parts, "notes": notes, "freezes": order})
 
 
 def _consistency(plan: Plan, layout: instances.Layout, notes: list[str]) -> SetConsistency:
     """The consistency the set can have: ``application`` when hooks run (on an agent that can
     run the freeze document, at a mount point it takes); a freeze the instance cannot do falls
     back to crash, and ``notes`` says why."""
-    filesystem = _filesystem(plan, layout, notes)
+    filesystem = _filesystem(plan, str(layout.md.get("mountPoint") or ""), notes)
     # Only a pre hook holds the application at the snapshot instant; a post hook alone does not.
     if plan.hooks is None or not plan.hooks.preSnapshot:
         return filesystem
@@ -205,8 +224,7 @@ def _can_hook(plan: Plan, layout: instances.Layout) -> bool:
     return not plan.agentTooOld and bool(mount_point) and not system_directory(mount_point)
 
 
-def _filesystem(plan: Plan, layout: instances.Layout, notes: list[str]) -> Consistency:
-    mount_point = layout.md.get("mountPoint")
+def _filesystem(plan: Plan, mount_point: str, notes: list[str]) -> Consistency:
     if plan.consistency != "fsfreeze":
         return plan.consistency
     if plan.agentTooOld:

@@ -14,7 +14,7 @@ from raidsnap.hooks import SetConsistency
 from raidsnap.models import Poll
 from raidsnap.observability import count, for_array, publish_alone
 from raidsnap.sets import SnapshotSet
-from raidsnap.workflows.backup import times, together
+from raidsnap.workflows.backup import freezes, times, together
 from raidsnap.workflows.backup.contracts import (
     CheckCall,
     Command,
@@ -44,12 +44,15 @@ def _hook_seconds(plan: Plan) -> int:
 
 def send_freeze(call: CommandCall, documents: Documents, settings: BackupSettings) -> Command:
     # The hooks run in the freeze document around fsfreeze, or alone for a crash-consistent
-    # set (Freeze=false); a pre hook that fails runs the post hook there too.
+    # set (Freeze=false); a pre hook that fails runs the post hook there too. With several
+    # arrays to freeze (takeWith), each call freezes the next one (freezes.py).
     plan = call.plan
+    target = freezes.next_target(call.members, plan.array, call.freeze)
     command = _start_command(
         documents.freeze,
         call,
         settings,
+        mount_point=target.mount_point if target else call.members.mount_point(),
         timeout=settings.max_freeze_seconds + 60 + 2 * _hook_seconds(plan),
         fail_on_error=True,
         extra=hooks.document_parameters(plan.hooks, freeze=plan.consistency == "fsfreeze"),
@@ -59,16 +62,30 @@ def send_freeze(call: CommandCall, documents: Documents, settings: BackupSetting
     frozen_until = times.parse_time(str(command.requestedAt)) + timedelta(
         seconds=settings.max_freeze_seconds
     )
-    return command.model_copy(update={"frozenUntil": times.iso(frozen_until)})
+    command = command.model_copy(update={"frozenUntil": times.iso(frozen_until)})
+    return freezes.carried(command, call.freeze, target) if target else command
 
 
 def send_thaw(call: CommandCall, documents: Documents, settings: BackupSettings) -> Command:
+    """Thaw the array's mount point; with several frozen (takeWith), the next one in reverse
+    freeze order after ``call.thaw``."""
+    target = freezes.next_target(call.members, call.plan.array, call.thaw, reverse=True)
+    if target is None:
+        return thaw_mount_point(call, documents, settings, call.members.mount_point())
+    command = thaw_mount_point(call, documents, settings, target.mount_point)
+    return freezes.carried(command, call.thaw, target)
+
+
+def thaw_mount_point(
+    call: CommandCall, documents: Documents, settings: BackupSettings, mount_point: str
+) -> Command:
     plan = call.plan
     extra = hooks.document_parameters(plan.hooks, freeze=False)
     return _start_command(
         documents.thaw,
         call,
         settings,
+        mount_point=mount_point,
         timeout=120 + _hook_seconds(plan),
         fail_on_error=False,
         extra={k: v for k, v in extra.items() if k in ("PostSnapshot", "HookSeconds")},
@@ -80,13 +97,14 @@ def _start_command(
     call: CommandCall,
     settings: BackupSettings,
     *,
+    mount_point: str,
     timeout: int,
     fail_on_error: bool,
     extra: dict[str, str],
 ) -> Command:
     plan = call.plan
     params = {
-        "MountPoint": call.members.mount_point(),
+        "MountPoint": mount_point,
         "MaxFreezeSeconds": str(settings.max_freeze_seconds),
         "FreezeToken": freeze_token(plan),
     }
@@ -178,7 +196,7 @@ def _create_together(call: SnapshotCall) -> Snapshots:
     """The plan's array and the takeWith arrays in one CreateSnapshots call, a set each."""
     plan = call.plan
     instance = instances.describe_instance(plan.instanceId)
-    parts = together.parts(plan, call.members, _layout)
+    parts = together.parts(plan, call.members, call.freeze, _layout)
     facts = volumes.raw([m.volume_id for p in parts for m in p.layout.members])
     taken = snapshot_group.create_sets(
         parts=parts,

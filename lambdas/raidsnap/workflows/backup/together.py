@@ -2,9 +2,10 @@
 plan's array and each named array are held, found and taken in one CreateSnapshots call
 (raidsnap.aws.snapshot_group); each gets its own set, checked, kept and reported as its own.
 
-Only crash-consistent sets are taken together: freezing the filesystems of several arrays and
-running their hooks around one call is not built, so an input or configuration asking for it is
-refused before anything is held."""
+With fsfreeze, every array's filesystem is frozen, one after the other in name order, before the
+call and thawed in reverse order after it (freezes.py); each set is labelled by what its own
+freeze gave. Hooks around one call for several arrays are not built, so an input or
+configuration asking for them with takeWith is refused before anything is held."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from raidsnap.errors import InvalidInputError, SnapshotFailedError
 from raidsnap.hooks import Hooks, hooks_for
 from raidsnap.models import BackupInput
 from raidsnap.sets import SnapshotSet
-from raidsnap.workflows.backup import times
+from raidsnap.workflows.backup import freezes, times
 from raidsnap.workflows.backup.contracts import (
+    Command,
     Degraded,
     Member,
     Members,
@@ -40,12 +42,11 @@ def others(request: BackupInput, hooks: Hooks | None) -> list[str]:
         return []
     if request.array in named or len(set(named)) != len(named):
         raise InvalidInputError(FIELD, f"names {request.array} or another array twice: {named}")
-    if (request.consistency or "crash") != "crash" or hooks is not None:
+    if hooks is not None:
         raise InvalidInputError(
             FIELD,
-            "arrays are taken together crash-consistent only (one CreateSnapshots call, no "
-            "freeze and no hooks); ask for consistency crash and no hooks, or back the "
-            "arrays up one by one",
+            "arrays are taken together with no hooks (crash or fsfreeze consistency); ask for "
+            "no hooks, or back the arrays up one by one",
         )
     for array in named:
         if hooks_for(array, None) is not None:
@@ -53,6 +54,25 @@ def others(request: BackupInput, hooks: Hooks | None) -> list[str]:
                 FIELD, f"{array} has hooks configured; its sets are taken with its hooks alone"
             )
     return sorted(named)
+
+
+def check_homes(table: str | None, array: str, named: Sequence[str]) -> None:
+    """Refuse, before anything is held or sent, a named array that lives on another instance
+    than ``array`` (a question only: no move is recorded)."""
+    if not named:
+        return
+    home = homes.array_instance(table, array, [], record=False).instance_id
+    for other in named:
+        there = homes.array_instance(table, other, [], record=False).instance_id
+        if there != home:
+            raise InvalidInputError(FIELD, _elsewhere(other, there, array, home))
+
+
+def _elsewhere(other: str, there: str, array: str, home: str) -> str:
+    return (
+        f"{other} is on {there}, not on {home} with {array}: only arrays of one instance are "
+        "taken together; back them up one by one"
+    )
 
 
 def hold_all(table: str, arrays: Sequence[str], arn: str, seconds: int) -> Callable[[], None]:
@@ -86,9 +106,7 @@ def extend_plan(
         home = homes.array_instance(table, array, notes)
         if home.instance_id != plan.instanceId:
             raise InvalidInputError(
-                FIELD,
-                f"{array} is on {home.instance_id}, not on {plan.instanceId} with "
-                f"{plan.array}: only arrays of one instance are taken together",
+                FIELD, _elsewhere(array, home.instance_id, plan.array, plan.instanceId)
             )
         parts.append(
             PartPlan(
@@ -134,15 +152,34 @@ def members(
 
 
 def parts(
-    plan: Plan, found: Members, layout: Callable[[Members], instances.Layout]
+    plan: Plan,
+    found: Members,
+    freeze: Command | None,
+    layout: Callable[[Members], instances.Layout],
 ) -> list[snapshot_group.Part]:
-    """The plan's array and each named array as one CreateSnapshots call takes them."""
-    main = snapshot_group.Part(plan.array, plan.setId, layout(found), "crash")
+    """The plan's array and each named array as one CreateSnapshots call takes them, each with
+    the consistency its own freeze gave (crash without one)."""
+    main = _part(plan.array, plan.setId, found, freeze, layout)
     rest = [
-        snapshot_group.Part(p.array, pp.setId, layout(as_members(found, p)), "crash")
+        _part(p.array, pp.setId, as_members(found, p), freeze, layout)
         for p, pp in zip(found.together, plan.takeWith, strict=True)
     ]
     return [main, *rest]
+
+
+def _part(
+    array: str,
+    set_id: str,
+    found: Members,
+    freeze: Command | None,
+    layout: Callable[[Members], instances.Layout],
+) -> snapshot_group.Part:
+    asked = found.consistency
+    frozen = freezes.frozen_command(freeze, array) if asked == "fsfreeze" else None
+    if frozen is None or not frozen.frozenUntil:
+        return snapshot_group.Part(array, set_id, layout(found), "crash")
+    until = times.parse_time(frozen.frozenUntil)
+    return snapshot_group.Part(array, set_id, layout(found), "fsfreeze", until)
 
 
 def as_members(found: Members, part: PartMembers) -> Members:
@@ -152,7 +189,7 @@ def as_members(found: Members, part: PartMembers) -> Members:
         md=part.md,
         memberCount=part.memberCount,
         degraded=part.degraded,
-        consistency="crash",
+        consistency=part.consistency or "crash",
     )
 
 
