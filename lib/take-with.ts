@@ -2,9 +2,9 @@
  * of the same instance whose sets the same CreateSnapshots call takes, one point in time for
  * all of them, each set its own (lambdas/raidsnap/workflows/backup/together.py). The run has one
  * consistency: crash, or fsfreeze (every array's filesystem frozen around the call,
- * lambdas/raidsnap/workflows/backup/freezes.py), so the arrays of a group are configured alike;
- * hooks around one call for several arrays are not built, so an array with hooks cannot take or
- * be taken with others. */
+ * lambdas/raidsnap/workflows/backup/freezes.py), so the arrays of a group are configured alike.
+ * One array of a group may have hooks: its pre hook runs before any freeze, its post hook after
+ * every thaw; a second one's pre hook would run while the first array is frozen. */
 
 import type { Problem } from './config-error';
 
@@ -38,8 +38,8 @@ export function parseTakeWith(raw: unknown, field: string, name: string, problem
   return names;
 }
 
-/** Refuse what the configuration itself shows cannot be taken together: an array that runs
- * hooks (its own or a named one's), a named array configured with another consistency than the
+/** Refuse what the configuration itself shows cannot be taken together: two arrays of the group
+ * with hooks, a named array configured with another consistency than the
  * array's (its sets would be frozen, or not, against its own setting), a named array with a
  * fastRestore policy or copies (they run for the array a backup is started for), or named
  * arrays whose recovery names another instance (where both name one; arrays found by tags alone
@@ -48,13 +48,14 @@ export function checkTakeWith(arrays: Record<string, TakeWithFacts>, problem: Pr
   for (const [name, array] of Object.entries(arrays)) {
     if (!array.takeWith) continue;
     const field = `arrays.${name}.takeWith`;
+    const hooked = [name, ...array.takeWith].filter((member) => arrays[member]?.hooks !== undefined).sort();
+    if (hooked.length > 1) {
+      throw problem(field, `${hooked.join(' and ')} both have hooks; one array of those taken together may have hooks`,
+        `keep the hooks of one of ${hooked.join(', ')}, or back them up one by one`);
+    }
     for (const member of [name, ...array.takeWith]) {
       const other = arrays[member];
       if (!other) continue;
-      if (other.hooks !== undefined) {
-        throw problem(field, `${member} is configured with hooks; arrays are taken together without hooks`,
-          `remove takeWith, or remove ${member}'s hooks`);
-      }
       if (other.consistency !== array.consistency) {
         throw problem(field, `${member} is configured with ${other.consistency}, ${name} with ${array.consistency}: arrays taken together get one consistency, ${name}'s`,
           `give ${member} consistency ${array.consistency}, or back it up on its own schedule`);

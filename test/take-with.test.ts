@@ -24,8 +24,10 @@ describe('arrays.<name>.takeWith', () => {
     [{ db1: { takeWith: ['logs', 'logs'] } }, 'an array twice'],
     [{ db1: { takeWith: ['logs'] }, logs: { consistency: 'fsfreeze' } }, 'logs is configured with fsfreeze, db1 with crash'],
     [{ db1: { takeWith: ['logs'], consistency: 'fsfreeze' }, logs: {} }, 'logs is configured with crash, db1 with fsfreeze'],
-    [{ db1: { takeWith: ['logs'] }, logs: { hooks: { preSnapshot: 'builtin:postgresql-checkpoint' } } }, 'logs is configured with hooks'],
-    [{ db1: { takeWith: ['logs'], hooks: { preSnapshot: 'builtin:postgresql-checkpoint' } }, logs: {} }, 'db1 is configured with hooks'],
+    [
+      { db1: { takeWith: ['logs'], hooks: { preSnapshot: 'builtin:postgresql-checkpoint' } }, logs: { hooks: { postSnapshot: '/usr/local/bin/x' } } },
+      'db1 and logs both have hooks',
+    ],
     [{ db1: { takeWith: ['logs'] }, logs: { copies: [{ region: 'eu-west-1' }] } }, 'logs has copies'],
     [{ db1: { takeWith: ['logs'] }, logs: { fastRestore: { zones: ['us-east-1a'], sets: 1, members: 3 } } }, 'logs has a fastRestore policy'],
     [
@@ -35,6 +37,14 @@ describe('arrays.<name>.takeWith', () => {
   ])('refuses %j', (arrays, message) => {
     expect(() => parseConfig({ arrays })).toThrow(ConfigError);
     expect(() => parseConfig({ arrays })).toThrow(message);
+  });
+
+  test('one array of a group may have hooks, the array a backup is started for or a named one', () => {
+    const hooks = { preSnapshot: 'builtin:postgresql-backup' };
+    expect(parseConfig({ arrays: { db1: { takeWith: ['logs'], hooks }, logs: {} } }).arrays.db1.hooks?.preSnapshot)
+      .toBe('builtin:postgresql-backup');
+    expect(parseConfig({ arrays: { db1: { takeWith: ['logs'] }, logs: { hooks } } }).arrays.logs.hooks?.preSnapshot)
+      .toBe('builtin:postgresql-backup');
   });
 
   test('arrays frozen alike are taken together, fsfreeze-consistent', () => {

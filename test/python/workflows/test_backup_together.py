@@ -90,12 +90,12 @@ def test_each_set_taken_together_restores_alone(emu: Emulation) -> None:
 @pytest.mark.parametrize(
     ("extra", "cause"),
     [
-        ({"hooks": {"preSnapshot": "builtin:postgresql-checkpoint"}}, "no hooks"),
         ({"takeWith": ["db1"]}, "names db1 or another array twice"),
+        ({"takeWith": ["logs", "logs"]}, "names db1 or another array twice"),
     ],
-    ids=["hooks", "itself"],
+    ids=["itself", "twice"],
 )
-def test_hooks_or_the_array_itself_are_refused_before_anything_changes(
+def test_the_array_itself_or_one_twice_is_refused_before_anything_changes(
     emu: Emulation, extra: dict[str, Any], cause: str
 ) -> None:
     two(emu)

@@ -52,13 +52,14 @@ class PrepareCall(Contract):
 
 
 class PartPlan(Contract):
-    """An array the run takes with the plan's own (the input's takeWith): its set and
-    retention, and whether this run holds it against restores."""
+    """An array the run takes with the plan's own (the input's takeWith): its set, retention and
+    configured hooks, and whether this run holds it against restores."""
 
     array: str
     setId: str
     retention: int
     hold: bool = False
+    hooks: Hooks | None = None
 
 
 class Plan(Contract):
@@ -109,8 +110,8 @@ class Members(Contract):
     consistency: SetConsistency | None = None
     notes: list[str] = Field(default_factory=list)
     together: list[PartMembers] = Field(default_factory=list)
-    # With takeWith and fsfreeze: the arrays whose filesystems the run freezes, in that order
-    # (array name order), and thaws in reverse order.
+    # With takeWith: the arrays whose freeze document runs (to freeze, or to run the hooks),
+    # in that order (the one with hooks first, then by name), thawed in reverse order.
     freezes: list[str] = Field(default_factory=list)
 
     def mount_point(self) -> str:
@@ -152,7 +153,7 @@ class Command(Contract):
     frozenUntil: str | None = None
     stderrTail: str | None = None
     result: JsonValue = None
-    # With takeWith and fsfreeze (Members.freezes): the array this command is for, this run's
+    # With takeWith (Members.freezes): the array this command is for, this run's
     # commands of the same kind before it (in order), and whether another array comes next.
     array: str | None = None
     earlier: list[Command] = Field(default_factory=list)

@@ -23,7 +23,7 @@ from raidsnap.workflows.backup.contracts import (
     RetentionReport,
 )
 from raidsnap.workflows.backup.prepare import release_hold
-from raidsnap.workflows.backup.snapshot import thaw_mount_point
+from raidsnap.workflows.backup.snapshot import hooks_of, thaw_mount_point
 
 # The output names at most this many unrecorded snapshots (the count says how many there are).
 UNRECORDED_LISTED = 50
@@ -211,14 +211,18 @@ def _thaw_after_failure(state: BackupState, documents: Documents, settings: Back
         targets = freezes.to_thaw_after_failure(
             call.members, call.plan.array, state.freeze, state.thaw
         )
-        mounts = [t.mount_point for t in targets] or [call.members.mount_point()]
+        mounts = [(t.mount_point, t.array) for t in targets] or [
+            (call.members.mount_point(), call.plan.array)
+        ]
     except Exception:  # the guard thaws within its bound anyway
         logger.exception("thaw after failure could not be sent")
         return " (thaw could not be sent; the freeze guard thaws within its bound)"
     unsent = []
-    for mount_point in mounts:
+    # In reverse freeze order: the array with hooks (frozen first) is thawed last.
+    for mount_point, array in mounts:
         try:
-            thaw_mount_point(call, documents, settings, mount_point)
+            own = hooks_of(call.plan, array)
+            thaw_mount_point(call, documents, settings, mount_point, own)
         except Exception:  # that mount point's guard thaws it within its bound anyway
             logger.exception("thaw after failure could not be sent", extra={"mount": mount_point})
             unsent.append(mount_point)
@@ -232,24 +236,30 @@ def _thaw_after_failure(state: BackupState, documents: Documents, settings: Back
 def _relabel_after_post_hook(state: BackupState) -> str:
     """The post hook failed after the set was taken: the application's hold through the snapshot
     instant is not confirmed (a held session that ended early fails its post hook), so the set
-    keeps the label of what the filesystem got. Its snapshots are kept. Returns the cause's end."""
+    keeps the label of what the filesystem got. Its snapshots are kept. With several arrays
+    (takeWith), the set is that of the array whose thaw ran the hook. Returns the cause's end."""
     taken = state.snapshots
     assert taken is not None  # the caller looked
-    label = taken.consistency
+    set_id, ids, label, freeze = taken.setId, taken.ids, str(taken.consistency), state.freeze
+    array = state.thaw.array if state.thaw is not None else None
+    part = next((p for p in taken.together if p.array == array), None)
+    if part is not None and array is not None:
+        set_id, ids, label = part.setId, part.ids, str(part.consistency)
+        freeze = freezes.command_of(state.freeze, array)
     if label == "application":
-        said = state.freeze.result if state.freeze and isinstance(state.freeze.result, dict) else {}
+        said = freeze.result if freeze and isinstance(freeze.result, dict) else {}
         label = "fsfreeze" if said.get("frozen") is True else "crash"
         try:
-            snapshots.relabel_set(taken.ids, label)
+            snapshots.relabel_set(ids, label)
         except Exception:
             logger.exception("the set's consistency label could not be lowered")
             return (
-                f". Set {taken.setId} was taken before the post hook ran and is kept; its label "
+                f". Set {set_id} was taken before the post hook ran and is kept; its label "
                 f"still says application but only {label} is certain: do not rely on it for "
                 "more than that"
             )
     return (
-        f". Set {taken.setId} was taken before the post hook ran and is kept, labelled {label} "
+        f". Set {set_id} was taken before the post hook ran and is kept, labelled {label} "
         "(the application's hold through the snapshot instant is not confirmed); check that "
         "the application is running normally again"
     )

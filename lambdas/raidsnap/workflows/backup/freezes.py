@@ -1,6 +1,7 @@
 """Freezing the filesystems of several arrays around one CreateSnapshots call (takeWith with
-fsfreeze): one freeze command per mount point, one after the other in array name order, each
-with its own guard on the instance; then one thaw per mount point in reverse order.
+fsfreeze, or an array's hooks): one freeze command per mount point, one after the other (the
+array with hooks first, then in array name order), each with its own guard on the instance;
+then one thaw per mount point in reverse order.
 
 The freeze and thaw documents keep one mount point each, so each array's freeze has the guard
 a single array's has: if the workflow dies, every frozen mount point is thawed by its own guard
@@ -10,7 +11,10 @@ one is sent, and the failure path thaws every mount point the run may have froze
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
+from raidsnap.hooks import SetConsistency
+from raidsnap.workflows.backup import times
 from raidsnap.workflows.backup.contracts import Command, Members
 
 
@@ -62,13 +66,30 @@ def commands(last: Command | None) -> list[Command]:
     return [*last.earlier, last] if last.array else [last]
 
 
-def frozen_command(freeze: Command | None, array: str) -> Command | None:
-    """The array's freeze, if it succeeded and froze its filesystem."""
+def command_of(freeze: Command | None, array: str) -> Command | None:
+    """The array's freeze command, if it succeeded."""
     for command in commands(freeze):
-        said = command.result if isinstance(command.result, dict) else {}
-        if command.array == array and command.status == "success" and said.get("frozen") is True:
+        if command.array == array and command.status == "success":
             return command
     return None
+
+
+def got(
+    asked: str | None, command: Command | None, holds: bool
+) -> tuple[SetConsistency, datetime | None]:
+    """What the array's set got, never more than its freeze command says, and until when its
+    guard certainly held (None: no freeze): ``application`` only where the pre hook ran and
+    holds the application (``holds``), ``fsfreeze`` only where the filesystem was frozen."""
+    if asked not in ("fsfreeze", "application") or command is None:
+        return "crash", None
+    said = command.result if isinstance(command.result, dict) else {}
+    frozen = said.get("frozen") is True
+    label: SetConsistency = "fsfreeze" if frozen else "crash"
+    if asked == "application" and said.get("preSnapshot") == "ok" and holds:
+        label = "application"
+    if label == "crash" or not command.frozenUntil:
+        return label, None
+    return label, times.parse_time(command.frozenUntil)
 
 
 def to_thaw_after_failure(

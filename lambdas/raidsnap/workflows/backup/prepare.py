@@ -179,7 +179,7 @@ def collect_members(call: MembersCall) -> Members:
         md=layout.md,
         memberCount=layout.member_count,
         degraded=degraded,
-        consistency=_consistency(plan, layout, notes),
+        consistency=_consistency(plan, str(layout.md.get("mountPoint") or ""), notes),
         notes=notes,
     )
     if not plan.takeWith:
@@ -191,36 +191,39 @@ def collect_members(call: MembersCall) -> Members:
 
 def _frozen_together(plan: Plan, found: Members, others: list[PartMembers]) -> Members:
     """Each array taken with the plan's gets the consistency it can have (its own mount point
-    decides whether it can be frozen; a note says why not); with fsfreeze, the arrays to
-    freeze, in name order."""
+    and hooks decide; a note says why it is less than asked); the arrays whose freeze document
+    runs (to freeze, or to run hooks), the one with hooks first, then in name order."""
     notes = list(found.notes)
     parts = []
-    for part in others:
+    for part, planned in zip(others, plan.takeWith, strict=True):
         said: list[str] = []
-        consistency = _filesystem(plan, part.mount_point(), said)
+        own = plan.model_copy(update={"hooks": planned.hooks})
+        consistency = _consistency(own, part.mount_point(), said)
         notes += [f"{part.array}: {n}" for n in said]
         parts.append(part.model_copy(update={"consistency": consistency}))
     each = {plan.array: found.consistency, **{p.array: p.consistency for p in parts}}
-    order = sorted(a for a, c in each.items() if c == "fsfreeze")
+    order = sorted(
+        (a for a, c in each.items() if c in ("fsfreeze", "application")),
+        key=lambda a: (each[a] != "application", a),
+    )
     return found.model_copy(update={"together": parts, "notes": notes, "freezes": order})
 
 
-def _consistency(plan: Plan, layout: instances.Layout, notes: list[str]) -> SetConsistency:
+def _consistency(plan: Plan, mount_point: str, notes: list[str]) -> SetConsistency:
     """The consistency the set can have: ``application`` when hooks run (on an agent that can
     run the freeze document, at a mount point it takes); a freeze the instance cannot do falls
     back to crash, and ``notes`` says why."""
-    filesystem = _filesystem(plan, str(layout.md.get("mountPoint") or ""), notes)
+    filesystem = _filesystem(plan, mount_point, notes)
     # Only a pre hook holds the application at the snapshot instant; a post hook alone does not.
     if plan.hooks is None or not plan.hooks.preSnapshot:
         return filesystem
-    if filesystem == "fsfreeze" or (plan.consistency == "crash" and _can_hook(plan, layout)):
+    if filesystem == "fsfreeze" or (plan.consistency == "crash" and _can_hook(plan, mount_point)):
         return "application"
     notes.append("the application hooks were not run: the set is " + filesystem)
     return filesystem
 
 
-def _can_hook(plan: Plan, layout: instances.Layout) -> bool:
-    mount_point = str(layout.md.get("mountPoint") or "")
+def _can_hook(plan: Plan, mount_point: str) -> bool:
     return not plan.agentTooOld and bool(mount_point) and not system_directory(mount_point)
 
 

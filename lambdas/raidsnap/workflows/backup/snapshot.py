@@ -10,7 +10,7 @@ from raidsnap import hooks
 from raidsnap.aws import commands, instances, snapshot_group, snapshots, volumes
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import SnapshotFailedError
-from raidsnap.hooks import SetConsistency
+from raidsnap.hooks import Hooks, SetConsistency
 from raidsnap.models import Poll
 from raidsnap.observability import count, for_array, publish_alone
 from raidsnap.sets import SnapshotSet
@@ -38,24 +38,33 @@ def freeze_token(plan: Plan) -> str:
     return hashlib.sha256(f"freeze:{plan.execution.arn}".encode()).hexdigest()[:32]
 
 
-def _hook_seconds(plan: Plan) -> int:
-    return plan.hooks.timeoutSeconds if plan.hooks else 0
+def _hook_seconds(own: Hooks | None) -> int:
+    return own.timeoutSeconds if own else 0
+
+
+def hooks_of(plan: Plan, array: str | None) -> Hooks | None:
+    """The hooks of the array a freeze or thaw is for: the plan's for its array (or a single
+    array's run), an array taken with it its own."""
+    if array is None or array == plan.array:
+        return plan.hooks
+    return next((p.hooks for p in plan.takeWith if p.array == array), None)
 
 
 def send_freeze(call: CommandCall, documents: Documents, settings: BackupSettings) -> Command:
     # The hooks run in the freeze document around fsfreeze, or alone for a crash-consistent
     # set (Freeze=false); a pre hook that fails runs the post hook there too. With several
-    # arrays to freeze (takeWith), each call freezes the next one (freezes.py).
+    # arrays (takeWith), each call freezes the next one (freezes.py) with that array's hooks.
     plan = call.plan
     target = freezes.next_target(call.members, plan.array, call.freeze)
+    own = hooks_of(plan, target.array if target else None)
     command = _start_command(
         documents.freeze,
         call,
         settings,
         mount_point=target.mount_point if target else call.members.mount_point(),
-        timeout=settings.max_freeze_seconds + 60 + 2 * _hook_seconds(plan),
+        timeout=settings.max_freeze_seconds + 60 + 2 * _hook_seconds(own),
         fail_on_error=True,
-        extra=hooks.document_parameters(plan.hooks, freeze=plan.consistency == "fsfreeze"),
+        extra=hooks.document_parameters(own, freeze=plan.consistency == "fsfreeze"),
     )
     # The guard cannot thaw before the command was requested plus its bound: until then the
     # freeze is certain to hold (create_set compares the snapshots' start with this).
@@ -69,24 +78,29 @@ def send_freeze(call: CommandCall, documents: Documents, settings: BackupSetting
 def send_thaw(call: CommandCall, documents: Documents, settings: BackupSettings) -> Command:
     """Thaw the array's mount point; with several frozen (takeWith), the next one in reverse
     freeze order after ``call.thaw``."""
-    target = freezes.next_target(call.members, call.plan.array, call.thaw, reverse=True)
+    plan = call.plan
+    target = freezes.next_target(call.members, plan.array, call.thaw, reverse=True)
     if target is None:
-        return thaw_mount_point(call, documents, settings, call.members.mount_point())
-    command = thaw_mount_point(call, documents, settings, target.mount_point)
+        return thaw_mount_point(call, documents, settings, call.members.mount_point(), plan.hooks)
+    own = hooks_of(plan, target.array)
+    command = thaw_mount_point(call, documents, settings, target.mount_point, own)
     return freezes.carried(command, call.thaw, target)
 
 
 def thaw_mount_point(
-    call: CommandCall, documents: Documents, settings: BackupSettings, mount_point: str
+    call: CommandCall,
+    documents: Documents,
+    settings: BackupSettings,
+    mount_point: str,
+    own: Hooks | None,
 ) -> Command:
-    plan = call.plan
-    extra = hooks.document_parameters(plan.hooks, freeze=False)
+    extra = hooks.document_parameters(own, freeze=False)
     return _start_command(
         documents.thaw,
         call,
         settings,
         mount_point=mount_point,
-        timeout=120 + _hook_seconds(plan),
+        timeout=120 + _hook_seconds(own),
         fail_on_error=False,
         extra={k: v for k, v in extra.items() if k in ("PostSnapshot", "HookSeconds")},
     )

@@ -2,10 +2,13 @@
 plan's array and each named array are held, found and taken in one CreateSnapshots call
 (raidsnap.aws.snapshot_group); each gets its own set, checked, kept and reported as its own.
 
-With fsfreeze, every array's filesystem is frozen, one after the other in name order, before the
-call and thawed in reverse order after it (freezes.py); each set is labelled by what its own
-freeze gave. Hooks around one call for several arrays are not built, so an input or
-configuration asking for them with takeWith is refused before anything is held."""
+With fsfreeze, every array's filesystem is frozen, one after the other, before the call and
+thawed in reverse order after it (freezes.py); each set is labelled by what its own freeze gave.
+One array of the group may have hooks (the input's for the plan's array, else the
+configuration's): its freeze document runs first, so its pre hook runs before any filesystem is
+frozen, and its thaw last, so its post hook runs once every other is thawed. Hooks on two arrays
+are refused before anything is held: the second pre hook would run while the first array is
+frozen, and the post hooks of a failed run would not run in order."""
 
 from __future__ import annotations
 
@@ -14,9 +17,10 @@ from collections.abc import Callable, Sequence
 from raidsnap import sets
 from raidsnap.aws import commands, homes, instances, lock, snapshot_group, snapshot_sets
 from raidsnap.errors import InvalidInputError, SnapshotFailedError
-from raidsnap.hooks import Hooks, hooks_for
+from raidsnap.hooks import Hooks, holds_application, hooks_for
 from raidsnap.models import BackupInput
 from raidsnap.sets import SnapshotSet
+from raidsnap.text import listed
 from raidsnap.workflows.backup import freezes, times
 from raidsnap.workflows.backup.contracts import (
     Command,
@@ -36,23 +40,22 @@ FIELD = "takeWith"
 
 
 def others(request: BackupInput, hooks: Hooks | None) -> list[str]:
-    """The input's other arrays, checked: distinct, not the plan's own, crash-consistent only."""
+    """The input's other arrays, checked: distinct, not the plan's own, one of them at most
+    with hooks (``hooks``: the plan's array's)."""
     named = list(request.takeWith or [])
     if not named:
         return []
     if request.array in named or len(set(named)) != len(named):
         raise InvalidInputError(FIELD, f"names {request.array} or another array twice: {named}")
-    if hooks is not None:
+    hooked = [request.array] if hooks is not None else []
+    hooked += [a for a in named if hooks_for(a, None) is not None]
+    if len(hooked) > 1:
         raise InvalidInputError(
             FIELD,
-            "arrays are taken together with no hooks (crash or fsfreeze consistency); ask for "
-            "no hooks, or back the arrays up one by one",
+            f"{listed(sorted(hooked))} both have hooks (the input's or the configuration's); "
+            "one array of those taken together may have hooks: give the run's hooks as {} "
+            "or back the arrays up one by one",
         )
-    for array in named:
-        if hooks_for(array, None) is not None:
-            raise InvalidInputError(
-                FIELD, f"{array} has hooks configured; its sets are taken with its hooks alone"
-            )
     return sorted(named)
 
 
@@ -114,6 +117,7 @@ def extend_plan(
                 setId=sets.make_set_id(array, started, plan.execution.arn),
                 retention=retention(array),
                 hold=plan.hold,
+                hooks=hooks_for(array, None),
             )
         )
     return plan.model_copy(update={"takeWith": parts, "notes": notes})
@@ -158,28 +162,27 @@ def parts(
     layout: Callable[[Members], instances.Layout],
 ) -> list[snapshot_group.Part]:
     """The plan's array and each named array as one CreateSnapshots call takes them, each with
-    the consistency its own freeze gave (crash without one)."""
-    main = _part(plan.array, plan.setId, found, freeze, layout)
+    the consistency its own freeze document gave (crash without one)."""
+    main = _part(plan.array, plan.setId, found, freeze, plan.hooks, layout)
     rest = [
-        _part(p.array, pp.setId, as_members(found, p), freeze, layout)
+        _part(p.array, pp.setId, as_members(found, p), freeze, pp.hooks, layout)
         for p, pp in zip(found.together, plan.takeWith, strict=True)
     ]
     return [main, *rest]
 
 
-def _part(
+def _part(  # noqa: PLR0917 - one array's facts, all needed to label its set
     array: str,
     set_id: str,
     found: Members,
     freeze: Command | None,
+    hooks: Hooks | None,
     layout: Callable[[Members], instances.Layout],
 ) -> snapshot_group.Part:
-    asked = found.consistency
-    frozen = freezes.frozen_command(freeze, array) if asked == "fsfreeze" else None
-    if frozen is None or not frozen.frozenUntil:
-        return snapshot_group.Part(array, set_id, layout(found), "crash")
-    until = times.parse_time(frozen.frozenUntil)
-    return snapshot_group.Part(array, set_id, layout(found), "fsfreeze", until)
+    label, until = freezes.got(
+        found.consistency, freezes.command_of(freeze, array), holds_application(hooks)
+    )
+    return snapshot_group.Part(array, set_id, layout(found), label, until)
 
 
 def as_members(found: Members, part: PartMembers) -> Members:
