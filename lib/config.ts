@@ -7,6 +7,7 @@ import { CopyConfig, parseCopies } from './copies';
 import { DEFAULT_FSR_QUOTA, FastRestoreConfig, parseFastRestore } from './fast-restore';
 import { checkHooksFit, HooksConfig, parseHooks } from './hooks-config';
 import { parsePrices, PricesConfig } from './prices-config';
+import { checkTakeWith, parseTakeWith } from './take-with';
 import { LockConfig, parseLock } from './snapshot-lock';
 
 export { ConfigError };
@@ -82,6 +83,8 @@ export interface ArrayConfig {
   readonly copies: readonly CopyConfig[];
   /** Lock the newest sets' snapshots against deletion (lib/snapshot-lock.ts). */
   readonly lock?: LockConfig;
+  /** Other arrays of the instance its backups take in the same call (lib/take-with.ts). */
+  readonly takeWith?: readonly string[];
 }
 
 export type RecoveryMode = 'replace' | 'attach';
@@ -224,7 +227,7 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     throw new ConfigError(field, 'is not a valid array name', 'use 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit');
   }
   if (!isObject(raw)) throw new ConfigError(field, 'is not a mapping', INDENT);
-  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore', 'hooks', 'lock', 'copies']);
+  only(raw, field, ['schedule', 'schedules', 'retention', 'consistency', 'initialization', 'rpoMinutes', 'recovery', 'drill', 'fastRestore', 'hooks', 'lock', 'copies', 'takeWith']);
   if (raw.schedule !== undefined && raw.schedules !== undefined) {
     throw new ConfigError(field, 'has both schedule and schedules', 'keep one of them (schedules takes a list)');
   }
@@ -267,6 +270,8 @@ function parseArray(name: string, raw: unknown, defaults: ArrayDefaults): ArrayC
     ...(raw.hooks === undefined ? {} : { hooks: parseHooks(raw.hooks, `${field}.hooks`, (f, why, fix) => new ConfigError(f, why, fix)) }),
     ...(lock ? { lock } : {}),
     copies,
+    ...(raw.takeWith === undefined ? {}
+      : { takeWith: parseTakeWith(raw.takeWith, `${field}.takeWith`, name, (f, why, fix) => new ConfigError(f, why, fix)) }),
   };
 }
 
@@ -436,6 +441,7 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
     }
     checkHooksFit(arrays, (f, why, fix) => new ConfigError(f, why, fix));
   }
+  checkTakeWith(arrays, (f, why, fix) => new ConfigError(f, why, fix));
   const tagProtection = parseTagProtection(raw.tagProtection);
   const prices = parsePrices(raw.prices, (f, why, fix) => new ConfigError(f, why, fix));
   return {

@@ -161,7 +161,16 @@ def backup(
         typer.Option(
             "--consistency",
             help="crash (default of the workflow) or fsfreeze (freeze the filesystem around "
-            "the snapshot).",
+            "the snapshot; with --with, every array's).",
+        ),
+    ] = None,
+    take_with: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--with",
+            metavar="ARRAY",
+            help="Another array of the same instance to take in the same CreateSnapshots call "
+            "(one point in time for all, a set each); repeat for more, up to 8.",
         ),
     ] = None,
     wait: Wait = True,
@@ -175,7 +184,7 @@ def backup(
     target = target_of(emulation, seed_backups, region, profile, stack)
     no_wait_on_emulation(target, wait)
     try:
-        payload = inputs.backup_input(array, consistency)
+        payload = inputs.backup_input(array, consistency, take_with or ())
     except inputs.InputError as error:
         raise bad(error) from None
     out, err = consoles()

@@ -6,6 +6,7 @@ Each input field maps back to the option that set it, so a message names what wa
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from raidsnap import models
@@ -88,10 +89,14 @@ def _checked(error: InvalidInputError) -> InputError:
     return InputError(*option_and_problem(error.field, str(error)))
 
 
-def backup_input(array: str, consistency: str | None) -> dict[str, Any]:
+def backup_input(
+    array: str, consistency: str | None, take_with: Sequence[str] = ()
+) -> dict[str, Any]:
     payload: dict[str, Any] = {"array": array, "trigger": "manual"}
     if consistency is not None:
         payload["consistency"] = consistency
+    if take_with:
+        payload["takeWith"] = list(take_with)
     try:
         models.parse_input(models.BackupInput, payload)
     except InvalidInputError as err:

@@ -221,7 +221,8 @@ def up(
     out.print(f"  drills   onto {seen['drillInstance']}")
     out.print(f"  clock    {_clock_words(world.speed)}")
     out.print("  use it   raidsnap --local sets · raidsnap --local backup db1 --no-wait ·")
-    out.print("           raidsnap --local status · raidsnap local break db1 --member 1")
+    out.print("           raidsnap --local status · raidsnap local break db1 --member 1 ·")
+    out.print("           raidsnap --local backup db1 --with logs --consistency fsfreeze")
     out.print(
         f"  any SDK  AWS_ENDPOINT_URL={world.url}, any keys, region {world.region}"
         " (aws ec2 describe-volumes ...)"

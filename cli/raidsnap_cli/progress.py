@@ -53,6 +53,7 @@ BACKUP_STEPS: dict[str, tuple[str, str] | None] = {
     "PollFreeze": ("freeze", "freezing the filesystem"),
     "TakeSnapshotSet": ("snapshot", "taking the snapshot set"),
     "Thaw": ("thaw", "thawing the filesystem"),
+    "ThawNext": ("thaw", "thawing the filesystem"),
     "PollThaw": ("thaw", "thawing the filesystem"),
     "CheckSnapshots": ("wait", "waiting for the snapshots to complete"),
     "ApplyRetention": ("retention", "applying retention"),
@@ -214,7 +215,9 @@ class Narrator:
             self.count = f"{ready}/{len(f.fsr_states)} enabled"
         snaps = output.get("snapshots")
         if self.workflow == "backup" and isinstance(snaps, dict):
-            f.snapshots = len(snaps.get("ids") or [])
+            # (with takeWith, the other arrays' snapshots of the same call too)
+            parts = [p for p in snaps.get("together") or [] if isinstance(p, dict)]
+            f.snapshots = len(snaps.get("ids") or []) + sum(len(p.get("ids") or []) for p in parts)
             f.snapshot_progress = snaps.get("progress")
             if snaps.get("status") == "pending" and f.snapshot_progress is not None:
                 self.counted(at, f"{f.snapshots} snapshots at {f.snapshot_progress}%")

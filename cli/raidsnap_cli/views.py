@@ -238,6 +238,15 @@ def _fast_restore(report: Mapping[str, Any]) -> str:
     return line
 
 
+def _together(part: Mapping[str, Any]) -> str:
+    """An array taken in the same call, in one line: its set, consistency and snapshots."""
+    snapshots = [str(s) for s in part.get("snapshotIds") or []]
+    return (
+        f"set {part.get('setId')}, {part.get('consistency')}, "
+        f"{len(snapshots)} snapshots: {', '.join(snapshots)}"
+    )
+
+
 def output_view(workflow: str, output: Any) -> RenderableType:
     """The fields of a run's output an operator acts on; anything unexpected as JSON."""
     if not isinstance(output, Mapping):
@@ -273,6 +282,9 @@ def output_view(workflow: str, output: Any) -> RenderableType:
         keep = output.get("fastRestore")
         if isinstance(keep, Mapping):
             add("fast restore", _fast_restore(keep))
+        for part in output.get("together") or []:
+            if isinstance(part, Mapping):
+                add(f"with {part.get('array')}", _together(part))
     else:
         target = output.get("targetInstanceId") or output.get("instanceId")
         zone = output.get("availabilityZone")

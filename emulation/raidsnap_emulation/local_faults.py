@@ -2,8 +2,10 @@
 member, make the next on-instance assemble fail (``raidsnap local status|break``).
 
 The world is the demo's (demo.py): array db1, RAID 0 of three 32 GiB gp3 volumes on one
-instance, with a scratch volume next to them, backed up once by the backup workflow itself; an
-instance for drills; the array's recovery configured to restore in place. Each control acts as
+instance, with a scratch volume next to them, backed up once by the backup workflow itself; a
+second array of that instance, logs (md1 at /logs, two volumes), which a backup of db1 may take
+with it (``--with logs``); an instance for drills; db1's recovery configured to restore in
+place. Each control acts as
 the world outside the executions does: time stands still while it acts.
 """
 
@@ -22,6 +24,7 @@ from raidsnap_emulation.host import MdArray
 from raidsnap_emulation.paced import PacedClock
 from raidsnap_emulation.world import (
     ArrayFixture,
+    add_array,
     backed_up,
     configure_recovery,
     create_topics,
@@ -31,6 +34,8 @@ from raidsnap_emulation.world import (
 
 ARRAY = "db1"
 MEMBERS = 3
+# The second array of db1's instance.
+LOGS = "logs"
 
 # What assemble.sh prints when mdadm cannot assemble the members (its `fail AssembleFailed`
 # after three attempts): the JSON line on stdout, the same words on stderr.
@@ -50,6 +55,7 @@ class World:
     def seed(cls, emu: Emulation) -> World:
         """The demo's world, its array backed up once."""
         fx = make_array(emu.hosts, ARRAY, MEMBERS, size_gib=32, unrelated=1)
+        logs = add_array(emu.hosts, fx, LOGS)
         drill = launch_instance(f"{ARRAY}-drill", fx.availability_zone, tag_array=False)
         boto3.client("ec2", region_name=REGION).create_tags(
             Resources=[drill], Tags=[{"Key": "raidsnap:array", "Value": f"{ARRAY}-drill"}]
@@ -57,7 +63,7 @@ class World:
         create_topics(emu)
         configure_recovery(emu, ARRAY, instanceId=fx.instance_id, mode="replace")
         set_id = backed_up(emu.hosts, emu.run, fx)
-        return cls(emu, {ARRAY: fx}, drill, set_id)
+        return cls(emu, {ARRAY: fx, LOGS: logs}, drill, set_id)
 
     def control(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         actions: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -168,7 +174,10 @@ class World:
     def _md(self, fx: ArrayFixture) -> MdArray | None:
         arrays = self.emu.hosts.state(fx.instance_id).arrays
         mounted = [a for a in arrays.values() if a.mount_point == fx.mount_point]
-        return mounted[0] if mounted else arrays.get("/dev/md0")
+        if mounted:
+            return mounted[0]
+        # (db1, restored in place, is md0 again; logs is found by its mount point only)
+        return arrays.get("/dev/md0") if fx.name == ARRAY else None
 
     def _array_view(self, name: str) -> dict[str, Any]:
         fx = self.arrays[name]

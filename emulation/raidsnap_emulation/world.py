@@ -138,6 +138,52 @@ def make_array(
     )
 
 
+def add_array(
+    hosts: Hosts,
+    fx: ArrayFixture,
+    name: str,
+    members: int = 2,
+    *,
+    md_device: str = "/dev/md1",
+    mount_point: str = "/logs",
+    size_gib: int = 8,
+) -> ArrayFixture:
+    """A second array on the instance of ``fx`` (such as a database's log on md1 at /logs),
+    named on the instance by the per-array tag ``raidsnap:array:<name>=<its md UUID>``."""
+    ec2 = boto3.client("ec2")
+    ids = [
+        ec2.create_volume(
+            AvailabilityZone=fx.availability_zone,
+            Size=size_gib,
+            VolumeType="gp3",
+            TagSpecifications=[
+                {"ResourceType": "volume", "Tags": [{"Key": "Name", "Value": f"{name}-{i}"}]}
+            ],
+        )["VolumeId"]
+        for i in range(members)
+    ]
+    hosts.double.clock.advance(hosts.double.volume_seconds + 1)
+    for vid, letter in zip(ids, reversed(DEVICE_LETTERS), strict=False):
+        ec2.attach_volume(VolumeId=vid, InstanceId=fx.instance_id, Device=f"/dev/sd{letter}")
+    hosts.double.clock.advance(hosts.double.attach_seconds + 1)
+    md_uuid = hosts.build_array(
+        fx.instance_id, ids, name=name, md_device=md_device, mount_point=mount_point
+    )
+    ec2.create_tags(
+        Resources=[fx.instance_id], Tags=[{"Key": f"raidsnap:array:{name}", "Value": md_uuid}]
+    )
+    return ArrayFixture(
+        name=name,
+        instance_id=fx.instance_id,
+        availability_zone=fx.availability_zone,
+        member_ids=ids,
+        boot_volume_id=fx.boot_volume_id,
+        other_volume_ids=[],
+        md_uuid=md_uuid,
+        mount_point=mount_point,
+    )
+
+
 def snapshots_of(array: str) -> list[dict[str, object]]:
     """Every snapshot tagged with the array, as DescribeSnapshots returns them."""
     ec2 = boto3.client("ec2")

@@ -7,7 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal, TypeVar, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+)
 from pydantic_core import PydanticCustomError
 
 from raidsnap.errors import InvalidInputError
@@ -106,6 +113,9 @@ class BackupInput(BaseModel):
     consistency: Consistency | None = None
     trigger: Literal["schedule", "manual"] = "manual"
     hooks: HooksChoice | None = None
+    # Other arrays of the same instance whose sets are taken in the same CreateSnapshots call
+    # (one point in time for all of them), each set its own.
+    takeWith: Annotated[list[ArrayName], Field(min_length=1, max_length=8)] | None = None
 
 
 def parse_input(model: type[M], data: Any) -> M:

@@ -23,7 +23,7 @@ def input_words(payload: Any) -> str:
     if not isinstance(payload, Mapping):
         return str(payload)
     rest = [
-        f"{key} {'yes' if value is True else value}"
+        f"{key} {'yes' if value is True else listed(value) if isinstance(value, list) else value}"
         for key, value in payload.items()
         if key not in ("array", "callback") and value is not None
     ]

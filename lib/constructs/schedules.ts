@@ -49,6 +49,7 @@ export class Schedules extends Construct {
             array: array.name,
             consistency: array.consistency,
             trigger: 'schedule',
+            ...(array.takeWith ? { takeWith: array.takeWith } : {}),
           }),
           deadLetterQueue: this.deadLetterQueue,
           role,

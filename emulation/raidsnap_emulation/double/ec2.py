@@ -28,6 +28,7 @@ from raidsnap_emulation.double.recycle_bin import RecycleBin
 from raidsnap_emulation.double.volumes import Volumes, _Volume
 
 SNAPSHOT_PER_VOLUME_INTERVAL_SECONDS = 15.0
+MAX_EXCLUDED_DATA_VOLUMES = 40
 """EC2 refuses a second snapshot of one volume started within this many seconds."""
 
 
@@ -180,6 +181,13 @@ class Ec2(Volumes, Fsr, SnapshotLocks, RecycleBin):
         instance = self._instance(spec["InstanceId"])
         root = instance.get("RootDeviceName")
         excluded = set(spec.get("ExcludeDataVolumeIds", []))
+        # "You can specify up to 40 volume IDs per request" (EC2 API Reference,
+        # InstanceSpecification.ExcludeDataVolumeIds); the error code AWS gives is assumed.
+        if len(spec.get("ExcludeDataVolumeIds", [])) > MAX_EXCLUDED_DATA_VOLUMES:
+            raise AwsError(
+                "InvalidParameterValue",
+                f"ExcludeDataVolumeIds takes at most {MAX_EXCLUDED_DATA_VOLUMES} volume IDs.",
+            )
         members: list[str] = []
         for mapping in instance.get("BlockDeviceMappings", []):
             volume_id = mapping["Ebs"]["VolumeId"]

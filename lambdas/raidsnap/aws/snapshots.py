@@ -68,7 +68,7 @@ def create_set(
     ``frozen_until``: the earliest moment the freeze guard may have thawed; snapshots that start
     after it are not filesystem-consistent, and the set is labelled crash."""
     member_ids = {m.volume_id: m for m in layout.members}
-    set_keys = frozenset(_set_tags(array, set_id, execution_arn, layout, consistency))
+    set_keys = frozenset(set_tags(array, set_id, execution_arn, layout, consistency))
     intent = Manifest(
         array=array,
         set_id=set_id,
@@ -89,9 +89,9 @@ def create_set(
     )
     manifest = manifests.begin(intent)
     if manifest.status == "taken":
-        raws = {str(r["SnapshotId"]): r for r in _all_visible(manifest.snapshots.values())}
+        raws = {str(r["SnapshotId"]): r for r in all_visible(manifest.snapshots.values())}
         snapshots = [(sid, str(raws[sid]["VolumeId"])) for sid in raws]
-        return _finish(manifest, snapshots, member_ids, volume_facts, set_keys=set_keys)
+        return finish(manifest, snapshots, member_ids, volume_facts, set_keys=set_keys)
     earlier = snapshot_sets.of_execution(manifest)
     if earlier:
         snapshots = [(str(r["SnapshotId"]), str(r["VolumeId"])) for r in earlier.values()]
@@ -103,15 +103,15 @@ def create_set(
         snapshots = [(s["SnapshotId"], s["VolumeId"]) for s in response["Snapshots"]]
         starts = [s["StartTime"] for s in response["Snapshots"] if s.get("StartTime")]
 
-    ours = _members_only(array, snapshots, member_ids)
+    ours = members_only(array, snapshots, member_ids)
     by_slot = {member_ids[vid].index: sid for sid, vid in ours}
     first = min(starts) if starts else started
-    label, note = _label(consistency, max(starts) if starts else first, frozen_until)
+    label, note = consistency_label(consistency, max(starts) if starts else first, frozen_until)
     manifest = manifests.complete(replace(manifest, consistency=label), by_slot, first)
-    return _finish(manifest, ours, member_ids, volume_facts, set_keys=set_keys, note=note)
+    return finish(manifest, ours, member_ids, volume_facts, set_keys=set_keys, note=note)
 
 
-def _members_only(
+def members_only(
     array: str, snapshots: list[tuple[str, str]], member_ids: Mapping[str, Any]
 ) -> list[tuple[str, str]]:
     """The (snapshot, volume) pairs of members; every member must have one. A volume attached
@@ -130,7 +130,7 @@ def _members_only(
     return [(sid, vid) for sid, vid in snapshots if vid in member_ids]
 
 
-def _set_tags(
+def set_tags(
     array: str, set_id: str, execution_arn: str, layout: Layout, consistency: str
 ) -> dict[str, str]:
     """The tags every snapshot of the set carries: the set, and the md facts discovery gave."""
@@ -167,7 +167,7 @@ def _create_snapshots(
 ) -> CreateSnapshotsResultTypeDef:
     """One CreateSnapshots of the instance's member volumes, every other volume excluded."""
     members = {m.volume_id for m in layout.members}
-    common = _set_tags(array, set_id, execution_arn, layout, consistency)
+    common = set_tags(array, set_id, execution_arn, layout, consistency)
     exclude = sorted(
         a.volume_id
         for a in instance.attachments
@@ -179,11 +179,11 @@ def _create_snapshots(
     return clients.ec2().create_snapshots(
         InstanceSpecification=spec,  # type: ignore[arg-type]
         Description=f"raidsnap set {set_id} of array {array}",
-        TagSpecifications=[_snapshot_tags(common)],
+        TagSpecifications=[snapshot_tags(common)],
     )
 
 
-def _label(
+def consistency_label(
     consistency: str, last_start: datetime, frozen_until: datetime | None
 ) -> tuple[str, str]:
     """A set is fsfreeze-consistent only if every snapshot started while the guard still held
@@ -202,7 +202,7 @@ def _label(
     )
 
 
-def _finish(
+def finish(
     manifest: Manifest,
     snapshots: list[tuple[str, str]],
     member_ids: Mapping[str, Any],
@@ -212,19 +212,24 @@ def _finish(
     note: str = "",
 ) -> Taken:
     dropped = {
-        volume_id: _tag_member(
+        volume_id: tag_member(
             (snapshot_id, volume_id),
             member_ids[volume_id].index,
             volume_facts.get(volume_id, {}),
             manifest.consistency,
             set_keys,
+            common={},
         )
         for snapshot_id, volume_id in snapshots
         if volume_id in member_ids
     }
     notes = tuple(n for n in (note, tag_limit.note(dropped, onto="their snapshots")) if n)
-    # Right after CreateSnapshots a listing may still leave some of them out: look again
-    # until every recorded snapshot is there.
+    return Taken(listed_set(manifest), manifest.consistency, notes)
+
+
+def listed_set(manifest: Manifest) -> SnapshotSet:
+    """The recorded set as EC2 lists it. Right after CreateSnapshots a listing may still leave
+    some of them out: look again until every recorded snapshot is there."""
     result = snapshot_sets.get_set(manifest.array, manifest.set_id)
     for wait in NOT_YET_VISIBLE_WAITS:
         if result is not None and len(result.members) >= len(manifest.snapshots):
@@ -235,15 +240,17 @@ def _finish(
         raise SnapshotFailedError(
             f"snapshot set {manifest.set_id} vanished right after it was taken"
         )
-    return Taken(result, manifest.consistency, notes)
+    return result
 
 
-def _tag_member(
+def tag_member(
     pair: tuple[str, str],
     index: int,
     facts: Mapping[str, Any],
     consistency: str,
     set_keys: frozenset[str],
+    *,
+    common: Mapping[str, str],
 ) -> tuple[str, ...]:
     """Tag one member's snapshot with its slot and the volume's own tags (cost allocation,
     owner), as many of those as fit beside raidsnap's (raidsnap.plan.tag_limit); raidsnap's and
@@ -263,12 +270,13 @@ def _tag_member(
         k: v for k, v in tags.as_dict(facts.get("Tags")).items() if not k.startswith(tags.PREFIX)
     }
     fitted = tag_limit.fit(set_keys | set(own), user)
-    values = tags.as_list(fitted.kept | own)
+    # One CreateTags per snapshot: it carries all of raidsnap's tags or none of them.
+    values = tags.as_list(fitted.kept | dict(common) | own)
     once_visible(partial(clients.ec2().create_tags, Resources=[snapshot_id], Tags=values))  # type: ignore[arg-type]
     return fitted.dropped
 
 
-def _all_visible(snapshot_ids: Iterable[str]) -> list[dict[str, Any]]:
+def all_visible(snapshot_ids: Iterable[str]) -> list[dict[str, Any]]:
     """``_by_ids``, looked at again while some of these (just taken) are not listed yet."""
     wanted = set(snapshot_ids)
     found = snapshot_sets.by_ids(wanted)
@@ -280,7 +288,7 @@ def _all_visible(snapshot_ids: Iterable[str]) -> list[dict[str, Any]]:
     return found
 
 
-def _snapshot_tags(values: Mapping[str, str]) -> TagSpecificationTypeDef:
+def snapshot_tags(values: Mapping[str, str]) -> TagSpecificationTypeDef:
     return {"ResourceType": "snapshot", "Tags": [{"Key": k, "Value": v} for k, v in values.items()]}
 
 

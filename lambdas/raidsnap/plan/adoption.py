@@ -45,7 +45,7 @@ from raidsnap.text import counted
 # taken by more than one call, and never were one crash-consistent set.
 MAX_START_SPREAD = timedelta(seconds=1)
 
-# Tags every member of one set carries with one value (raidsnap.aws.snapshots._set_tags): the
+# Tags every member of one set carries with one value (raidsnap.aws.snapshots.set_tags): the
 # md facts discovery gave, the consistency, the degraded mark and the backup's execution.
 SET_WIDE = (
     tags.MD_UUID,

@@ -1,5 +1,6 @@
 """A newcomer's session with the local world, typed into a real terminal: the world comes up
-with db1 backed up, a backup runs, a member is lost, a replace restore starts and is looked at
+with db1 backed up, a backup runs, a backup takes db1 and logs at one point in time with both
+filesystems frozen, a member is lost, a replace restore starts and is looked at
 while it runs, a restore fails and says why and what it undid, and the world goes down.
 
 Each screen is compared with its golden file in golden/terminal/ (ids, times, durations and
@@ -119,6 +120,16 @@ def test_a_session_with_the_local_world(terminal: Terminal, tmp_path: Path) -> N
 
     step("01-up", "local", "up", "--speed", SPEED, timeout=180)
     step("02-backup", "--local", "backup", "db1")
+    step(
+        "02b-backup-with-logs",
+        "--local",
+        "backup",
+        "db1",
+        "--with",
+        "logs",
+        "--consistency",
+        "fsfreeze",
+    )
     step("03-break-member", "local", "break", "db1", "--member", "1")
     # Time stops, so that the restore can be looked at mid-way, and shows the same each time.
     step("04-clock-pause", "local", "clock", "--pause")

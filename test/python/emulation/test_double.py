@@ -222,6 +222,22 @@ def test_create_snapshots_without_exclusions_includes_the_boot_volume(
     assert {s["VolumeId"] for s in answer["Snapshots"]} == {host.boot_volume, *host.data_volumes}
 
 
+def test_create_snapshots_takes_at_most_40_excluded_volumes(ec2: EC2Client, host: Host) -> None:
+    # "You can specify up to 40 volume IDs per request" (EC2 API Reference, InstanceSpecification)
+    excluded = [host.data_volumes[2]] + [f"vol-{i:017x}" for i in range(40)]
+    with pytest.raises(ClientError) as info:
+        ec2.create_snapshots(
+            InstanceSpecification={
+                "InstanceId": host.instance_id,
+                "ExcludeBootVolume": True,
+                "ExcludeDataVolumeIds": excluded,
+            }
+        )
+    assert error_code(info) == "InvalidParameterValue"
+    assert "40" in str(info.value)
+    assert not ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"]
+
+
 def test_second_snapshot_of_a_volume_within_15_seconds_is_rate_limited(
     ec2: EC2Client, clock: VirtualClock, double: AwsDouble, host: Host
 ) -> None:

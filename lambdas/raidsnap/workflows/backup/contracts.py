@@ -51,6 +51,17 @@ class PrepareCall(Contract):
     execution: ExecutionRef = Field(default_factory=ExecutionRef)
 
 
+class PartPlan(Contract):
+    """An array the run takes with the plan's own (the input's takeWith): its set, retention and
+    configured hooks, and whether this run holds it against restores."""
+
+    array: str
+    setId: str
+    retention: int
+    hold: bool = False
+    hooks: Hooks | None = None
+
+
 class Plan(Contract):
     """Prepare's result: the validated request, the instance, the set's id, and whether this run
     holds the array against restores."""
@@ -72,6 +83,8 @@ class Plan(Contract):
     notes: list[str] = Field(default_factory=list)
     # Where the set is copied once taken (the ids of arrays.<name>.copies); unset: nowhere.
     copies: list[str] | None = None
+    # The other arrays taken in the same CreateSnapshots call, by name.
+    takeWith: list[PartPlan] = Field(default_factory=list)
 
 
 class Member(Contract):
@@ -96,6 +109,25 @@ class Members(Contract):
     degraded: Degraded | None = None
     consistency: SetConsistency | None = None
     notes: list[str] = Field(default_factory=list)
+    together: list[PartMembers] = Field(default_factory=list)
+    # With takeWith: the arrays whose freeze document runs (to freeze, or to run the hooks),
+    # in that order (the one with hooks first, then by name), thawed in reverse order.
+    freezes: list[str] = Field(default_factory=list)
+
+    def mount_point(self) -> str:
+        return str(self.md.get("mountPoint") or "")
+
+
+class PartMembers(Contract):
+    """An array of takeWith as discovery (or its volume tags) found it."""
+
+    array: str
+    source: str | None = None
+    members: list[Member] = Field(default_factory=list)
+    md: dict[str, JsonValue] = Field(default_factory=dict)
+    memberCount: int | None = None
+    degraded: Degraded | None = None
+    consistency: SetConsistency | None = None
 
     def mount_point(self) -> str:
         return str(self.md.get("mountPoint") or "")
@@ -124,13 +156,21 @@ class Command(Contract):
     postOwed: bool | None = None
     stderrTail: str | None = None
     result: JsonValue = None
+    # With takeWith (Members.freezes): the array this command is for, this run's
+    # commands of the same kind before it (in order), and whether another array comes next.
+    array: str | None = None
+    earlier: list[Command] = Field(default_factory=list)
+    more: bool | None = None
 
 
 class CommandCall(Contract):
-    """Freeze and Thaw read the plan (instance, set, execution) and the members (mount point)."""
+    """Freeze and Thaw read the plan (instance, set, execution) and the members (mount point);
+    with several arrays to freeze, the freeze or thaw before this one."""
 
     plan: Plan
     members: Members
+    freeze: Command | None = None
+    thaw: Command | None = None
 
 
 class Snapshots(Contract):
@@ -147,6 +187,17 @@ class Snapshots(Contract):
     waitedSeconds: int = 0
     progress: int | None = None
     holdReleased: bool = False
+    together: list[PartSnapshots] = Field(default_factory=list)
+
+
+class PartSnapshots(Contract):
+    """The set of an array of takeWith, taken in the plan's CreateSnapshots call."""
+
+    array: str
+    setId: str
+    consistency: SetConsistency
+    ids: list[str]
+    notes: list[str] = Field(default_factory=list)
 
 
 class SnapshotCall(Contract):
@@ -214,6 +265,18 @@ class CopyRound(Contract):
     report: dict[str, CopyReport] | None = None
 
 
+class PartOutput(Contract):
+    """An array of takeWith in the output: its set, as the array's own output names it."""
+
+    array: str
+    setId: str
+    consistency: str
+    snapshotIds: list[str]
+    memberVolumeIds: list[str]
+    retention: RetentionReport
+    locks: LockReport | None = None
+
+
 class BackupOutput(Contract):
     """The execution's output (DESIGN.md, backup): fields in the order the output has them."""
 
@@ -232,6 +295,8 @@ class BackupOutput(Contract):
     fastRestore: FastRestoreReport | None = None
     # Added by the workflow once the set's copies ended (none: the array is copied nowhere).
     copies: dict[str, CopyReport] | None = None
+    # The sets of the input's takeWith arrays, taken in the same CreateSnapshots call.
+    together: list[PartOutput] | None = None
 
 
 class Retention(Contract):

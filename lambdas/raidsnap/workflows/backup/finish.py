@@ -11,7 +11,7 @@ from raidsnap.observability import count, for_array, logger, publish_alone
 from raidsnap.plan import retention
 from raidsnap.set_locks import HeldSet
 from raidsnap.text import counted
-from raidsnap.workflows.backup import locking, times
+from raidsnap.workflows.backup import freezes, locking, times, together
 from raidsnap.workflows.backup.contracts import (
     BackupOutput,
     BackupState,
@@ -25,7 +25,7 @@ from raidsnap.workflows.backup.contracts import (
     RetentionReport,
 )
 from raidsnap.workflows.backup.prepare import release_hold
-from raidsnap.workflows.backup.snapshot import send_thaw
+from raidsnap.workflows.backup.snapshot import hooks_of, thaw_mount_point
 
 # The output names at most this many unrecorded snapshots (the count says how many there are).
 UNRECORDED_LISTED = 50
@@ -35,17 +35,36 @@ def finish(call: RetentionCall) -> Retention:
     """Retention and the output, with their metrics; then a degraded array's run fails with
     ArrayDegraded. The array's lock policy runs first: its sets are locked before retention
     looks, and a policy that cannot lock fails the run before anything is deleted."""
+    result = _keep(call)
+    parts = [together.part_call(call, i) for i in range(len(call.plan.takeWith))]
+    if parts:
+        # Each array taken with the plan's keeps its own sets by its own policy.
+        done = [together.output(_keep(part, alone=True)) for part in parts]
+        result = Retention(output=result.output.model_copy(update={"together": done}))
+    for each in [call, *parts]:
+        fail_if_degraded(each)
+    return result
+
+
+def _keep(call: RetentionCall, *, alone: bool = False) -> Retention:
+    """The array's lock policy, retention and their metrics: the invocation's for the plan's
+    array, ``alone`` (a document of their own, its Array dimension) for one taken with it."""
     locks = locking.lock_newest(call)
     result = apply_retention(call)
     if locks is not None:
         result = Retention(output=result.output.model_copy(update={"locks": locks}))
     report = result.output.retention
-    for_array(call.plan.array)
-    count("SnapshotsDeleted", report.deletedSnapshots)
     # Without the array dimension: one alarm watches every array (the output names the array).
     publish_alone("SnapshotsNotDeleted", len(report.notDeleted))
-    count("DegradedSetsTaken" if call.members.degraded else "BackupSucceeded")
-    fail_if_degraded(call)
+    outcome = "DegradedSetsTaken" if call.members.degraded else "BackupSucceeded"
+    if alone:
+        array = {"Array": call.plan.array}
+        publish_alone("SnapshotsDeleted", report.deletedSnapshots, array)
+        publish_alone(outcome, 1, array)
+        return result
+    for_array(call.plan.array)
+    count("SnapshotsDeleted", report.deletedSnapshots)
+    count(outcome)
     return result
 
 
@@ -164,19 +183,19 @@ def explain_failure(call: FailureCall, documents: Documents, settings: BackupSet
     error = state.error
     name = public_name(error.Error if error else "States.Runtime")
     cause = cause_message(error.Cause if error else "")
-    thawed = state.thaw is not None and (
-        state.thaw.status == "success" or (name == "HookFailed" and _unanswered(state.thaw))
+    # (with several arrays, the last thaw of the run's: none comes after it)
+    thawed = (
+        state.thaw is not None
+        and not state.thaw.more
+        and (
+            state.thaw.status == "success"
+            or (name == "HookFailed" and _unanswered(state.thaw))
+        )
     )
     # A freeze that failed or was cancelled may still have frozen the filesystem: thaw is
     # harmless on a thawed one, so thaw whenever a freeze was attempted.
     if state.freeze is not None and state.freeze.status != "none" and not thawed:
-        try:
-            # A freeze is sent only once the plan and the members exist: both are there.
-            thaw = CommandCall.model_validate({"plan": state.plan, "members": state.members})
-            send_thaw(thaw, documents, settings)
-        except Exception:  # the guard thaws within its bound anyway
-            logger.exception("thaw after failure could not be sent")
-            cause += " (thaw could not be sent; the freeze guard thaws within its bound)"
+        cause += _thaw_after_failure(state, documents, settings)
     if name == "HookFailed" and state.snapshots is not None:
         cause += _relabel_after_post_hook(state)
     # CheckSnapshots lets go once the snapshots are taken; a Prepare that failed let go itself.
@@ -200,27 +219,64 @@ def _unanswered(thaw: Command) -> bool:
     return Poll(thaw.waitSeconds, thaw.budgetSeconds).waited().spent
 
 
+def _thaw_after_failure(state: BackupState, documents: Documents, settings: BackupSettings) -> str:
+    """Thaw what the run may have frozen: its array's mount point, or with several arrays
+    (takeWith) every one it was to freeze, in reverse order; returns what the cause adds."""
+    try:
+        # A freeze is sent only once the plan and the members exist: both are there.
+        call = CommandCall.model_validate({"plan": state.plan, "members": state.members})
+        targets = freezes.to_thaw_after_failure(
+            call.members, call.plan.array, state.freeze, state.thaw
+        )
+        mounts = [(t.mount_point, t.array) for t in targets] or [
+            (call.members.mount_point(), call.plan.array)
+        ]
+    except Exception:  # the guard thaws within its bound anyway
+        logger.exception("thaw after failure could not be sent")
+        return " (thaw could not be sent; the freeze guard thaws within its bound)"
+    unsent = []
+    # In reverse freeze order: the array with hooks (frozen first) is thawed last.
+    for mount_point, array in mounts:
+        try:
+            own = hooks_of(call.plan, array)
+            thaw_mount_point(call, documents, settings, mount_point, own)
+        except Exception:  # that mount point's guard thaws it within its bound anyway
+            logger.exception("thaw after failure could not be sent", extra={"mount": mount_point})
+            unsent.append(mount_point)
+    if not unsent:
+        return ""
+    return (
+        f" (thaw of {', '.join(unsent)} could not be sent; the freeze guard thaws within its bound)"
+    )
+
+
 def _relabel_after_post_hook(state: BackupState) -> str:
     """The post hook failed after the set was taken: the application's hold through the snapshot
     instant is not confirmed (a held session that ended early fails its post hook), so the set
-    keeps the label of what the filesystem got. Its snapshots are kept. Returns the cause's end."""
+    keeps the label of what the filesystem got. Its snapshots are kept. With several arrays
+    (takeWith), the set is that of the array whose thaw ran the hook. Returns the cause's end."""
     taken = state.snapshots
     assert taken is not None  # the caller looked
-    label = taken.consistency
+    set_id, ids, label, freeze = taken.setId, taken.ids, str(taken.consistency), state.freeze
+    array = state.thaw.array if state.thaw is not None else None
+    part = next((p for p in taken.together if p.array == array), None)
+    if part is not None and array is not None:
+        set_id, ids, label = part.setId, part.ids, str(part.consistency)
+        freeze = freezes.command_of(state.freeze, array)
     if label == "application":
-        said = state.freeze.result if state.freeze and isinstance(state.freeze.result, dict) else {}
+        said = freeze.result if freeze and isinstance(freeze.result, dict) else {}
         label = "fsfreeze" if said.get("frozen") is True else "crash"
         try:
-            snapshots.relabel_set(taken.ids, label)
+            snapshots.relabel_set(ids, label)
         except Exception:
             logger.exception("the set's consistency label could not be lowered")
             return (
-                f". Set {taken.setId} was taken before the post hook ran and is kept; its label "
+                f". Set {set_id} was taken before the post hook ran and is kept; its label "
                 f"still says application but only {label} is certain: do not rely on it for "
                 "more than that"
             )
     return (
-        f". Set {taken.setId} was taken before the post hook ran and is kept, labelled {label} "
+        f". Set {set_id} was taken before the post hook ran and is kept, labelled {label} "
         "(the application's hold through the snapshot instant is not confirmed); check that "
         "the application is running normally again"
     )

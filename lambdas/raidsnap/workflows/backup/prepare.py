@@ -23,13 +23,14 @@ from raidsnap.models import (
     system_directory,
 )
 from raidsnap.observability import logger
-from raidsnap.workflows.backup import times
+from raidsnap.workflows.backup import times, together
 from raidsnap.workflows.backup.contracts import (
     Degraded,
     DiscoveryLook,
     Member,
     Members,
     MembersCall,
+    PartMembers,
     Plan,
     PrepareCall,
     RunExecution,
@@ -65,7 +66,8 @@ def release_hold(plan: Plan) -> bool:
     table = restore_lock_table()
     if not (table and plan.hold):
         return False
-    lock.release_backup(table, plan.array, plan.execution.arn)
+    for array in [plan.array, *(p.array for p in plan.takeWith)]:
+        lock.release_backup(table, array, plan.execution.arn)
     return True
 
 
@@ -75,19 +77,32 @@ def prepare(call: PrepareCall, documents: Documents, settings: BackupSettings) -
     # The hooks a run names are resolved before anything is held or sent: a name the
     # configuration does not give fails the run here, having changed nothing.
     hooks = hooks_for(request.array, request.hooks)
+    named = together.others(request, hooks)
     table = restore_lock_table()
+    # An array of another instance is refused before anything is held or sent.
+    together.check_homes(table, request.array, named)
     if not table:
-        return _prepare(request, hooks, call.execution, documents, settings)
-    # Before anything reaches the instance: a restore of this array that is running refuses
-    # the backup (RestoreInProgress), and a restore that starts later sees the hold.
+        plan = _prepare(request, hooks, call.execution, documents, settings)
+        return _with_others(plan, named, table, settings)
+    # Before anything reaches the instance: a restore of any of these arrays that is running
+    # refuses the backup (RestoreInProgress), and a restore that starts later sees the hold.
     arn = call.execution.id
-    lock.hold_for_backup(table, request.array, arn, _hold_seconds(settings))
+    release = together.hold_all(table, [request.array, *named], arn, _hold_seconds(settings))
     try:
         plan = _prepare(request, hooks, call.execution, documents, settings)
+        plan = _with_others(plan.model_copy(update={"hold": True}), named, table, settings)
     except Exception:
-        lock.release_backup(table, request.array, arn)
+        release()
         raise
-    return plan.model_copy(update={"hold": True})
+    return plan
+
+
+def _with_others(plan: Plan, named: list[str], table: str | None, settings: BackupSettings) -> Plan:
+    if not named:
+        return plan
+    return together.extend_plan(
+        plan, named, table, lambda array: retention_for(array, settings.default_retention)
+    )
 
 
 def _prepare(
@@ -172,7 +187,7 @@ def collect_members(call: MembersCall) -> Members:
             "the array is degraded; its set will be marked degraded",
             extra={"missing_slots": layout.missing_slots, "without_slot": layout.without_slot},
         )
-    return Members(
+    found = Members(
         discovery=DiscoveryLook(status="done", source=layout.source, note=layout.note),
         members=[
             Member(index=m.index, volumeId=m.volume_id, device=m.device) for m in layout.members
@@ -180,32 +195,55 @@ def collect_members(call: MembersCall) -> Members:
         md=layout.md,
         memberCount=layout.member_count,
         degraded=degraded,
-        consistency=_consistency(plan, layout, notes),
+        consistency=_consistency(plan, str(layout.md.get("mountPoint") or ""), notes),
         notes=notes,
     )
+    if not plan.takeWith:
+        return found
+    ran = layout.source == "discovery" and discovery.commandId
+    others = together.members(plan, instance, str(discovery.commandId) if ran else None, note)
+    return _frozen_together(plan, found, others)
 
 
-def _consistency(plan: Plan, layout: instances.Layout, notes: list[str]) -> SetConsistency:
+def _frozen_together(plan: Plan, found: Members, others: list[PartMembers]) -> Members:
+    """Each array taken with the plan's gets the consistency it can have (its own mount point
+    and hooks decide; a note says why it is less than asked); the arrays whose freeze document
+    runs (to freeze, or to run hooks), the one with hooks first, then in name order."""
+    notes = list(found.notes)
+    parts = []
+    for part, planned in zip(others, plan.takeWith, strict=True):
+        said: list[str] = []
+        own = plan.model_copy(update={"hooks": planned.hooks})
+        consistency = _consistency(own, part.mount_point(), said)
+        notes += [f"{part.array}: {n}" for n in said]
+        parts.append(part.model_copy(update={"consistency": consistency}))
+    each = {plan.array: found.consistency, **{p.array: p.consistency for p in parts}}
+    order = sorted(
+        (a for a, c in each.items() if c in ("fsfreeze", "application")),
+        key=lambda a: (each[a] != "application", a),
+    )
+    return found.model_copy(update={"together": parts, "notes": notes, "freezes": order})
+
+
+def _consistency(plan: Plan, mount_point: str, notes: list[str]) -> SetConsistency:
     """The consistency the set can have: ``application`` when hooks run (on an agent that can
     run the freeze document, at a mount point it takes); a freeze the instance cannot do falls
     back to crash, and ``notes`` says why."""
-    filesystem = _filesystem(plan, layout, notes)
+    filesystem = _filesystem(plan, mount_point, notes)
     # Only a pre hook holds the application at the snapshot instant; a post hook alone does not.
     if plan.hooks is None or not plan.hooks.preSnapshot:
         return filesystem
-    if filesystem == "fsfreeze" or (plan.consistency == "crash" and _can_hook(plan, layout)):
+    if filesystem == "fsfreeze" or (plan.consistency == "crash" and _can_hook(plan, mount_point)):
         return "application"
     notes.append("the application hooks were not run: the set is " + filesystem)
     return filesystem
 
 
-def _can_hook(plan: Plan, layout: instances.Layout) -> bool:
-    mount_point = str(layout.md.get("mountPoint") or "")
+def _can_hook(plan: Plan, mount_point: str) -> bool:
     return not plan.agentTooOld and bool(mount_point) and not system_directory(mount_point)
 
 
-def _filesystem(plan: Plan, layout: instances.Layout, notes: list[str]) -> Consistency:
-    mount_point = layout.md.get("mountPoint")
+def _filesystem(plan: Plan, mount_point: str, notes: list[str]) -> Consistency:
     if plan.consistency != "fsfreeze":
         return plan.consistency
     if plan.agentTooOld:

@@ -7,18 +7,20 @@ import hashlib
 from datetime import datetime, timedelta
 
 from raidsnap import hooks
-from raidsnap.aws import commands, instances, snapshot_sets, snapshots, volumes
+from raidsnap.aws import commands, instances, snapshot_group, snapshots, volumes
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import SnapshotFailedError
-from raidsnap.hooks import SetConsistency
+from raidsnap.hooks import Hooks, SetConsistency
 from raidsnap.models import Poll
-from raidsnap.observability import count, for_array
-from raidsnap.workflows.backup import times
+from raidsnap.observability import count, for_array, publish_alone
+from raidsnap.sets import SnapshotSet
+from raidsnap.workflows.backup import freezes, times, together
 from raidsnap.workflows.backup.contracts import (
     CheckCall,
     Command,
     CommandCall,
     Members,
+    PartSnapshots,
     Plan,
     SnapshotCall,
     Snapshots,
@@ -36,22 +38,34 @@ def freeze_token(plan: Plan) -> str:
     return hashlib.sha256(f"freeze:{plan.execution.arn}".encode()).hexdigest()[:32]
 
 
-def _hook_seconds(plan: Plan) -> int:
-    return plan.hooks.timeoutSeconds if plan.hooks else 0
+def _hook_seconds(own: Hooks | None) -> int:
+    return own.timeoutSeconds if own else 0
+
+
+def hooks_of(plan: Plan, array: str | None) -> Hooks | None:
+    """The hooks of the array a freeze or thaw is for: the plan's for its array (or a single
+    array's run), an array taken with it its own."""
+    if array is None or array == plan.array:
+        return plan.hooks
+    return next((p.hooks for p in plan.takeWith if p.array == array), None)
 
 
 def send_freeze(call: CommandCall, documents: Documents, settings: BackupSettings) -> Command:
     # The hooks run in the freeze document around fsfreeze, or alone for a crash-consistent
-    # set (Freeze=false); a pre hook that fails runs the post hook there too.
+    # set (Freeze=false); a pre hook that fails runs the post hook there too. With several
+    # arrays (takeWith), each call freezes the next one (freezes.py) with that array's hooks.
     plan = call.plan
-    timeout = settings.max_freeze_seconds + 60 + 2 * _hook_seconds(plan)
+    target = freezes.next_target(call.members, plan.array, call.freeze)
+    own = hooks_of(plan, target.array if target else None)
+    timeout = settings.max_freeze_seconds + 60 + 2 * _hook_seconds(own)
     command = _start_command(
         documents.freeze,
         call,
         settings,
+        mount_point=target.mount_point if target else call.members.mount_point(),
         timeout=timeout,
         fail_on_error=True,
-        extra=hooks.document_parameters(plan.hooks, freeze=plan.consistency == "fsfreeze"),
+        extra=hooks.document_parameters(own, freeze=plan.consistency == "fsfreeze"),
     )
     # The guard cannot thaw before the command was requested plus its bound: until then the
     # freeze is certain to hold (create_set compares the snapshots' start with this). Nor after
@@ -59,28 +73,47 @@ def send_freeze(call: CommandCall, documents: Documents, settings: BackupSetting
     # (SendCommand TimeoutSeconds), so fsfreeze -f came before.
     requested = times.parse_time(str(command.requestedAt))
     bound = timedelta(seconds=settings.max_freeze_seconds)
-    return command.model_copy(
+    command = command.model_copy(
         update={
             "frozenUntil": times.iso(requested + bound),
             "frozenAtMostUntil": times.iso(requested + timedelta(seconds=timeout) + bound),
         }
     )
+    return freezes.carried(command, call.freeze, target) if target else command
 
 
 def send_thaw(call: CommandCall, documents: Documents, settings: BackupSettings) -> Command:
+    """Thaw the array's mount point; with several frozen (takeWith), the next one in reverse
+    freeze order after ``call.thaw``."""
+    plan = call.plan
+    target = freezes.next_target(call.members, plan.array, call.thaw, reverse=True)
+    if target is None:
+        return thaw_mount_point(call, documents, settings, call.members.mount_point(), plan.hooks)
+    own = hooks_of(plan, target.array)
+    command = thaw_mount_point(call, documents, settings, target.mount_point, own)
+    return freezes.carried(command, call.thaw, target)
+
+
+def thaw_mount_point(
+    call: CommandCall,
+    documents: Documents,
+    settings: BackupSettings,
+    mount_point: str,
+    own: Hooks | None,
+) -> Command:
     # A thaw's failure is tolerated (the guard thaws within its bound), but not while it owes
     # the post hook: unreported, the application may still be held (commands.poll).
-    plan = call.plan
-    extra = hooks.document_parameters(plan.hooks, freeze=False)
+    extra = hooks.document_parameters(own, freeze=False)
     command = _start_command(
         documents.thaw,
         call,
         settings,
-        timeout=120 + _hook_seconds(plan),
+        mount_point=mount_point,
+        timeout=120 + _hook_seconds(own),
         fail_on_error=False,
         extra={k: v for k, v in extra.items() if k in ("PostSnapshot", "HookSeconds")},
     )
-    owed = bool(plan.hooks and plan.hooks.postSnapshot)
+    owed = bool(own and own.postSnapshot)
     return command.model_copy(update={"postOwed": True}) if owed else command
 
 
@@ -89,13 +122,14 @@ def _start_command(
     call: CommandCall,
     settings: BackupSettings,
     *,
+    mount_point: str,
     timeout: int,
     fail_on_error: bool,
     extra: dict[str, str],
 ) -> Command:
     plan = call.plan
     params = {
-        "MountPoint": call.members.mount_point(),
+        "MountPoint": mount_point,
         "MaxFreezeSeconds": str(settings.max_freeze_seconds),
         "FreezeToken": freeze_token(plan),
     }
@@ -163,6 +197,8 @@ def guard_deadline(freeze: Command) -> datetime | None:
 
 
 def create_set(call: SnapshotCall) -> Snapshots:
+    if call.plan.takeWith:
+        return _create_together(call)
     plan, members, freeze = call.plan, call.members, call.freeze
     consistency = _got(
         members.consistency or plan.consistency, freeze, hooks.holds_application(plan.hooks)
@@ -197,34 +233,67 @@ def create_set(call: SnapshotCall) -> Snapshots:
     return result
 
 
+def _create_together(call: SnapshotCall) -> Snapshots:
+    """The plan's array and the takeWith arrays in one CreateSnapshots call, a set each."""
+    plan = call.plan
+    instance = instances.describe_instance(plan.instanceId)
+    parts = together.parts(plan, call.members, call.freeze, _layout)
+    facts = volumes.raw([m.volume_id for p in parts for m in p.layout.members])
+    taken = snapshot_group.create_sets(
+        parts=parts,
+        execution_arn=plan.execution.arn,
+        started=times.parse_time(plan.execution.startTime),
+        instance=instance,
+        volume_facts=facts,
+    )
+    main = taken[plan.array]
+    rest = [
+        PartSnapshots(
+            array=p.array,
+            setId=taken[p.array].snapshot_set.set_id,
+            consistency=_label(taken[p.array].consistency),
+            ids=[m.snapshot_id for m in taken[p.array].snapshot_set.by_index()],
+            notes=list(taken[p.array].notes),
+        )
+        for p in plan.takeWith
+    ]
+    for_array(plan.array)
+    count("SnapshotSetsStarted")
+    for part in plan.takeWith:
+        # In a document of its own: the invocation's metrics carry one Array dimension.
+        publish_alone("SnapshotSetsStarted", 1, {"Array": part.array})
+    return Snapshots(
+        setId=main.snapshot_set.set_id,
+        consistency=_label(main.consistency),
+        notes=list(main.notes),
+        status="pending",
+        waitSeconds=SNAPSHOT_POLL_MIN_SECONDS,
+        ids=[m.snapshot_id for m in main.snapshot_set.by_index()],
+        polls=0,
+        waitedSeconds=0,
+        together=rest,
+    )
+
+
 def check_snapshots(call: CheckCall) -> Snapshots:
     """Completed, failed, or still going: and if going, how long to wait before looking again."""
     plan, snaps = call.plan, call.snapshots
     # The snapshots are taken (point in time) and the filesystem thawed by now.
     released = snaps.holdReleased or release_hold(plan)
-    current = snapshot_sets.get_set(plan.array, snaps.setId)
-    if current is None:
-        raise SnapshotFailedError(f"the snapshots of set {snaps.setId} no longer exist")
-    failed = current.failed
-    if failed:
-        detail = "; ".join(
-            f"member {m.index} ({m.volume_id}) snapshot {m.snapshot_id}: "
-            f"{m.state_message or 'error'}"
-            for m in failed
-        )
-        raise SnapshotFailedError(
-            f"set {current.set_id} of {plan.array} failed: {detail}. The set will never "
-            "be restored; retention removes it once newer sets exist"
-        )
+    # With takeWith, every set the run took: the run completes when all of them have.
+    taken = together.current(plan, snaps)
+    for current in taken:
+        _fail_if_failed(current)
+    members = [m for current in taken for m in current.members]
     waited = snaps.waitedSeconds + snaps.waitSeconds
-    progress = min(m.progress for m in current.members)
+    progress = min(m.progress for m in members)
     update: dict[str, object] = {
         "polls": snaps.polls + 1,
         "waitedSeconds": waited,
         "progress": progress,
         "holdReleased": released,
     }
-    if current.members and all(m.state == "completed" for m in current.members):
+    if all(c.members for c in taken) and all(m.state == "completed" for m in members):
         update["status"] = "completed"
     else:
         # Wait what the slowest snapshot still seems to need, and a tenth more: each look is
@@ -237,3 +306,17 @@ def check_snapshots(call: CheckCall) -> Snapshots:
             min(SNAPSHOT_POLL_MAX_SECONDS, max(SNAPSHOT_POLL_MIN_SECONDS, remaining * 1.1))
         )
     return snaps.model_copy(update=update)
+
+
+def _fail_if_failed(current: SnapshotSet) -> None:
+    failed = current.failed
+    if failed:
+        detail = "; ".join(
+            f"member {m.index} ({m.volume_id}) snapshot {m.snapshot_id}: "
+            f"{m.state_message or 'error'}"
+            for m in failed
+        )
+        raise SnapshotFailedError(
+            f"set {current.set_id} of {current.array} failed: {detail}. The set will never "
+            "be restored; retention removes it once newer sets exist"
+        )

@@ -1,0 +1,79 @@
+/** Arrays an array's scheduled backups take with it (arrays.<name>.takeWith): the other arrays
+ * of the same instance whose sets the same CreateSnapshots call takes, one point in time for
+ * all of them, each set its own (lambdas/raidsnap/workflows/backup/together.py). The run has one
+ * consistency: crash, or fsfreeze (every array's filesystem frozen around the call,
+ * lambdas/raidsnap/workflows/backup/freezes.py), so the arrays of a group are configured alike.
+ * One array of a group may have hooks: its pre hook runs before any freeze, its post hook after
+ * every thaw; a second one's pre hook would run while the first array is frozen. */
+
+import type { Problem } from './config-error';
+
+const ARRAY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+// The backup input's limit (raidsnap.models.BackupInput.takeWith).
+const MAX_ARRAYS = 8;
+
+/** What the cross-array check needs to know of each configured array. */
+export interface TakeWithFacts {
+  readonly consistency: string;
+  readonly hooks?: unknown;
+  readonly recovery?: { readonly instanceId: string };
+  readonly fastRestore?: unknown;
+  readonly copies?: readonly unknown[];
+  readonly takeWith?: readonly string[];
+}
+
+export function parseTakeWith(raw: unknown, field: string, name: string, problem: Problem): string[] {
+  if (!Array.isArray(raw) || raw.length === 0 || raw.length > MAX_ARRAYS) {
+    throw problem(field, `is not a list of 1 to ${MAX_ARRAYS} array names`, 'list the other arrays of the instance, such as [logs]');
+  }
+  const names = raw.map((entry, i) => {
+    if (typeof entry !== 'string' || !ARRAY_NAME.test(entry)) {
+      throw problem(`${field}[${i}]`, 'is not an array name', 'use 1-63 letters, digits, ".", "_" or "-", starting with a letter or digit');
+    }
+    return entry;
+  });
+  if (names.includes(name) || new Set(names).size !== names.length) {
+    throw problem(field, `names ${name} itself or an array twice`, 'list each other array once');
+  }
+  return names;
+}
+
+/** Refuse what the configuration itself shows cannot be taken together: two arrays of the group
+ * with hooks, a named array configured with another consistency than the
+ * array's (its sets would be frozen, or not, against its own setting), a named array with a
+ * fastRestore policy or copies (they run for the array a backup is started for), or named
+ * arrays whose recovery names another instance (where both name one; arrays found by tags alone
+ * are checked at run time). */
+export function checkTakeWith(arrays: Record<string, TakeWithFacts>, problem: Problem): void {
+  for (const [name, array] of Object.entries(arrays)) {
+    if (!array.takeWith) continue;
+    const field = `arrays.${name}.takeWith`;
+    const hooked = [name, ...array.takeWith].filter((member) => arrays[member]?.hooks !== undefined).sort();
+    if (hooked.length > 1) {
+      throw problem(field, `${hooked.join(' and ')} both have hooks; one array of those taken together may have hooks`,
+        `keep the hooks of one of ${hooked.join(', ')}, or back them up one by one`);
+    }
+    for (const member of [name, ...array.takeWith]) {
+      const other = arrays[member];
+      if (!other) continue;
+      if (other.consistency !== array.consistency) {
+        throw problem(field, `${member} is configured with ${other.consistency}, ${name} with ${array.consistency}: arrays taken together get one consistency, ${name}'s`,
+          `give ${member} consistency ${array.consistency}, or back it up on its own schedule`);
+      }
+      if (member !== name && other.fastRestore !== undefined) {
+        throw problem(field, `${member} has a fastRestore policy, which runs only for the array a backup is started for`,
+          `back ${member} up on its own schedule, or remove its fastRestore`);
+      }
+      if (member !== name && other.copies !== undefined && other.copies.length > 0) {
+        throw problem(field, `${member} has copies, which run only for the array a backup is started for`,
+          `back ${member} up on its own schedule, or remove its copies`);
+      }
+      const here = array.recovery?.instanceId;
+      const there = other.recovery?.instanceId;
+      if (here && there && here !== there) {
+        throw problem(field, `${member} recovers on ${there}, ${name} on ${here}: only arrays of one instance are taken together`,
+          'list only arrays of the same instance');
+      }
+    }
+  }
+}
