@@ -187,10 +187,7 @@ def explain_failure(call: FailureCall, documents: Documents, settings: BackupSet
     thawed = (
         state.thaw is not None
         and not state.thaw.more
-        and (
-            state.thaw.status == "success"
-            or (name == "HookFailed" and _unanswered(state.thaw))
-        )
+        and (state.thaw.status == "success" or (name == "HookFailed" and _unanswered(state.thaw)))
     )
     # A freeze that failed or was cancelled may still have frozen the filesystem: thaw is
     # harmless on a thawed one, so thaw whenever a freeze was attempted.
