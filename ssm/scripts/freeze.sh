@@ -69,7 +69,9 @@ old=$(guard_pid "$state")
 if [[ -n $old ]]; then
   fail AlreadyFrozen "$mount_point already has a freeze guard (pid $old); run thaw first"
 fi
-# A post hook still owed with no guard left (the instance restarted while a freeze held): run now.
+# A post hook still owed with no guard left (the instance restarted while a freeze held): run now,
+# once the pre hook that owes it ended (its freeze was killed during it; the guard too).
+[[ ! -e $owed ]] || wait_pre_hook "$state"
 if [[ -e $owed ]] && run_owed_post "$owed"; then
   say "ran the post-snapshot hook a previous freeze of $mount_point still owed: $owed_status"
 fi
@@ -120,10 +122,12 @@ if [[ -n $pre_hook ]]; then
     mv -f "$owed.tmp" "$owed"
     sync -f "$record_dir" 2>/dev/null || true
   fi
-  if run_hook pre "$pre_hook" "$hook_seconds" 9>&-; then
+  if run_hook pre "$pre_hook" "$hook_seconds" "$state.pre" 9>&-; then
+    rm -f "$state.pre"
     pre_status=ok
   else
     rc=$?
+    rm -f "$state.pre"
     give_up
     what="failed (exit $rc)"
     ((rc != 124 && rc != 137)) || what="did not finish in ${hook_seconds}s"

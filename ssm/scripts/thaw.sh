@@ -58,7 +58,6 @@ owed_by="" done_token="" done_status=""
 mounted=$(mountpoint -q "$mount_point" && echo true || echo false)
 if [[ -z $recorded && $owed_by != "$token" && $done_token != "$token" ]]; then
   say "no raidsnap freeze guard for $mount_point: nothing of ours to thaw"
-  rm -f "$state.lock"
   printf '{"ok":true,"mountPoint":%s,"mounted":%s,"wasFrozen":false,"guardStopped":false,"postSnapshot":"none"}\n' \
     "$(json_str "$mount_point")" "$mounted"
   exit 0
@@ -83,11 +82,12 @@ if [[ -n $recorded ]]; then
   stop_timer "$mount_point"
   rm -f "$state.guard"
 fi
-rm -f "$state.lock"
 
 # The post hook, once: freeze's record says it is owed; claiming it takes it from the guard
-# (which may have claimed it first: then its status is in the record's .done).
+# (which may have claimed it first: then its status is in the record's .done). Never while the
+# pre hook of a freeze killed during it still runs.
 post_status=none by=""
+[[ $owed_by != "$token" ]] || wait_pre_hook "$state"
 if [[ $owed_by == "$token" ]] && run_owed_post "$owed"; then
   rm -f "$owed.done"
   post_status=$owed_status
