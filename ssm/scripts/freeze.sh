@@ -153,17 +153,20 @@ rearm() {
 }
 
 if [[ $do_freeze != true ]]; then
-  rearm "$(($(date +%s) + max_seconds))"
+  begun=$(date +%s)
+  rearm "$((begun + max_seconds))"
   exec 9>&-
   say "pre-snapshot hook $pre_status; no fsfreeze asked for; the guard runs the post hook by $(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ) if thaw does not"
-  printf '{"ok":true,"mountPoint":%s,"frozen":false,"freezeSeconds":0,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s,"token":%s,"preSnapshot":%s}\n' \
+  printf '{"ok":true,"mountPoint":%s,"frozen":false,"freezeSeconds":0,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s,"token":%s,"preSnapshot":%s,"frozenAt":%s}\n' \
     "$(json_str "$mount_point")" "$pid" "$max_seconds" \
     "$(json_str "$(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ)")" "$(json_str_or_null "$timer")" \
-    "$(json_str "$token")" "$(json_str "$pre_status")"
+    "$(json_str "$token")" "$(json_str "$pre_status")" "$begun"
   exit 0
 fi
 
-# The flag first: a freeze this command made is always one the guard and thaw end.
+# The flag first: a freeze this command made is always one the guard and thaw end. frozenAt
+# (begun, epoch seconds on this instance's clock) is taken before fsfreeze -f: the guard's
+# deadline counts from it, and so may the caller's.
 : >"$state.frozen"
 begun=$(date +%s)
 start=$(date +%s.%N)
@@ -179,7 +182,7 @@ rearm "$((begun + max_seconds))"
 exec 9>&-
 took=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.3f", e-s}')
 say "froze $mount_point in ${took}s; guard pid $pid thaws it by $(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ)"
-printf '{"ok":true,"mountPoint":%s,"frozen":true,"freezeSeconds":%s,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s,"token":%s,"preSnapshot":%s}\n' \
+printf '{"ok":true,"mountPoint":%s,"frozen":true,"freezeSeconds":%s,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s,"token":%s,"preSnapshot":%s,"frozenAt":%s}\n' \
   "$(json_str "$mount_point")" "$took" "$pid" "$max_seconds" \
   "$(json_str "$(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ)")" "$(json_str_or_null "$timer")" \
-  "$(json_str "$token")" "$(json_str "$pre_status")"
+  "$(json_str "$token")" "$(json_str "$pre_status")" "$begun"

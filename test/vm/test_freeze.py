@@ -99,6 +99,9 @@ env -i PATH="$PATH" SSM_MountPoint=/mnt/f SSM_FreezeToken="$(cat /work/token5)" 
     # never before it; how long the write waited also depends on how soon this guest looked.
     deadline = datetime.strptime(frozen["thawDeadline"], "%Y-%m-%dT%H:%M:%SZ")
     deadline_at = deadline.replace(tzinfo=UTC).timestamp()
+    # frozenAt: when fsfreeze -f ran, by the instance's clock; the deadline counts from it.
+    assert deadline_at == frozen["frozenAt"] + MAX_FREEZE
+    assert frozen["frozenAt"] <= float(b.text("frozen_at")) < frozen["frozenAt"] + 5
     thawed_at = float(b.text("write_done"))
     elapsed = thawed_at - float(b.text("frozen_at"))
     print(
