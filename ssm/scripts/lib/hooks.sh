@@ -152,7 +152,7 @@ raidsnap_held_session() {
 raidsnap_cancel_session() {
   local dir=$1 cancel_sql=$2 id client
   shift 2
-  id=$(sed -n 's/^raidsnap-session \([0-9][0-9]*\)$/\1/p' "$dir/out" 2>/dev/null | head -n 1)
+  id=$(sed -n 's/^raidsnap-session \([0-9][0-9]*\)$/\1/p;T;q' "$dir/out" 2>/dev/null)
   if [[ -n $id && ! -e $dir/rc ]]; then
     timeout --kill-after=2 10 "$@" <<<"${cancel_sql//\{id\}/$id}" >&2 || true
   fi
