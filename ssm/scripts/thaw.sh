@@ -44,6 +44,16 @@ chmod 0700 "$state_dir"
 state=$(state_file "$mount_point")
 owed=$(owed_file "$mount_point")
 hook_key=$(key_of "$mount_point")
+# The lock file is never removed (lib/freeze_guard.sh) and freeze makes it before anything else:
+# without it, and without a post hook owed (kept across a reboot), no freeze of ours ever began
+# here since the boot. Said without making the lock file, so a thaw of a mount point raidsnap
+# never froze leaves nothing behind.
+if [[ ! -e $state.lock && ! -e $owed && ! -e $owed.claimed && ! -e $owed.done ]]; then
+  say "no raidsnap freeze guard for $mount_point: nothing of ours to thaw"
+  printf '{"ok":true,"mountPoint":%s,"mounted":%s,"wasFrozen":false,"guardStopped":false,"postSnapshot":"none"}\n' \
+    "$(json_str "$mount_point")" "$(mountpoint -q "$mount_point" && echo true || echo false)"
+  exit 0
+fi
 lock_state "$state" 1100 || fail ThawFailed "$mount_point is still being frozen or thawed by another command"
 recorded=""
 if [[ -r $state ]]; then
