@@ -473,6 +473,7 @@ class Hosts:
                 "systemdTimer": unit,
                 "token": token,
                 "preSnapshot": "ok" if pre else "none",
+                "frozenAt": int(ctx.now.timestamp()),
             },
             progress=f"froze {mount}; guard {pid} thaws it by {deadline:%H:%M:%S}",
         )

@@ -152,6 +152,9 @@ class FreezeResult(_Model):
     token: str
     # the pre-snapshot hook: "none" (no hook given) or "ok" (a failed one fails the freeze)
     preSnapshot: Literal["none", "ok"] = "none"
+    # epoch seconds (the instance's clock) taken just before fsfreeze -f (or, hooks only, once the
+    # pre hook ended): the guard's thawDeadline is frozenAt + maxFreezeSeconds
+    frozenAt: int
 
 
 class ThawResult(_Model):

@@ -69,7 +69,9 @@ old=$(guard_pid "$state")
 if [[ -n $old ]]; then
   fail AlreadyFrozen "$mount_point already has a freeze guard (pid $old); run thaw first"
 fi
-# A post hook still owed with no guard left (the instance restarted while a freeze held): run now.
+# A post hook still owed with no guard left (the instance restarted while a freeze held): run now,
+# once the pre hook that owes it ended (its freeze was killed during it; the guard too).
+[[ ! -e $owed ]] || wait_pre_hook "$state"
 if [[ -e $owed ]] && run_owed_post "$owed"; then
   say "ran the post-snapshot hook a previous freeze of $mount_point still owed: $owed_status"
 fi
@@ -120,10 +122,12 @@ if [[ -n $pre_hook ]]; then
     mv -f "$owed.tmp" "$owed"
     sync -f "$record_dir" 2>/dev/null || true
   fi
-  if run_hook pre "$pre_hook" "$hook_seconds" 9>&-; then
+  if run_hook pre "$pre_hook" "$hook_seconds" "$state.pre" 9>&-; then
+    rm -f "$state.pre"
     pre_status=ok
   else
     rc=$?
+    rm -f "$state.pre"
     give_up
     what="failed (exit $rc)"
     ((rc != 124 && rc != 137)) || what="did not finish in ${hook_seconds}s"
@@ -149,17 +153,20 @@ rearm() {
 }
 
 if [[ $do_freeze != true ]]; then
-  rearm "$(($(date +%s) + max_seconds))"
+  begun=$(date +%s)
+  rearm "$((begun + max_seconds))"
   exec 9>&-
   say "pre-snapshot hook $pre_status; no fsfreeze asked for; the guard runs the post hook by $(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ) if thaw does not"
-  printf '{"ok":true,"mountPoint":%s,"frozen":false,"freezeSeconds":0,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s,"token":%s,"preSnapshot":%s}\n' \
+  printf '{"ok":true,"mountPoint":%s,"frozen":false,"freezeSeconds":0,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s,"token":%s,"preSnapshot":%s,"frozenAt":%s}\n' \
     "$(json_str "$mount_point")" "$pid" "$max_seconds" \
     "$(json_str "$(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ)")" "$(json_str_or_null "$timer")" \
-    "$(json_str "$token")" "$(json_str "$pre_status")"
+    "$(json_str "$token")" "$(json_str "$pre_status")" "$begun"
   exit 0
 fi
 
-# The flag first: a freeze this command made is always one the guard and thaw end.
+# The flag first: a freeze this command made is always one the guard and thaw end. frozenAt
+# (begun, epoch seconds on this instance's clock) is taken before fsfreeze -f: the guard's
+# deadline counts from it, and so may the caller's.
 : >"$state.frozen"
 begun=$(date +%s)
 start=$(date +%s.%N)
@@ -175,7 +182,7 @@ rearm "$((begun + max_seconds))"
 exec 9>&-
 took=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.3f", e-s}')
 say "froze $mount_point in ${took}s; guard pid $pid thaws it by $(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ)"
-printf '{"ok":true,"mountPoint":%s,"frozen":true,"freezeSeconds":%s,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s,"token":%s,"preSnapshot":%s}\n' \
+printf '{"ok":true,"mountPoint":%s,"frozen":true,"freezeSeconds":%s,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s,"token":%s,"preSnapshot":%s,"frozenAt":%s}\n' \
   "$(json_str "$mount_point")" "$took" "$pid" "$max_seconds" \
   "$(json_str "$(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ)")" "$(json_str_or_null "$timer")" \
-  "$(json_str "$token")" "$(json_str "$pre_status")"
+  "$(json_str "$token")" "$(json_str "$pre_status")" "$begun"

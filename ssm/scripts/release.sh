@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # raidsnap release (replace mode): unmount MountPoint and stop MdDevice so the old members can be
 # detached. Refuses while anything uses the array (open files, other mounts, holders, a freeze);
-# lazy unmount only when a member is gone. Superblocks are never touched.
+# lazy unmount only when a member is gone, and never with a filesystem mounted below MountPoint
+# (refused whatever the array's state). Superblocks are never touched.
 # Refuses (UuidMismatch, changing nothing) when MdUuid is given and MdDevice holds another array.
 # Safe to run again on a released array. Parameters (environment): SSM_MdDevice, SSM_MountPoint,
 # SSM_MdUuid (may be empty: not checked).
@@ -173,6 +174,16 @@ siblings=$(sibling_users)
 [[ -z $siblings ]] ||
   fail MemberDiskInUse "a member's volume carries more than $md_dev, in use: $siblings; detaching the volume would take it away. Unmount or release it first, or move it off the volume. Nothing was changed"
 
+# Filesystems mounted below the mount point are someone else's (another array's, as /data/wal
+# on md1 under /data on md0): a plain umount refuses them (EBUSY) and a lazy one detaches them
+# too ("the filesystem and all filesystems mounted below it", umount(2), MNT_DETACH). Whether or
+# not the array still serves, the release is refused before anything is changed.
+if [[ -n $mp_mm ]]; then
+  below=$(findmnt -rn -o TARGET | awk -v mp="$mount_point/" 'index($0, mp) == 1' | paste -sd' ' - || true)
+  [[ -z $below ]] ||
+    fail MountedElsewhere "filesystems are mounted below $mount_point: $below; unmount them first (unmounting $mount_point would detach them too). Nothing was changed"
+fi
+
 # 0. Every blocker first, while nothing is changed yet. With every member present, a lazy
 #    unmount of a filesystem in use would leave its users writing to an array that is about to
 #    be taken away (and new files landing on the root filesystem), and a frozen one would keep
@@ -186,9 +197,6 @@ if $serving && [[ -n $md_mm ]]; then
   [[ -z $others ]] ||
     fail MountedElsewhere "$md_dev is also mounted at $others (another or a bind mount); unmount it there first. Nothing was changed"
   if [[ -n $mp_mm ]]; then
-    below=$(findmnt -rn -o TARGET | awk -v mp="$mount_point/" 'index($0, mp) == 1' | paste -sd' ' - || true)
-    [[ -z $below ]] ||
-      fail MountedElsewhere "filesystems are mounted below $mount_point: $below; unmount them first. Nothing was changed"
     if frozen_by_raidsnap "$mount_point"; then
       fail FilesystemFrozen "$mount_point is frozen by a running backup (its thaw guard is alive); wait for the backup to thaw it. Nothing was changed"
     fi

@@ -44,6 +44,16 @@ chmod 0700 "$state_dir"
 state=$(state_file "$mount_point")
 owed=$(owed_file "$mount_point")
 hook_key=$(key_of "$mount_point")
+# The lock file is never removed (lib/freeze_guard.sh) and freeze makes it before anything else:
+# without it, and without a post hook owed (kept across a reboot), no freeze of ours ever began
+# here since the boot. Said without making the lock file, so a thaw of a mount point raidsnap
+# never froze leaves nothing behind.
+if [[ ! -e $state.lock && ! -e $owed && ! -e $owed.claimed && ! -e $owed.done ]]; then
+  say "no raidsnap freeze guard for $mount_point: nothing of ours to thaw"
+  printf '{"ok":true,"mountPoint":%s,"mounted":%s,"wasFrozen":false,"guardStopped":false,"postSnapshot":"none"}\n' \
+    "$(json_str "$mount_point")" "$(mountpoint -q "$mount_point" && echo true || echo false)"
+  exit 0
+fi
 lock_state "$state" 1100 || fail ThawFailed "$mount_point is still being frozen or thawed by another command"
 recorded=""
 if [[ -r $state ]]; then
@@ -58,7 +68,6 @@ owed_by="" done_token="" done_status=""
 mounted=$(mountpoint -q "$mount_point" && echo true || echo false)
 if [[ -z $recorded && $owed_by != "$token" && $done_token != "$token" ]]; then
   say "no raidsnap freeze guard for $mount_point: nothing of ours to thaw"
-  rm -f "$state.lock"
   printf '{"ok":true,"mountPoint":%s,"mounted":%s,"wasFrozen":false,"guardStopped":false,"postSnapshot":"none"}\n' \
     "$(json_str "$mount_point")" "$mounted"
   exit 0
@@ -83,11 +92,12 @@ if [[ -n $recorded ]]; then
   stop_timer "$mount_point"
   rm -f "$state.guard"
 fi
-rm -f "$state.lock"
 
 # The post hook, once: freeze's record says it is owed; claiming it takes it from the guard
-# (which may have claimed it first: then its status is in the record's .done).
+# (which may have claimed it first: then its status is in the record's .done). Never while the
+# pre hook of a freeze killed during it still runs.
 post_status=none by=""
+[[ $owed_by != "$token" ]] || wait_pre_hook "$state"
 if [[ $owed_by == "$token" ]] && run_owed_post "$owed"; then
   rm -f "$owed.done"
   post_status=$owed_status

@@ -11,7 +11,12 @@
 #
 # The lock (flock on <state>.lock) is held by freeze from before its pre hook until the
 # filesystem is frozen and the guard's deadline set to MaxFreezeSeconds from then, by thaw for
-# all it does, and by the guard when it fires: none of them sees another's half-done work.
+# all it does, and by the guard when it fires: none of them sees another's half-done work. The
+# lock file is never removed: a holder that unlinked it would leave the next opener locking a
+# file of its own while a waiter holds the old one.
+#
+# A pre hook outlives a freeze killed while it runs (lib/hooks.sh, run_hook): "<state>.pre"
+# names it, and whoever runs the post hook waits for it to end first (wait_pre_hook).
 
 state_dir=/run/raidsnap
 record_dir=/var/lib/raidsnap
@@ -55,6 +60,35 @@ lock_state() {
   flock -w "$2" 9
 }
 
+# pre_hook_running PID START: true while PID is the process that started at START (clock ticks
+# after boot, /proc/PID/stat's 22nd field) and has not ended (a zombie has).
+pre_hook_running() {
+  local s
+  s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  local -a f
+  read -r -a f <<<"${s##*) }"
+  [[ ${f[0]} != Z && ${f[19]} == "$2" ]]
+}
+
+# wait_pre_hook STATE: the post hook never starts while the pre hook recorded in STATE.pre still
+# runs (its freeze was killed during it). It is waited for until its own bound (its seconds,
+# timeout's 5 s to SIGKILL and a margin: timeout(1) lives on and enforces it), then killed with
+# its process group (timeout's own).
+wait_pre_hook() {
+  local file=$1.pre pid="" start="" seconds=0 began=0
+  [[ -r $file ]] || return 0
+  read -r pid start seconds began <"$file" || true
+  if [[ $pid =~ ^[0-9]+$ && $seconds =~ ^[0-9]+$ && $began =~ ^[0-9]+$ ]]; then
+    while pre_hook_running "$pid" "$start"; do
+      if (($(date +%s) > began + seconds + 10)); then
+        kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+      fi
+      sleep 0.1
+    done
+  fi
+  rm -f "$file"
+}
+
 # run_owed_post OWED: if a post hook is owed (OWED exists), claim it (exactly one caller does),
 # run it and record its status in OWED.done ("<token> ok" or "<token> <exit status>"). Sets
 # owed_status and owed_token; false if nothing was owed.
@@ -90,8 +124,9 @@ raidsnap_guard() {
       if (($(date +%s) >= deadline)); then
         [[ ! -e $state.frozen ]] || fsfreeze -u "$mount_point" >/dev/null 2>&1 || true
         rm -f "$state" "$state.frozen"
+        wait_pre_hook "$state"
         run_owed_post "$owed" 2>/dev/null || true
-        rm -f "$state.guard" "$state.lock"
+        rm -f "$state.guard"
         return 0
       fi
       flock -u 9
@@ -106,7 +141,9 @@ write_guard_program() {
   {
     printf 'export LC_ALL=C PATH=%q\n' "$PATH"
     printf 'hook_dir=%q hook_key=%q record_dir=%q\n' "$hook_dir" "$2" "$record_dir"
-    declare -f run_hook raidsnap_builtin_hook raidsnap_held_session run_owed_post raidsnap_guard
+    declare -f run_hook raidsnap_builtin_hook raidsnap_held_session raidsnap_cancel_session \
+      run_owed_post raidsnap_guard \
+      pre_hook_running wait_pre_hook
     printf '%s\n' 'raidsnap_guard "$@"'
   } >"$1.tmp"
   chmod 0700 "$1.tmp"

@@ -119,6 +119,7 @@ def test_a_slow_pre_hook_does_not_make_a_set_frozen_and_held_at_its_instant_cras
         "systemdTimer": None,
         "token": "0" * 32,
         "preSnapshot": "ok",
+        "frozenAt": 4070908800 - 60,  # thawDeadline - maxFreezeSeconds
     }
     emu.hosts.fail_next(
         "freeze",
