@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from botocore.exceptions import ClientError
 
 from raidsnap.aws import THROTTLE_CODES, error_code, snapshot_locks, snapshot_sets
-from raidsnap.environment import lock_policy
 from raidsnap.errors import SnapshotLockFailedError
+from raidsnap.lock_settings import lock_policy
 from raidsnap.models import Contract
 from raidsnap.observability import count, logger
 from raidsnap.sets import SnapshotSet, order

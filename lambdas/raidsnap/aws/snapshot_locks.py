@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from raidsnap import clients
-from raidsnap.environment import LockPolicy
+from raidsnap.lock_settings import LockPolicy
 
 HOLDING = ("governance", "compliance-cooloff", "compliance")
 # SnapshotIds per DescribeLockedSnapshots call, as raidsnap asks DescribeSnapshots.

@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from raidsnap.environment import ConfigurationError, LockPolicy, lock_policy
+from raidsnap.environment import ConfigurationError
+from raidsnap.lock_settings import LockPolicy, lock_policy
 
 
 def given(monkeypatch: pytest.MonkeyPatch, mapping: object) -> None:
