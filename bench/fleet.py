@@ -12,8 +12,9 @@ thousand real executions do not fit the bench's ten minutes on two cores (one ba
 restore take about 10 s of wall time here, and moto's executor runs each on a thread of its
 own), so the fleet is a discrete-event model on a virtual clock that replays those profiles,
 one per array, through the same token buckets:
-- EC2 request buckets, one per API action sized by its category, and Step Functions' StartExecution bucket (limits.py
-  names the page and the figures), and its state-transition bucket (5,000, 1,500/s in us-east-1):
+- EC2 request buckets, one per API action sized by its category, and Step Functions'
+  StartExecution bucket (limits.py names the page and the figures), and its state-transition
+  bucket (5,000, 1,500/s in us-east-1):
   an execution short of transition tokens waits, as Step Functions delays a throttled one;
 - a throttled call is retried as raidsnap retries it: botocore's standard mode (5 attempts,
   backoff random x min(20 s, 2^(attempt-1))), then the Task's Retry on ThrottledError as the
