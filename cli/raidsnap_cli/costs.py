@@ -63,13 +63,24 @@ def _first_seen(events: list[dict[str, Any]], key_part: str) -> dict[str, dateti
     return seen
 
 
-def _children(events: list[dict[str, Any]]) -> list[str]:
-    """The executions this run started and waited for (StartExecution.sync results)."""
+def _children(events: list[dict[str, Any]], own: str) -> list[str]:
+    """The executions this run started: a StartExecution.sync result's ExecutionArn, and the
+    execution a callback Task's function reports it started (lambda:invoke.waitForTaskToken:
+    the invocation's Payload, in TaskSubmitted; a recovery's StartRestore)."""
     arns = []
     for _, out in _outputs(events):
         if isinstance(out, dict) and isinstance(out.get("ExecutionArn"), str):
             arns.append(out["ExecutionArn"])
-    return list(dict.fromkeys(arns))
+    for e in events:
+        raw = (e.get("taskSubmittedEventDetails") or {}).get("output")
+        try:
+            payload = json.loads(raw).get("Payload") if isinstance(raw, str) else None
+        except (ValueError, AttributeError):
+            continue
+        started = payload.get("executionArn") if isinstance(payload, dict) else None
+        if isinstance(started, str) and started.startswith("arn:") and ":execution:" in started:
+            arns.append(started)
+    return [a for a in dict.fromkeys(arns) if a != own]
 
 
 def _snapshots_added(ids: list[str]) -> list[run_cost.SnapshotAdded]:
@@ -145,7 +156,7 @@ def usage(sfn: SFNClient, arn: str, deleted: dict[str, datetime] | None = None) 
     created = {k: v for k, v in _first_seen(events, "ids").items() if k.startswith("vol-")}
     used.volumes = _volumes(output, created, deleted or {})
     gone = _first_seen(events, "deleted")
-    for child in _children(events):
+    for child in _children(events, arn):
         used = used + usage(sfn, child, gone)
     return used
 
