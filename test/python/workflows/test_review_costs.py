@@ -19,6 +19,8 @@ from datetime import timedelta
 from decimal import Decimal
 
 import boto3
+from test_sustained_throttling import FLEET_MINUTES, replacement
+
 from raidsnap_cli import costs
 from raidsnap_emulation.double.limits import RateLimits
 from raidsnap_emulation.harness import Emulation, Execution
@@ -28,7 +30,6 @@ from raidsnap_emulation.world import (
     configure_fast_restore,
     make_array,
 )
-from test_sustained_throttling import FLEET_MINUTES, replacement
 
 
 def billed_transitions(run: Execution) -> int:
@@ -43,9 +44,7 @@ def billed_transitions(run: Execution) -> int:
 def test_a_throttled_restore_prices_every_retry_as_a_transition(emu: Emulation) -> None:
     target = replacement(emu)
     limits = RateLimits.documented()
-    limits.hold(
-        "ec2", "CreateVolume", emu.clock.now() + timedelta(minutes=FLEET_MINUTES)
-    )
+    limits.hold("ec2", "CreateVolume", emu.clock.now() + timedelta(minutes=FLEET_MINUTES))
     emu.double.rate_limits = limits
 
     run = emu.run(
@@ -110,9 +109,7 @@ def test_raidsnap_status_of_a_recovery_counts_the_restore_it_started(
     run = emu.wait(started.result["executionArn"])
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     sfn = boto3.client("stepfunctions")
-    (listed,) = sfn.list_executions(stateMachineArn=emu.state_machines["restore"])[
-        "executions"
-    ]
+    (listed,) = sfn.list_executions(stateMachineArn=emu.state_machines["restore"])["executions"]
     restore = emu.wait(listed["executionArn"])
 
     used = costs.usage(sfn, run.arn)
@@ -140,9 +137,7 @@ def test_a_recovery_counts_the_lambda_invocation_of_its_callback_task(
     run = emu.wait(started.result["executionArn"])
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     sfn = boto3.client("stepfunctions")
-    (listed,) = sfn.list_executions(stateMachineArn=emu.state_machines["restore"])[
-        "executions"
-    ]
+    (listed,) = sfn.list_executions(stateMachineArn=emu.state_machines["restore"])["executions"]
     restore = emu.wait(listed["executionArn"])
     # The recovery's usage includes its restore's (the test above): count both runs' invocations.
     invoked = sum(
@@ -151,8 +146,7 @@ def test_a_recovery_counts_the_lambda_invocation_of_its_callback_task(
         if e["type"] == "LambdaFunctionScheduled"
         or (
             e["type"] == "TaskScheduled"
-            and (e.get("taskScheduledEventDetails") or {}).get("resourceType")
-            == "lambda"
+            and (e.get("taskScheduledEventDetails") or {}).get("resourceType") == "lambda"
         )
     )
     callbacks = sum(
