@@ -32,8 +32,8 @@ def publish_alone(
     unit: MetricUnit = MetricUnit.Count,
 ) -> None:
     """Publish the metric ``name`` (unit Count unless said) now, in an EMF document of its own
-    with only ``dimensions`` (and the service), apart from the invocation's metrics: one alarm for every
-    array, or one document per array. The document is the one Powertools' single_metric
+    with only ``dimensions`` (and the service), apart from the invocation's metrics: one alarm
+    for every array, or one document per array. The document is the one Powertools' single_metric
     prints, but it goes through the provider's flush, which honours POWERTOOLS_METRICS_DISABLED
     as the invocation's metrics do (single_metric prints whatever that says)."""
     # EphemeralMetrics keeps its own metrics and dimensions: nothing is shared with ``metrics``.
