@@ -30,6 +30,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from raidsnap.plan import billed_events
+
 TABLE = Path(__file__).resolve().parents[3] / "docs" / "costs" / "prices.json"
 LAMBDA_MEMORY_MB = 256
 GB_PER_MB = Decimal(1) / Decimal(1024)
@@ -339,38 +341,6 @@ def first_seen(events: Iterable[Mapping[str, Any]], key: str) -> dict[str, datet
     return seen
 
 
-def retries_of(events: Iterable[Mapping[str, Any]]) -> int:
-    """Task retries: each invocation scheduled again within one entry of a Task state (Step
-    Functions pricing: "each retry will be charged as an additional state transition"). An
-    invocation belongs to the state entry its chain of previous events leads back to."""
-    by_id = {int(e["id"]): e for e in events if "id" in e}
-    per_entry: dict[int, int] = {}
-    for e in by_id.values():
-        if e["type"] not in ("LambdaFunctionScheduled", "TaskScheduled"):
-            continue
-        node: Mapping[str, Any] | None = e
-        while node is not None and not str(node["type"]).endswith("StateEntered"):
-            node = by_id.get(int(node.get("previousEventId") or 0))
-        if node is not None:
-            per_entry[int(node["id"])] = per_entry.get(int(node["id"]), 0) + 1
-    return sum(n - 1 for n in per_entry.values() if n > 1)
-
-
-def _lambda_task(event: Mapping[str, Any], key: str) -> bool:
-    """A Task state's event of a lambda:invoke integration (a callback's among them)."""
-    return bool((event.get(key) or {}).get("resourceType") == "lambda")
-
-
-def _invocation_ended(kind: str, event: Mapping[str, Any]) -> bool:
-    """An invocation's end: a plain Lambda Task's result, or a lambda:invoke integration's
-    (TaskSubmitted for .waitForTaskToken, whose answer arrives later and is no invocation)."""
-    if kind in ("LambdaFunctionSucceeded", "LambdaFunctionFailed", "LambdaFunctionTimedOut"):
-        return True
-    return kind in ("TaskSubmitted", "TaskSucceeded", "TaskFailed", "TaskTimedOut") and (
-        _lambda_task(event, f"task{kind[4:]}EventDetails")
-    )
-
-
 def usage_of(
     events: Iterable[Mapping[str, Any]], zone: str | None = None, now: datetime | None = None
 ) -> Usage:
@@ -378,7 +348,7 @@ def usage_of(
     its own history. ``now``: read by the run itself, whose current invocation has started but
     not ended."""
     events = list(events)
-    usage = Usage(transitions=retries_of(events))
+    usage = Usage(transitions=billed_events.retries_of(events))
     started: dict[int, datetime] = {}
     enabled: dict[str, datetime] = {}
     disabled: datetime | None = None
@@ -388,10 +358,10 @@ def usage_of(
         if kind.endswith("StateEntered"):
             usage.transitions += 1
         elif kind == "LambdaFunctionStarted" or (
-            kind == "TaskStarted" and _lambda_task(e, "taskStartedEventDetails")
+            kind == "TaskStarted" and billed_events.lambda_task(e, "taskStartedEventDetails")
         ):
             started[int(e["id"])] = when
-        elif _invocation_ended(kind, e):
+        elif billed_events.invocation_ended(kind, e):
             began = started.pop(int(e["previousEventId"]), None)
             if began is not None:
                 usage.lambda_seconds.append((when - began).total_seconds())
