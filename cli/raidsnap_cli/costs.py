@@ -144,11 +144,12 @@ def _volumes(
     return lives
 
 
-def _kept_pairs(events: list[dict[str, Any]]) -> set[tuple[str, str]]:
+def _kept_pairs(events: list[dict[str, Any]]) -> dict[tuple[str, str], datetime]:
     """The snapshot-zone pairs a backup's fastRestore policy enabled for its new set (KeepFsr's
-    results: the set's snapshots in the policy's zones, but the pairs it found on before)."""
-    pairs: set[tuple[str, str]] = set()
-    for _, out in _outputs(events):
+    results: the set's snapshots in the policy's zones, but the pairs it found on before), and
+    when a result first named each."""
+    pairs: dict[tuple[str, str], datetime] = {}
+    for when, out in _outputs(events):
         if not isinstance(out, dict) or not isinstance(out.get("zones"), list):
             continue
         snaps = out.get("snapshots")
@@ -159,7 +160,7 @@ def _kept_pairs(events: list[dict[str, Any]]) -> set[tuple[str, str]]:
             for zone in out["zones"]:
                 sid = str(snap.get("snapshotId", ""))
                 if sid.startswith("snap-") and f"{sid}@{zone}" not in before:
-                    pairs.add((sid, str(zone)))
+                    pairs.setdefault((sid, str(zone)), when)
     return pairs
 
 
@@ -170,8 +171,9 @@ def _kept_fsr(
     (DescribeFastSnapshotRestores), per minute with a one-hour minimum (Amazon EBS User Guide,
     "Configure fast snapshot restore": "billed for each minute ... a minimum of one hour"). A
     pair still on is counted to now: a running figure, attributed to this run, until the policy
-    turns it off (when a newer set is ready); a pair EC2 no longer lists (its snapshot deleted,
-    which disables it) to the run's end."""
+    turns it off (when a newer set is ready). A pair EC2 no longer lists (its snapshot deleted,
+    which disables it) counts from when the run first named it to the run's end: its one-hour
+    minimum at least."""
     pairs = _kept_pairs(events)
     if not pairs:
         return [], []
@@ -183,9 +185,9 @@ def _kept_fsr(
     }
     end = run_cost._when(events[-1]["timestamp"]) if events else now
     out, running = [], 0
-    for sid, zone in sorted(pairs):
+    for (sid, zone), named in sorted(pairs.items()):
         f = found.get((sid, zone), {})
-        start = f.get("EnablingTime") or end
+        start = f.get("EnablingTime") or named
         stop = f.get("DisabledTime") or f.get("DisablingTime")
         if stop is None and f:
             stop, running = now, running + 1

@@ -11,8 +11,15 @@ from typing import Any
 import boto3
 import pytest
 
+from raidsnap_cli import costs
 from raidsnap_emulation.harness import Emulation
-from raidsnap_emulation.world import backed_up, create_topics, launch_instance, make_array
+from raidsnap_emulation.world import (
+    backed_up,
+    configure_fast_restore,
+    create_topics,
+    launch_instance,
+    make_array,
+)
 
 
 def _emitted(out: str, name: str) -> list[dict[str, Any]]:
@@ -52,3 +59,30 @@ def test_each_run_publishes_its_own_cost_and_they_add_up(
         assert ["Array", "service"] in d["_aws"]["CloudWatchMetrics"][0]["Dimensions"]
     total = sum(Decimal(str(d["RunCostUsd"][0])) for d in docs)
     assert abs(total - Decimal(run.output["cost"]["usd"])) < Decimal("1e-9")
+
+
+def test_fsr_a_policy_kept_on_is_a_running_figure_until_a_newer_set_turns_it_off(
+    emu: Emulation,
+) -> None:
+    # GIVEN two backups 4 h apart of an array whose fastRestore policy keeps the newest set
+    fx = make_array(emu.hosts, "db1", 3, unrelated=0)
+    emu.double.fsr_region_limit = 10
+    configure_fast_restore(emu, "db1", [fx.availability_zone], sets=1)
+    first = emu.run("backup", {"array": "db1"})
+    emu.clock.advance(4 * 3600)
+    second = emu.run("backup", {"array": "db1"})
+    assert (first.status, second.status) == ("SUCCEEDED", "SUCCEEDED")
+    assert second.output["fastRestore"]["retiredSets"] == [first.output["setId"]]
+    sfn = boto3.client("stepfunctions")
+
+    # WHEN raidsnap status prices each
+    older = costs.usage(sfn, first.arn, now=emu.clock.now())
+    newer = costs.usage(sfn, second.arn, now=emu.clock.now())
+
+    # THEN the first backup's pairs count until the second turned them off (over 4 h each),
+    # the second's to now, said so
+    assert len(older.fsr) == 3
+    assert all(p.dsu_hours > 4 for p in older.fsr)
+    assert not any("running figure" in n for n in older.notes)
+    assert len(newer.fsr) == 3
+    assert any("running figure" in n for n in newer.notes)
