@@ -39,7 +39,11 @@ def so_far(
     """The cost as the run's output carries it: the priced lines, and the usage a parent adds
     to its own."""
     events = list(executions.history(execution_arn))
-    usage = run_cost.usage_of(events, zone, now=datetime.now(UTC))
+    # The step's own invocation runs until now: never before the history's last event (a
+    # process's clock may lag the service's; the emulation's virtual clock runs ahead of it).
+    latest = max((run_cost._when(e["timestamp"]) for e in events), default=None)
+    now = datetime.now(UTC) if latest is None else max(datetime.now(UTC), latest)
+    usage = run_cost.usage_of(events, zone, now=now)
     usage.transitions += after
     created = run_cost.first_seen(events, "ids")
     usage.volumes = [
