@@ -108,6 +108,15 @@ describe('monitoring', () => {
     }
   });
 
+  test('the dashboard sums each array\'s run costs over 30-day periods', () => {
+    // Each run's last step publishes its own cost (RunCostUsd, dimension Array): the widget
+    // adds them up per array, one bar a 30 days (CloudWatch periods are fixed, not calendar).
+    const dashboards = Object.values(resourcesOf(template, 'AWS::CloudWatch::Dashboard'));
+    const body = JSON.stringify(dashboards[0].Properties.DashboardBody);
+    expect(body).toContain('run cost by array');
+    expect(body).toMatch(/SEARCH\('\{raidsnap,Array,service\} MetricName=\W+RunCostUsd\W+', 'Sum', 2592000\)/);
+  });
+
   test('every log group is encrypted with the stack key', () => {
     const groups = Object.values(resourcesOf(template, 'AWS::Logs::LogGroup'));
     expect(groups.length).toBeGreaterThan(10);

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,13 +63,24 @@ def _first_seen(events: list[dict[str, Any]], key_part: str) -> dict[str, dateti
     return seen
 
 
-def _children(events: list[dict[str, Any]]) -> list[str]:
-    """The executions this run started and waited for (StartExecution.sync results)."""
+def _children(events: list[dict[str, Any]], own: str) -> list[str]:
+    """The executions this run started: a StartExecution.sync result's ExecutionArn, and the
+    execution a callback Task's function reports it started (lambda:invoke.waitForTaskToken:
+    the invocation's Payload, in TaskSubmitted; a recovery's StartRestore)."""
     arns = []
     for _, out in _outputs(events):
         if isinstance(out, dict) and isinstance(out.get("ExecutionArn"), str):
             arns.append(out["ExecutionArn"])
-    return list(dict.fromkeys(arns))
+    for e in events:
+        raw = (e.get("taskSubmittedEventDetails") or {}).get("output")
+        try:
+            payload = json.loads(raw).get("Payload") if isinstance(raw, str) else None
+        except (ValueError, AttributeError):
+            continue
+        started = payload.get("executionArn") if isinstance(payload, dict) else None
+        if isinstance(started, str) and started.startswith("arn:") and ":execution:" in started:
+            arns.append(started)
+    return [a for a in dict.fromkeys(arns) if a != own]
 
 
 def _snapshots_added(ids: list[str]) -> list[run_cost.SnapshotAdded]:
@@ -133,9 +144,73 @@ def _volumes(
     return lives
 
 
-def usage(sfn: SFNClient, arn: str, deleted: dict[str, datetime] | None = None) -> run_cost.Usage:
+def _kept_pairs(events: list[dict[str, Any]]) -> dict[tuple[str, str], datetime]:
+    """The snapshot-zone pairs a backup's fastRestore policy enabled for its new set (KeepFsr's
+    results: the set's snapshots in the policy's zones, but the pairs it found on before), and
+    when a result first named each."""
+    pairs: dict[tuple[str, str], datetime] = {}
+    for when, out in _outputs(events):
+        if not isinstance(out, dict) or not isinstance(out.get("zones"), list):
+            continue
+        snaps = out.get("snapshots")
+        if not isinstance(snaps, list) or not all(isinstance(x, dict) for x in snaps):
+            continue
+        before = set(out.get("before") or [])
+        for snap in snaps:
+            for zone in out["zones"]:
+                sid = str(snap.get("snapshotId", ""))
+                if sid.startswith("snap-") and f"{sid}@{zone}" not in before:
+                    pairs.setdefault((sid, str(zone)), when)
+    return pairs
+
+
+def _kept_fsr(
+    events: list[dict[str, Any]], now: datetime
+) -> tuple[list[run_cost.FsrPair], list[str]]:
+    """FSR a backup's fastRestore policy turned on: billed from EnablingTime to DisabledTime
+    (DescribeFastSnapshotRestores), per minute with a one-hour minimum (Amazon EBS User Guide,
+    "Configure fast snapshot restore": "billed for each minute ... a minimum of one hour"). A
+    pair still on is counted to now: a running figure, attributed to this run, until the policy
+    turns it off (when a newer set is ready). A pair EC2 no longer lists (its snapshot deleted,
+    which disables it) counts from when the run first named it to the run's end: its one-hour
+    minimum at least."""
+    pairs = _kept_pairs(events)
+    if not pairs:
+        return [], []
+    found = {
+        (str(f["SnapshotId"]), str(f["AvailabilityZone"])): f
+        for f in clients.ec2().describe_fast_snapshot_restores(
+            Filters=[{"Name": "snapshot-id", "Values": sorted({s for s, _ in pairs})}]
+        )["FastSnapshotRestores"]
+    }
+    end = run_cost._when(events[-1]["timestamp"]) if events else now
+    out, running = [], 0
+    for (sid, zone), named in sorted(pairs.items()):
+        f = found.get((sid, zone), {})
+        start = f.get("EnablingTime") or named
+        stop = f.get("DisabledTime") or f.get("DisablingTime")
+        if stop is None and f:
+            stop, running = now, running + 1
+        out.append(run_cost.FsrPair(sid, zone, start, stop or end))
+    notes = []
+    if running:
+        notes.append(
+            f"FSR the fastRestore policy keeps on {running} snapshot-zone pairs of this set is "
+            "counted to now: a running figure until the policy turns it off, when a newer set "
+            "is ready"
+        )
+    return out, notes
+
+
+def usage(
+    sfn: SFNClient,
+    arn: str,
+    deleted: dict[str, datetime] | None = None,
+    now: datetime | None = None,
+) -> run_cost.Usage:
     """The run's usage and that of the runs it started; ``deleted``: when its parent deleted
-    volumes it created (a drill's teardown)."""
+    volumes it created (a drill's teardown); ``now``: until when FSR still on is counted."""
+    now = now or datetime.now(UTC)
     events = new_events(sfn, arn, 0)
     info = sfn.describe_execution(executionArn=arn)
     output = json.loads(info.get("output") or "null")
@@ -144,16 +219,22 @@ def usage(sfn: SFNClient, arn: str, deleted: dict[str, datetime] | None = None) 
     used.snapshots = _snapshots_added([str(i) for i in output.get("snapshotIds") or []])
     created = {k: v for k, v in _first_seen(events, "ids").items() if k.startswith("vol-")}
     used.volumes = _volumes(output, created, deleted or {})
+    kept, notes = _kept_fsr(events, now)
+    used.fsr += kept
+    used.notes += notes
     gone = _first_seen(events, "deleted")
-    for child in _children(events):
-        used = used + usage(sfn, child, gone)
+    for child in _children(events, arn):
+        used = used + usage(sfn, child, gone, now)
     return used
 
 
 def run_cost_of(
-    sfn: SFNClient, arn: str, overrides: Mapping[str, float | int | str] | None = None
+    sfn: SFNClient,
+    arn: str,
+    overrides: Mapping[str, float | int | str] | None = None,
+    now: datetime | None = None,
 ) -> run_cost.RunCost:
-    return run_cost.price(usage(sfn, arn), run_cost.load_prices(overrides))
+    return run_cost.price(usage(sfn, arn, now=now), run_cost.load_prices(overrides))
 
 
 def price_overrides(config: Path | None) -> dict[str, Any]:
@@ -173,14 +254,17 @@ def price_overrides(config: Path | None) -> dict[str, Any]:
 
 
 def cost_lines(
-    sfn: SFNClient, info: queries.ExecutionInfo, prices: Mapping[str, Any]
+    sfn: SFNClient,
+    info: queries.ExecutionInfo,
+    prices: Mapping[str, Any],
+    now: datetime | None = None,
 ) -> dict[str, Any] | None:
     """What an ended run cost at list prices (its JSON, with ``lines`` to print); None while it
     runs: its last transitions are still to come."""
     if info.stop is None:
         return None
     try:
-        cost = run_cost_of(sfn, info.arn, prices)
+        cost = run_cost_of(sfn, info.arn, prices, now)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="'--config'") from None
     except ClientError as e:

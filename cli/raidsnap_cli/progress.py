@@ -52,6 +52,7 @@ BACKUP_STEPS: dict[str, tuple[str, str] | None] = {
     "Freeze": ("freeze", "freezing the filesystem"),
     "PollFreeze": ("freeze", "freezing the filesystem"),
     "TakeSnapshotSet": ("snapshot", "taking the snapshot set"),
+    "TakeFrozenSnapshotSet": ("snapshot", "taking the snapshot set"),
     "Thaw": ("thaw", "thawing the filesystem"),
     "ThawNext": ("thaw", "thawing the filesystem"),
     "PollThaw": ("thaw", "thawing the filesystem"),

@@ -174,7 +174,7 @@ def _details(
     info = _timed(backend, info)
     narrator = _told(backend, info)
     nested = _nested(backend, info, narrator)
-    cost = costs.cost_lines(backend.sfn, info, prices)
+    cost = costs.cost_lines(backend.sfn, info, prices, backend.snapshot_now())
     if as_json:
         body = _run_json(info, narrator)
         body["nested"] = [_run_json(n, _told(backend, n)) for n in nested]

@@ -25,15 +25,20 @@ def for_array(array: str) -> None:
     metrics.add_dimension(name="Array", value=array)
 
 
-def publish_alone(name: str, value: float, dimensions: dict[str, str] | None = None) -> None:
-    """Publish the metric ``name`` (unit Count) now, in an EMF document of its own with only
-    ``dimensions`` (and the service), apart from the invocation's metrics: one alarm for every
-    array, or one document per array. The document is the one Powertools' single_metric
+def publish_alone(
+    name: str,
+    value: float,
+    dimensions: dict[str, str] | None = None,
+    unit: MetricUnit = MetricUnit.Count,
+) -> None:
+    """Publish the metric ``name`` (unit Count unless said) now, in an EMF document of its own
+    with only ``dimensions`` (and the service), apart from the invocation's metrics: one alarm
+    for every array, or one document per array. The document is the one Powertools' single_metric
     prints, but it goes through the provider's flush, which honours POWERTOOLS_METRICS_DISABLED
     as the invocation's metrics do (single_metric prints whatever that says)."""
     # EphemeralMetrics keeps its own metrics and dimensions: nothing is shared with ``metrics``.
     alone = EphemeralMetrics(namespace=NAMESPACE)
-    alone.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    alone.add_metric(name=name, unit=unit, value=value)
     for key, dimension in (dimensions or {}).items():
         alone.add_dimension(name=key, value=dimension)
     alone.flush_metrics()

@@ -25,6 +25,8 @@ export const SET_AGE_METRIC = 'NewestCompleteSetAgeMinutes';
 export const COPY_AGE_METRIC = 'NewestCopiedSetAgeMinutes';
 export const NOT_DELETED_METRIC = 'SnapshotsNotDeleted';
 export const FSR_NOT_KEPT_METRIC = 'FastRestoreNotKept';
+/** Published by each run's last step: what the run itself cost, US dollars (raidsnap.aws.costs). */
+export const RUN_COST_METRIC = 'RunCostUsd';
 export const REPORT_EVERY = Duration.minutes(15);
 
 export interface MonitoringProps {
@@ -318,6 +320,20 @@ export class Monitoring extends Construct {
         width: 24,
       }));
     }
+    // Each run's last step publishes what the run itself cost at list prices (RunCostUsd,
+    // US dollars, dimension Array; a nested restore publishes its own, so nothing counts
+    // twice): one bar per array a 30 days. CloudWatch periods are fixed lengths, not calendar
+    // months. A backup's cost is not published by the run (README, What one run cost).
+    this.dashboard.addWidgets(new cloudwatch.GraphWidget({
+      title: 'run cost by array (US dollars, 30 days)',
+      view: cloudwatch.GraphWidgetView.BAR,
+      left: [new cloudwatch.MathExpression({
+        expression: `SEARCH('{raidsnap,Array,service} MetricName="${RUN_COST_METRIC}"', 'Sum', ${Duration.days(30).toSeconds()})`,
+        label: '',
+        period: Duration.days(30),
+      })],
+      width: 24,
+    }));
     if (Object.keys(this.rpoAlarms).length) {
       this.dashboard.addWidgets(new cloudwatch.AlarmStatusWidget({
         title: 'RPO alarms', alarms: Object.values(this.rpoAlarms), width: 24,

@@ -30,6 +30,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from raidsnap.plan import billed_events
+
 TABLE = Path(__file__).resolve().parents[3] / "docs" / "costs" / "prices.json"
 LAMBDA_MEMORY_MB = 256
 GB_PER_MB = Decimal(1) / Decimal(1024)
@@ -342,9 +344,11 @@ def first_seen(events: Iterable[Mapping[str, Any]], key: str) -> dict[str, datet
 def usage_of(
     events: Iterable[Mapping[str, Any]], zone: str | None = None, now: datetime | None = None
 ) -> Usage:
-    """Transitions, Lambda invocations and the FSR this run enabled, from its own history.
-    ``now``: read by the run itself, whose current invocation has started but not ended."""
-    usage = Usage()
+    """Transitions (retries included), Lambda invocations and the FSR this run enabled, from
+    its own history. ``now``: read by the run itself, whose current invocation has started but
+    not ended."""
+    events = list(events)
+    usage = Usage(transitions=billed_events.retries_of(events))
     started: dict[int, datetime] = {}
     enabled: dict[str, datetime] = {}
     disabled: datetime | None = None
@@ -353,9 +357,11 @@ def usage_of(
         kind, when = str(e["type"]), _when(e["timestamp"])
         if kind.endswith("StateEntered"):
             usage.transitions += 1
-        elif kind == "LambdaFunctionStarted":
+        elif kind == "LambdaFunctionStarted" or (
+            kind == "TaskStarted" and billed_events.lambda_task(e, "taskStartedEventDetails")
+        ):
             started[int(e["id"])] = when
-        elif kind in ("LambdaFunctionSucceeded", "LambdaFunctionFailed", "LambdaFunctionTimedOut"):
+        elif billed_events.invocation_ended(kind, e):
             began = started.pop(int(e["previousEventId"]), None)
             if began is not None:
                 usage.lambda_seconds.append((when - began).total_seconds())

@@ -84,7 +84,10 @@ def successors(name: str, state: dict[str, Any], entry: Keys) -> list[tuple[str,
         result = frozenset(k.removesuffix(".$") for k in shape) if isinstance(shape, dict) else None
         after = _placed(entry, result, state.get("ResultPath", "$"))
     elif kind == "Task":
-        after = _placed(entry, None, state.get("ResultPath", "$"))
+        # A ResultSelector shapes the result: its keys are what the result holds.
+        shape = state.get("ResultSelector")
+        result = frozenset(k.removesuffix(".$") for k in shape) if isinstance(shape, dict) else None
+        after = _placed(entry, result, state.get("ResultPath", "$"))
         for catch in state.get("Catch", []):
             out.append((catch["Next"], _placed(entry, None, catch.get("ResultPath", "$"))))
     else:

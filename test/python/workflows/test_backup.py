@@ -81,6 +81,34 @@ def test_backup_transitions_do_not_grow_with_members(template: object) -> None:
     assert counts[2] == counts[8]
 
 
+def test_a_crash_consistent_backup_enters_only_states_that_decide_or_work(
+    emu: Emulation,
+) -> None:
+    # Each state entered is a billed transition (AWS Step Functions pricing). A backup with
+    # discovery, no freeze, no fastRestore policy and no copies: no state that only reshapes
+    # data (Start, Discovery: Prepare's ResultSelector does it), no Choice whose answer is known
+    # (IsThawNeeded without a freeze, AreCopiesPlanned without copies, IsDiscoveryRunning: a
+    # discovery Prepare skipped waits 0 s).
+    emu.double.snapshot_seconds = 180
+    make_array(emu.hosts, "db1", 3)
+    run = emu.run("backup", {"array": "db1"})
+    assert run.status == "SUCCEEDED", run.cause
+    look = ["WaitForSnapshots", "CheckSnapshots", "AreSnapshotsComplete"]
+    assert run.states_entered == [
+        "Prepare",
+        "WaitForDiscovery",
+        "ResolveMembers",
+        "IsDiscoveryDone",
+        "TakeSnapshotSet",
+        *look,
+        *look,
+        "ApplyRetention",
+        "KeepFsr",
+        "IsKeptFsrSettled",
+        "Done",
+    ]
+
+
 def test_snapshot_in_error_fails_the_run_and_retention_deletes_nothing(emu: Emulation) -> None:
     # GIVEN seven complete sets already (the retention default), so a success would delete one
     fx = make_array(emu.hosts, "db1", 3)

@@ -136,15 +136,26 @@ def test_a_recovery_counts_the_lambda_invocation_of_its_callback_task(
     assert started.error_type is None, started.error_message
     run = emu.wait(started.result["executionArn"])
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    sfn = boto3.client("stepfunctions")
+    (listed,) = sfn.list_executions(stateMachineArn=emu.state_machines["restore"])["executions"]
+    restore = emu.wait(listed["executionArn"])
+    # The recovery's usage includes its restore's (the test above): count both runs' invocations.
     invoked = sum(
         1
-        for e in run.events
+        for e in [*run.events, *restore.events]
         if e["type"] == "LambdaFunctionScheduled"
         or (
             e["type"] == "TaskScheduled"
             and (e.get("taskScheduledEventDetails") or {}).get("resourceType") == "lambda"
         )
     )
+    callbacks = sum(
+        1
+        for e in run.events
+        if e["type"] == "TaskScheduled"
+        and (e.get("taskScheduledEventDetails") or {}).get("resourceType") == "lambda"
+    )
+    assert callbacks == 1
 
     used = costs.usage(boto3.client("stepfunctions"), run.arn)
 

@@ -1,9 +1,9 @@
 """What each backup step reads and writes: the backup state machine's data, typed.
 
-The state machine (statemachines/backup.asl.json) keeps one object: ``input`` and ``execution``
-(from the Start state), and one key per step's result: ``plan`` (Prepare), ``members``
-(ResolveMembers; the Discovery state seeds it with the discovery Prepare started), ``freeze`` and
-``thaw`` (the commands and their polls; Start seeds ``freeze`` as not started), ``snapshots``
+The state machine (statemachines/backup.asl.json) keeps one object, which Prepare's
+ResultSelector makes in place of the input as sent: ``plan`` (Prepare), ``members``
+(ResolveMembers; Prepare seeds it with the discovery it started), ``freeze`` and ``thaw`` (the
+commands and their polls; Prepare seeds ``freeze`` as not started), ``snapshots``
 (TakeSnapshotSet, then CheckSnapshots), ``retention`` (ApplyRetention, whose ``output`` is the
 execution's output), ``keep`` (KeepFsr, then CheckKeptFsr: the array's fastRestore policy, whose
 report the workflow adds to the output as ``fastRestore``), ``error`` (a Catch) and ``failure``
@@ -140,7 +140,7 @@ class MembersCall(Contract):
 
 class Command(Contract):
     """A freeze or thaw command as the workflow keeps it (aws.commands.record, then its polls);
-    status "none" is the Start state's seed: no freeze was started."""
+    status "none" is Prepare's seed: no freeze was started."""
 
     status: Literal["none", "pending", "success", "failed"]
     commandId: str | None = None
@@ -349,7 +349,8 @@ class KeepFsrCall(Contract):
 
 class BackupState(Contract):
     """The whole run as ExplainFailure sees it: any step may have failed, so every key but the
-    Start state's may be missing."""
+    seeded ones may be missing (a failed Prepare's PrepareFailed gives the input, the execution
+    and no freeze)."""
 
     execution: ExecutionRef = Field(default_factory=ExecutionRef)
     plan: Plan | None = None

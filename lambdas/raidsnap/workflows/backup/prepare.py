@@ -127,7 +127,9 @@ def _prepare(
         setId=set_id,
         instanceId=instance.instance_id,
         availabilityZone=instance.availability_zone,
-        discovery=DiscoveryLook(status="skipped", reason="SSM agent is not online"),
+        # A skipped discovery waits 0 s: the workflow goes from Prepare to WaitForDiscovery
+        # without asking first (a Choice would be one more billed transition per backup).
+        discovery=DiscoveryLook(status="skipped", reason="SSM agent is not online", waitSeconds=0),
         notes=notes,
     )
     copies = [d.id for d in copies_by_array().get(request.array, [])]
@@ -139,7 +141,7 @@ def _prepare(
     if agent.too_old:
         # Discovery cannot run safely (the script would get no parameters): members come from
         # the volume tags, and a freeze cannot run either (see collect_members).
-        skipped = DiscoveryLook(status="skipped", reason=agent.too_old_reason())
+        skipped = DiscoveryLook(status="skipped", reason=agent.too_old_reason(), waitSeconds=0)
         return plan.model_copy(update={"discovery": skipped, "agentTooOld": agent.version})
     command_id = commands.send(
         documents.discover,

@@ -44,6 +44,9 @@ def report(state: DrillRun, topic: str) -> DrillReport:
             + (", nothing is left behind" if removal is None else "")
             + f". The array itself was not touched. Run: {state.execution.id}"
         )
+    cost = _cost(state, array, passed)
+    if cost is not None:
+        message += f" It cost {cost['text']}."
     notifications.publish(topic, subject, message)
     logger.info("drill reported", extra={"array": array, "passed": passed})
     for_array(array)
@@ -58,23 +61,26 @@ def report(state: DrillRun, topic: str) -> DrillReport:
         verification=state.verification,
         deletedVolumeIds=deleted,
         message=message,
-        cost=_cost(state),
+        cost=cost,
     )
     return DrillReport(passed=True, array=array, message=message, output=output)
 
 
-def _cost(state: DrillRun) -> dict[str, JsonValue] | None:
-    """The drill's cost: its own run so far and the three states after Report (DidDrillPass,
-    Passed, Done), its restore's as the restore reported it, and the restore's volumes until
-    the teardown deleted them. A history that cannot be read leaves it out: the drill has
-    passed, and raidsnap status computes it."""
+def _cost(state: DrillRun, array: str, passed: bool) -> dict[str, JsonValue] | None:
+    """The drill's cost: its own run so far and the states after Report (DidDrillPass, then
+    Passed and Done, or Failed), its restore's as the restore reported it, and the restore's
+    volumes until the teardown deleted them. A history that cannot be read leaves it out: the
+    drill has ended, and raidsnap status computes it."""
     restored = state.restore.output
     child = (restored.cost or {}).get("usage") if restored else None
     if not state.execution.id:
         return None
     try:
         return costs.so_far(
-            state.execution.id, after=3, children=[child] if isinstance(child, dict) else []
+            state.execution.id,
+            after=3 if passed else 2,
+            children=[child] if isinstance(child, dict) else [],
+            array=array,
         )
     except ClientError:
         return None

@@ -66,7 +66,7 @@ def with_cost(state: RecoveryState, out: Contract) -> Contract:
     if not isinstance(out, Finished) or not state.execution.id:
         return out
     try:
-        cost = costs.so_far(state.execution.id, after=1)
+        cost = costs.so_far(state.execution.id, after=1, array=state.input.array)
     except ClientError:
         return out
     return Finished(output=out.output.model_copy(update={"cost": cost}))

@@ -89,7 +89,9 @@ def _cost(plan: Plan, v: Volumes, warnings: list[str]) -> dict[str, JsonValue] |
         for vid, m in zip(v.ids, plan.members, strict=False)
     }
     try:
-        return costs.so_far(plan.executionArn, zone=plan.availabilityZone, volumes=shapes)
+        return costs.so_far(
+            plan.executionArn, zone=plan.availabilityZone, volumes=shapes, array=plan.array
+        )
     except ClientError as err:
         warnings.append(
             f"the run's cost could not be read ({error_code(err)}); "

@@ -182,3 +182,46 @@ def test_fsr_never_seen_disabled_is_counted_to_the_runs_end() -> None:
     usage = rc.usage_of(events, zone="us-east-1a")
     assert usage.fsr == [rc.FsrPair("snap-a", "us-east-1a", at(0), at(5000))]
     assert any("not seen disabled" in n for n in usage.notes)
+
+
+def test_each_retry_of_a_task_is_billed_as_a_transition() -> None:
+    # AWS Step Functions pricing: "each retry will be charged as an additional state
+    # transition". A Task entered once and retried once is two transitions, and two invocations.
+    entered = {"stateEnteredEventDetails": {"name": "x"}}
+    failed = {"lambdaFunctionFailedEventDetails": {"error": "ThrottledError"}}
+    events = [
+        _event("TaskStateEntered", 0, 1, 0, **entered),
+        _event("LambdaFunctionScheduled", 0, 2, 1),
+        _event("LambdaFunctionStarted", 0, 3, 2),
+        _event("LambdaFunctionFailed", 0.5, 4, 3, **failed),
+        _event("LambdaFunctionScheduled", 30, 5, 4),
+        *_lambda(6, 30, 31, {"status": "done"}),
+        _event("TaskStateExited", 31, 8, 7),
+        _event("TaskStateEntered", 31, 9, 8, **entered),
+        _event("LambdaFunctionScheduled", 31, 10, 9),
+        *_lambda(11, 31, 32, {"status": "done"}),
+        _event("SucceedStateEntered", 32, 13, 12, **entered),
+    ]
+    usage = rc.usage_of(events)
+    assert usage.transitions == 3 + 1
+    assert usage.lambda_seconds == [0.5, 1.0, 1.0]
+
+
+def test_a_callback_tasks_lambda_invocation_is_counted() -> None:
+    # lambda:invoke.waitForTaskToken shows TaskScheduled/TaskStarted/TaskSubmitted (resourceType
+    # lambda): the function ran from TaskStarted to TaskSubmitted; the token's answer later
+    # (TaskSucceeded) is no invocation.
+    entered = {"stateEnteredEventDetails": {"name": "x"}}
+    lam = {"resourceType": "lambda", "resource": "invoke.waitForTaskToken"}
+    events = [
+        _event("TaskStateEntered", 0, 1, 0, **entered),
+        _event("TaskScheduled", 0, 2, 1, taskScheduledEventDetails=lam),
+        _event("TaskStarted", 0.1, 3, 2, taskStartedEventDetails=lam),
+        _event("TaskSubmitted", 0.9, 4, 3, taskSubmittedEventDetails=lam),
+        _event("TaskSucceeded", 300, 5, 4, taskSucceededEventDetails=lam),
+        _event("TaskStateExited", 300, 6, 5),
+        _event("SucceedStateEntered", 300, 7, 6, **entered),
+    ]
+    usage = rc.usage_of(events)
+    assert usage.transitions == 2
+    assert usage.lambda_seconds == [0.8]
