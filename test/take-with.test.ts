@@ -25,7 +25,7 @@ describe('arrays.<name>.takeWith', () => {
     [{ db1: { takeWith: ['logs'] }, logs: { consistency: 'fsfreeze' } }, 'logs is configured with fsfreeze, db1 with crash'],
     [{ db1: { takeWith: ['logs'], consistency: 'fsfreeze' }, logs: {} }, 'logs is configured with crash, db1 with fsfreeze'],
     [
-      { db1: { takeWith: ['logs'], hooks: { preSnapshot: 'builtin:postgresql-checkpoint' } }, logs: { hooks: { postSnapshot: '/usr/local/bin/x' } } },
+      { db1: { takeWith: ['logs'], hooks: { preSnapshot: 'builtin:postgresql-checkpoint' } }, logs: { hooks: { preSnapshot: '/usr/local/bin/x' } } },
       'db1 and logs both have hooks',
     ],
     [{ db1: { takeWith: ['logs'] }, logs: { copies: [{ region: 'eu-west-1' }] } }, 'logs has copies'],
