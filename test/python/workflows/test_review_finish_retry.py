@@ -78,10 +78,10 @@ def test_a_finish_retried_after_its_completion_was_throttled_does_not_report_an_
     # WHEN Auto Scaling throttles the recovery's CompleteLifecycleAction (a fleet of launches
     # completing at once) for as long as the action is open: no attempt of Finish completes it
     def complete(params: dict[str, Any]) -> Any:
-        if params.get("LifecycleActionResult") == "CONTINUE":
-            if emu.double.lifecycle_result(token)[0] is None:
-                seen["throttled"] += 1
-                raise AwsError("Throttling", "Rate exceeded", 400)
+        open_ = emu.double.lifecycle_result(token)[0] is None
+        if params.get("LifecycleActionResult") == "CONTINUE" and open_:
+            seen["throttled"] += 1
+            raise AwsError("Throttling", "Rate exceeded", 400)
         return emu.double._complete_lifecycle_action(params)
 
     emu.double.route("autoscaling", "CompleteLifecycleAction", complete)
