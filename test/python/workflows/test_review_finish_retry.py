@@ -25,7 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from botocore.exceptions import ReadTimeoutError
 
 from raidsnap_emulation.double.base import AwsError
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, synthesize
@@ -106,3 +108,58 @@ def test_a_finish_retried_after_its_completion_was_throttled_does_not_report_an_
         f"{beats}"
     )
     assert (run.status, run.error) == ("FAILED", "LaunchAbandoned"), run.cause
+
+
+def test_a_launch_put_into_service_is_not_reported_abandoned_when_finish_fails_after(
+    example_emu: Emulation,
+) -> None:
+    """Finish completes the action with CONTINUE first, then shapes its output, the run's cost
+    among it (costs.so_far: GetExecutionHistory, which catches ClientError only). A read that
+    times out on the network (botocore ReadTimeoutError, after the SDK's own retries) fails the
+    step with an error LAMBDA_RETRY does not retry: the Catch sends the run to Failure, which
+    completes the action with ABANDON, finds it no longer open on its first attempt, and writes
+    that the action's timeout ran out and Auto Scaling ended it with ABANDON (lifecycleAction
+    ABANDON), while the instance is in service with the array mounted on it (CompleteLifecycleAction
+    CONTINUE succeeded: Auto Scaling user guide, "Complete a lifecycle action")."""
+    emu = example_emu
+    create_topics(emu)
+    fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
+    backed_up(emu.hosts, emu.run, fx)
+    configure_recovery(
+        emu,
+        "analytics",
+        instanceId=fx.instance_id,
+        autoScalingGroup="analytics",
+        initialization="none",
+    )
+    terminate(fx.instance_id)
+    new = launch_instance(
+        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
+    )
+    token = "a2b3c4d5-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
+    emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
+    history = emu.double._execution_history
+    seen = {"timeouts": 0}
+
+    def execution_history(params: dict[str, Any]) -> Any:
+        actor = str(emu.double.actor or "")
+        in_service = emu.double.lifecycle_result(token)[0] == "CONTINUE"
+        if in_service and "Recovery" in actor and "Step" in actor:
+            seen["timeouts"] += 1
+            raise ReadTimeoutError(endpoint_url="https://states.us-east-1.amazonaws.com/")
+        return history(boto3.client("stepfunctions"), params)
+
+    emu.double.route("stepfunctions", "GetExecutionHistory", execution_history)
+    answer = emu.invoke(
+        "recovery_start", launch_event("analytics", new, token=token, hook="raidsnap-analytics")
+    )
+    assert answer.error_type is None, answer.error_message
+    run = emu.wait(str(answer.result["executionArn"]))
+
+    result, _ = emu.double.lifecycle_result(token)
+    assert seen["timeouts"] > 0, (run.status, run.error)
+    assert result == "CONTINUE"
+    # Seen: FAILED, its cause saying the action ran out and ended ABANDON
+    output = run.output if isinstance(run.output, dict) else {}
+    told = f"{run.status} {run.error}: {run.cause} {output.get('lifecycleAction')}"
+    assert "ABANDON" not in told, told
