@@ -163,3 +163,58 @@ def test_a_launch_put_into_service_is_not_reported_abandoned_when_finish_fails_a
     output = run.output if isinstance(run.output, dict) else {}
     told = f"{run.status} {run.error}: {run.cause} {output.get('lifecycleAction')}"
     assert "ABANDON" not in told, told
+
+
+def test_a_continue_that_went_through_is_not_reported_as_a_launch_abandoned(
+    example_emu: Emulation,
+) -> None:
+    """The opposite way round: Finish's CompleteLifecycleAction CONTINUE is carried out, but its
+    answer is lost (HTTP 500 after the action was applied, which botocore's standard retry mode
+    retries). The SDK's retry finds no active lifecycle action (ValidationError "No active
+    Lifecycle Action"), lifecycle.complete returns False on the step's first attempt, and Finish
+    raises LaunchAbandoned: the run FAILS saying Auto Scaling is terminating the instance, and
+    leaves the array's alarm on the old instance, while the launch is in service with the array
+    mounted (Auto Scaling API reference, CompleteLifecycleAction; AWS SDKs and Tools Reference
+    Guide, "Retry behavior": standard mode retries 500, 502, 503 and 504 answers)."""
+    emu = example_emu
+    create_topics(emu)
+    fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
+    backed_up(emu.hosts, emu.run, fx)
+    configure_recovery(
+        emu,
+        "analytics",
+        instanceId=fx.instance_id,
+        autoScalingGroup="analytics",
+        initialization="none",
+    )
+    terminate(fx.instance_id)
+    new = launch_instance(
+        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
+    )
+    token = "b3c4d5e6-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
+    emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
+    seen = {"lost": 0}
+
+    def complete(params: dict[str, Any]) -> Any:
+        answer = emu.double._complete_lifecycle_action(params)
+        if params.get("LifecycleActionResult") == "CONTINUE" and not seen["lost"]:
+            seen["lost"] += 1
+            # The double answers above botocore's retry layer: what the caller sees is the
+            # answer to the SDK's retry of the lost call, the action being completed by then.
+            raise AwsError(
+                "ValidationError", f"No active Lifecycle Action found with token {token}"
+            )
+        return answer
+
+    emu.double.route("autoscaling", "CompleteLifecycleAction", complete)
+    answer = emu.invoke(
+        "recovery_start", launch_event("analytics", new, token=token, hook="raidsnap-analytics")
+    )
+    assert answer.error_type is None, answer.error_message
+    run = emu.wait(str(answer.result["executionArn"]))
+
+    result, _ = emu.double.lifecycle_result(token)
+    assert seen["lost"] == 1
+    assert result == "CONTINUE"
+    # Seen: FAILED LaunchAbandoned
+    assert (run.status, run.error) == ("SUCCEEDED", None), f"{run.error}: {run.cause}"
