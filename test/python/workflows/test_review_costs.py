@@ -43,9 +43,7 @@ def billed_transitions(run: Execution) -> int:
 def test_a_throttled_restore_prices_every_retry_as_a_transition(emu: Emulation) -> None:
     target = replacement(emu)
     limits = RateLimits.documented()
-    limits.hold(
-        "ec2", "CreateVolume", emu.clock.now() + timedelta(minutes=FLEET_MINUTES)
-    )
+    limits.hold("ec2", "CreateVolume", emu.clock.now() + timedelta(minutes=FLEET_MINUTES))
     emu.double.rate_limits = limits
 
     run = emu.run(
@@ -110,9 +108,7 @@ def test_raidsnap_status_of_a_recovery_counts_the_restore_it_started(
     run = emu.wait(started.result["executionArn"])
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     sfn = boto3.client("stepfunctions")
-    (listed,) = sfn.list_executions(stateMachineArn=emu.state_machines["restore"])[
-        "executions"
-    ]
+    (listed,) = sfn.list_executions(stateMachineArn=emu.state_machines["restore"])["executions"]
     restore = emu.wait(listed["executionArn"])
 
     used = costs.usage(sfn, run.arn)
@@ -145,8 +141,7 @@ def test_a_recovery_counts_the_lambda_invocation_of_its_callback_task(
         if e["type"] == "LambdaFunctionScheduled"
         or (
             e["type"] == "TaskScheduled"
-            and (e.get("taskScheduledEventDetails") or {}).get("resourceType")
-            == "lambda"
+            and (e.get("taskScheduledEventDetails") or {}).get("resourceType") == "lambda"
         )
     )
 
