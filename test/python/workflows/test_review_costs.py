@@ -19,6 +19,8 @@ from datetime import timedelta
 from decimal import Decimal
 
 import boto3
+from test_sustained_throttling import FLEET_MINUTES, replacement
+
 from raidsnap_cli import costs
 from raidsnap_emulation.double.limits import RateLimits
 from raidsnap_emulation.harness import Emulation, Execution
@@ -28,7 +30,6 @@ from raidsnap_emulation.world import (
     configure_fast_restore,
     make_array,
 )
-from test_sustained_throttling import FLEET_MINUTES, replacement
 
 
 def billed_transitions(run: Execution) -> int:

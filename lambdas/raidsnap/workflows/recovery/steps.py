@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-
 from raidsnap import tags
 from raidsnap.aws import claims, costs, instances
 from raidsnap.aws.instances import instance_facts, untag_array
@@ -70,7 +69,7 @@ def with_cost(state: RecoveryState, out: Contract) -> Contract:
         return out
     try:
         cost: dict[str, Any] = costs.so_far(state.execution.id, after=1)
-    except Exception as err:  # noqa: BLE001 - the recovery is done whatever the cost's fate
+    except Exception as err:  # the recovery is done, whatever becomes of its cost
         logger.exception("the recovery's cost could not be computed")
         cost = {
             "unavailable": f"{type(err).__name__}: {err}"[:300]
