@@ -32,11 +32,16 @@ export interface BackupWorkflowProps {
 /** The snapshot step's Lambda timeout (FunctionFactory's default). */
 const SNAPSHOT_TIMEOUT = Duration.seconds(60);
 
-/** The longest the backup's snapshot step (TakeSnapshotSet) may take with the Retry it is
- * deployed with: a backup holds its array against restores this long past discovery and the
- * freeze. */
-export function snapshotStepSeconds(): number {
-  return worstCaseRetrySeconds(LAMBDA_RETRY, SNAPSHOT_TIMEOUT.toSeconds());
+/** The longest the steps from Prepare to the end of the snapshot step (ResolveMembers, Freeze,
+ * PollFreeze, TakeSnapshotSet) may take with the Retry each is deployed with (LAMBDA_RETRY:
+ * each Task's retriers count their own attempts, so one throttled step after another adds up),
+ * every attempt at its function's timeout: a backup holds its array against restores this long
+ * past discovery and the freeze (lambdas/raidsnap/workflows/backup/prepare.py). Each step's
+ * retries are counted once: a discovery or freeze poll retried at length in more than one round
+ * is not (the hold then ends at this bound; a restore still asks whether the backup runs). */
+export function heldStepsSeconds(functions: readonly lambda.Function[]): number {
+  return functions.reduce(
+    (sum, fn) => sum + worstCaseRetrySeconds(LAMBDA_RETRY, (fn.timeout ?? SNAPSHOT_TIMEOUT).toSeconds()), 0);
 }
 
 /** statemachines/backup.asl.json and the functions it calls, each with only its permissions. */
@@ -86,8 +91,6 @@ export class BackupWorkflow extends Construct {
           // The array's recorded instance: the newest set's (raidsnap.aws.homes).
           ...props.sets.statements('Query'),
         ],
-        // The hold against restores lasts as long as the snapshot step may (prepare.py).
-        environment: { SNAPSHOT_STEP_SECONDS: String(snapshotStepSeconds()) },
       },
       {
         id: 'BackupMembers', module: 'backup_members',
@@ -175,6 +178,10 @@ export class BackupWorkflow extends Construct {
     ];
     this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment: { ...environment, ...s.environment } })));
     const f = this.functions;
+    // The hold against restores lasts as long as the steps up to the snapshot step may
+    // (prepare.py).
+    f.BackupPrepare.addEnvironment('SNAPSHOT_STEP_SECONDS',
+      String(heldStepsSeconds([f.BackupMembers, f.BackupFreeze, f.CommandPoll, f.BackupSnapshot])));
     acknowledgeHandOver(f.BackupCopies, props.arrays);
     const preparePolicy = f.BackupPrepare.role?.node.tryFindChild('DefaultPolicy');
     if (props.restoreLock && preparePolicy) {
