@@ -72,6 +72,9 @@ export class BackupWorkflow extends Construct {
     // restore lock table, added and removed with UpdateItem); whether the restore holding the
     // lock still runs is asked of Step Functions.
     const restoreName = `${Stack.of(this).stackName}-restore`;
+    // A fixed name: the snapshot step asks whether its own run still runs (DescribeExecution)
+    // without its policy depending on the state machine, which depends on the function.
+    const backupName = `${Stack.of(this).stackName}-backup`;
     // PutItem: the array's recorded instance, when the configuration names the one it is on now.
     const holdArray = props.restoreLock
       ? [...lockStatements(['GetItem', 'UpdateItem', 'PutItem']), new RestorePermissions(this).describeExecutions(restoreName)]
@@ -121,6 +124,8 @@ export class BackupWorkflow extends Construct {
           ...p.createSnapshots(),
           p.manageTaggedSnapshots('ec2:CreateTags', 'ec2:DeleteSnapshot'),
           ...props.sets.statements('GetItem', 'PutItem'),
+          // Its own run, right before CreateSnapshots: a run stopped by hand takes no snapshots.
+          new RestorePermissions(this).describeExecutions(backupName),
         ],
       },
       {
@@ -207,5 +212,12 @@ export class BackupWorkflow extends Construct {
         BackupFailedFunctionArn: f.BackupFailed,
       },
     }).stateMachine;
+    (this.stateMachine.node.defaultChild as sfn.CfnStateMachine).stateMachineName = backupName;
+    const snapshotPolicy = f.BackupSnapshot.role?.node.tryFindChild('DefaultPolicy');
+    if (snapshotPolicy) {
+      acknowledge(snapshotPolicy,
+        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${backupName}:*`)}]`,
+        'DescribeExecution of the backup workflow\'s own executions only: is the run about to snapshot still running?');
+    }
   }
 }
