@@ -46,8 +46,8 @@ def _hold_seconds(settings: BackupSettings) -> int:
     timeout (the stack computes it from the Retry it deploys: lib/constructs/backup-workflow.ts
     heldStepsSeconds). A shorter hold runs out while a throttled step before the snapshots is
     still retried, and a restore let in then replaces the members under the backup about to
-    snapshot them. A failed run lets go at once (release_hold); only a run stopped by hand leaves its
-    hold to run out."""
+    snapshot them. A failed run lets go at once (release_hold); only a run stopped by hand
+    leaves its hold to run out."""
     if settings.snapshot_step_seconds <= 0:
         raise ConfigurationError(
             "SNAPSHOT_STEP_SECONDS (the longest time to the snapshot step's end, set by "
