@@ -6,7 +6,8 @@ launch's lifecycle action alive meanwhile, settle what became of a restore that 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+
+from pydantic import JsonValue
 
 from raidsnap import tags
 from raidsnap.aws import claims, costs, instances
@@ -68,7 +69,7 @@ def with_cost(state: RecoveryState, out: Contract) -> Contract:
     if not isinstance(out, Finished) or not state.execution.id:
         return out
     try:
-        cost: dict[str, Any] = costs.so_far(state.execution.id, after=1)
+        cost: dict[str, JsonValue] = costs.so_far(state.execution.id, after=1)
     except Exception as err:  # the recovery is done, whatever becomes of its cost
         logger.exception("the recovery's cost could not be computed")
         cost = {
