@@ -5,12 +5,19 @@
  * Scheduler User Guide; API reference FlexibleTimeWindow, MaximumWindowInMinutes 1..1440).
  * Expressions as Scheduler reads them ("Schedule types in EventBridge Scheduler"): rate(n unit),
  * cron(minutes hours day-of-month month day-of-week year) with day-of-week 1-7 = SUN-SAT, and
- * at(...) for one run. Gaps are counted in UTC: a time zone's daylight-saving change moves a gap
- * by an hour at most, once in half a year. */
+ * at(...) for one run. A cron expression is read in its schedule's time zone
+ * (ScheduleExpressionTimezone), with its daylight-saving changes as Scheduler applies them
+ * ("Time zones on EventBridge Scheduler", same guide): a run whose local time does not exist
+ * on the spring-forward day is skipped, and a run whose local time comes twice on the
+ * fall-back day runs once (the guide does not say at which of the two: both readings are
+ * counted, and the longer gap taken). A rate schedule runs every so many
+ * minutes of elapsed time, whatever its zone. */
 
 export interface TimedSchedule {
   readonly expression: string;
   readonly flexibleWindowMinutes?: number;
+  /** IANA time zone the expression is read in; UTC when absent */
+  readonly timezone?: string;
 }
 
 const RATE = /^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$/;
@@ -43,8 +50,40 @@ function field(text: string, low: number, high: number, names: readonly string[]
   return values;
 }
 
-/** Minutes (from an arbitrary UTC midnight) at which a cron expression fires over SPAN_DAYS. */
-function cronStarts(expression: string): number[] | undefined {
+const FIRST_DAY = Date.UTC(2025, 0, 1);
+const MINUTE_MS = 60_000;
+
+/** The zone's offset from UTC (minutes) at a UTC instant, from the runtime's time zone data. */
+function offsetFinder(zone: string): (instantMs: number) => number {
+  const format = new Intl.DateTimeFormat('en-US', {
+    timeZone: zone, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric',
+  });
+  const cache = new Map<number, number>();
+  return (instantMs: number): number => {
+    const key = Math.floor(instantMs / MINUTE_MS);
+    const known = cache.get(key);
+    if (known !== undefined) return known;
+    const parts = Object.fromEntries(format.formatToParts(new Date(key * MINUTE_MS)).map((p) => [p.type, p.value]));
+    const wall = Date.UTC(Number(parts.year), Number(parts.month) - 1, Number(parts.day), Number(parts.hour), Number(parts.minute));
+    const offset = Math.round((wall - key * MINUTE_MS) / MINUTE_MS);
+    cache.set(key, offset);
+    return offset;
+  };
+}
+
+/** The UTC instants (minutes from FIRST_DAY) a local wall time maps to in a zone: none on the
+ * spring-forward day's skipped hour, two on the fall-back day's repeated one. */
+function instantsOf(wallMs: number, offsetAt: (instantMs: number) => number): number[] {
+  const offsets = new Set([-1, 0, 1].map((d) => offsetAt(wallMs + d * 86_400_000)));
+  const found = [...offsets]
+    .map((o) => wallMs - o * MINUTE_MS)
+    .filter((t) => offsetAt(t) === Math.round((wallMs - t) / MINUTE_MS));
+  return [...new Set(found)].map((t) => (t - FIRST_DAY) / MINUTE_MS).sort((a, b) => a - b);
+}
+
+/** When a cron expression fires over SPAN_DAYS of its zone's local days: each run as its earliest
+ * and latest possible UTC start, in minutes from FIRST_DAY (the same but on a fall-back day). */
+function cronStarts(expression: string, zone = 'UTC'): Array<[number, number]> | undefined {
   const m = /^cron\((.+)\)$/.exec(expression);
   const parts = m ? m[1].trim().split(/\s+/) : [];
   if (parts.length !== 6 || parts[5] !== '*') return undefined;
@@ -57,15 +96,31 @@ function cronStarts(expression: string): number[] | undefined {
   const anyDom = parts[2] === '*' || parts[2] === '?';
   const anyDow = parts[4] === '*' || parts[4] === '?';
   const times = [...hours].flatMap((h) => [...minutes].map((mm) => h * 60 + mm)).sort((a, b) => a - b);
-  const starts: number[] = [];
-  const first = Date.UTC(2025, 0, 1);
+  const utc = zone === 'UTC' || zone === 'Etc/UTC';
+  const offsetAt = utc ? undefined : offsetFinder(zone);
+  const starts: Array<[number, number]> = [];
   for (let d = 0; d < SPAN_DAYS; d++) {
-    const day = new Date(first + d * 86_400_000);
+    // The local calendar day d days after FIRST_DAY (its fields, read as if in UTC).
+    const day = new Date(FIRST_DAY + d * 86_400_000);
     const byDom = dom.has(day.getUTCDate());
     const byDow = dow.has(day.getUTCDay() + 1);
     const dayMatches = anyDom ? byDow : anyDow ? byDom : byDom && byDow;
     if (!months.has(day.getUTCMonth() + 1) || !dayMatches) continue;
-    for (const t of times) starts.push(d * MINUTES_PER_DAY + t);
+    // A zone changes its offset at most once in a few days: the same offset a day before and
+    // two days after holds all day; only a day with a change is read time by time.
+    const midnight = FIRST_DAY + d * 86_400_000;
+    const steady = offsetAt && offsetAt(midnight - 86_400_000) === offsetAt(midnight + 2 * 86_400_000)
+      ? offsetAt(midnight) : undefined;
+    for (const t of times) {
+      const wall = d * MINUTES_PER_DAY + t;
+      if (!offsetAt || steady !== undefined) {
+        const at = wall - (steady ?? 0);
+        starts.push([at, at]);
+        continue;
+      }
+      const at = instantsOf(FIRST_DAY + wall * MINUTE_MS, offsetAt);
+      if (at.length) starts.push([at[0], at[at.length - 1]]);
+    }
   }
   return starts;
 }
@@ -88,25 +143,29 @@ export function longestBackupGap(schedules: readonly TimedSchedule[]): BackupGap
   // A rate schedule counts from when it was created, which the config does not say: beside
   // another schedule, the gaps between the two are unknown.
   if (repeating.length > 1 && repeating.some((s) => RATE.test(s.expression))) return undefined;
-  const starts: Array<[number, number]> = [];
+  // Each run: its earliest and latest UTC start (minutes) and its flexible window.
+  const starts: Array<[number, number, number]> = [];
   for (const s of repeating) {
     const window = s.flexibleWindowMinutes ?? 0;
     const rate = RATE.exec(s.expression);
     if (rate) {
       const every = Number(rate[1]) * UNIT_MINUTES[rate[2]];
-      for (let t = 0; t < SPAN_DAYS * MINUTES_PER_DAY; t += every) starts.push([t, window]);
+      for (let t = 0; t < SPAN_DAYS * MINUTES_PER_DAY; t += every) starts.push([t, t, window]);
       continue;
     }
-    const cron = cronStarts(s.expression);
+    const cron = cronStarts(s.expression, s.timezone ?? 'UTC');
     if (!cron || !cron.length) return undefined;
-    for (const t of cron) starts.push([t, window]);
+    for (const [early, late] of cron) starts.push([early, late, window]);
   }
-  starts.sort((a, b) => a[0] - b[0]);
   let worst: BackupGap | undefined;
-  for (let i = 1; i < starts.length; i++) {
-    const interval = starts[i][0] - starts[i - 1][0];
-    const window = starts[i][1];
-    if (!worst || interval + window > worst.minutes) worst = { interval, window, minutes: interval + window };
+  // A run on a fall-back day at its earlier instant, then at its later one.
+  for (const pick of [0, 1]) {
+    const at = starts.map((r) => [r[pick], r[2]]).sort((a, b) => a[0] - b[0]);
+    for (let i = 1; i < at.length; i++) {
+      const interval = at[i][0] - at[i - 1][0];
+      const window = at[i][1];
+      if (!worst || interval + window > worst.minutes) worst = { interval, window, minutes: interval + window };
+    }
   }
   return worst;
 }

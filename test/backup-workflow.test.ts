@@ -27,17 +27,23 @@ describe('backup workflow', () => {
     ]);
   });
 
-  test('a backup holds its array against restores for as long as its snapshot step may be retried', () => {
+  test('a backup holds its array against restores for as long as the steps up to its snapshot step may be retried', () => {
     const machines = Object.values(resourcesOf(template, 'AWS::StepFunctions::StateMachine'));
     const backup = machines.find((m) => String(m.Properties.DefinitionString).includes('raidsnap backup:'))!;
-    const take = JSON.parse(backup.Properties.DefinitionString).States.TakeSnapshotSet;
-    expect(take.Retry).toEqual(LAMBDA_RETRY);
+    const states = JSON.parse(backup.Properties.DefinitionString).States;
     const fns = resourcesOf(template, 'AWS::Lambda::Function');
-    const timeout = fns[functionId(template, 'backup_snapshot')].Properties.Timeout;
+    const held: Array<[string, string]> = [
+      ['ResolveMembers', 'backup_members'], ['Freeze', 'backup_freeze'], ['PollFreeze', 'command_poll'], ['TakeSnapshotSet', 'backup_snapshot'],
+    ];
+    let total = 0;
+    for (const [state, module] of held) {
+      expect(states[state].Retry).toEqual(LAMBDA_RETRY);
+      total += worstCaseRetrySeconds(states[state].Retry, fns[functionId(template, module)].Properties.Timeout);
+    }
     const variables = fns[functionId(template, 'backup_prepare')].Properties.Environment.Variables;
-    expect(Number(variables.SNAPSHOT_STEP_SECONDS)).toBe(worstCaseRetrySeconds(take.Retry, timeout));
-    // every wait at its bound (126 s + 10,515 s) and 47 attempts of 60 s: 3.7 hours
-    expect(Number(variables.SNAPSHOT_STEP_SECONDS)).toBe(13461);
+    expect(Number(variables.SNAPSHOT_STEP_SECONDS)).toBe(total);
+    // four steps, each with every wait at its bound (126 s + 10,515 s) and 47 attempts of 60 s
+    expect(Number(variables.SNAPSHOT_STEP_SECONDS)).toBe(4 * 13461);
   });
 
   test.each(BACKUP_MODULES)('%s runs Python 3.13 on arm64 with Powertools and the pinned boto3 layer', (module) => {

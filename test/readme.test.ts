@@ -33,7 +33,7 @@ describe('the README\'s deploy path', () => {
     const { template } = synth(path.join(ROOT, 'config', 'example.yaml'));
     const names = Object.values(resourcesOf(template, 'AWS::StepFunctions::StateMachine'))
       .map((r) => r.Properties.StateMachineName).filter(Boolean).sort();
-    expect(names).toEqual(['raidsnap-copy', 'raidsnap-drill', 'raidsnap-recovery', 'raidsnap-restore']);
+    expect(names).toEqual(['raidsnap-backup', 'raidsnap-copy', 'raidsnap-drill', 'raidsnap-recovery', 'raidsnap-restore']);
     for (const name of names) expect(README).toContain(`\`${name}\``);
   });
 

@@ -173,8 +173,12 @@ describe('recovery with the example config', () => {
     expect(actionsOf(completes[0])).toEqual(['autoscaling:RecordLifecycleActionHeartbeat', 'autoscaling:CompleteLifecycleAction']);
     expect(completes[0].Condition).toBeUndefined();
     expect(JSON.stringify(completes[0].Resource)).toMatch(/:autoScalingGroup:\*:autoScalingGroupName\/analytics"\]\]\}$/);
+    // And, to the recovery step only, the instances' lifecycle states (no resource type: "*"),
+    // which say what became of an action no longer open.
+    const looks = statementsOf(template, 'recovery_step').filter((s) => actionsOf(s).includes('autoscaling:DescribeAutoScalingInstances'));
+    expect(looks).toEqual([{ Action: 'autoscaling:DescribeAutoScalingInstances', Effect: 'Allow', Resource: '*' }]);
     for (const s of Object.values(resourcesOf(template, 'AWS::IAM::Policy')).flatMap((p) => p.Properties.PolicyDocument.Statement)) {
-      if (actionsOf(s).some((a) => a.startsWith('autoscaling:'))) expect(s).toEqual(completes[0]);
+      if (actionsOf(s).some((a) => a.startsWith('autoscaling:'))) expect([completes[0], looks[0]]).toContainEqual(s);
     }
   });
 

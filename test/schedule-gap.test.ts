@@ -58,3 +58,17 @@ describe('an RPO inside a flexible window', () => {
     expect(parseConfig(config(200)).arrays.db1.rpoMinutes).toBe(200);
   });
 });
+
+describe('the longest time between two backups, in a schedule\'s time zone', () => {
+  test('an hour that comes twice in the fall runs each of its times once, whichever of the two it picks: 65 minutes between 5-minute backups', () => {
+    expect(longestBackupGap([{ expression: 'cron(0/5 * * * ? *)', timezone: 'Europe/Berlin' }])?.minutes).toBe(65);
+  });
+
+  test('a zone without daylight-saving changes keeps its gaps', () => {
+    expect(longestBackupGap([{ expression: 'cron(0 */4 * * ? *)', timezone: 'Asia/Tokyo' }])?.minutes).toBe(240);
+  });
+
+  test('a daily run in the spring-forward hour is skipped once a year: 47 hours', () => {
+    expect(longestBackupGap([{ expression: 'cron(30 2 * * ? *)', timezone: 'America/New_York' }])?.minutes).toBe(47 * 60);
+  });
+});

@@ -122,6 +122,12 @@ class LaunchAbandonedError(RaidsnapError):
     result, ABANDON, and terminates the instance."""
 
 
+class RunStoppedError(RaidsnapError):
+    """Not in the design's list: the step's own execution no longer runs (stopped by hand while
+    the step's invocation went on: StopExecution ends no Lambda invocation under way), so the
+    step does nothing more. Nobody sees it but the logs: the run has ended."""
+
+
 class CopyFailedError(RaidsnapError):
     """A copy of a set to another Region or account could not be made, or ended in error."""
 

@@ -34,11 +34,16 @@ export interface BackupWorkflowProps {
 /** The snapshot step's Lambda timeout (FunctionFactory's default). */
 const SNAPSHOT_TIMEOUT = Duration.seconds(60);
 
-/** The longest the backup's snapshot step (TakeSnapshotSet) may take with the Retry it is
- * deployed with: a backup holds its array against restores this long past discovery and the
- * freeze. */
-export function snapshotStepSeconds(): number {
-  return worstCaseRetrySeconds(LAMBDA_RETRY, SNAPSHOT_TIMEOUT.toSeconds());
+/** The longest the steps from Prepare to the end of the snapshot step (ResolveMembers, Freeze,
+ * PollFreeze, TakeSnapshotSet) may take with the Retry each is deployed with (LAMBDA_RETRY:
+ * each Task's retriers count their own attempts, so one throttled step after another adds up),
+ * every attempt at its function's timeout: a backup holds its array against restores this long
+ * past discovery and the freeze (lambdas/raidsnap/workflows/backup/prepare.py). Each step's
+ * retries are counted once: a discovery or freeze poll retried at length in more than one round
+ * is not (the hold then ends at this bound; a restore still asks whether the backup runs). */
+export function heldStepsSeconds(functions: readonly lambda.Function[]): number {
+  return functions.reduce(
+    (sum, fn) => sum + worstCaseRetrySeconds(LAMBDA_RETRY, (fn.timeout ?? SNAPSHOT_TIMEOUT).toSeconds()), 0);
 }
 
 /** statemachines/backup.asl.json and the functions it calls, each with only its permissions. */
@@ -69,6 +74,9 @@ export class BackupWorkflow extends Construct {
     // restore lock table, added and removed with UpdateItem); whether the restore holding the
     // lock still runs is asked of Step Functions.
     const restoreName = `${Stack.of(this).stackName}-restore`;
+    // A fixed name: the snapshot step asks whether its own run still runs (DescribeExecution)
+    // without its policy depending on the state machine, which depends on the function.
+    const backupName = `${Stack.of(this).stackName}-backup`;
     // PutItem: the array's recorded instance, when the configuration names the one it is on now.
     const holdArray = props.restoreLock
       ? [...lockStatements(['GetItem', 'UpdateItem', 'PutItem']), new RestorePermissions(this).describeExecutions(restoreName)]
@@ -88,8 +96,6 @@ export class BackupWorkflow extends Construct {
           // The array's recorded instance: the newest set's (raidsnap.aws.homes).
           ...props.sets.statements('Query'),
         ],
-        // The hold against restores lasts as long as the snapshot step may (prepare.py).
-        environment: { SNAPSHOT_STEP_SECONDS: String(snapshotStepSeconds()) },
       },
       {
         id: 'BackupMembers', module: 'backup_members',
@@ -120,6 +126,8 @@ export class BackupWorkflow extends Construct {
           ...p.createSnapshots(),
           p.manageTaggedSnapshots('ec2:CreateTags', 'ec2:DeleteSnapshot'),
           ...props.sets.statements('GetItem', 'PutItem'),
+          // Its own run, right before CreateSnapshots: a run stopped by hand takes no snapshots.
+          new RestorePermissions(this).describeExecutions(backupName),
         ],
       },
       {
@@ -177,6 +185,10 @@ export class BackupWorkflow extends Construct {
     ];
     this.functions = props.factory.createAll(this, specs.map((s) => ({ ...s, environment: { ...environment, ...s.environment } })));
     const f = this.functions;
+    // The hold against restores lasts as long as the steps up to the snapshot step may
+    // (prepare.py).
+    f.BackupPrepare.addEnvironment('SNAPSHOT_STEP_SECONDS',
+      String(heldStepsSeconds([f.BackupMembers, f.BackupFreeze, f.CommandPoll, f.BackupSnapshot])));
     acknowledgeHandOver(f.BackupCopies, props.arrays);
     const preparePolicy = f.BackupPrepare.role?.node.tryFindChild('DefaultPolicy');
     if (props.restoreLock && preparePolicy) {
@@ -217,6 +229,13 @@ export class BackupWorkflow extends Construct {
         },
         targets: [new eventTargets.LambdaFunction(f.BackupCopies, { retryAttempts: 8, maxEventAge: Duration.hours(6) })],
       });
+    }
+    (this.stateMachine.node.defaultChild as sfn.CfnStateMachine).stateMachineName = backupName;
+    const snapshotPolicy = f.BackupSnapshot.role?.node.tryFindChild('DefaultPolicy');
+    if (snapshotPolicy) {
+      acknowledge(snapshotPolicy,
+        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${backupName}:*`)}]`,
+        'DescribeExecution of the backup workflow\'s own executions only: is the run about to snapshot still running?');
     }
   }
 }

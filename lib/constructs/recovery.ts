@@ -95,6 +95,10 @@ export class Recovery extends Construct {
         // instance, and back onto it if the restore fails.
         p.tagArrayInstance(), p.untagArrayInstance(),
         ...(groups.length ? [p.completeLifecycleActions(groups)] : []),
+        // A lifecycle action found no longer open: the instance's lifecycle state says whether
+        // it went into service or was abandoned. DescribeAutoScalingInstances has no resource
+        // type (Service Authorization Reference: "*" only).
+        ...(groups.length ? [p.describe('autoscaling:DescribeAutoScalingInstances')] : []),
         // The restore it starts, named <recovery name>-restore. It reports back to the waiting
         // Task itself; the recovery looks at it (DescribeExecution) only when no report arrives.
         new iam.PolicyStatement({ actions: ['states:StartExecution'], resources: [restoreArn] }),

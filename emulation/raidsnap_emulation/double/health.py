@@ -47,7 +47,8 @@ class _LifecycleAction:
 
 
 class Health(DoubleBase):
-    """DescribeVolumeStatus, RecordLifecycleActionHeartbeat, CompleteLifecycleAction."""
+    """DescribeVolumeStatus, RecordLifecycleActionHeartbeat, CompleteLifecycleAction,
+    DescribeAutoScalingInstances."""
 
     def __init__(self, clock: VirtualClock, region: str = "us-east-1") -> None:
         super().__init__(clock, region)
@@ -58,6 +59,7 @@ class Health(DoubleBase):
                 ("ec2", "DescribeVolumeStatus"): self._describe_volume_status,
                 ("autoscaling", "RecordLifecycleActionHeartbeat"): self._lifecycle_heartbeat,
                 ("autoscaling", "CompleteLifecycleAction"): self._complete_lifecycle_action,
+                ("autoscaling", "DescribeAutoScalingInstances"): self._describe_asg_instances,
             }
         )
 
@@ -196,3 +198,31 @@ class Health(DoubleBase):
         action = self._lifecycle_action(params)
         action.result = str(params["LifecycleActionResult"])
         return {}
+
+    def _describe_asg_instances(self, params: Params) -> Answer:
+        """The lifecycle state of each asked-for instance launched with a lifecycle action
+        ("Amazon EC2 Auto Scaling instance lifecycle", user guide): Pending:Wait while the action
+        waits, InService once completed with CONTINUE, Terminating once ended with ABANDON
+        (completed so, or by its timeout with the hook's default result). Instances the double
+        launched without an action are not listed (as for an instance in no group)."""
+        now = self.clock.now()
+        asked = set(params.get("InstanceIds") or [])
+        out = []
+        with self._lock:
+            for action in self._lifecycle_actions.values():
+                if asked and action.instance_id not in asked:
+                    continue
+                self._expire(action, now)
+                state = {None: "Pending:Wait", "CONTINUE": "InService"}.get(
+                    action.result, "Terminating"
+                )
+                out.append(
+                    {
+                        "InstanceId": action.instance_id,
+                        "AutoScalingGroupName": action.group,
+                        "LifecycleState": state,
+                        "HealthStatus": "HEALTHY",
+                        "ProtectedFromScaleIn": False,
+                    }
+                )
+        return {"AutoScalingInstances": out}

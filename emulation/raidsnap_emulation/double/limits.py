@@ -14,7 +14,8 @@ ec2-api-throttling.html), as stored offline on 2026-11-27:
 - Mutating actions (the rest): 50, 5/s.
 - Uncategorized actions with their own buckets, those raidsnap calls: CreateSnapshot and
   CreateSnapshots 100, 5/s; CreateTags and DeleteTags 100, 10/s; CreateVolume, DeleteVolume and
-  DeleteSnapshot 100, 5/s; RunInstances and StartInstances 5, 2/s.
+  DeleteSnapshot 100, 5/s; ModifySnapshotAttribute (a copy's hand-over shares each snapshot)
+  100, 5/s; RunInstances and StartInstances 5, 2/s.
 Each API action has a bucket of its own: "each API is evaluated individually, and you are
 throttled on the number of requests you make on a per-API basis. Each request that you make
 removes one token from the API's bucket ... requests for other API are not affected" (same page,
@@ -56,6 +57,7 @@ OWN_BUCKETS: dict[str, tuple[float, float]] = {
     "CreateVolume": (100, 5),
     "DeleteVolume": (100, 5),
     "DeleteSnapshot": (100, 5),
+    "ModifySnapshotAttribute": (100, 5),
     "RunInstances": (5, 2),
     "StartInstances": (5, 2),
 }

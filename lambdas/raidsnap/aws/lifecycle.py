@@ -45,3 +45,32 @@ def complete(lifecycle: dict[str, str], result: str) -> bool:
             return False
         raise
     return True
+
+
+# What became of a launch whose lifecycle action is no longer open, from the instance's
+# lifecycle state (DescribeAutoScalingInstances, LifecycleState; "Amazon EC2 Auto Scaling
+# instance lifecycle" and "How lifecycle hooks work", user guide): a completed CONTINUE moves it
+# Pending:Wait -> Pending:Proceed -> InService (Standby, Detaching follow only InService); an
+# ABANDON, or the hook's timeout with its default result ABANDON, terminates it (Terminating,
+# Terminating:Wait, Terminating:Proceed, Terminated), and once gone the group no longer lists it.
+PUT_IN_SERVICE = frozenset(
+    {"Pending:Proceed", "InService", "EnteringStandby", "Standby", "Detaching", "Detached"}
+)
+STILL_WAITING = frozenset({"Pending", "Pending:Wait"})
+
+
+def launch_outcome(lifecycle: dict[str, str]) -> str | None:
+    """CONTINUE if the launch went on into service, ABANDON if its instance is being terminated
+    or is gone from the group, None while Auto Scaling still shows it waiting."""
+    instance = lifecycle["instanceId"]
+    answer = clients.autoscaling().describe_auto_scaling_instances(InstanceIds=[instance])
+    found = [
+        i.get("LifecycleState", "")
+        for i in answer.get("AutoScalingInstances", [])
+        if i.get("InstanceId") == instance
+    ]
+    if not found:
+        return "ABANDON"
+    if found[0] in PUT_IN_SERVICE:
+        return "CONTINUE"
+    return None if found[0] in STILL_WAITING else "ABANDON"

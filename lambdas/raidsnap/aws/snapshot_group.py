@@ -132,6 +132,8 @@ def create_sets(
     }
     found = [taken for m in recorded.values() for taken in _earlier(m)]
     if not found:
+        # As for one array's set: a run stopped by hand takes nothing (snapshots.py).
+        snapshots.refuse_unless_running(execution_arn)
         found = _take(ordered, execution_arn, instance)
     starts = [start for _, _, start in found]
     every_member: dict[str, Member] = {m.volume_id: m for p in ordered for m in p.layout.members}

@@ -16,12 +16,13 @@ from raidsnap.aws import (
     NOT_YET_VISIBLE_WAITS,
     THROTTLE_CODES,
     error_code,
+    lock,
     manifests,
     once_visible,
     snapshot_sets,
 )
 from raidsnap.aws.instances import ArrayInstance, Layout
-from raidsnap.errors import SnapshotFailedError
+from raidsnap.errors import RunStoppedError, SnapshotFailedError
 from raidsnap.plan import tag_limit
 from raidsnap.sets import Manifest, SnapshotSet
 
@@ -97,6 +98,7 @@ def create_set(
         snapshots = [(str(r["SnapshotId"]), str(r["VolumeId"])) for r in earlier.values()]
         starts = [r["StartTime"] for r in earlier.values()]
     else:
+        refuse_unless_running(execution_arn)
         response = _create_snapshots(
             array, set_id, execution_arn, instance=instance, layout=layout, consistency=consistency
         )
@@ -109,6 +111,21 @@ def create_set(
     label, note = consistency_label(consistency, max(starts) if starts else first, frozen_until)
     manifest = manifests.complete(replace(manifest, consistency=label), by_slot, first)
     return finish(manifest, ours, member_ids, volume_facts, set_keys=set_keys, note=note)
+
+
+def refuse_unless_running(execution_arn: str) -> None:
+    """A run stopped by hand (StopExecution) runs no state after it, but the invocation under
+    way goes on: a restore the operator starts next may be replacing the members right now.
+    DescribeExecution reports the stop (ABORTED) at once (Step Functions API reference,
+    StopExecution, DescribeExecution), so the snapshot step asks last thing before it
+    snapshots, and takes nothing once its run no longer runs. (A stop between this look and
+    CreateSnapshots, well under a second, is not seen.)"""
+    now = lock.status(execution_arn)
+    if now != "RUNNING":
+        raise RunStoppedError(
+            f"{execution_arn} is {now}: its snapshot step takes no snapshots (a restore may "
+            "be replacing the members)"
+        )
 
 
 def members_only(

@@ -34,6 +34,7 @@ from test_sweeper_user_arrays import fail_look_at_assemble
 from test_two_arrays import with_logs
 
 from raidsnap_emulation.double import CommandOutcome
+from raidsnap_emulation.double.base import AwsError
 from raidsnap_emulation.harness import (
     BACKUP_ACCOUNT_CONFIG,
     COPIES_CONFIG,
@@ -742,6 +743,33 @@ def _scenario_launch_recovery_keeps_its_hook_alive(emu: Emulation) -> None:
     _restores_end(emu)
 
 
+def _scenario_launch_completed_but_its_answer_lost(emu: Emulation) -> None:
+    # CompleteLifecycleAction CONTINUE went through, and the caller saw the SDK's retry find no
+    # open action: the step asks Auto Scaling what became of the instance.
+    create_topics(emu)
+    fx = make_array(emu.hosts, "analytics", 2, unrelated=0)
+    backed_up(emu.hosts, emu.run, fx)
+    configure_recovery(emu, "analytics", instanceId=fx.instance_id, autoScalingGroup="analytics")
+    terminate(fx.instance_id)
+    new = launch_instance(
+        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
+    )
+    token = "5d6e7f80-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
+    emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
+    complete = emu.double._complete_lifecycle_action
+
+    def lost(params: dict[str, Any]) -> Any:
+        complete(params)
+        raise AwsError("ValidationError", f"No active Lifecycle Action found with token {token}")
+
+    emu.double.route("autoscaling", "CompleteLifecycleAction", lost)
+    started = emu.invoke(
+        "recovery_start", launch_event("analytics", new, token=token, hook="raidsnap-analytics")
+    )
+    assert emu.wait(started.result["executionArn"]).status == "SUCCEEDED"
+    _restores_end(emu)
+
+
 def _scenario_backup_locks_the_newest_sets(emu: Emulation) -> None:
     # The example config locks db1's 2 newest sets (governance, 7 days).
     fx = make_array(emu.hosts, "db1", 2)
@@ -755,6 +783,7 @@ EXAMPLE_SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_backup_locks_the_newest_sets,
     _scenario_alarms_notify,
     _scenario_launch_recovery_keeps_its_hook_alive,
+    _scenario_launch_completed_but_its_answer_lost,
     # Last: the recoveries its rules start are not waited for, and would still run during a
     # later scenario (whose process environment they would change as they finish).
     _scenario_recovery_rules_deliver,

@@ -41,16 +41,17 @@ DISCOVERY_POLL_SECONDS = 3
 
 def _hold_seconds(settings: BackupSettings) -> int:
     """How long a backup's hold lasts at most if the run dies without letting go: discovery,
-    the freeze, and the snapshot step at its worst, every retry the workflow gives it on
+    the freeze, and the steps from here to the end of the snapshot step (ResolveMembers,
+    Freeze, PollFreeze, TakeSnapshotSet) at their worst, every retry the workflow gives each on
     ThrottledError and Lambda's errors at its longest wait and every attempt at its function's
-    timeout (the stack computes it from the Retry it deploys: lib/constructs/workflow.ts
-    worstCaseRetrySeconds). A shorter hold runs out while a throttled snapshot step is still
-    retried, and a restore let in then replaces the members under the backup about to snapshot
-    them. A failed run lets go at once (release_hold); only a run stopped by hand leaves its
-    hold to run out."""
+    timeout (the stack computes it from the Retry it deploys: lib/constructs/backup-workflow.ts
+    heldStepsSeconds). A shorter hold runs out while a throttled step before the snapshots is
+    still retried, and a restore let in then replaces the members under the backup about to
+    snapshot them. A failed run lets go at once (release_hold); only a run stopped by hand
+    leaves its hold to run out."""
     if settings.snapshot_step_seconds <= 0:
         raise ConfigurationError(
-            "SNAPSHOT_STEP_SECONDS (the snapshot step's longest time with its retries, set by "
+            "SNAPSHOT_STEP_SECONDS (the longest time to the snapshot step's end, set by "
             "the stack) is missing: the backup's hold against restores cannot be sized"
         )
     return (

@@ -175,9 +175,6 @@ class StepCall(Contract):
     ]
     state: RecoveryState
     taskToken: str | None = None
-    # $$.State.RetryCount of the Task (context object, Step Functions developer guide): 0 on a
-    # state's first attempt, n on its n-th retry.
-    retryCount: int = 0
 
 
 class SetRef(Contract):

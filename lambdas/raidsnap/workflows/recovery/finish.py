@@ -14,7 +14,7 @@ from raidsnap.aws import awaited, callbacks, claims, error_code, lifecycle
 from raidsnap.aws.instances import instance_facts, tag_array
 from raidsnap.aws.notifications import notify
 from raidsnap.environment import RecoveryStepSettings
-from raidsnap.errors import LaunchAbandonedError, UntrustedReportError
+from raidsnap.errors import LaunchAbandonedError, ThrottledError, UntrustedReportError
 from raidsnap.observability import logger
 from raidsnap.plan.causes import child_failure
 from raidsnap.plan.set_facts import SetFacts, age_text
@@ -31,16 +31,14 @@ from raidsnap.workflows.recovery.protection import follow
 
 
 def finish(
-    state: RecoveryState, outcome: str, settings: RecoveryStepSettings, *, retried: bool = False
+    state: RecoveryState, outcome: str, settings: RecoveryStepSettings
 ) -> Finished | Failure:
     """Complete the lifecycle action (if any, and not completed yet) with CONTINUE or ABANDON,
     give the array's recovery claim back, and shape the run's output, or its named error and
     cause. Both name the set restored, its age, and that writes after it are not in it. A
     report of a mounted array is believed only once checked (following.checked_report), and a
     launch is put into service before anyone is told the array is recovered: one whose action
-    ran out is no recovery (LaunchAbandoned). The run's record of its restore goes last.
-    ``retried``: this is a retry of the step, whose earlier attempt may have completed the
-    action itself."""
+    ran out is no recovery (LaunchAbandoned). The run's record of its restore goes last."""
     array = state.input.array
     table = settings.lock_table
     arn = following.restore_arn(state, settings)
@@ -48,7 +46,7 @@ def finish(
     done: Finished | Failure
     if outcome == "succeeded":
         restored = _mounted(state, arn)
-        _continue_launch(state, restored, retried)
+        _continue_launch(state, restored)
         done = _succeeded(state, facts, restored)
         if state.input.lifecycle is not None:
             update = {"lifecycleAction": "CONTINUE"}
@@ -57,31 +55,43 @@ def finish(
     else:
         out, result = _failed(state, facts, _mount_evidence(state, settings, arn))
         claims.unclaim(table, array, state.execution.name)
-        done = _complete_lifecycle(state, out, result, retried)
+        done = _complete_lifecycle(state, out, result)
     awaited.forget(table, following.restore_name(state))
     return done
 
 
-def _continue_launch(state: RecoveryState, restored: dict[str, JsonValue], retried: bool) -> None:
-    """Put a launch that holds the mounted array into service (CONTINUE). An action that is no
-    longer open on the step's first attempt ran out: its heartbeat timeout (or its global
-    timeout) ended it with the hook's default result, ABANDON, and Auto Scaling terminates the
-    instance ("Complete a lifecycle action", Amazon EC2 Auto Scaling user guide)."""
+def _continue_launch(state: RecoveryState, restored: dict[str, JsonValue]) -> None:
+    """Put a launch that holds the mounted array into service (CONTINUE). Each attempt records a
+    heartbeat first, so that the step's retries (a throttled completion) keep the action open.
+    An action no longer open was ended by someone: Auto Scaling's own view of the instance
+    (launch_outcome) says whether this step's earlier attempt, or a lost answer the SDK
+    retried, put it into service, or its timeout ended it with the hook's default result,
+    ABANDON, and Auto Scaling terminates the instance ("Complete a lifecycle action", Amazon
+    EC2 Auto Scaling user guide)."""
     action = state.input.lifecycle
-    if action is None or lifecycle.complete(action.as_dict(), "CONTINUE"):
+    if action is None:
         return
-    if retried:
-        logger.warning("lifecycle action completed by an earlier attempt", extra=action.as_dict())
+    lifecycle.heartbeat(action.as_dict())
+    if lifecycle.complete(action.as_dict(), "CONTINUE"):
         return
+    ended = lifecycle.launch_outcome(action.as_dict())
+    if ended == "CONTINUE":
+        logger.warning("lifecycle action already completed: in service", extra=action.as_dict())
+        return
+    if ended is None:
+        raise ThrottledError(
+            f"Auto Scaling has no open lifecycle action {action.lifecycleActionToken} but still "
+            f"shows {action.instanceId} waiting: looked at again shortly"
+        )
     restore = restored.get("executionArn")
     raise LaunchAbandonedError(
         f"the restore {restore} mounted {state.input.array} on {action.instanceId} at "
         f"{restored.get('mountPoint')}, but the launch's lifecycle action (hook "
         f"{action.lifecycleHookName} of group {action.autoScalingGroupName}) was no longer open "
-        "when the recovery went to complete it with CONTINUE: no heartbeat reached it within "
-        "the hook's heartbeat timeout, and Auto Scaling ended it with the hook's default "
-        f"result, ABANDON, and terminates {action.instanceId}. The volumes the restore created "
-        f"are tagged {tags.RESTORE_EXECUTION}={restore}"
+        "when the recovery went to complete it with CONTINUE, and Auto Scaling shows the "
+        "instance terminating or gone: the hook's timeout ended the action with its default "
+        f"result, ABANDON. The volumes the restore created are tagged "
+        f"{tags.RESTORE_EXECUTION}={restore}"
     )
 
 
@@ -230,25 +240,42 @@ def _failure_named(state: RecoveryState) -> tuple[str, str]:
     return child_failure(error.dump() if error else {})
 
 
-def _complete_lifecycle(state: RecoveryState, out: Failure, result: str, retried: bool) -> Failure:
-    """Complete a launch's lifecycle action, and say which result it got."""
+def _complete_lifecycle(state: RecoveryState, out: Failure, result: str) -> Failure:
+    """Complete a launch's lifecycle action, and say which result it got. One no longer open
+    was ended before: Auto Scaling's view of the instance says how. A launch that was to hold
+    the mounted array (CONTINUE) and was abandoned instead fails the run LaunchAbandoned."""
     action = state.input.lifecycle
     if action is None:
         return out
-    if not lifecycle.complete(action.as_dict(), result) and not retried:
-        ran_out = (
-            f" [the lifecycle action of {action.instanceId} was no longer open: its timeout had "
-            "run out, and Auto Scaling ended it with the hook's default result, ABANDON]"
+    if lifecycle.complete(action.as_dict(), result):
+        gone = (
+            f" [lifecycle action of {action.instanceId} completed with ABANDON: "
+            "the Auto Scaling group replaces the instance]"
+            if result == "ABANDON"
+            else f" [lifecycle action of {action.instanceId} completed with CONTINUE: "
+            "it holds the mounted array]"
         )
-        return out.model_copy(update={"lifecycleAction": "ABANDON", "cause": out.cause + ran_out})
-    gone = (
-        f" [lifecycle action of {action.instanceId} completed with ABANDON: "
-        "the Auto Scaling group replaces the instance]"
-        if result == "ABANDON"
-        else f" [lifecycle action of {action.instanceId} completed with CONTINUE: "
-        "it holds the mounted array]"
+        return out.model_copy(update={"lifecycleAction": result, "cause": out.cause + gone})
+    ended = lifecycle.launch_outcome(action.as_dict())
+    if ended == "CONTINUE":
+        note = (
+            f" [the lifecycle action of {action.instanceId} was completed with CONTINUE before: "
+            "Auto Scaling shows the instance in service]"
+        )
+        return out.model_copy(update={"lifecycleAction": "CONTINUE", "cause": out.cause + note})
+    if ended is None:
+        raise ThrottledError(
+            f"Auto Scaling has no open lifecycle action {action.lifecycleActionToken} but still "
+            f"shows {action.instanceId} waiting: looked at again shortly"
+        )
+    ran_out = (
+        f" [the lifecycle action of {action.instanceId} was no longer open and Auto Scaling "
+        "shows the instance terminating or gone: its timeout ran out, and Auto Scaling ended "
+        "it with the hook's default result, ABANDON]"
     )
-    return out.model_copy(update={"lifecycleAction": result, "cause": out.cause + gone})
+    name = "LaunchAbandoned" if result == "CONTINUE" else out.error
+    update = {"lifecycleAction": "ABANDON", "cause": out.cause + ran_out, "error": name}
+    return out.model_copy(update=update)
 
 
 def _array_on_target(state: RecoveryState) -> str | None:

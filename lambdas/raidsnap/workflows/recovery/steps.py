@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from botocore.exceptions import ClientError
+from pydantic import JsonValue
 
 from raidsnap import tags
 from raidsnap.aws import claims, costs, instances
@@ -56,19 +56,28 @@ def run(call: StepCall, settings: RecoveryStepSettings) -> Contract:
         return with_cost(state, no_action(state, settings.lock_table))
     for_array(state.input.array)
     count("RecoverySucceeded" if call.step == "succeeded" else "RecoveryFailed")
-    return with_cost(state, finish(state, call.step, settings, retried=call.retryCount > 0))
+    return with_cost(state, finish(state, call.step, settings))
 
 
 def with_cost(state: RecoveryState, out: Contract) -> Contract:
     """A finished recovery's output with its own cost so far and its Done state (the restore it
     started reports its own, in its output: the recovery ends once the array is mounted, while
-    a prewarm may go on). A history that cannot be read leaves it out."""
+    a prewarm may go on). It comes after the lifecycle action was completed and the array
+    handed over: nothing that goes wrong reading or pricing the history (a network timeout
+    after the SDK's retries, a throttle, an event it does not know) may fail the run then; the
+    output says the cost is unavailable, and raidsnap status computes it from the history."""
     if not isinstance(out, Finished) or not state.execution.id:
         return out
     try:
-        cost = costs.so_far(state.execution.id, after=1, array=state.input.array)
-    except ClientError:
-        return out
+        cost: dict[str, JsonValue] = costs.so_far(
+            state.execution.id, after=1, array=state.input.array
+        )
+    except Exception as err:  # the recovery is done, whatever becomes of its cost
+        logger.exception("the recovery's cost could not be computed")
+        cost = {
+            "unavailable": f"{type(err).__name__}: {err}"[:300]
+            + f"; raidsnap status {state.execution.id} computes it"
+        }
     return Finished(output=out.output.model_copy(update={"cost": cost}))
 
 
