@@ -132,8 +132,6 @@ def create_sets(
     }
     found = [taken for m in recorded.values() for taken in _earlier(m)]
     if not found:
-        # As for one array's set: a run stopped by hand takes nothing (snapshots.py).
-        snapshots.refuse_unless_running(execution_arn)
         found = _take(ordered, execution_arn, instance)
     starts = [start for _, _, start in found]
     every_member: dict[str, Member] = {m.volume_id: m for p in ordered for m in p.layout.members}
@@ -198,7 +196,9 @@ def _record(
 def _take(
     ordered: Sequence[Part], execution_arn: str, instance: ArrayInstance
 ) -> list[tuple[str, str, datetime]]:
-    """The one CreateSnapshots: (snapshot, volume, start) of each snapshot it took."""
+    """The one CreateSnapshots: (snapshot, volume, start) of each snapshot it took; as for one
+    array's set, none once the run was stopped by hand (snapshots.refuse_unless_running)."""
+    snapshots.refuse_unless_running(execution_arn)
     spec = instance_specification(
         instance, [m.volume_id for p in ordered for m in p.layout.members]
     )
