@@ -28,17 +28,12 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ReadTimeoutError
+from launches import held_launch
 
 from raidsnap_emulation.double.base import AwsError
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, synthesize
 from raidsnap_emulation.world import (
-    backed_up,
-    configure_recovery,
-    create_topics,
     launch_event,
-    launch_instance,
-    make_array,
-    terminate,
 )
 
 
@@ -59,22 +54,8 @@ def test_a_finish_retried_after_its_completion_was_throttled_does_not_report_an_
     # GIVEN analytics, backed up, whose instance is gone, and a new instance of its group held
     # in Pending:Wait by the stack's hook (one-hour heartbeat timeout)
     emu = example_emu
-    create_topics(emu)
-    fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
-    backed_up(emu.hosts, emu.run, fx)
-    configure_recovery(
-        emu,
-        "analytics",
-        instanceId=fx.instance_id,
-        autoScalingGroup="analytics",
-        initialization="none",
-    )
-    terminate(fx.instance_id)
-    new = launch_instance(
-        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
-    )
     token = "91a2b3c4-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
-    emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
+    _, new = held_launch(emu, token)
     seen: dict[str, Any] = {"throttled": 0}
 
     # WHEN Auto Scaling throttles the recovery's CompleteLifecycleAction (a fleet of launches
@@ -122,22 +103,8 @@ def test_a_launch_put_into_service_is_not_reported_abandoned_when_finish_fails_a
     ABANDON), while the instance is in service with the array mounted on it (CompleteLifecycleAction
     CONTINUE succeeded: Auto Scaling user guide, "Complete a lifecycle action")."""
     emu = example_emu
-    create_topics(emu)
-    fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
-    backed_up(emu.hosts, emu.run, fx)
-    configure_recovery(
-        emu,
-        "analytics",
-        instanceId=fx.instance_id,
-        autoScalingGroup="analytics",
-        initialization="none",
-    )
-    terminate(fx.instance_id)
-    new = launch_instance(
-        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
-    )
     token = "a2b3c4d5-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
-    emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
+    _, new = held_launch(emu, token)
     history = emu.double._execution_history
     seen = {"timeouts": 0}
 
@@ -177,22 +144,8 @@ def test_a_continue_that_went_through_is_not_reported_as_a_launch_abandoned(
     mounted (Auto Scaling API reference, CompleteLifecycleAction; AWS SDKs and Tools Reference
     Guide, "Retry behavior": standard mode retries 500, 502, 503 and 504 answers)."""
     emu = example_emu
-    create_topics(emu)
-    fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
-    backed_up(emu.hosts, emu.run, fx)
-    configure_recovery(
-        emu,
-        "analytics",
-        instanceId=fx.instance_id,
-        autoScalingGroup="analytics",
-        initialization="none",
-    )
-    terminate(fx.instance_id)
-    new = launch_instance(
-        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
-    )
     token = "b3c4d5e6-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
-    emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
+    _, new = held_launch(emu, token)
     seen = {"lost": 0}
 
     def complete(params: dict[str, Any]) -> Any:
