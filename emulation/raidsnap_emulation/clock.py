@@ -117,6 +117,16 @@ class VirtualClock:
             self._threads.pop(thread or threading.current_thread(), None)
             self._changed()
 
+    def label_of(self, thread: threading.Thread) -> str | None:
+        """The execution ``thread`` works for (its name), if it takes part."""
+        with self._cond:
+            participant = self._threads.get(thread)
+            return participant.label if participant is not None else None
+
+    def has_ended(self, name: str) -> bool:
+        """Whether the execution of this name has ended (it may be read under the lock)."""
+        return any(arn.rsplit(":", 1)[-1] == name for arn in list(self.ended))
+
     def takes_part(self, thread: threading.Thread) -> bool:
         """Whether ``thread`` is enlisted: a thread leaves as its last act, before is_alive()
         turns False, so this is what a thread joining it waits on."""

@@ -323,11 +323,18 @@ class Emulation:
         self.double.role_actor = self._role_actor
         # What the stack's alarms and rules do when they fire (publish, invoke), under IAM.
         self.services = Services(self)
+        self.double.on_snapshots_done = self._snapshots_done
         self.state_machines: dict[str, str] = self.own.state_machines
         self.router: LambdaRouter | None = None
         self.hosts: Hosts
         self._stack = contextlib.ExitStack()
         self._sfn: Any = None
+
+    def _snapshots_done(self, event: dict[str, Any]) -> None:
+        """EBS's event for a CreateSnapshots call reaches this stack's EventBridge when the call
+        was made in its own Region and account (a peer's calls are not followed)."""
+        if event.get("region") == REGION and event.get("account") == ACCOUNT:
+            self.services.put_event(event)
 
     # -- lifecycle
 

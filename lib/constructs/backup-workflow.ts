@@ -96,6 +96,9 @@ export class BackupWorkflow extends Construct {
           // The array's recorded instance: the newest set's (raidsnap.aws.homes).
           ...props.sets.statements('Query'),
         ],
+        // Whether KeepFsr has work after the set (the plan's fastRestore): the array's policy,
+        // or the claim of a removed one (a GetItem of the lock table, as the hold's).
+        environment: { FAST_RESTORE_BY_ARRAY: JSON.stringify(props.fastRestore ?? {}) },
       },
       {
         id: 'BackupMembers', module: 'backup_members',
@@ -132,8 +135,14 @@ export class BackupWorkflow extends Construct {
       },
       {
         id: 'BackupCheck', module: 'backup_check',
-        description: 'follow the progress of a snapshot set',
-        statements: [p.describe('ec2:DescribeSnapshots'), ...props.sets.statements('GetItem'), ...releaseHold],
+        description: 'follow a snapshot set: wait for EBS to report it done, or look at its progress',
+        statements: [
+          p.describe('ec2:DescribeSnapshots'), ...props.sets.statements('GetItem'), ...releaseHold,
+          // AwaitSnapshots: its token is written down under each set ("snapshots#..." items of
+          // the lock table), read back when EBS's event comes, and answered.
+          ...lockStatements(['PutItem', 'GetItem', 'DeleteItem']),
+          new RestorePermissions(this).answerWaitingTask(),
+        ],
       },
       {
         id: 'BackupRetention', module: 'backup_retention',
@@ -230,6 +239,20 @@ export class BackupWorkflow extends Construct {
         targets: [new eventTargets.LambdaFunction(f.BackupCopies, { retryAttempts: 8, maxEventAge: Duration.hours(6) })],
       });
     }
+    // AwaitSnapshots waits for EBS's word that a CreateSnapshots call's snapshots are done
+    // ("EBS Multi-Volume Snapshots Completion Status", event createSnapshots, result succeeded
+    // or failed: Amazon EBS User Guide, "Amazon EventBridge events for Amazon EBS"). The event
+    // names no tag, so every such call of the account reaches the function, which answers only
+    // a run that wrote its token down under the snapshots' set.
+    new events.Rule(this, 'SnapshotsCompleted', {
+      description: 'raidsnap: a multi-volume snapshot set is done; answer the backup waiting on it',
+      eventPattern: {
+        source: ['aws.ec2'],
+        detailType: ['EBS Multi-Volume Snapshots Completion Status'],
+        detail: { event: ['createSnapshots'] },
+      },
+      targets: [new eventTargets.LambdaFunction(f.BackupCheck, { retryAttempts: 8, maxEventAge: Duration.hours(1) })],
+    });
     (this.stateMachine.node.defaultChild as sfn.CfnStateMachine).stateMachineName = backupName;
     const snapshotPolicy = f.BackupSnapshot.role?.node.tryFindChild('DefaultPolicy');
     if (snapshotPolicy) {

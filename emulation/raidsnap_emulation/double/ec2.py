@@ -8,6 +8,8 @@ import contextlib
 import copy
 import json
 import os
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -60,6 +62,9 @@ class Ec2(Volumes, Fsr, SnapshotLocks, RecycleBin):
         self._client_tokens: dict[str, tuple[str, Answer]] = {}
         # Snapshot -> the image (AMI) whose block device mapping uses it.
         self._image_snapshots: dict[str, str] = {}
+        # Where EBS's "EBS Multi-Volume Snapshots Completion Status" events go (the harness
+        # hands them to EventBridge: raidsnap_emulation.events); None: nowhere.
+        self.on_snapshots_done: Callable[[dict[str, Any]], object] | None = None
         self._handlers.update(
             {
                 ("ec2", "CreateSnapshot"): self._create_snapshot,
@@ -239,7 +244,95 @@ class Ec2(Volumes, Fsr, SnapshotLocks, RecycleBin):
                     "Tags": tag_list,
                 }
             )
+        self._report_when_done([str(s["SnapshotId"]) for s in snapshots], now)
         return {"Snapshots": snapshots}
+
+    # -- EBS's event for a CreateSnapshots call
+
+    def _report_when_done(self, ids: list[str], started: datetime) -> None:
+        """EBS sends "EBS Multi-Volume Snapshots Completion Status" to EventBridge once the
+        call's snapshots are done: result ``succeeded`` with every snapshot, or ``failed`` with
+        the snapshots in error (Amazon EBS User Guide, "Amazon EventBridge events for Amazon
+        EBS", createSnapshots, whose examples this event follows, ARNs included). Here it is
+        sent when the clock reaches the last snapshot's end, for a call made by an execution's
+        function (a thread taking part in the clock): a call from a test moves no time. An
+        execution that ended meanwhile waits for nothing: its call's event is not sent."""
+        creator = threading.current_thread()
+        label = self.clock.label_of(creator)
+        if self.on_snapshots_done is None or label is None or not ids:
+            return
+        where = (self.region, self.account)
+        timer = threading.Thread(
+            target=self._send_when_done, args=(ids, started, label, where), daemon=True
+        )
+        timer.name = f"ebs-event-{ids[0]}"
+        self.clock.enlist(timer)
+        timer.start()
+
+    def _send_when_done(
+        self, ids: list[str], started: datetime, label: str, where: tuple[str, str]
+    ) -> None:
+        try:
+            while True:
+                with self._lock:
+                    now = self.clock.now()
+                    known = [self._snapshots[i] for i in ids if i in self._snapshots]
+                    states = {s.snapshot_id: self._snapshot_state(s, now)[0] for s in known}
+                    ends = [self._ends_at(s) for s in known if states[s.snapshot_id] == "pending"]
+                if not ends:
+                    break
+                left = max((max(ends) - now).total_seconds(), 1.0)
+                self.clock.sleep(left, until=lambda: self.clock.has_ended(label))
+                if self.clock.has_ended(label):
+                    return
+            failed = [i for i, state in states.items() if state == "error"]
+            send = self.on_snapshots_done
+            if send is not None:
+                send(self._completion_event(failed or list(states), bool(failed), started, where))
+        finally:
+            self.clock.leave()
+
+    def _ends_at(self, snap: _Snapshot) -> datetime:
+        total = self.snapshot_seconds if snap.seconds is None else snap.seconds
+        return snap.start + timedelta(seconds=total / 2 if snap.fails else total)
+
+    def _completion_event(
+        self, ids: list[str], failed: bool, started: datetime, where: tuple[str, str]
+    ) -> dict[str, Any]:
+        region, account = where
+
+        def arn(kind: str, resource: str) -> str:
+            # As the guide's createSnapshots examples write them (the Region where the account
+            # goes); raidsnap reads only what follows the last "/".
+            return f"arn:aws:ec2::{region}:{kind}/{resource}"
+
+        snaps = [self._snapshots[i] for i in ids]
+        return {
+            "version": "0",
+            "id": f"createSnapshots-{ids[0]}",
+            "detail-type": "EBS Multi-Volume Snapshots Completion Status",
+            "source": "aws.ec2",
+            "account": account,
+            "time": self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": region,
+            "resources": [arn("snapshot", s.snapshot_id) for s in snaps],
+            "detail": {
+                "event": "createSnapshots",
+                "result": "failed" if failed else "succeeded",
+                "cause": f"Snapshot {ids[0]} is in status error" if failed else "",
+                "request-id": "",
+                "startTime": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "endTime": self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "snapshots": [
+                    {
+                        "snapshot_id": arn("snapshot", s.snapshot_id),
+                        "source": arn("volume", s.volume_id),
+                        "status": "error" if failed else "completed",
+                    }
+                    for s in snaps
+                ],
+            },
+        }
 
     def _describe_snapshots(self, params: Params) -> Answer:
         request, status_filters = _split_filters(params, {"status"})

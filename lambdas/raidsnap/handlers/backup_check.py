@@ -1,14 +1,13 @@
-"""Backup: look at the set's snapshots; fail on the first error, else say how long to wait."""
+"""Backup: the set's snapshots, looked at by the polling path, by AwaitSnapshots, or by EBS."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from raidsnap.handlers._entry import entry
-from raidsnap.workflows import backup
-from raidsnap.workflows.backup.contracts import CheckCall
+from raidsnap.workflows.backup.await_snapshots import look
 
 
 @entry
-def handler(event: dict[str, Any]) -> dict[str, Any]:
-    return backup.check_snapshots(CheckCall.model_validate(event)).dump()
+def handler(event: dict[str, Any]) -> dict[str, Any] | None:
+    return look(event)

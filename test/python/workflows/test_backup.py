@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import boto3
 import pytest
 
+from raidsnap.workflows.backup.snapshot import SNAPSHOT_POLL_MAX_SECONDS, SNAPSHOT_POLL_MIN_SECONDS
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import HeldStep, make_array, make_old_set, sets_of, tags_of
@@ -87,26 +89,33 @@ def test_a_crash_consistent_backup_enters_only_states_that_decide_or_work(
     # Each state entered is a billed transition (AWS Step Functions pricing). A backup with
     # discovery, no freeze, no fastRestore policy and no copies: no state that only reshapes
     # data (Start, Discovery: Prepare's ResultSelector does it), no Choice whose answer is known
-    # (IsThawNeeded without a freeze, AreCopiesPlanned without copies, IsDiscoveryRunning: a
-    # discovery Prepare skipped waits 0 s).
+    # (IsThawNeeded without a freeze, IsDiscoveryRunning: a discovery Prepare skipped waits 0 s),
+    # no look at snapshots still pending (AwaitSnapshots waits for EBS's event, however long
+    # they take), no KeepFsr or copy step for an array that has neither.
     emu.double.snapshot_seconds = 180
     make_array(emu.hosts, "db1", 3)
     run = emu.run("backup", {"array": "db1"})
     assert run.status == "SUCCEEDED", run.cause
-    look = ["WaitForSnapshots", "CheckSnapshots", "AreSnapshotsComplete"]
     assert run.states_entered == [
         "Prepare",
         "WaitForDiscovery",
         "ResolveMembers",
         "IsDiscoveryDone",
         "TakeSnapshotSet",
-        *look,
-        *look,
-        "ApplyRetention",
-        "KeepFsr",
-        "IsKeptFsrSettled",
-        "Done",
+        "AwaitSnapshots",
+        "IsMoreThanRetention",
+        "ApplyRetentionLast",
     ]
+    # The README's worked example prices a backup at this many transitions.
+    example = json.loads((REPO / "docs" / "costs" / "prices.json").read_text())["example"]
+    assert run.transitions == example["backupTransitions"]
+    # It ended when EBS said the snapshots were done: 180 s after they started.
+    started = min(
+        s["StartTime"]
+        for s in boto3.client("ec2").describe_snapshots(OwnerIds=["self"])["Snapshots"]
+    )
+    assert run.ended_at is not None
+    assert 180 <= (run.ended_at - started).total_seconds() < 240
 
 
 def test_snapshot_in_error_fails_the_run_and_retention_deletes_nothing(emu: Emulation) -> None:
@@ -376,17 +385,23 @@ def test_a_set_whose_snapshots_started_after_the_freeze_guard_ran_out_is_labelle
     assert emu.hosts.state(fx.instance_id).frozen == set()
 
 
-@pytest.mark.parametrize("snapshot_seconds", [180, 600])
-def test_a_backup_looks_at_its_snapshots_twice_when_they_progress_steadily(
+@pytest.mark.parametrize("snapshot_seconds", [5000, 7200, 20000])
+def test_without_ebs_event_the_backup_looks_by_itself_after_an_hour_no_more_than_needed(
     emu: Emulation, snapshot_seconds: int
 ) -> None:
-    # Each look is three billed state transitions (Wait, Task, Choice): the second look waits
-    # what the first one's progress says is left, not half of it.
+    # EventBridge delivers AWS services' events on a best-effort basis: with none, AwaitSnapshots
+    # times out after its hour and the run looks by itself. Each look is three billed state
+    # transitions (Wait, Task, Choice): the hour counts as waited, so each look waits what the
+    # last one's progress says is left (at most SNAPSHOT_POLL_MAX_SECONDS), not half of it.
+    emu.double.on_snapshots_done = None
+    emu.clock.task_timeouts = True
     emu.double.snapshot_seconds = snapshot_seconds
     make_array(emu.hosts, "db1", 3)
     run = emu.run("backup", {"array": "db1"})
     assert run.status == "SUCCEEDED", run.cause
-    assert run.states_entered.count("CheckSnapshots") == 2
-    # The README's worked example prices a backup at this many transitions.
-    example = json.loads((REPO / "docs" / "costs" / "prices.json").read_text())["example"]
-    assert run.transitions == example["backupTransitions"]
+    entered = run.states_entered
+    assert entered[entered.index("AwaitSnapshots") + 1] == "AwaitedTooLong"
+    first_look = 3600 + SNAPSHOT_POLL_MIN_SECONDS
+    needed = 1 + math.ceil((snapshot_seconds - first_look) / SNAPSHOT_POLL_MAX_SECONDS)
+    assert entered.count("CheckSnapshots") == needed
+    assert entered[-1] == "ApplyRetentionLast"

@@ -83,6 +83,9 @@ class Plan(Contract):
     notes: list[str] = Field(default_factory=list)
     # Where the set is copied once taken (the ids of arrays.<name>.copies); unset: nowhere.
     copies: list[str] | None = None
+    # True when the array has a fastRestore policy, or FSR its policy kept before it was
+    # removed (the KeepFsr step turns that off); unset: the workflow skips KeepFsr.
+    fastRestore: bool | None = None
     # The other arrays taken in the same CreateSnapshots call, by name.
     takeWith: list[PartPlan] = Field(default_factory=list)
 
@@ -209,6 +212,12 @@ class SnapshotCall(Contract):
 class CheckCall(Contract):
     plan: Plan
     snapshots: Snapshots
+
+
+class AwaitCall(CheckCall):
+    """AwaitSnapshots' invocation: the check, and the token its Task waits on."""
+
+    taskToken: str
 
 
 class NotDeleted(Contract):

@@ -4,11 +4,12 @@ discover the array's members on it."""
 from __future__ import annotations
 
 from raidsnap import sets
-from raidsnap.aws import commands, homes, instances, lock
+from raidsnap.aws import commands, homes, instances, kept_fsr, lock
 from raidsnap.copy_places import copies_by_array
 from raidsnap.environment import (
     BackupSettings,
     Documents,
+    fast_restore_by_array,
     restore_lock_table,
     retention_for,
 )
@@ -136,6 +137,8 @@ def _prepare(
     copies = [d.id for d in copies_by_array().get(request.array, [])]
     if copies:  # set only where the array is copied: the workflow's copy step runs for these
         plan = plan.model_copy(update={"copies": copies})
+    if _keeps_fsr(request.array):  # set only where the workflow's KeepFsr step has work
+        plan = plan.model_copy(update={"fastRestore": True})
     agent = instances.agent(instance.instance_id)
     if not agent.online:
         return plan
@@ -159,6 +162,15 @@ def _prepare(
         budgetSeconds=poll.budget_seconds,
     )
     return plan.model_copy(update={"discovery": started_look})
+
+
+def _keeps_fsr(array: str) -> bool:
+    """Whether KeepFsr has work after this backup: the array has a fastRestore policy, or its
+    policy's claim still holds sets (a policy removed since: KeepFsr turns their FSR off)."""
+    if array in fast_restore_by_array():
+        return True
+    table = restore_lock_table()
+    return bool(table and kept_fsr.read(table, array).sets)
 
 
 def collect_members(call: MembersCall) -> Members:

@@ -1,0 +1,145 @@
+"""Backup: wait for the set's snapshots on EBS's word instead of looking every few minutes.
+
+AwaitSnapshots invokes the check function with its task token. The function lets restores run
+again (the snapshots are taken), writes the token down under every set of the call
+(raidsnap.aws.snapshot_waits), then looks once: snapshots already complete (or one in error)
+answer the Task at once. Otherwise EBS's "EBS Multi-Volume Snapshots Completion Status" event
+brings the same function back when the call's snapshots are done; it runs the very check the
+polling path runs (check_snapshots: DescribeSnapshots of every set), so the Task hears nothing
+the snapshots do not say. Should no event come (EventBridge delivers events from AWS services
+on a best-effort basis), the Task's TimeoutSeconds sends the run back to looking by itself
+(WaitForSnapshots). Each look of that path is three billed transitions; this one is one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raidsnap import clients, tags
+from raidsnap.aws import callbacks, snapshot_waits
+from raidsnap.environment import restore_lock_table
+from raidsnap.errors import RaidsnapError, SnapshotFailedError
+from raidsnap.observability import logger
+from raidsnap.workflows.backup import times
+from raidsnap.workflows.backup.contracts import AwaitCall, CheckCall, Snapshots
+from raidsnap.workflows.backup.prepare import release_hold
+from raidsnap.workflows.backup.snapshot import check_snapshots
+
+EVENT_DETAIL_TYPE = "EBS Multi-Volume Snapshots Completion Status"
+# The error a failed set fails the Task with: the class name the polling path's Lambda error
+# carries, so that ExplainFailure reads one name either way.
+FAILED = SnapshotFailedError.__name__
+
+
+class SnapshotsNotSeenError(RaidsnapError):
+    """EBS said the call's snapshots are done, but DescribeSnapshots does not show it yet (EC2's
+    eventual consistency): raised so that Lambda runs the event again (an asynchronous
+    invocation that fails is retried twice, a minute and then two later)."""
+
+
+def look(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The check function's three callers: EBS's event (through the rule), AwaitSnapshots
+    (answered by its token), and the polling path's CheckSnapshots (answered by the result)."""
+    if "detail-type" in event:
+        snapshots_reported(event)
+        return None
+    if "taskToken" in event:
+        await_snapshots(AwaitCall.model_validate(event))
+        return None
+    return check_snapshots(CheckCall.model_validate(event)).dump()
+
+
+def _sets(call: CheckCall) -> list[tuple[str, str]]:
+    snaps = call.snapshots
+    return [(call.plan.array, snaps.setId)] + [(p.array, p.setId) for p in snaps.together]
+
+
+def await_snapshots(call: AwaitCall) -> None:
+    """The Task's invocation: write the token down, then look once."""
+    table = restore_lock_table()
+    check = CheckCall(plan=call.plan, snapshots=call.snapshots)
+    if table is None:
+        # Nowhere to keep the token: answer at once, and let the run look by itself.
+        callbacks.succeed(call.taskToken, check_snapshots(check).dump())
+        return
+    released = call.snapshots.holdReleased or release_hold(call.plan)
+    check = check.model_copy(
+        update={"snapshots": call.snapshots.model_copy(update={"holdReleased": released})}
+    )
+    snapshot_waits.expect(table, _sets(check), call.taskToken, check.dump())
+    _answer(table, call.taskToken, check, said=None)
+
+
+def snapshots_reported(event: dict[str, Any]) -> None:
+    """EBS's event for a CreateSnapshots call: answer the run waiting on its sets, if any."""
+    detail = event.get("detail") or {}
+    if event.get("detail-type") != EVENT_DETAIL_TYPE or detail.get("event") != "createSnapshots":
+        logger.warning("not a createSnapshots event", extra={"detailType": event.get("detail-type")})
+        return
+    table = restore_lock_table()
+    if table is None:
+        return
+    # snapshot_id is the snapshot's ARN; its id follows "snapshot/" (the guide's examples).
+    ids = sorted(
+        {str(s.get("snapshot_id", "")).rsplit("/", 1)[-1] for s in detail.get("snapshots") or []}
+    )
+    for array, set_id in _tagged_sets([i for i in ids if i.startswith("snap-")]):
+        found = snapshot_waits.waiting(table, array, set_id)
+        if found is not None:
+            check = CheckCall.model_validate(found.call)
+            took = _seconds(detail.get("startTime"), detail.get("endTime"))
+            _answer(table, found.token, check, said=str(detail.get("result", "")), took=took)
+            return
+    logger.info("no backup waits on these snapshots", extra={"snapshots": ids})
+
+
+def _tagged_sets(ids: list[str]) -> list[tuple[str, str]]:
+    """The raidsnap sets (array, set id) the account's own snapshots of the event belong to. A
+    filter, not SnapshotIds: a snapshot deleted since is left out instead of failing the call."""
+    if not ids:
+        return []
+    pages = (
+        clients.ec2()
+        .get_paginator("describe_snapshots")
+        .paginate(OwnerIds=["self"], Filters=[{"Name": "snapshot-id", "Values": ids}])
+    )
+    found: set[tuple[str, str]] = set()
+    for page in pages:
+        for snap in page.get("Snapshots", []):
+            by_key = {t["Key"]: t["Value"] for t in snap.get("Tags", [])}
+            if by_key.get(tags.ARRAY) and by_key.get(tags.SET_ID):
+                found.add((by_key[tags.ARRAY], by_key[tags.SET_ID]))
+    return sorted(found)
+
+
+def _seconds(start: object, end: object) -> int | None:
+    """How long EBS says the call took (the event's startTime and endTime), if it says."""
+    try:
+        took = times.parse_time(str(end)) - times.parse_time(str(start))
+    except ValueError:
+        return None
+    return max(0, int(took.total_seconds()))
+
+
+def _answer(
+    table: str, token: str, check: CheckCall, said: str | None, took: int | None = None
+) -> None:
+    """Look at every set of the call; answer the Task when they are done. ``said``: what EBS's
+    event said (None: the Task's own first look, which may find them still pending); ``took``:
+    how long the snapshots took by the event (the output's waitedSeconds)."""
+    try:
+        snaps: Snapshots = check_snapshots(check)
+    except SnapshotFailedError as err:
+        snapshot_waits.done(table, _sets(check))
+        callbacks.fail(token, FAILED, str(err))
+        return
+    if snaps.status != "completed":
+        if said is not None:
+            raise SnapshotsNotSeenError(
+                f"EBS reported the snapshots of set {check.snapshots.setId} {said or 'done'}, "
+                "but they are not all completed yet"
+            )
+        return
+    if took is not None:
+        snaps = snaps.model_copy(update={"waitedSeconds": max(snaps.waitedSeconds, took)})
+    snapshot_waits.done(table, _sets(check))
+    callbacks.succeed(token, snaps.dump())
