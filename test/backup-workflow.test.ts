@@ -143,4 +143,47 @@ describe('backup workflow', () => {
       expect(group.Properties.RetentionInDays).toBe(90);
     }
   });
+
+  test('EBS\'s createSnapshots event, and only it, reaches the check function, which alone may answer a waiting Task and keep its token', () => {
+    const check = functionId(template, 'backup_check');
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: {
+        'source': ['aws.ec2'],
+        'detail-type': ['EBS Multi-Volume Snapshots Completion Status'],
+        'detail': { event: ['createSnapshots'] },
+      },
+      State: 'ENABLED',
+      Targets: [Match.objectLike({
+        Arn: { 'Fn::GetAtt': [check, 'Arn'] },
+        RetryPolicy: { MaximumRetryAttempts: 8, MaximumEventAgeInSeconds: 3600 },
+      })],
+    });
+    template.hasResourceProperties('AWS::Lambda::Permission', {
+      Action: 'lambda:InvokeFunction',
+      FunctionName: { 'Fn::GetAtt': [check, 'Arn'] },
+      Principal: 'events.amazonaws.com',
+      SourceArn: { 'Fn::GetAtt': [Match.stringLikeRegexp('SnapshotsCompleted'), 'Arn'] },
+    });
+    const answering = BACKUP_MODULES.filter((m) => statementsOf(template, m)
+      .some((s) => actionsOf(s).includes('states:SendTaskSuccess')));
+    expect(answering).toEqual(['backup_check']);
+    const table = statementsOf(template, 'backup_check').filter((s) => actionsOf(s).some((a) => a.startsWith('dynamodb:')));
+    expect(table.flatMap(actionsOf).sort()).toEqual(
+      ['dynamodb:DeleteItem', 'dynamodb:GetItem', 'dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'].sort());
+  });
+
+  test('AwaitSnapshots waits on its token for an hour, then the run looks by itself', () => {
+    const machines = Object.values(resourcesOf(template, 'AWS::StepFunctions::StateMachine'));
+    const backup = machines.find((m) => String(m.Properties.DefinitionString).includes('raidsnap backup:'))!;
+    const states = JSON.parse(backup.Properties.DefinitionString).States;
+    expect(states.AwaitSnapshots).toMatchObject({
+      Resource: 'arn:aws:states:::lambda:invoke.waitForTaskToken',
+      Parameters: { FunctionName: '${BackupCheckFunctionArn}', Payload: { 'taskToken.$': '$$.Task.Token' } },
+      TimeoutSeconds: 3600,
+      Retry: LAMBDA_RETRY,
+    });
+    expect(states.AwaitSnapshots.Catch[0]).toEqual({ ErrorEquals: ['States.Timeout'], ResultPath: '$.snapshotWait', Next: 'AwaitedTooLong' });
+    expect(states.AwaitSnapshots.Catch[1]).toEqual({ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'ExplainFailure' });
+    expect(states.AwaitedTooLong.Result).toBe(states.AwaitSnapshots.TimeoutSeconds);
+  });
 });

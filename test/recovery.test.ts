@@ -74,7 +74,7 @@ describe('recovery with the example config', () => {
       Targets: [Match.objectLike({ Arn: { 'Fn::GetAtt': [start(), 'Arn'] } })],
     });
     const lost = Object.values(resourcesOf(template, 'AWS::Events::Rule'))
-      .filter((r) => r.Properties.EventPattern?.source?.[0] === 'aws.ec2');
+      .filter((r) => r.Properties.EventPattern?.['detail-type']?.[0] === 'EC2 Instance State-change Notification');
     expect(lost).toHaveLength(1);
   });
 

@@ -56,8 +56,12 @@ BACKUP_STEPS: dict[str, tuple[str, str] | None] = {
     "Thaw": ("thaw", "thawing the filesystem"),
     "ThawNext": ("thaw", "thawing the filesystem"),
     "PollThaw": ("thaw", "thawing the filesystem"),
+    # EBS tells the run when its snapshots are done (one step however long they take); past
+    # the hour, the run looks by itself (CheckSnapshots, with their progress).
+    "AwaitSnapshots": ("wait", "waiting for the snapshots to complete"),
     "CheckSnapshots": ("wait", "waiting for the snapshots to complete"),
     "ApplyRetention": ("retention", "applying retention"),
+    "ApplyRetentionLast": ("retention", "applying retention"),
     "KeepFsr": ("keepfsr", "keeping FSR on the newest sets"),
     "CheckKeptFsr": ("keepfsr", "keeping FSR on the newest sets"),
     "ExplainFailure": ("failure", "the backup failed: explaining why"),

@@ -60,6 +60,15 @@ def _snapshot(r: dict[str, Any]) -> str:
 
 
 def _check(r: dict[str, Any]) -> str:
+    if "answered" in r:  # AwaitSnapshots' own look, or EBS's event through the rule
+        said = f"EBS says createSnapshots {r['result']}; " if r.get("result") else ""
+        if "setId" not in r:
+            return "EBS's createSnapshots event: no backup waits on those snapshots"
+        if r["answered"] is None:
+            return said + "snapshots still pending: waiting for EBS's event"
+        if r["answered"] == "failed":
+            return said + "a snapshot is in error: the backup fails"
+        return said + "every snapshot completed: the backup goes on"
     if r["status"] == "completed":
         return "every snapshot completed"
     return f"slowest snapshot at {r.get('progress', 0)}%; next look in {r['waitSeconds']} s"

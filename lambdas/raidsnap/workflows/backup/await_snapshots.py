@@ -40,11 +40,9 @@ def look(event: dict[str, Any]) -> dict[str, Any] | None:
     """The check function's three callers: EBS's event (through the rule), AwaitSnapshots
     (answered by its token), and the polling path's CheckSnapshots (answered by the result)."""
     if "detail-type" in event:
-        snapshots_reported(event)
-        return None
+        return snapshots_reported(event)
     if "taskToken" in event:
-        await_snapshots(AwaitCall.model_validate(event))
-        return None
+        return await_snapshots(AwaitCall.model_validate(event))
     return check_snapshots(CheckCall.model_validate(event)).dump()
 
 
@@ -53,31 +51,32 @@ def _sets(call: CheckCall) -> list[tuple[str, str]]:
     return [(call.plan.array, snaps.setId)] + [(p.array, p.setId) for p in snaps.together]
 
 
-def await_snapshots(call: AwaitCall) -> None:
-    """The Task's invocation: write the token down, then look once."""
+def await_snapshots(call: AwaitCall) -> dict[str, Any]:
+    """The Task's invocation: write the token down, then look once. Returns what it did (Step
+    Functions ignores a callback Task's function result: it is for the log)."""
     table = restore_lock_table()
     check = CheckCall(plan=call.plan, snapshots=call.snapshots)
     if table is None:
         # Nowhere to keep the token: answer at once, and let the run look by itself.
         callbacks.succeed(call.taskToken, check_snapshots(check).dump())
-        return
+        return {"setId": call.snapshots.setId, "answered": "at once, with no table for a token"}
     released = call.snapshots.holdReleased or release_hold(call.plan)
     check = check.model_copy(
         update={"snapshots": call.snapshots.model_copy(update={"holdReleased": released})}
     )
     snapshot_waits.expect(table, _sets(check), call.taskToken, check.dump())
-    _answer(table, call.taskToken, check, said=None)
+    return {"setId": check.snapshots.setId, "answered": _answer(table, call.taskToken, check, None)}
 
 
-def snapshots_reported(event: dict[str, Any]) -> None:
+def snapshots_reported(event: dict[str, Any]) -> dict[str, Any]:
     """EBS's event for a CreateSnapshots call: answer the run waiting on its sets, if any."""
     detail = event.get("detail") or {}
     if event.get("detail-type") != EVENT_DETAIL_TYPE or detail.get("event") != "createSnapshots":
-        logger.warning("not a createSnapshots event", extra={"detailType": event.get("detail-type")})
-        return
+        logger.warning("not createSnapshots", extra={"detailType": event.get("detail-type")})
+        return {"answered": None}
     table = restore_lock_table()
     if table is None:
-        return
+        return {"answered": None}
     # snapshot_id is the snapshot's ARN; its id follows "snapshot/" (the guide's examples).
     ids = sorted(
         {str(s.get("snapshot_id", "")).rsplit("/", 1)[-1] for s in detail.get("snapshots") or []}
@@ -87,9 +86,11 @@ def snapshots_reported(event: dict[str, Any]) -> None:
         if found is not None:
             check = CheckCall.model_validate(found.call)
             took = _seconds(detail.get("startTime"), detail.get("endTime"))
-            _answer(table, found.token, check, said=str(detail.get("result", "")), took=took)
-            return
+            said = str(detail.get("result", ""))
+            answered = _answer(table, found.token, check, said, took=took)
+            return {"setId": set_id, "result": said, "answered": answered}
     logger.info("no backup waits on these snapshots", extra={"snapshots": ids})
+    return {"answered": None}
 
 
 def _tagged_sets(ids: list[str]) -> list[tuple[str, str]]:
@@ -122,24 +123,26 @@ def _seconds(start: object, end: object) -> int | None:
 
 def _answer(
     table: str, token: str, check: CheckCall, said: str | None, took: int | None = None
-) -> None:
+) -> str | None:
     """Look at every set of the call; answer the Task when they are done. ``said``: what EBS's
     event said (None: the Task's own first look, which may find them still pending); ``took``:
-    how long the snapshots took by the event (the output's waitedSeconds)."""
+    how long the snapshots took by the event (the output's waitedSeconds). Returns how the
+    Task was answered (None: not yet)."""
     try:
         snaps: Snapshots = check_snapshots(check)
     except SnapshotFailedError as err:
         snapshot_waits.done(table, _sets(check))
         callbacks.fail(token, FAILED, str(err))
-        return
+        return "failed"
     if snaps.status != "completed":
         if said is not None:
             raise SnapshotsNotSeenError(
                 f"EBS reported the snapshots of set {check.snapshots.setId} {said or 'done'}, "
                 "but they are not all completed yet"
             )
-        return
+        return None
     if took is not None:
         snaps = snaps.model_copy(update={"waitedSeconds": max(snaps.waitedSeconds, took)})
     snapshot_waits.done(table, _sets(check))
     callbacks.succeed(token, snaps.dump())
+    return "completed"
