@@ -64,6 +64,7 @@ export class RaidsnapStack extends Stack {
     const restoreLock = new RestoreLock(this, 'RestoreLock');
     this.backup = new BackupWorkflow(this, 'Backup', {
       factory, documents: this.documents, defaults: props.config.defaults, arrays, restoreLock: restoreLock.table, sets, fastRestore,
+      prices: props.config.prices,
     });
     this.restore = new RestoreWorkflow(this, 'Restore', {
       factory, documents: this.documents, defaults: props.config.defaults, arrays,

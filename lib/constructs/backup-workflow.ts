@@ -2,6 +2,7 @@ import { Duration, Stack } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as eventTargets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
@@ -12,6 +13,7 @@ import { Documents } from './documents';
 import { FunctionFactory, FunctionSpec } from './functions';
 import { lockSetSnapshots, Permissions, RestorePermissions } from './permissions';
 import { lockPolicies } from '../snapshot-lock';
+import { PricesConfig, runPriceTable } from '../prices-config';
 import { acknowledge } from '../nag';
 import { nagArn } from '../nag';
 import { lockTableStatements } from './restore-workflow';
@@ -29,6 +31,8 @@ export interface BackupWorkflowProps {
   readonly sets: SnapshotSets;
   /** Each array's fastRestore policy (none: no array keeps FSR on its sets). */
   readonly fastRestore?: Record<string, KeptPolicy>;
+  /** The configuration's price overrides: an ended backup is priced with them. */
+  readonly prices?: PricesConfig;
 }
 
 /** The snapshot step's Lambda timeout (FunctionFactory's default). */
@@ -182,6 +186,16 @@ export class BackupWorkflow extends Construct {
         timeout: Duration.minutes(2),
       },
       {
+        id: 'BackupCost', module: 'backup_cost',
+        description: 'price an ended backup run from its history and publish RunCostUsd for its array',
+        // Its run's history only (the rule on the backup's end names the run).
+        statements: [new iam.PolicyStatement({
+          actions: ['states:GetExecutionHistory'],
+          resources: [`arn:${Stack.of(this).partition}:states:${Stack.of(this).region}:${Stack.of(this).account}:execution:${backupName}:*`],
+        })],
+        environment: { RUN_PRICES: runPriceTable(props.prices) },
+      },
+      {
         id: 'BackupFailed', module: 'backup_failed',
         description: 'thaw after a failed backup and name the error',
         statements: [
@@ -253,7 +267,24 @@ export class BackupWorkflow extends Construct {
       },
       targets: [new eventTargets.LambdaFunction(f.BackupCheck, { retryAttempts: 8, maxEventAge: Duration.hours(1) })],
     });
+    // Every backup's end, whatever it was: the run is priced from its history once it ended
+    // (raidsnap.workflows.backup.ended), for the dashboard's cost per array.
+    new events.Rule(this, 'BackupEnded', {
+      description: 'raidsnap: a backup run ended; price it and publish its cost for its array',
+      eventPattern: {
+        source: ['aws.states'],
+        detailType: ['Step Functions Execution Status Change'],
+        detail: { stateMachineArn: [this.stateMachine.stateMachineArn], status: ['SUCCEEDED', 'FAILED', 'ABORTED', 'TIMED_OUT'] },
+      },
+      targets: [new eventTargets.LambdaFunction(f.BackupCost, { retryAttempts: 8, maxEventAge: Duration.hours(6) })],
+    });
     (this.stateMachine.node.defaultChild as sfn.CfnStateMachine).stateMachineName = backupName;
+    const costPolicy = f.BackupCost.role?.node.tryFindChild('DefaultPolicy');
+    if (costPolicy) {
+      acknowledge(costPolicy,
+        `AwsSolutions-IAM5[Resource::${nagArn(this, 'states', `execution:${backupName}:*`)}]`,
+        'GetExecutionHistory of the backup workflow\'s own executions only: the ended run the rule names is known only at run time');
+    }
     const snapshotPolicy = f.BackupSnapshot.role?.node.tryFindChild('DefaultPolicy');
     if (snapshotPolicy) {
       acknowledge(snapshotPolicy,

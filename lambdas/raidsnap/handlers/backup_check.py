@@ -9,5 +9,5 @@ from raidsnap.workflows.backup.await_snapshots import look
 
 
 @entry
-def handler(event: dict[str, Any]) -> dict[str, Any] | None:
+def handler(event: dict[str, Any]) -> dict[str, object]:
     return look(event)

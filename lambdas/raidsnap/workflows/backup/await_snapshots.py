@@ -12,15 +12,14 @@ on a best-effort basis), the Task's TimeoutSeconds sends the run back to looking
 
 from __future__ import annotations
 
-from typing import Any
-
-from raidsnap import clients, tags
-from raidsnap.aws import callbacks, snapshot_waits
+from raidsnap import tags
+from raidsnap.aws import callbacks, snapshot_sets, snapshot_waits
 from raidsnap.environment import restore_lock_table
 from raidsnap.errors import RaidsnapError, SnapshotFailedError
 from raidsnap.observability import logger
 from raidsnap.workflows.backup import times
 from raidsnap.workflows.backup.contracts import AwaitCall, CheckCall, Snapshots
+from raidsnap.workflows.backup.event_contracts import Answered, SnapshotsCompletion
 from raidsnap.workflows.backup.prepare import release_hold
 from raidsnap.workflows.backup.snapshot import check_snapshots
 
@@ -36,13 +35,13 @@ class SnapshotsNotSeenError(RaidsnapError):
     invocation that fails is retried twice, a minute and then two later)."""
 
 
-def look(event: dict[str, Any]) -> dict[str, Any] | None:
+def look(event: dict[str, object]) -> dict[str, object]:
     """The check function's three callers: EBS's event (through the rule), AwaitSnapshots
     (answered by its token), and the polling path's CheckSnapshots (answered by the result)."""
     if "detail-type" in event:
-        return snapshots_reported(event)
+        return snapshots_reported(SnapshotsCompletion.model_validate(event)).dump()
     if "taskToken" in event:
-        return await_snapshots(AwaitCall.model_validate(event))
+        return await_snapshots(AwaitCall.model_validate(event)).dump()
     return check_snapshots(CheckCall.model_validate(event)).dump()
 
 
@@ -51,78 +50,68 @@ def _sets(call: CheckCall) -> list[tuple[str, str]]:
     return [(call.plan.array, snaps.setId)] + [(p.array, p.setId) for p in snaps.together]
 
 
-def await_snapshots(call: AwaitCall) -> dict[str, Any]:
-    """The Task's invocation: write the token down, then look once. Returns what it did (Step
-    Functions ignores a callback Task's function result: it is for the log)."""
+def await_snapshots(call: AwaitCall) -> Answered:
+    """The Task's invocation: write the token down, then look once."""
     table = restore_lock_table()
     check = CheckCall(plan=call.plan, snapshots=call.snapshots)
     if table is None:
         # Nowhere to keep the token: answer at once, and let the run look by itself.
         callbacks.succeed(call.taskToken, check_snapshots(check).dump())
-        return {"setId": call.snapshots.setId, "answered": "at once, with no table for a token"}
+        return Answered(setId=call.snapshots.setId, answered="at once, with no table")
     released = call.snapshots.holdReleased or release_hold(call.plan)
     check = check.model_copy(
         update={"snapshots": call.snapshots.model_copy(update={"holdReleased": released})}
     )
     snapshot_waits.expect(table, _sets(check), call.taskToken, check.dump())
-    return {"setId": check.snapshots.setId, "answered": _answer(table, call.taskToken, check, None)}
+    return Answered(setId=check.snapshots.setId, answered=_answer(table, call.taskToken, check))
 
 
-def snapshots_reported(event: dict[str, Any]) -> dict[str, Any]:
+def snapshots_reported(event: SnapshotsCompletion) -> Answered:
     """EBS's event for a CreateSnapshots call: answer the run waiting on its sets, if any."""
-    detail = event.get("detail") or {}
-    if event.get("detail-type") != EVENT_DETAIL_TYPE or detail.get("event") != "createSnapshots":
-        logger.warning("not createSnapshots", extra={"detailType": event.get("detail-type")})
-        return {"answered": None}
+    detail = event.detail
+    if event.detail_type != EVENT_DETAIL_TYPE or detail.event != "createSnapshots":
+        logger.warning("not createSnapshots", extra={"detailType": event.detail_type})
+        return Answered(answered=None)
     table = restore_lock_table()
     if table is None:
-        return {"answered": None}
+        return Answered(answered=None)
     # snapshot_id is the snapshot's ARN; its id follows "snapshot/" (the guide's examples).
-    ids = sorted(
-        {str(s.get("snapshot_id", "")).rsplit("/", 1)[-1] for s in detail.get("snapshots") or []}
-    )
+    ids = sorted({s.snapshot_id.rsplit("/", 1)[-1] for s in detail.snapshots})
     for array, set_id in _tagged_sets([i for i in ids if i.startswith("snap-")]):
         found = snapshot_waits.waiting(table, array, set_id)
         if found is not None:
             check = CheckCall.model_validate(found.call)
-            took = _seconds(detail.get("startTime"), detail.get("endTime"))
-            said = str(detail.get("result", ""))
-            answered = _answer(table, found.token, check, said, took=took)
-            return {"setId": set_id, "result": said, "answered": answered}
+            took = _seconds(detail.startTime, detail.endTime)
+            answered = _answer(table, found.token, check, detail.result, took)
+            return Answered(setId=set_id, result=detail.result, answered=answered)
     logger.info("no backup waits on these snapshots", extra={"snapshots": ids})
-    return {"answered": None}
+    return Answered(result=detail.result, answered=None)
 
 
 def _tagged_sets(ids: list[str]) -> list[tuple[str, str]]:
-    """The raidsnap sets (array, set id) the account's own snapshots of the event belong to. A
-    filter, not SnapshotIds: a snapshot deleted since is left out instead of failing the call."""
-    if not ids:
-        return []
-    pages = (
-        clients.ec2()
-        .get_paginator("describe_snapshots")
-        .paginate(OwnerIds=["self"], Filters=[{"Name": "snapshot-id", "Values": ids}])
-    )
+    """The raidsnap sets (array, set id) the account's own snapshots of the event belong to (a
+    snapshot deleted since is left out)."""
     found: set[tuple[str, str]] = set()
-    for page in pages:
-        for snap in page.get("Snapshots", []):
-            by_key = {t["Key"]: t["Value"] for t in snap.get("Tags", [])}
-            if by_key.get(tags.ARRAY) and by_key.get(tags.SET_ID):
-                found.add((by_key[tags.ARRAY], by_key[tags.SET_ID]))
+    for snap in snapshot_sets.by_ids(ids) if ids else []:
+        by_key = {t["Key"]: t["Value"] for t in snap.get("Tags", [])}
+        if by_key.get(tags.ARRAY) and by_key.get(tags.SET_ID):
+            found.add((by_key[tags.ARRAY], by_key[tags.SET_ID]))
     return sorted(found)
 
 
-def _seconds(start: object, end: object) -> int | None:
+def _seconds(start: str | None, end: str | None) -> int | None:
     """How long EBS says the call took (the event's startTime and endTime), if it says."""
+    if not start or not end:
+        return None
     try:
-        took = times.parse_time(str(end)) - times.parse_time(str(start))
+        took = times.parse_time(end) - times.parse_time(start)
     except ValueError:
         return None
     return max(0, int(took.total_seconds()))
 
 
 def _answer(
-    table: str, token: str, check: CheckCall, said: str | None, took: int | None = None
+    table: str, token: str, check: CheckCall, said: str | None = None, took: int | None = None
 ) -> str | None:
     """Look at every set of the call; answer the Task when they are done. ``said``: what EBS's
     event said (None: the Task's own first look, which may find them still pending); ``took``:

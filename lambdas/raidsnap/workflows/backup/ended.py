@@ -1,0 +1,57 @@
+"""Backup: what a run cost, once it ended.
+
+A backup's output does not carry its cost: its last step would count itself before it ends, and
+with a fastRestore policy or copies the last state is a Pass after steps that wait. Instead a
+rule on the run's end (every status: Step Functions sends each execution status change to
+EventBridge, "Step Functions execution status change" events) brings the ended run here: its
+history (GetExecutionHistory: transitions, retries included, and the functions' time) is priced
+with the stack's table (raidsnap.plan.run_cost) and published as RunCostUsd for the array, which
+the dashboard sums per array a month. `raidsnap status <run>` prices the same history the same
+way. Not in the history, so not counted: the two invocations outside it (EBS's event bringing
+the check function back, and this one), each well under a second at 256 MB."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from botocore.exceptions import ClientError
+
+from raidsnap.aws import costs, error_code
+from raidsnap.execution_events import StatusChange
+from raidsnap.observability import logger
+from raidsnap.workflows.backup.event_contracts import Priced
+
+# raidsnap.models.ArrayName's pattern: a name the backup input accepts.
+ARRAY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
+def cost_of_ended(change: StatusChange) -> Priced:
+    """Price the ended run and publish its cost for its array."""
+    detail = change.detail
+    if detail is None or not detail.executionArn:
+        return Priced(priced=False, why="the event names no execution")
+    array = _array(detail.input)
+    try:
+        cost = costs.so_far(detail.executionArn, after=0, array=array)
+    except ClientError as err:
+        # The metric is a sum for the dashboard: a run not priced is logged, not retried for
+        # ever (Lambda retries a failed asynchronous invocation twice).
+        logger.warning("the run's history could not be read", extra={"error": error_code(err)})
+        raise
+    return Priced(
+        priced=True,
+        executionArn=detail.executionArn,
+        array=array,
+        status=detail.status,
+        usd=str(cost.get("usd")),
+    )
+
+
+def _array(text: str | None) -> str | None:
+    """The run's array, from its input (None where the input names none a run could have)."""
+    try:
+        value = json.loads(text or "{}").get("array")
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and ARRAY_NAME.fullmatch(value) else None
