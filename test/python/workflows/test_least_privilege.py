@@ -123,13 +123,25 @@ def _scenario_backup_discovery_hangs(emu: Emulation) -> None:
     assert emu.run("backup", {"array": "db1"}).status == "SUCCEEDED"
 
 
+def _scenario_backup_snapshot_in_error(emu: Emulation) -> None:
+    # EBS's event says a snapshot is in error: the check function fails the waiting Task.
+    fx = make_array(emu.hosts, "db1", 3)
+    emu.double.fail_snapshots(fx.member_ids[0])
+    run = emu.run("backup", {"array": "db1"})
+    assert (run.status, run.error) == ("FAILED", "SnapshotFailed")
+
+
 def _scenario_backup_fails_while_frozen(emu: Emulation) -> None:
     make_array(emu.hosts, "db1", 3)
     emu.double.fail("ec2", "CreateSnapshots", times=5, code="InternalError")
     run = emu.run("backup", {"array": "db1", "consistency": "fsfreeze"})
     assert run.status == "FAILED"
-    # The failed run reaches the operators through the topic (as EventBridge).
-    assert [d.delivered for d in emu.services.execution_event(run.arn)] == [True]
+    # The failed run reaches the operators through the topic (as EventBridge), and its end is
+    # priced for its array (BackupCost).
+    ended = emu.services.execution_event(run.arn)
+    assert sorted(d.target.split(":")[2] for d in ended) == ["lambda", "sns"]
+    assert all(d.delivered for d in ended)
+    assert all(d.result is None or d.result.error_type is None for d in ended)
 
 
 def _scenario_backup_freeze_hangs(emu: Emulation) -> None:
@@ -697,6 +709,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_backup_agent_offline,
     _scenario_backup_discovery_hangs,
     _scenario_backup_fails_while_frozen,
+    _scenario_backup_snapshot_in_error,
     _scenario_recovery_from_alarm,
     _scenario_recovery_whose_restore_is_stopped,
     _scenario_recovery_told_by_the_end_of_its_restore,
