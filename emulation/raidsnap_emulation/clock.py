@@ -52,6 +52,8 @@ class _Participant:
     until: Callable[[], bool] | None = None
     # Waiting for the world outside the executions (a test holding a step), not for time.
     outside: bool = False
+    # A sleeper for this execution (its name) only: woken, without time moving, once it ended.
+    ends_with: str | None = None
 
     def runnable(self) -> bool:
         awake = self.wake is None or (self.until is not None and self.until())
@@ -155,19 +157,23 @@ class VirtualClock:
         seconds: float,
         interrupted: Callable[[], bool] | None = None,
         until: Callable[[], bool] | None = None,
+        ends_with: str | None = None,
     ) -> None:
         """Block until the clock reaches now + ``seconds`` (or ``interrupted()``, or
         ``until()``). ``until`` is what another participant sets (it is read under the clock's
         lock, and may only read): once it answers True the sleeper counts as running, so time
         cannot move past the instant it was woken. Such a sleeper waits for others as much as
         for time (a Task's timeout while its task runs), so it is never given up on as stalled:
-        its wake-up is due, and the others' work may take long in real time."""
+        its wake-up is due, and the others' work may take long in real time. ``ends_with``: the
+        sleep is for that execution (its name) only, and ends, time standing still, when it
+        ended (something it would have seen, such as EBS's event of its snapshots, comes to no
+        one then)."""
         if seconds <= 0:
             return
         with self.hold(), self._cond:
             me = self._threads[threading.current_thread()]
             me.wake, me.since = self._now + timedelta(seconds=seconds), self._now
-            me.until = until
+            me.until, me.ends_with = until, ends_with
             self._changed()
             limit = self.stall_limit
             deadline = None if limit is None else time.monotonic() + limit
@@ -188,7 +194,7 @@ class VirtualClock:
                         return
                     self._cond.wait(POLL_SECONDS)
             finally:
-                me.until = None
+                me.until, me.ends_with = None, None
 
     @contextlib.contextmanager
     def waiting(
@@ -243,6 +249,8 @@ class VirtualClock:
         sleepers = []
         held = False
         for participant in self._threads.values():
+            if participant.ends_with and self.has_ended(participant.ends_with):
+                participant.wake = None  # its execution ended: woken now, time stands still
             if participant.runnable():
                 return  # time stands still while anything can still run at this instant
             if participant.wake is not None:

@@ -282,7 +282,7 @@ class Ec2(Volumes, Fsr, SnapshotLocks, RecycleBin):
                 if not ends:
                     break
                 left = max((max(ends) - now).total_seconds(), 1.0)
-                self.clock.sleep(left, until=lambda: self.clock.has_ended(label))
+                self.clock.sleep(left, ends_with=label)
                 if self.clock.has_ended(label):
                     return
             failed = [i for i, state in states.items() if state == "error"]
