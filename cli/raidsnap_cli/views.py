@@ -19,6 +19,7 @@ from raidsnap.aws.snapshot_locks import SnapshotLock
 from raidsnap.sets import SnapshotSet
 from raidsnap.text import input_words
 
+from .inputs import DEFAULT_OF, OPTION_OF
 from .queries import ExecutionInfo
 
 
@@ -205,6 +206,13 @@ def error_view(error: str | None, cause: str | None) -> Text:
     text = Text()
     text.append(error or "failed", style="bold red")
     shown = readable_cause(cause)
+    field, sep, rest = shown.partition(": ")
+    option = OPTION_OF.get(field, "")
+    # A field the command sets only from an option of another name: say which (takeWith is
+    # --with). A field the workflow may have filled by default is left as it is said.
+    renamed = option.startswith("--") and option != f"--{field}" and field not in DEFAULT_OF
+    if error == "InvalidInput" and sep and renamed:
+        shown = f"{field} ({option}): {rest}"
     if shown:
         text.append(": ")
         text.append(shown)

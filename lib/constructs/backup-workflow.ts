@@ -96,6 +96,9 @@ export class BackupWorkflow extends Construct {
           // The array's recorded instance: the newest set's (raidsnap.aws.homes).
           ...props.sets.statements('Query'),
         ],
+        // The arrays with a fastRestore policy, by name only (the policies are KeepFsr's): a
+        // run that names one in takeWith is refused (lambdas/raidsnap/workflows/backup/together.py).
+        environment: { FAST_RESTORE_ARRAYS: JSON.stringify(Object.keys(props.fastRestore ?? {}).sort()) },
       },
       {
         id: 'BackupMembers', module: 'backup_members',
