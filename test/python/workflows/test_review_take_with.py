@@ -4,6 +4,8 @@ reproduces one finding on the real state machine and fails on the code it was wr
 - A run's takeWith naming an array with copies, or with a fastRestore policy, is refused at
   Prepare (InvalidInput, field takeWith) before anything is held or sent: those run only for
   the array a backup is started for, so the named array's would silently not run.
+- A named array's set that gets less than asked (its freeze guard's deadline passed before the
+  snapshots started) says why in the run's notes, under the array's name.
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ import pytest
 from test_backup_together import create_snapshots, two
 
 from raidsnap_emulation.harness import Emulation
-from raidsnap_emulation.world import configure_copies, configure_fast_restore
+from raidsnap_emulation.world import (
+    HeldStep,
+    add_array,
+    configure_copies,
+    configure_fast_restore,
+    make_array,
+)
 
 ZONE = "us-east-1a"
 
@@ -71,3 +79,32 @@ def test_a_named_array_whose_copies_or_fast_restore_would_not_run_is_refused_at_
     # AND db1 alone backs up at once (no hold was left)
     alone = emu.run("backup", {"array": "db1"})
     assert alone.status == "SUCCEEDED", f"{alone.error}: {alone.cause}"
+
+
+def test_a_named_arrays_lower_consistency_is_explained_in_the_output_by_its_name(
+    emu: Emulation,
+) -> None:
+    # GIVEN db1 (/data) and archive (/archive, frozen first: name order), fsfreeze; the snapshot
+    # step starts after the guard of /archive ran out but while db1's still held
+    fx = make_array(emu.hosts, "db1", 3, unrelated=0)
+    add_array(emu.hosts, fx, "archive", mount_point="/archive")
+    held = HeldStep(emu, "backup_snapshot")
+    arn = emu.start(
+        "backup", {"array": "db1", "takeWith": ["archive"], "consistency": "fsfreeze"}
+    )
+    held.wait()
+    first, second = (
+        c for c in emu.double.calls if c.params.get("DocumentName") == "raidsnap-freeze"
+    )
+    assert first.params["Parameters"]["MountPoint"] == ["/archive"]
+    gap = (second.time - first.time).total_seconds()
+    emu.clock.advance(60 + gap / 2 - (emu.clock.now() - first.time).total_seconds())
+    held.release()
+    run = emu.wait(arn)
+    # THEN archive's set says crash, and the output's notes say why, under archive's name
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    (part,) = run.output["together"]
+    assert (run.output["consistency"], part["consistency"]) == ("fsfreeze", "crash")
+    said = [n for n in run.output["notes"] if "guard" in n]
+    assert len(said) == 1 and said[0].startswith("archive: the snapshots started"), said
+    assert "crash-consistent" in said[0]

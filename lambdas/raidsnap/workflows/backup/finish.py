@@ -38,9 +38,15 @@ def finish(call: RetentionCall) -> Retention:
     result = _keep(call)
     parts = [together.part_call(call, i) for i in range(len(call.plan.takeWith))]
     if parts:
-        # Each array taken with the plan's keeps its own sets by its own policy.
-        done = [together.output(_keep(part, alone=True)) for part in parts]
-        result = Retention(output=result.output.model_copy(update={"together": done}))
+        # Each array taken with the plan's keeps its own sets by its own policy; what its steps
+        # had to say joins the run's notes under its name.
+        kept = [_keep(part, alone=True) for part in parts]
+        said = [note for report in kept for note in together.notes(report)]
+        update = {
+            "together": [together.output(r) for r in kept],
+            "notes": result.output.notes + said,
+        }
+        result = Retention(output=result.output.model_copy(update=update))
     for each in [call, *parts]:
         fail_if_degraded(each)
     return result

@@ -253,10 +253,23 @@ def part_call(call: RetentionCall, index: int) -> RetentionCall:
             "setId": taken.setId,
             "consistency": taken.consistency,
             "ids": taken.ids,
+            "notes": taken.notes,
             "together": [],
         }
     )
-    return RetentionCall(plan=plan, members=as_members(call.members, found), snapshots=snaps)
+    # Its own notes only: what the plan's array's steps said (discovery's note among them, and
+    # the notes _frozen_together already gave under this array's name) is the run's already.
+    members = as_members(call.members, found)
+    members = members.model_copy(
+        update={"discovery": members.discovery.model_copy(update={"note": None})}
+    )
+    return RetentionCall(plan=plan, members=members, snapshots=snaps)
+
+
+def notes(report: Retention) -> list[str]:
+    """A named array's notes (its set's label, tags, retention) as the run's output gives them:
+    each under the array's name."""
+    return [f"{report.output.array}: {note}" for note in report.output.notes]
 
 
 def output(report: Retention) -> PartOutput:
