@@ -113,7 +113,8 @@ def test_a_named_arrays_retention_is_shown_as_the_started_arrays_is() -> None:
     text = shown(OUTPUT)
     assert re.search(r"^retention\s+keeps 1 of at most 7 sets; deleted 0\s*$", text, re.M), text
     assert re.search(
-        r"^logs retention\s+keeps 2 of at most 2 sets; deleted 1: logs-20260103T030000Z-1a2b3c4d\s*$",
+        r"^logs retention\s+keeps 2 of at most 2 sets; "
+        r"deleted 1: logs-20260103T030000Z-1a2b3c4d\s*$",
         text,
         re.MULTILINE,
     ), text
