@@ -62,3 +62,15 @@ describe('takeWith: what the backup\'s Prepare knows of fastRestore policies', (
     expect(kept.actions).toEqual(plain.actions);
   });
 });
+
+// After a failure with several arrays frozen, the thaw that runs a post hook waits for the
+// others' to end (lambdas/raidsnap/workflows/backup/finish.py _wait_for_thaws).
+describe('takeWith: the backup\'s failure function', () => {
+  test('may ask how its thaws went, and cancels none', () => {
+    const app = new App({ context: { 'aws:cdk:disable-asset-staging': true } });
+    const stack = new RaidsnapStack(app, 'raidsnap', { config: parseConfig(undefined), env: { account: '123456789012', region: 'eu-west-1' } });
+    const actions = statementsOf(Template.fromStack(stack), 'backup_failed').flatMap(actionsOf);
+    expect(actions).toContain('ssm:GetCommandInvocation');
+    expect(actions).not.toContain('ssm:CancelCommand');
+  });
+});

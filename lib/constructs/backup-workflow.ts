@@ -180,6 +180,8 @@ export class BackupWorkflow extends Construct {
         description: 'thaw after a failed backup and name the error',
         statements: [
           ...p.sendCommand(docs.arns('thaw')),
+          // With several arrays frozen, the hooked array's thaw waits for the others' to end.
+          p.commandInvocations(),
           ...releaseHold,
           // A post hook that failed after the set was taken lowers the set's consistency label.
           p.manageTaggedSnapshots('ec2:CreateTags'),
