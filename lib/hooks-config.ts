@@ -71,6 +71,13 @@ export function parseHooks(raw: unknown, field: string, error: (field: string, w
   };
 }
 
+/** Whether a backup of the array runs these hooks by default: a pre or a post hook is given. A
+ * hooks block with only commands (and timeoutSeconds) runs nothing unless a run names them, as
+ * lambdas/raidsnap/hooks.py reads it (ConfiguredHooks.default, Hooks.active). */
+export function hooksRun(hooks: Pick<HooksConfig, 'preSnapshot' | 'postSnapshot'> | undefined): boolean {
+  return Boolean(hooks?.preSnapshot || hooks?.postSnapshot);
+}
+
 function isMapping(raw: unknown): raw is Record<string, unknown> {
   return typeof raw === 'object' && raw !== null && !Array.isArray(raw);
 }

@@ -7,6 +7,7 @@
  * every thaw; a second one's pre hook would run while the first array is frozen. */
 
 import type { Problem } from './config-error';
+import { HooksConfig, hooksRun } from './hooks-config';
 
 const ARRAY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 // The backup input's limit (raidsnap.models.BackupInput.takeWith).
@@ -15,7 +16,7 @@ const MAX_ARRAYS = 8;
 /** What the cross-array check needs to know of each configured array. */
 export interface TakeWithFacts {
   readonly consistency: string;
-  readonly hooks?: unknown;
+  readonly hooks?: Pick<HooksConfig, 'preSnapshot' | 'postSnapshot'>;
   readonly recovery?: { readonly instanceId: string };
   readonly fastRestore?: unknown;
   readonly copies?: readonly unknown[];
@@ -39,7 +40,7 @@ export function parseTakeWith(raw: unknown, field: string, name: string, problem
 }
 
 /** Refuse what the configuration itself shows cannot be taken together: two arrays of the group
- * with hooks, a named array configured with another consistency than the
+ * whose backups run hooks, a named array configured with another consistency than the
  * array's (its sets would be frozen, or not, against its own setting), a named array with a
  * fastRestore policy or copies (they run for the array a backup is started for), or named
  * arrays whose recovery names another instance (where both name one; arrays found by tags alone
@@ -48,7 +49,9 @@ export function checkTakeWith(arrays: Record<string, TakeWithFacts>, problem: Pr
   for (const [name, array] of Object.entries(arrays)) {
     if (!array.takeWith) continue;
     const field = `arrays.${name}.takeWith`;
-    const hooked = [name, ...array.takeWith].filter((member) => arrays[member]?.hooks !== undefined).sort();
+    // Only hooks a backup runs by default count: a block of named commands alone runs nothing
+    // unless a run names them, and a run's own hooks are checked when it starts (together.py).
+    const hooked = [name, ...array.takeWith].filter((member) => hooksRun(arrays[member]?.hooks)).sort();
     if (hooked.length > 1) {
       throw problem(field, `${hooked.join(' and ')} both have hooks; one array of those taken together may have hooks`,
         `keep the hooks of one of ${hooked.join(', ')}, or back them up one by one`);

@@ -30,6 +30,7 @@ OPTION_OF = {
     "mode": "--mode",
     "readOnly": "--read-only",
     "mdDevice": "--md-device",
+    "takeWith": "--with",
 }
 
 # A refusal of a field the command left to the workflow names what the workflow chose, not an
@@ -67,6 +68,7 @@ LOOKS_LIKE = {
     ),
     "mountPoint": "is not a mount point: an absolute path such as /data or /mnt/db1",
 }
+LOOKS_LIKE["takeWith"] = LOOKS_LIKE["array"]
 
 
 def option_and_problem(field: str, message: str) -> tuple[str, str]:

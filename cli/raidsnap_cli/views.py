@@ -19,6 +19,7 @@ from raidsnap.aws.snapshot_locks import SnapshotLock
 from raidsnap.sets import SnapshotSet
 from raidsnap.text import input_words
 
+from .inputs import DEFAULT_OF, OPTION_OF
 from .queries import ExecutionInfo
 
 
@@ -205,6 +206,12 @@ def error_view(error: str | None, cause: str | None) -> Text:
     text = Text()
     text.append(error or "failed", style="bold red")
     shown = readable_cause(cause)
+    field, sep, rest = shown.partition(": ")
+    option = OPTION_OF.get(field, "")
+    # A field set only by an option of another name (takeWith: --with) is named with it.
+    renamed = option.startswith("--") and option != f"--{field}" and field not in DEFAULT_OF
+    if error == "InvalidInput" and sep and renamed:
+        shown = f"{field} ({option}): {rest}"
     if shown:
         text.append(": ")
         text.append(shown)
@@ -236,6 +243,17 @@ def _fast_restore(report: Mapping[str, Any]) -> str:
     if report.get("warning"):
         line += f"; {report['warning']}"
     return line
+
+
+def _retention(kept: Any) -> str | None:
+    """What retention kept and deleted of an array's sets, in one line (None: not reported)."""
+    if not isinstance(kept, Mapping):
+        return None
+    deleted = kept.get("deletedSets") or []
+    return (
+        f"keeps {len(kept.get('keptSets') or [])} of at most {kept.get('keep')} sets; "
+        f"deleted {len(deleted)}" + (f": {', '.join(map(str, deleted))}" if deleted else "")
+    )
 
 
 def _together(part: Mapping[str, Any]) -> str:
@@ -270,21 +288,14 @@ def output_view(workflow: str, output: Any) -> RenderableType:
         for index, snap in snapshots:
             source = sources.get(index)
             add(f"member {index}", f"{snap}  (from {source})" if source else snap)
-        kept = output.get("retention")
-        if isinstance(kept, Mapping):
-            deleted = kept.get("deletedSets") or []
-            add(
-                "retention",
-                f"keeps {len(kept.get('keptSets') or [])} of at most {kept.get('keep')} sets; "
-                f"deleted {len(deleted)}"
-                + (f": {', '.join(map(str, deleted))}" if deleted else ""),
-            )
+        add("retention", _retention(output.get("retention")))
         keep = output.get("fastRestore")
         if isinstance(keep, Mapping):
             add("fast restore", _fast_restore(keep))
         for part in output.get("together") or []:
             if isinstance(part, Mapping):
                 add(f"with {part.get('array')}", _together(part))
+                add(f"{part.get('array')} retention", _retention(part.get("retention")))
     else:
         target = output.get("targetInstanceId") or output.get("instanceId")
         zone = output.get("availabilityZone")

@@ -474,8 +474,13 @@ def configure_recovery(emu: Any, array: str, **settings: str) -> None:
 def configure_fast_restore(emu: Any, array: str, zones: list[str], sets: int = 1) -> None:
     """Give the array a fastRestore policy, as a config file would (arrays.<array>.fastRestore;
     the emulation's template is synthesized without one): every function the template gives
-    the map to (the backup's KeepFsr, the sweeper) gets it. ``sets=0`` removes the policy."""
+    the map to (the backup's KeepFsr, the sweeper) gets it, and the backup's Prepare the array's
+    name (FAST_RESTORE_ARRAYS). ``sets=0`` removes the policy."""
     for fn in emu.router.functions.values():
+        if "FAST_RESTORE_ARRAYS" in fn.environment:
+            names = set(json.loads(fn.environment.get("FAST_RESTORE_ARRAYS") or "[]"))
+            names = names | {array} if sets else names - {array}
+            fn.environment["FAST_RESTORE_ARRAYS"] = json.dumps(sorted(names))
         if "FAST_RESTORE_BY_ARRAY" not in fn.environment:
             continue
         current = json.loads(fn.environment.get("FAST_RESTORE_BY_ARRAY") or "{}")
@@ -484,6 +489,21 @@ def configure_fast_restore(emu: Any, array: str, zones: list[str], sets: int = 1
         else:
             current.pop(array, None)
         fn.environment["FAST_RESTORE_BY_ARRAY"] = json.dumps(current)
+
+
+def configure_copies(emu: Any, array: str, places: list[dict[str, Any]]) -> None:
+    """Give the array copies, as a config file would (arrays.<array>.copies, as COPIES_BY_ARRAY
+    carries them: id, region, account, retention, stateMachineArn); every function the
+    template gives the map to gets it. No places removes them."""
+    for fn in emu.router.functions.values():
+        if "COPIES_BY_ARRAY" not in fn.environment:
+            continue
+        current = json.loads(fn.environment.get("COPIES_BY_ARRAY") or "{}")
+        if places:
+            current[array] = places
+        else:
+            current.pop(array, None)
+        fn.environment["COPIES_BY_ARRAY"] = json.dumps(current)
 
 
 def configure_lock(emu: Any, array: str, **policy: Any) -> None:

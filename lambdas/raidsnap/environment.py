@@ -186,6 +186,15 @@ def fast_restore_by_array() -> dict[str, FastRestorePolicy]:
     return out
 
 
+def fast_restore_arrays() -> frozenset[str]:
+    """The arrays with a fastRestore policy, by name (FAST_RESTORE_ARRAYS, a JSON list: what
+    the backup's Prepare gets of the policies; unset or []: none)."""
+    names = json_env("FAST_RESTORE_ARRAYS", "[]")
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ConfigurationError("FAST_RESTORE_ARRAYS must be a JSON list of array names")
+    return frozenset(names)
+
+
 def stack_name() -> str:
     """The stack's name (STACK_NAME; unset: empty, as it only labels a copy request)."""
     return os.environ.get("STACK_NAME", "").strip()

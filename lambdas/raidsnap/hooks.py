@@ -59,6 +59,10 @@ class ConfiguredHooks(Hooks):
     commands: dict[CommandName, HookCommand] = Field(default_factory=dict)
 
     def default(self) -> Hooks | None:
+        """The hooks a backup runs when its input names none: none where neither a pre nor a
+        post hook is configured (named commands alone run only when a run names them). The
+        synth check of takeWith counts an array as hooked by the same rule
+        (lib/hooks-config.ts hooksRun)."""
         hooks = Hooks(
             preSnapshot=self.preSnapshot,
             postSnapshot=self.postSnapshot,

@@ -100,9 +100,11 @@ export class BackupWorkflow extends Construct {
           // The array's recorded instance: the newest set's (raidsnap.aws.homes).
           ...props.sets.statements('Query'),
         ],
-        // Whether KeepFsr has work after the set (the plan's fastRestore): the array's policy,
-        // or the claim of a removed one (a GetItem of the lock table, as the hold's).
-        environment: { FAST_RESTORE_BY_ARRAY: JSON.stringify(props.fastRestore ?? {}) },
+        // The arrays with a fastRestore policy, by name only (the policies are KeepFsr's): a
+        // run that names one in takeWith is refused (lambdas/raidsnap/workflows/backup/together.py),
+        // and the plan says whether KeepFsr has work (with the claim of a removed policy, read
+        // from the lock table as the hold is).
+        environment: { FAST_RESTORE_ARRAYS: JSON.stringify(Object.keys(props.fastRestore ?? {}).sort()) },
       },
       {
         id: 'BackupMembers', module: 'backup_members',
@@ -200,6 +202,8 @@ export class BackupWorkflow extends Construct {
         description: 'thaw after a failed backup and name the error',
         statements: [
           ...p.sendCommand(docs.arns('thaw')),
+          // With several arrays frozen, the hooked array's thaw waits for the others' to end.
+          p.commandInvocations(),
           ...releaseHold,
           // A post hook that failed after the set was taken lowers the set's consistency label.
           p.manageTaggedSnapshots('ec2:CreateTags'),

@@ -46,9 +46,14 @@ export class Permissions {
    * (their ids come from its own SendCommand, which is scoped to tagged instances). */
   readCommands(): iam.PolicyStatement[] {
     return [
-      new iam.PolicyStatement({ actions: ['ssm:GetCommandInvocation'], resources: ['*'] }),
+      this.commandInvocations(),
       new iam.PolicyStatement({ actions: ['ssm:CancelCommand'], resources: ['*'] }),
     ];
+  }
+
+  /** Read how a command went, without cancelling any (as readCommands says, only "*"). */
+  commandInvocations(): iam.PolicyStatement {
+    return new iam.PolicyStatement({ actions: ['ssm:GetCommandInvocation'], resources: ['*'] });
   }
 
   /** CreateSnapshots of a tagged instance's volumes, into snapshots that carry the array tag.

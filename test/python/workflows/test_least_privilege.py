@@ -144,6 +144,23 @@ def _scenario_backup_fails_while_frozen(emu: Emulation) -> None:
     assert all(d.result is None or d.result.error_type is None for d in ended)
 
 
+def _scenario_backup_together_fails_while_frozen(emu: Emulation) -> None:
+    # The failure function thaws /data, asks how that thaw went (GetCommandInvocation), then
+    # sends the thaw that runs logs' post hook.
+    fx = make_array(emu.hosts, "db1", 3)
+    with_logs(emu, fx)
+    hooks = {
+        "logs": {"preSnapshot": "/usr/local/sbin/h --hold", "postSnapshot": "/usr/local/sbin/h"}
+    }
+    for fn in emu.router.functions.values():
+        if "HOOKS_BY_ARRAY" in fn.environment:
+            fn.environment["HOOKS_BY_ARRAY"] = json.dumps(hooks)
+    emu.double.fail("ec2", "CreateSnapshots", times=5, code="UnauthorizedOperation")
+    run = emu.run("backup", {"array": "db1", "takeWith": ["logs"], "consistency": "fsfreeze"})
+    assert run.status == "FAILED"
+    assert emu.hosts.state(fx.instance_id).frozen == set()
+
+
 def _scenario_backup_freeze_hangs(emu: Emulation) -> None:
     make_array(emu.hosts, "db1", 3)
     emu.hosts.fail_next("freeze", CommandOutcome(duration_seconds=100_000, unresponsive=True))
@@ -710,6 +727,7 @@ SCENARIOS: list[Callable[[Emulation], None]] = [
     _scenario_backup_discovery_hangs,
     _scenario_backup_fails_while_frozen,
     _scenario_backup_snapshot_in_error,
+    _scenario_backup_together_fails_while_frozen,
     _scenario_recovery_from_alarm,
     _scenario_recovery_whose_restore_is_stopped,
     _scenario_recovery_told_by_the_end_of_its_restore,

@@ -3,7 +3,8 @@ path thaws and lets go of the array."""
 
 from __future__ import annotations
 
-from raidsnap.aws import in_use, snapshot_sets, snapshots
+from raidsnap import aws
+from raidsnap.aws import commands, in_use, snapshot_sets, snapshots
 from raidsnap.environment import BackupSettings, Documents
 from raidsnap.errors import ArrayDegradedError, cause_message, public_name
 from raidsnap.models import Poll
@@ -29,6 +30,11 @@ from raidsnap.workflows.backup.snapshot import hooks_of, thaw_mount_point
 
 # The output names at most this many unrecorded snapshots (the count says how many there are).
 UNRECORDED_LISTED = 50
+# How long ExplainFailure waits for the thaws of the arrays without a post hook before it sends
+# the thaw that runs one, and how often it looks: within the BackupFailed function's 60 s
+# timeout (lib/constructs/functions.ts), with time left to send that thaw and let go of the hold.
+THAW_WAIT_SECONDS = 30
+THAW_POLL_SECONDS = 2
 
 
 def finish(call: RetentionCall) -> Retention:
@@ -38,9 +44,15 @@ def finish(call: RetentionCall) -> Retention:
     result = _keep(call)
     parts = [together.part_call(call, i) for i in range(len(call.plan.takeWith))]
     if parts:
-        # Each array taken with the plan's keeps its own sets by its own policy.
-        done = [together.output(_keep(part, alone=True)) for part in parts]
-        result = Retention(output=result.output.model_copy(update={"together": done}))
+        # Each array taken with the plan's keeps its own sets by its own policy; what its steps
+        # had to say joins the run's notes under its name.
+        kept = [_keep(part, alone=True) for part in parts]
+        said = [note for report in kept for note in together.notes(report)]
+        update = {
+            "together": [together.output(r) for r in kept],
+            "notes": result.output.notes + said,
+        }
+        result = Retention(output=result.output.model_copy(update=update))
     for each in [call, *parts]:
         fail_if_degraded(each)
     return result
@@ -218,7 +230,8 @@ def _unanswered(thaw: Command) -> bool:
 
 def _thaw_after_failure(state: BackupState, documents: Documents, settings: BackupSettings) -> str:
     """Thaw what the run may have frozen: its array's mount point, or with several arrays
-    (takeWith) every one it was to freeze, in reverse order; returns what the cause adds."""
+    (takeWith) every one it was to freeze; returns what the cause adds. The thaw that runs a
+    post hook goes last, once the others ended: the hook must find every filesystem thawed."""
     try:
         # A freeze is sent only once the plan and the members exist: both are there.
         call = CommandCall.model_validate({"plan": state.plan, "members": state.members})
@@ -231,20 +244,72 @@ def _thaw_after_failure(state: BackupState, documents: Documents, settings: Back
     except Exception:  # the guard thaws within its bound anyway
         logger.exception("thaw after failure could not be sent")
         return " (thaw could not be sent; the freeze guard thaws within its bound)"
-    unsent = []
-    # In reverse freeze order: the array with hooks (frozen first) is thawed last.
+    hooked = [(m, a) for m, a in mounts if _runs_post_hook(call, a)]
+    sent, unsent = _send_thaws(call, documents, settings, [x for x in mounts if x not in hooked])
+    said = ""
+    if hooked and sent:
+        late = _wait_for_thaws(sent, call.plan.instanceId)
+        if late:
+            said = (
+                f" (the thaw of {', '.join(late)} had not ended after {THAW_WAIT_SECONDS} s "
+                f"when the thaw that runs the post hook of {hooked[0][1]} was sent; the freeze "
+                "guard thaws within its bound)"
+            )
+    unsent += _send_thaws(call, documents, settings, hooked)[1]
+    if unsent:
+        said += (
+            f" (thaw of {', '.join(unsent)} could not be sent; the freeze guard thaws within "
+            "its bound)"
+        )
+    return said
+
+
+def _runs_post_hook(call: CommandCall, array: str) -> bool:
+    own = hooks_of(call.plan, array)
+    return bool(own and own.postSnapshot)
+
+
+def _send_thaws(
+    call: CommandCall,
+    documents: Documents,
+    settings: BackupSettings,
+    mounts: list[tuple[str, str]],
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Send a thaw for each (mount point, array), in that order: (mount point, command id) of
+    those sent, and the mount points whose thaw could not be sent."""
+    sent: list[tuple[str, str]] = []
+    unsent: list[str] = []
     for mount_point, array in mounts:
         try:
             own = hooks_of(call.plan, array)
-            thaw_mount_point(call, documents, settings, mount_point, own)
+            command = thaw_mount_point(call, documents, settings, mount_point, own)
+            sent.append((mount_point, str(command.commandId)))
         except Exception:  # that mount point's guard thaws it within its bound anyway
             logger.exception("thaw after failure could not be sent", extra={"mount": mount_point})
             unsent.append(mount_point)
-    if not unsent:
-        return ""
-    return (
-        f" (thaw of {', '.join(unsent)} could not be sent; the freeze guard thaws within its bound)"
-    )
+    return sent, unsent
+
+
+def _wait_for_thaws(sent: list[tuple[str, str]], instance_id: str) -> list[str]:
+    """Wait until every thaw in ``sent`` ended (any status but pending), for THAW_WAIT_SECONDS
+    at most; the mount points whose thaw had not ended by then. Commands sent back to back run
+    at once on the agent, up to its CommandWorkersLimit (5 by default: amazon-ssm-agent,
+    agent/appconfig/constants.go DefaultCommandWorkersLimit), the rest queued; so a thaw sent
+    after them may run before they end. GetCommandInvocation's Status stays Pending, InProgress
+    or Delayed until the invocation ends (SSM API Reference, GetCommandInvocation)."""
+    waiting = dict(sent)
+    waited = 0
+    while True:
+        for mount_point, command_id in list(waiting.items()):
+            try:
+                if commands.fetch(command_id, instance_id).status != "pending":
+                    del waiting[mount_point]
+            except Exception:  # asked again at the next look; the wait is bounded anyway
+                logger.exception("a thaw after failure could not be looked at")
+        if not waiting or waited >= THAW_WAIT_SECONDS:
+            return sorted(waiting)
+        aws.pause(THAW_POLL_SECONDS)
+        waited += THAW_POLL_SECONDS
 
 
 def _relabel_after_post_hook(state: BackupState) -> str:

@@ -9,7 +9,7 @@ from raidsnap.copy_places import copies_by_array
 from raidsnap.environment import (
     BackupSettings,
     Documents,
-    fast_restore_by_array,
+    fast_restore_arrays,
     restore_lock_table,
     retention_for,
 )
@@ -167,7 +167,7 @@ def _prepare(
 def _keeps_fsr(array: str) -> bool:
     """Whether KeepFsr has work after this backup: the array has a fastRestore policy, or its
     policy's claim still holds sets (a policy removed since: KeepFsr turns their FSR off)."""
-    if array in fast_restore_by_array():
+    if array in fast_restore_arrays():
         return True
     table = restore_lock_table()
     return bool(table and kept_fsr.read(table, array).sets)

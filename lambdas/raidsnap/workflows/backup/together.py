@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 
 from raidsnap import sets
 from raidsnap.aws import commands, homes, instances, lock, snapshot_group, snapshot_sets
+from raidsnap.copy_places import copies_by_array
+from raidsnap.environment import fast_restore_arrays
 from raidsnap.errors import InvalidInputError, SnapshotFailedError
 from raidsnap.hooks import Hooks, holds_application, hooks_for
 from raidsnap.models import BackupInput
@@ -41,7 +43,7 @@ FIELD = "takeWith"
 
 def others(request: BackupInput, hooks: Hooks | None) -> list[str]:
     """The input's other arrays, checked: distinct, not the plan's own, one of them at most
-    with hooks (``hooks``: the plan's array's)."""
+    with hooks (``hooks``: the plan's array's), none with copies or a fastRestore policy."""
     named = list(request.takeWith or [])
     if not named:
         return []
@@ -56,7 +58,31 @@ def others(request: BackupInput, hooks: Hooks | None) -> list[str]:
             "one array of those taken together may have hooks: give the run's hooks as {} "
             "or back the arrays up one by one",
         )
+    _refuse_what_would_not_run(named)
     return sorted(named)
+
+
+def _refuse_what_would_not_run(named: Sequence[str]) -> None:
+    """A named array's copies and fastRestore policy run only for the array a backup is started
+    for (the copy and KeepFsr steps read the plan's array): taken with another, its set would
+    silently get neither. The synth check refuses the same in the configuration's takeWith
+    (lib/take-with.ts checkTakeWith); a run's own takeWith is refused here."""
+    copied = copies_by_array()
+    kept = fast_restore_arrays()
+    for array in sorted(named):
+        places = [d.id for d in copied.get(array, [])]
+        if places:
+            what = f"has copies (to {', '.join(places)})"
+        elif array in kept:
+            what = "has a fastRestore policy"
+        else:
+            continue
+        raise InvalidInputError(
+            FIELD,
+            f"{array} {what}, which run only for the array a backup is started for, so they "
+            f"would not run for its set: back {array} up on its own, or start the backup for "
+            f"{array} and take the others with it",
+        )
 
 
 def check_homes(table: str | None, array: str, named: Sequence[str]) -> None:
@@ -227,10 +253,23 @@ def part_call(call: RetentionCall, index: int) -> RetentionCall:
             "setId": taken.setId,
             "consistency": taken.consistency,
             "ids": taken.ids,
+            "notes": taken.notes,
             "together": [],
         }
     )
-    return RetentionCall(plan=plan, members=as_members(call.members, found), snapshots=snaps)
+    # Its own notes only: what the plan's array's steps said (discovery's note among them, and
+    # the notes _frozen_together already gave under this array's name) is the run's already.
+    members = as_members(call.members, found)
+    members = members.model_copy(
+        update={"discovery": members.discovery.model_copy(update={"note": None})}
+    )
+    return RetentionCall(plan=plan, members=members, snapshots=snaps)
+
+
+def notes(report: Retention) -> list[str]:
+    """A named array's notes (its set's label, tags, retention) as the run's output gives them:
+    each under the array's name."""
+    return [f"{report.output.array}: {note}" for note in report.output.notes]
 
 
 def output(report: Retention) -> PartOutput:
