@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, NoReturn
 
@@ -21,11 +21,20 @@ from rich.text import Text
 from raidsnap import clients
 from raidsnap.text import printable
 
-from . import backends, inputs, local, queries
+from . import backends, costs, inputs, local, queries
 from .backends import AwsOptions, Backend, BackendError
-from .follow import follow
+from .follow import Followed, follow
 from .progress import ec2_counter
-from .views import describe_input, error_view, human_duration, output_view, status_text
+from .views import (
+    aws_message,
+    cost_text,
+    describe_input,
+    error_view,
+    human_duration,
+    key_values,
+    output_view,
+    status_text,
+)
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -172,13 +181,6 @@ def opened(target: Target, err: Console) -> Iterator[Backend]:
         aws_failed(error, err)
 
 
-def aws_message(error: ClientError | BotoCoreError) -> str:
-    if isinstance(error, ClientError):
-        info = error.response.get("Error", {})
-        return f"AWS error {info.get('Code')}: {info.get('Message')}"
-    return f"AWS error: {error}"
-
-
 def aws_failed(error: ClientError | BotoCoreError, err: Console) -> NoReturn:
     """An AWS error as one red line, and exit code 1."""
     err.print(Text(aws_message(error), style="red"))
@@ -226,13 +228,31 @@ def start_and_follow(
     return follow_to_end(backend, workflow, arn, out, err)
 
 
-def follow_to_end(backend: Backend, workflow: str, arn: str, out: Console, err: Console) -> int:
+def follow_to_end(
+    backend: Backend,
+    workflow: str,
+    arn: str,
+    out: Console,
+    err: Console,
+    *,
+    prices: Mapping[str, Any] | None = None,
+) -> int:
+    """Follow the run, then show how it ended: its outcome and what it cost."""
+    followed = follow_progress(backend, workflow, arn, err)
+    info = queries.describe(backend.sfn, arn, workflow, timed=True)
+    cost = costs.cost_lines(backend.sfn, info, prices or {}, backend.snapshot_now())
+    print_outcome(info, out, err, cost)
+    return exit_code(followed.status)
+
+
+def follow_progress(backend: Backend, workflow: str, arn: str, err: Console) -> Followed:
+    """The run's progress on ``err`` until it ends; interrupted, what goes on and exit 130."""
     try:
         # Counts EC2 gives while a step waits. Not on the emulation: its runs go on in emulated
         # time while this command looks, so EC2 there is ahead of the history read.
         live = workflow == "restore" and not backend.history_times
         counter = ec2_counter(clients.ec2()) if live else None
-        followed = follow(
+        return follow(
             backend.sfn,
             arn,
             err,
@@ -247,22 +267,28 @@ def follow_to_end(backend: Backend, workflow: str, arn: str, out: Console, err: 
         else:
             err.print(Text("stopped; the emulation, and the run in it, end with this command"))
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    info = queries.describe(backend.sfn, arn, workflow, timed=True)
-    print_outcome(info, out, err)
-    return exit_code(followed.status)
 
 
-def print_outcome(info: queries.ExecutionInfo, out: Console, err: Console) -> None:
+def print_outcome(
+    info: queries.ExecutionInfo,
+    out: Console,
+    err: Console,
+    cost: Mapping[str, Any] | None = None,
+) -> None:
+    """The headline, then what the run made (or its error), then ``cost`` when given (a view
+    that shows the cost elsewhere gives none): on stdout for a success, else on stderr."""
     took = human_duration(info.took)
     headline = Text.assemble(status_text(info.status), f" {info.workflow} {info.name} in {took}")
     if info.status == "SUCCEEDED":
         out.print(headline)
-        out.print(output_view(info.workflow, info.output))
+        out.print(output_view(info.workflow, info.output, cost))
     elif info.status == "RUNNING":
         out.print(headline)
     else:
         err.print(headline)
         err.print(error_view(info.error or info.status, info.cause))
+        if cost is not None:
+            err.print(key_values([("cost", cost_text(cost))]))
 
 
 def json_line(payload: Any) -> str:

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from raidsnap import clients
 from raidsnap.plan import run_cost
 
 from . import queries
 from .follow import new_events
+from .views import aws_message
 
 if TYPE_CHECKING:
     from mypy_boto3_stepfunctions import SFNClient
@@ -238,7 +239,8 @@ def run_cost_of(
 
 
 def price_overrides(config: Path | None) -> dict[str, Any]:
-    """The ``prices:`` section of a config file (YAML, of which JSON is a part)."""
+    """The ``prices:`` section of a config file (YAML, of which JSON is a part), refused before
+    anything is read when it names a price the table does not have."""
     if config is None:
         return {}
     try:
@@ -250,6 +252,10 @@ def price_overrides(config: Path | None) -> dict[str, Any]:
     prices = raw.get("prices") if isinstance(raw, dict) else None
     if prices is not None and not isinstance(prices, dict):
         raise typer.BadParameter("prices: must be a mapping", param_hint="'--config'")
+    try:
+        run_cost.load_prices(prices)
+    except (ValueError, ArithmeticError) as err:
+        raise typer.BadParameter(str(err), param_hint="'--config'") from None
     return dict(prices or {})
 
 
@@ -260,13 +266,22 @@ def cost_lines(
     now: datetime | None = None,
 ) -> dict[str, Any] | None:
     """What an ended run cost at list prices (its JSON, with ``lines`` to print); None while it
-    runs: its last transitions are still to come."""
+    runs: its last transitions are still to come. The one way every view of a run computes it
+    (``status RUN``, and the end of a followed run). A cost that cannot be read now (the
+    history or what the run made, refused or throttled) is one line saying why and which
+    command computes it later: what the run did is shown all the same."""
     if info.stop is None:
         return None
     try:
         cost = run_cost_of(sfn, info.arn, prices, now)
-    except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="'--config'") from None
-    except ClientError as e:
-        return {"lines": [f"not computed: {e}"]}
+    except (ClientError, BotoCoreError, ValueError, OSError) as e:
+        why = _why(e)
+        later = f"raidsnap status {info.name} computes it later"
+        return {"error": why, "lines": [f"not computed now; {later} ({why})"]}
     return {**cost.as_json(), "lines": cost.text_lines()}
+
+
+def _why(error: Exception) -> str:
+    if isinstance(error, ClientError | BotoCoreError):
+        return aws_message(error)
+    return f"{type(error).__name__}: {error}"

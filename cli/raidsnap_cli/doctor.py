@@ -47,12 +47,12 @@ from .common import (
     Region,
     SeedBackups,
     Stack,
-    aws_message,
     consoles,
     opened,
     target_of,
 )
 from .plan import PlanUnavailableError, prepare_settings
+from .views import aws_message
 
 OK, PROBLEM, UNKNOWN = "ok", "PROBLEM", "cannot tell"
 STYLE = {OK: "green", PROBLEM: "red", UNKNOWN: "yellow"}

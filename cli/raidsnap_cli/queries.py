@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from raidsnap import clients, tags
 
@@ -123,13 +123,22 @@ def describe(
 def history_times(
     sfn: SFNClient, arn: str, start: datetime, stop: datetime | None
 ) -> tuple[datetime, datetime | None]:
-    """(first event's timestamp, last event's when the run has ended): two calls of one event."""
-    first = sfn.get_execution_history(executionArn=arn, maxResults=1)["events"]
-    start = first[0]["timestamp"] if first else start
-    if stop is not None:
-        last = sfn.get_execution_history(executionArn=arn, maxResults=1, reverseOrder=True)
-        stop = last["events"][0]["timestamp"] if last["events"] else stop
-    return start, stop
+    """(first event's timestamp, last event's when the run has ended): two calls of one event.
+    A history that cannot be read now (refused, throttled) leaves DescribeExecution's dates:
+    how the run ended is shown all the same."""
+    try:
+        first = sfn.get_execution_history(executionArn=arn, maxResults=1)["events"]
+        last = (
+            sfn.get_execution_history(executionArn=arn, maxResults=1, reverseOrder=True)["events"]
+            if stop is not None
+            else []
+        )
+    except (ClientError, BotoCoreError):
+        return start, stop
+    return (
+        first[0]["timestamp"] if first else start,
+        last[0]["timestamp"] if last else stop,
+    )
 
 
 def _executions(sfn: SFNClient, workflow: str, arn: str) -> Iterator[tuple[datetime, str, str]]:

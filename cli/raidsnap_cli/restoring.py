@@ -19,7 +19,7 @@ from rich.text import Text
 
 from raidsnap.models import Initialization, VolumeType
 
-from . import common, inputs, known
+from . import inputs, known
 from .backends import Backend, BackendError
 from .common import (
     EXIT_FAILED,
@@ -39,6 +39,7 @@ from .common import (
 )
 from .plan import PlanRefusedError, PlanUnavailableError, RestorePlan, restore_plan
 from .plan_view import plan_view
+from .views import aws_message
 
 # Refusals that come from a name that matched nothing: answered with what exists.
 NOT_FOUND = ("ArrayNotFound", "SnapshotSetNotFound", "IncompleteSnapshotSet")
@@ -99,11 +100,7 @@ def plan_then_start(
     except PlanRefusedError as refused:
         return _refused(refused, payload, backend, err)
     except (PlanUnavailableError, BackendError, ClientError, BotoCoreError) as error:
-        why = (
-            common.aws_message(error)
-            if isinstance(error, ClientError | BotoCoreError)
-            else str(error)
-        )
+        why = aws_message(error) if isinstance(error, ClientError | BotoCoreError) else str(error)
         err.print(Text(f"the plan could not be computed: {why}", style="yellow"))
         if dry_run:
             return EXIT_FAILED

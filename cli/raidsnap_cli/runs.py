@@ -24,7 +24,6 @@ from .common import (
     Stack,
     Wait,
     Yes,
-    aws_message,
     consoles,
     no_wait_on_emulation,
     opened,
@@ -35,6 +34,7 @@ from .follow import narrate
 from .progress import Narrator
 from .restoring import refuse_unattended
 from .stopping import consequences, to_stop
+from .views import aws_message
 
 # ---------------------------------------------------------------------- drill
 

@@ -26,6 +26,8 @@ from .common import (
     SeedBackups,
     Stack,
     consoles,
+    exit_code,
+    follow_progress,
     follow_to_end,
     opened,
     print_outcome,
@@ -34,6 +36,7 @@ from .common import (
 from .follow import line_text, narrate
 from .progress import Narrator, ec2_counter
 from .views import (
+    cost_text,
     describe_input,
     execution_row_cells,
     executions_table,
@@ -86,6 +89,7 @@ def status(
     target = target_of(emulation, seed_backups, region, profile, stack)
     if follow_run and what is None:
         raise typer.BadParameter("needs an EXECUTION to follow", param_hint="'--follow'")
+    prices = costs.price_overrides(config)
     out, err = consoles()
     with opened(target, err) as backend:
         if what is None:
@@ -104,8 +108,26 @@ def status(
             _array(backend, what, last, as_json, out)
             return
         if follow_run and info.status == "RUNNING":
-            raise typer.Exit(follow_to_end(backend, info.workflow, info.arn, out, err))
-        _details(backend, info, as_json, out, err, prices=costs.price_overrides(config))
+            raise typer.Exit(_follow(backend, info, as_json, out, err, prices=prices))
+        _details(backend, info, as_json, out, err, prices=prices)
+
+
+def _follow(
+    backend: Backend,
+    info: queries.ExecutionInfo,
+    as_json: bool,
+    out: Console,
+    err: Console,
+    *,
+    prices: dict[str, Any],
+) -> int:
+    """Follow a running run to its end view; with --json, its progress on stderr and, once it
+    ended, on stdout the run as ``status RUN --json`` gives it (its cost included)."""
+    if not as_json:
+        return follow_to_end(backend, info.workflow, info.arn, out, err, prices=prices)
+    followed = follow_progress(backend, info.workflow, info.arn, err)
+    _details(backend, info, as_json, out, err, prices=prices)
+    return exit_code(followed.status)
 
 
 def _timed(backend: Backend, info: queries.ExecutionInfo) -> queries.ExecutionInfo:
@@ -201,7 +223,7 @@ def _details(
     for run in nested:
         grid.add_row("runs", _one_line(backend, run))
     if cost is not None:
-        grid.add_row("cost", Text("\n".join(cost["lines"])))
+        grid.add_row("cost", cost_text(cost))
     grid.add_row("arn", Text(info.arn, style="dim"))
     out.print(grid)
     if info.status != "RUNNING":

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -202,6 +203,13 @@ def readable_cause(cause: str | None) -> str:
     return cause
 
 
+def aws_message(error: ClientError | BotoCoreError) -> str:
+    if isinstance(error, ClientError):
+        info = error.response.get("Error", {})
+        return f"AWS error {info.get('Code')}: {info.get('Message')}"
+    return f"AWS error: {error}"
+
+
 def error_view(error: str | None, cause: str | None) -> Text:
     text = Text()
     text.append(error or "failed", style="bold red")
@@ -265,10 +273,14 @@ def _together(part: Mapping[str, Any]) -> str:
     )
 
 
-def output_view(workflow: str, output: Any) -> RenderableType:
-    """The fields of a run's output an operator acts on; anything unexpected as JSON."""
+def output_view(
+    workflow: str, output: Any, cost: Mapping[str, Any] | None = None
+) -> RenderableType:
+    """The fields of a run's output an operator acts on, anything unexpected as JSON; then
+    ``cost`` (raidsnap_cli.costs.cost_lines), when given, in its row."""
     if not isinstance(output, Mapping):
-        return Text(json.dumps(output, indent=2, default=str))
+        shown = Text(json.dumps(output, indent=2, default=str))
+        return shown if cost is None else Group(shown, key_values([("cost", cost_text(cost))]))
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim")
     grid.add_column()
@@ -339,6 +351,8 @@ def output_view(workflow: str, output: Any) -> RenderableType:
     if isinstance(notes, list):
         for note in notes:
             add("note", note)
+    if cost is not None:
+        grid.add_row("cost", cost_text(cost))
     return grid
 
 
@@ -389,6 +403,11 @@ def executions_table(rows: list[list[RenderableType]], title: str) -> Table:
     for row in rows:
         table.add_row(*row)
     return table
+
+
+def cost_text(cost: Mapping[str, Any]) -> Text:
+    """The value of a view's ``cost`` row (raidsnap_cli.costs.cost_lines): a line each."""
+    return Text("\n".join(str(line) for line in cost["lines"]))
 
 
 def key_values(pairs: Iterable[tuple[str, RenderableType]]) -> Group:
