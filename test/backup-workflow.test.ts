@@ -183,7 +183,8 @@ describe('backup workflow', () => {
       Retry: LAMBDA_RETRY,
     });
     expect(states.AwaitSnapshots.Catch[0]).toEqual({ ErrorEquals: ['States.Timeout'], ResultPath: '$.snapshotWait', Next: 'AwaitedTooLong' });
-    expect(states.AwaitSnapshots.Catch[1]).toEqual({ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'ExplainFailure' });
+    expect(states.AwaitSnapshots.Catch[1]).toEqual({ ErrorEquals: ['SnapshotsNotSeenError'], ResultPath: '$.snapshotWait', Next: 'WaitForSnapshots' });
+    expect(states.AwaitSnapshots.Catch[2]).toEqual({ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'ExplainFailure' });
     expect(states.AwaitedTooLong.Result).toBe(states.AwaitSnapshots.TimeoutSeconds);
   });
 });

@@ -100,13 +100,16 @@ def test_an_event_for_snapshots_raidsnap_did_not_take_answers_no_one_and_changes
     assert changes == []
 
 
-def test_an_event_the_snapshots_do_not_show_yet_is_tried_again(emu: Emulation) -> None:
+def test_an_event_the_snapshots_do_not_show_yet_sends_the_run_to_its_own_looks(
+    emu: Emulation,
+) -> None:
     # EC2's eventual consistency: EBS's event may come before DescribeSnapshots shows every
-    # snapshot completed. The function fails so that Lambda runs the event again (a minute,
-    # then two minutes later), and never answers the Task with a set still pending.
+    # snapshot completed. The function never answers the Task with a set still pending, and
+    # does not rest on Lambda's two retries of the event either: it fails the Task with
+    # SnapshotsNotSeenError, and the run looks by itself from then on.
     emu.double.snapshot_seconds = 600
     make_array(emu.hosts, "db1", 3)
-    emu.double.on_snapshots_done = None  # EBS's event is sent by the test, early then on time
+    emu.double.on_snapshots_done = None  # EBS's event is sent by the test, early
     arn = emu.start("backup", {"array": "db1"})
     deadline = time.monotonic() + 60
     while not _waits_left(emu):
@@ -114,18 +117,13 @@ def test_an_event_the_snapshots_do_not_show_yet_is_tried_again(emu: Emulation) -
         time.sleep(0.2)
     with emu.clock.hold():
         snaps = boto3.client("ec2").describe_snapshots(OwnerIds=["self"])["Snapshots"]
-    ids = [s["SnapshotId"] for s in snaps]
-    early = emu.services.put_event(_event(ids))[0]
-    # Tried three times (the first and Lambda's two retries, 3 minutes in all), each refused:
-    # the snapshots are still pending after 3 of their 10 minutes.
-    assert [a.error_type for a in early.attempts] == ["SnapshotsNotSeenError"] * 3
-    assert _waits_left(emu)
-    # The run still waits, and ends once the snapshots are done and EBS says so.
-    emu.clock.advance(600)
-    on_time = emu.services.put_event(_event(ids))[0]
-    assert on_time.result.error_type is None
+    early = emu.services.put_event(_event([s["SnapshotId"] for s in snaps]))[0]
+    assert [a.error_type for a in early.attempts] == [None]
     run = emu.wait(arn)
     assert run.status == "SUCCEEDED", run.cause
+    entered = run.states_entered
+    assert entered[entered.index("AwaitSnapshots") + 1] == "WaitForSnapshots"
+    assert "CheckSnapshots" in entered
     assert len(sets_of("db1")) == 1
     assert _waits_left(emu) == []
 

@@ -12,8 +12,9 @@ on a best-effort basis), the Task's TimeoutSeconds sends the run back to looking
 
 from __future__ import annotations
 
-from raidsnap import tags
-from raidsnap.aws import callbacks, snapshot_sets, snapshot_waits
+from botocore.exceptions import ClientError
+
+from raidsnap.aws import THROTTLE_CODES, callbacks, error_code, snapshot_waits
 from raidsnap.environment import restore_lock_table
 from raidsnap.errors import RaidsnapError, SnapshotFailedError
 from raidsnap.observability import logger
@@ -30,9 +31,14 @@ FAILED = SnapshotFailedError.__name__
 
 
 class SnapshotsNotSeenError(RaidsnapError):
-    """EBS said the call's snapshots are done, but DescribeSnapshots does not show it yet (EC2's
-    eventual consistency): raised so that Lambda runs the event again (an asynchronous
-    invocation that fails is retried twice, a minute and then two later)."""
+    """The run cannot be told its snapshots are done: EBS said they are, but DescribeSnapshots
+    does not show it yet (EC2's eventual consistency) or is throttled; or there is no table to
+    keep the token in. The Task fails with this name, and the run looks by itself from now
+    (AwaitSnapshots' Catch: WaitForSnapshots, whose steps are retried on throttling) rather
+    than rest on Lambda's two retries of an asynchronous invocation."""
+
+
+NOT_SEEN = SnapshotsNotSeenError.__name__
 
 
 def look(event: dict[str, object]) -> dict[str, object]:
@@ -45,6 +51,11 @@ def look(event: dict[str, object]) -> dict[str, object]:
     return check_snapshots(CheckCall.model_validate(event)).dump()
 
 
+def _ids(call: CheckCall) -> list[str]:
+    snaps = call.snapshots
+    return [*snaps.ids, *(i for p in snaps.together for i in p.ids)]
+
+
 def _sets(call: CheckCall) -> list[tuple[str, str]]:
     snaps = call.snapshots
     return [(call.plan.array, snaps.setId)] + [(p.array, p.setId) for p in snaps.together]
@@ -55,14 +66,14 @@ def await_snapshots(call: AwaitCall) -> Answered:
     table = restore_lock_table()
     check = CheckCall(plan=call.plan, snapshots=call.snapshots)
     if table is None:
-        # Nowhere to keep the token: answer at once, and let the run look by itself.
-        callbacks.succeed(call.taskToken, check_snapshots(check).dump())
-        return Answered(setId=call.snapshots.setId, answered="at once, with no table")
+        # Nowhere to keep the token: the run looks by itself.
+        callbacks.fail(call.taskToken, NOT_SEEN, "no table to keep the task token in")
+        return Answered(setId=call.snapshots.setId, answered="to the run's own looks")
     released = call.snapshots.holdReleased or release_hold(call.plan)
     check = check.model_copy(
         update={"snapshots": call.snapshots.model_copy(update={"holdReleased": released})}
     )
-    snapshot_waits.expect(table, _sets(check), call.taskToken, check.dump())
+    snapshot_waits.expect(table, _sets(check), _ids(check), call.taskToken, check.dump())
     return Answered(setId=check.snapshots.setId, answered=_answer(table, call.taskToken, check))
 
 
@@ -77,26 +88,22 @@ def snapshots_reported(event: SnapshotsCompletion) -> Answered:
         return Answered(answered=None)
     # snapshot_id is the snapshot's ARN; its id follows "snapshot/" (the guide's examples).
     ids = sorted({s.snapshot_id.rsplit("/", 1)[-1] for s in detail.snapshots})
-    for array, set_id in _tagged_sets([i for i in ids if i.startswith("snap-")]):
-        found = snapshot_waits.waiting(table, array, set_id)
-        if found is not None:
-            check = CheckCall.model_validate(found.call)
-            took = _seconds(detail.startTime, detail.endTime)
-            answered = _answer(table, found.token, check, detail.result, took)
-            return Answered(setId=set_id, result=detail.result, answered=answered)
-    logger.info("no backup waits on these snapshots", extra={"snapshots": ids})
-    return Answered(result=detail.result, answered=None)
-
-
-def _tagged_sets(ids: list[str]) -> list[tuple[str, str]]:
-    """The raidsnap sets (array, set id) the account's own snapshots of the event belong to (a
-    snapshot deleted since is left out)."""
-    found: set[tuple[str, str]] = set()
-    for snap in snapshot_sets.by_ids(ids) if ids else []:
-        by_key = {t["Key"]: t["Value"] for t in snap.get("Tags", [])}
-        if by_key.get(tags.ARRAY) and by_key.get(tags.SET_ID):
-            found.add((by_key[tags.ARRAY], by_key[tags.SET_ID]))
-    return sorted(found)
+    found = snapshot_waits.waiting_on(table, [i for i in ids if i.startswith("snap-")])
+    if found is None:
+        logger.info("no backup waits on these snapshots", extra={"snapshots": ids})
+        return Answered(result=detail.result, answered=None)
+    check = CheckCall.model_validate(found.call)
+    took = _seconds(detail.startTime, detail.endTime)
+    try:
+        answered = _answer(table, found.token, check, detail.result, took)
+    except (SnapshotsNotSeenError, ClientError) as err:
+        if isinstance(err, ClientError) and error_code(err) not in THROTTLE_CODES:
+            raise
+        # Told, but not confirmed: the run looks by itself from now.
+        snapshot_waits.done(table, _sets(check))
+        callbacks.fail(found.token, NOT_SEEN, str(err))
+        answered = "to the run's own looks"
+    return Answered(setId=check.snapshots.setId, result=detail.result, answered=answered)
 
 
 def _seconds(start: str | None, end: str | None) -> int | None:
