@@ -20,6 +20,7 @@ import typer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from raidsnap import clients
+from raidsnap.aws import kept_fsr_cost
 from raidsnap.plan import run_cost
 
 from . import queries
@@ -145,64 +146,6 @@ def _volumes(
     return lives
 
 
-def _kept_pairs(events: list[dict[str, Any]]) -> dict[tuple[str, str], datetime]:
-    """The snapshot-zone pairs a backup's fastRestore policy enabled for its new set (KeepFsr's
-    results: the set's snapshots in the policy's zones, but the pairs it found on before), and
-    when a result first named each."""
-    pairs: dict[tuple[str, str], datetime] = {}
-    for when, out in _outputs(events):
-        if not isinstance(out, dict) or not isinstance(out.get("zones"), list):
-            continue
-        snaps = out.get("snapshots")
-        if not isinstance(snaps, list) or not all(isinstance(x, dict) for x in snaps):
-            continue
-        before = set(out.get("before") or [])
-        for snap in snaps:
-            for zone in out["zones"]:
-                sid = str(snap.get("snapshotId", ""))
-                if sid.startswith("snap-") and f"{sid}@{zone}" not in before:
-                    pairs.setdefault((sid, str(zone)), when)
-    return pairs
-
-
-def _kept_fsr(
-    events: list[dict[str, Any]], now: datetime
-) -> tuple[list[run_cost.FsrPair], list[str]]:
-    """FSR a backup's fastRestore policy turned on: billed from EnablingTime to DisabledTime
-    (DescribeFastSnapshotRestores), per minute with a one-hour minimum (Amazon EBS User Guide,
-    "Configure fast snapshot restore": "billed for each minute ... a minimum of one hour"). A
-    pair still on is counted to now: a running figure, attributed to this run, until the policy
-    turns it off (when a newer set is ready). A pair EC2 no longer lists (its snapshot deleted,
-    which disables it) counts from when the run first named it to the run's end: its one-hour
-    minimum at least."""
-    pairs = _kept_pairs(events)
-    if not pairs:
-        return [], []
-    found = {
-        (str(f["SnapshotId"]), str(f["AvailabilityZone"])): f
-        for f in clients.ec2().describe_fast_snapshot_restores(
-            Filters=[{"Name": "snapshot-id", "Values": sorted({s for s, _ in pairs})}]
-        )["FastSnapshotRestores"]
-    }
-    end = run_cost._when(events[-1]["timestamp"]) if events else now
-    out, running = [], 0
-    for (sid, zone), named in sorted(pairs.items()):
-        f = found.get((sid, zone), {})
-        start = f.get("EnablingTime") or named
-        stop = f.get("DisabledTime") or f.get("DisablingTime")
-        if stop is None and f:
-            stop, running = now, running + 1
-        out.append(run_cost.FsrPair(sid, zone, start, stop or end))
-    notes = []
-    if running:
-        notes.append(
-            f"FSR the fastRestore policy keeps on {running} snapshot-zone pairs of this set is "
-            "counted to now: a running figure until the policy turns it off, when a newer set "
-            "is ready"
-        )
-    return out, notes
-
-
 def usage(
     sfn: SFNClient,
     arn: str,
@@ -220,7 +163,7 @@ def usage(
     used.snapshots = _snapshots_added([str(i) for i in output.get("snapshotIds") or []])
     created = {k: v for k, v in _first_seen(events, "ids").items() if k.startswith("vol-")}
     used.volumes = _volumes(output, created, deleted or {})
-    kept, notes = _kept_fsr(events, now)
+    kept, notes = kept_fsr_cost.kept_fsr(events, now)
     used.fsr += kept
     used.notes += notes
     gone = _first_seen(events, "deleted")

@@ -190,11 +190,15 @@ export class BackupWorkflow extends Construct {
       {
         id: 'BackupCost', module: 'backup_cost',
         description: 'price an ended backup run from its history and publish RunCostUsd for its array',
-        // Its run's history only (the rule on the backup's end names the run).
-        statements: [new iam.PolicyStatement({
-          actions: ['states:GetExecutionHistory'],
-          resources: [`arn:${Stack.of(this).partition}:states:${Stack.of(this).region}:${Stack.of(this).account}:execution:${backupName}:*`],
-        })],
+        // Its run's history only (the rule on the backup's end names the run), and the FSR
+        // its fastRestore policy turned on (DescribeFastSnapshotRestores).
+        statements: [
+          new iam.PolicyStatement({
+            actions: ['states:GetExecutionHistory'],
+            resources: [`arn:${Stack.of(this).partition}:states:${Stack.of(this).region}:${Stack.of(this).account}:execution:${backupName}:*`],
+          }),
+          p.describe('ec2:DescribeFastSnapshotRestores'),
+        ],
         environment: { RUN_PRICES: runPriceTable(props.prices) },
       },
       {

@@ -323,7 +323,7 @@ export class Monitoring extends Construct {
     // Each run's last step publishes what the run itself cost at list prices (RunCostUsd,
     // US dollars, dimension Array; a nested restore publishes its own, so nothing counts
     // twice): one bar per array a 30 days. CloudWatch periods are fixed lengths, not calendar
-    // months. A backup's cost is not published by the run (README, What one run cost).
+    // months. A backup's is published once it ended, by BackupCost (README, What one run cost).
     this.dashboard.addWidgets(new cloudwatch.GraphWidget({
       title: 'run cost by array (US dollars, 30 days)',
       view: cloudwatch.GraphWidgetView.BAR,

@@ -17,7 +17,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from raidsnap.aws import executions
+from raidsnap.aws import executions, kept_fsr_cost
 from raidsnap.environment import run_price_table
 from raidsnap.observability import publish_alone
 from raidsnap.plan import run_cost
@@ -35,6 +35,7 @@ def so_far(
     volumes: Mapping[str, Shape] | None = None,
     children: Sequence[Mapping[str, Any]] = (),
     array: str | None = None,
+    kept_fsr: bool = False,
 ) -> dict[str, Any]:
     """The cost as the run's output carries it: the priced lines, and the usage a parent adds
     to its own."""
@@ -45,6 +46,10 @@ def so_far(
     now = datetime.now(UTC) if latest is None else max(datetime.now(UTC), latest)
     usage = run_cost.usage_of(events, zone, now=now)
     usage.transitions += after
+    if kept_fsr:  # a backup's fastRestore policy: its pairs to now (raidsnap status's figure)
+        pairs, notes = kept_fsr_cost.kept_fsr(events, now)
+        usage.fsr += pairs
+        usage.notes += notes
     created = run_cost.first_seen(events, "ids")
     usage.volumes = [
         run_cost.VolumeLife(vid, *shape, created[vid], None)

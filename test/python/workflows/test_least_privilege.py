@@ -610,6 +610,9 @@ def _scenario_fast_restore_policy(emu: Emulation) -> None:
         run = emu.run("backup", {"array": "db1"})
         assert run.output["fastRestore"]["status"] == "kept", run.output
         emu.clock.advance(3600)
+    # The backup's end is priced with the FSR its policy turned on (BackupCost).
+    (priced,) = [d for d in emu.services.execution_event(run.arn) if "BackupCost" in d.target]
+    assert priced.delivered and priced.result.error_type is None, priced.result
     # A restore there finds the pairs on, and leaves them on.
     target = launch_instance("db1-copy", fx.availability_zone)
     restore = {"array": "db1", "targetInstanceId": target, "initialization": "fsr"}

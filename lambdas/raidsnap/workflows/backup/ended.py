@@ -6,9 +6,12 @@ rule on the run's end (every status: Step Functions sends each execution status 
 EventBridge, "Step Functions execution status change" events) brings the ended run here: its
 history (GetExecutionHistory: transitions, retries included, and the functions' time) is priced
 with the stack's table (raidsnap.plan.run_cost) and published as RunCostUsd for the array, which
-the dashboard sums per array a month. `raidsnap status <run>` prices the same history the same
-way. Not in the history, so not counted: the two invocations outside it (EBS's event bringing
-the check function back, and this one), each well under a second at 256 MB."""
+the dashboard sums per array a month. With it, the FSR the array's fastRestore policy turned on
+for the new set, from enabling to the run's end (at least its one-hour minimum), as `raidsnap
+status <run>` counts it at that time; the hours the policy keeps it on after the run are its
+standing cost (README, "What one run cost"), not this run's figure. Not in the history, so not
+counted: the invocations outside it (EBS's event bringing the check function back, and this
+one), each well under a second at 256 MB."""
 
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ def cost_of_ended(change: StatusChange) -> Priced:
         return Priced(priced=False, why="the event names no execution")
     array = _array(detail.input)
     try:
-        cost = costs.so_far(detail.executionArn, after=0, array=array)
+        cost = costs.so_far(detail.executionArn, after=0, array=array, kept_fsr=True)
     except ClientError as err:
         # The metric is a sum for the dashboard: a run not priced is logged, not retried for
         # ever (Lambda retries a failed asynchronous invocation twice).
