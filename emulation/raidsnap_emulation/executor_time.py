@@ -219,6 +219,8 @@ def on_clock(clock: VirtualClock) -> Iterator[None]:
     patch(wait_function.WaitFunction, "_wait_interval", wait_interval)
     patch(retrier_decl, "time", SimpleNamespace(sleep=back_off, time=time.time))
     patch(raidsnap_aws, "pause", clock.sleep)  # a function's own short waits (aws.once_visible)
+    # ... and the time it has waited (a bound in elapsed seconds, not in pauses).
+    patch(raidsnap_aws, "monotonic", lambda: clock.seconds_since(clock._start))
     # Between two looks at a nested execution (each look first blocks until it ended).
     patch(state_task_service_callback, "_DELAY_SECONDS_SYNC_CONDITION_CHECK", 0.01)
     patch(sfn_task, "_build_sync_resolver", _following(clock, sfn_task._build_sync_resolver))

@@ -15,8 +15,10 @@ T = TypeVar("T")
 
 # Waits between looks at a resource EC2 has just created but may not show yet (seconds).
 NOT_YET_VISIBLE_WAITS = (0.5, 1.0, 2.0, 4.0, 8.0)
-# How this process waits; the local emulation points it at its virtual clock.
+# How this process waits, and reads elapsed time; the local emulation points both at its
+# virtual clock.
 pause: Callable[[float], None] = time.sleep
+monotonic: Callable[[], float] = time.monotonic
 
 THROTTLE_CODES = frozenset(
     {

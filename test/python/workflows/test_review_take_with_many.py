@@ -24,10 +24,8 @@ written against.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import json
-from datetime import datetime
 from typing import Any
 
 import boto3
@@ -122,35 +120,3 @@ def test_the_failure_paths_thaw_wait_is_bounded_in_time_not_in_sleeps(
     own = [c for c in emu.double.calls if "BackupFailed" in str(c.actor)]
     span = (own[-1].time - own[0].time).total_seconds()
     assert span < FAILURE_FUNCTION_SECONDS, f"ExplainFailure ran {span:.0f} s"
-
-
-def test_the_hooked_arrays_guard_does_not_run_out_while_the_group_is_still_being_frozen(
-    emu: Emulation, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # GIVEN db1 (hooked) and 8 more arrays of its instance, each freeze taking 5 s (fsfreeze -f
-    # writes out the dirty data first), MaxFreezeSeconds the default 60
-    _, names = many(emu, 8)
-    configure_hooks(emu)
-    plain = emu.hosts._do_freeze
-
-    def busy(ctx: Any, p: dict[str, str]) -> CommandOutcome:
-        return dataclasses.replace(plain(ctx, p), duration_seconds=5.0)
-
-    monkeypatch.setattr(emu.hosts, "_do_freeze", busy)
-    # WHEN db1 is backed up with them, fsfreeze-consistent
-    run = emu.run("backup", {"array": "db1", "takeWith": names, "consistency": "fsfreeze"})
-    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
-    freezes = sent(emu, "raidsnap-freeze")
-    thaws = sent(emu, "raidsnap-thaw")
-    assert freezes[0].params["Parameters"]["MountPoint"] == ["/data"]
-    assert thaws[-1].params["Parameters"]["MountPoint"] == ["/data"]
-    # THEN db1's guard (which runs its post hook at its deadline) still held when the last
-    # other array was thawed: the post hook never runs while another filesystem is frozen
-    deadline = freezes[0].time.timestamp() + 60
-    last_other_thaw: datetime = thaws[-2].time
-    assert last_other_thaw.timestamp() <= deadline, (
-        f"db1's guard ran out {last_other_thaw.timestamp() - deadline:.0f} s before the last "
-        "other array was thawed: its post hook ran while other filesystems were frozen"
-    )
-    # AND db1's set got what its hooks were for
-    assert run.output["consistency"] == "application", run.output.get("notes")

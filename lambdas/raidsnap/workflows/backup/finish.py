@@ -248,10 +248,10 @@ def _thaw_after_failure(state: BackupState, documents: Documents, settings: Back
     sent, unsent = _send_thaws(call, documents, settings, [x for x in mounts if x not in hooked])
     said = ""
     if hooked and sent:
-        late = _wait_for_thaws(sent, call.plan.instanceId)
+        late, waited = _wait_for_thaws(sent, call.plan.instanceId)
         if late:
             said = (
-                f" (the thaw of {', '.join(late)} had not ended after {THAW_WAIT_SECONDS} s "
+                f" (the thaw of {', '.join(late)} had not ended after {waited} s "
                 f"when the thaw that runs the post hook of {hooked[0][1]} was sent; the freeze "
                 "guard thaws within its bound)"
             )
@@ -290,15 +290,16 @@ def _send_thaws(
     return sent, unsent
 
 
-def _wait_for_thaws(sent: list[tuple[str, str]], instance_id: str) -> list[str]:
+def _wait_for_thaws(sent: list[tuple[str, str]], instance_id: str) -> tuple[list[str], int]:
     """Wait until every thaw in ``sent`` ended (any status but pending), for THAW_WAIT_SECONDS
-    at most; the mount points whose thaw had not ended by then. Commands sent back to back run
+    at most (elapsed); the mount points whose thaw had not ended by then, and the seconds it
+    waited. Commands sent back to back run
     at once on the agent, up to its CommandWorkersLimit (5 by default: amazon-ssm-agent,
     agent/appconfig/constants.go DefaultCommandWorkersLimit), the rest queued; so a thaw sent
     after them may run before they end. GetCommandInvocation's Status stays Pending, InProgress
     or Delayed until the invocation ends (SSM API Reference, GetCommandInvocation)."""
     waiting = dict(sent)
-    waited = 0
+    started = aws.monotonic()
     while True:
         for mount_point, command_id in list(waiting.items()):
             try:
@@ -306,10 +307,12 @@ def _wait_for_thaws(sent: list[tuple[str, str]], instance_id: str) -> list[str]:
                     del waiting[mount_point]
             except Exception:  # asked again at the next look; the wait is bounded anyway
                 logger.exception("a thaw after failure could not be looked at")
-        if not waiting or waited >= THAW_WAIT_SECONDS:
-            return sorted(waiting)
+        # Bounded in elapsed time, the looks' own included (each is a call to SSM), not in
+        # pauses: the function has its timeout to keep (60 s, lib/constructs/functions.ts).
+        waited = aws.monotonic() - started
+        if not waiting or waited + THAW_POLL_SECONDS > THAW_WAIT_SECONDS:
+            return sorted(waiting), int(waited)
         aws.pause(THAW_POLL_SECONDS)
-        waited += THAW_POLL_SECONDS
 
 
 def _relabel_after_post_hook(state: BackupState) -> str:
