@@ -318,6 +318,8 @@ class RetentionCall(Contract):
     plan: Plan
     members: Members
     snapshots: Snapshots
+    # The run's last thaw (with several arrays, the earlier ones in it): a failed one is said.
+    thaw: Command | None = None
 
 
 class KeptSnapshot(Contract):

@@ -141,10 +141,32 @@ def apply_retention(call: RetentionCall) -> Retention:
     return Retention(output=output)
 
 
+def _failed_thaws(call: RetentionCall) -> list[str]:
+    """A thaw that failed is tolerated (the set was taken; the freeze guard thaws within its
+    bound), but said: its filesystem stayed frozen until then, and a post hook sent after it
+    ran while it was."""
+    sent = freezes.commands(call.thaw)
+    where = freezes.mount_points(call.members, call.plan.array)
+    out = []
+    for i, command in enumerate(sent):
+        if command.status != "failed":
+            continue
+        mount = where.get(command.array or call.plan.array, "the array's mount point")
+        said = command.result if isinstance(command.result, dict) else {}
+        why = str(said.get("message") or command.stderrTail or "no detail")
+        after = [c.array for c in sent[i + 1 :] if c.postOwed and c.array]
+        hook = f"; the post hook of {after[0]} ran while it was" if after else ""
+        out.append(
+            f"the thaw of {mount} failed ({why}): it stayed frozen until its freeze guard "
+            f"thawed it, at most MaxFreezeSeconds after its freeze{hook}"
+        )
+    return out
+
+
 def _notes(call: RetentionCall, refused: list[snapshots.Refusal], held: list[HeldSet]) -> list[str]:
     """What the steps had to say, in the order they said it, then discovery's note, what
     retention could not delete and what locks hold."""
-    notes = [*call.members.notes, *call.snapshots.notes]
+    notes = [*call.members.notes, *call.snapshots.notes, *_failed_thaws(call)]
     if call.members.discovery.note:
         notes.append(call.members.discovery.note)
     if refused:
