@@ -341,10 +341,10 @@ class Services:
         attempts = []
         if delivered:
             assert self.emu.router is not None
-            name = function_arn.rsplit(":", 1)[1]
             for wait in (0, *ASYNC_RETRY_WAITS):
                 self.emu.clock.sleep(wait)  # other executions go on meanwhile
-                self.emu.router({"FunctionName": name, "Payload": json.dumps(event)})
+                # By its ARN: the function of the stack the rule belongs to (a peer's too).
+                self.emu.router({"FunctionName": function_arn, "Payload": json.dumps(event)})
                 result = self.emu.router.invocations[-1]
                 attempts.append(result)
                 if result.error_type is None:

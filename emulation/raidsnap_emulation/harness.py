@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -331,10 +332,16 @@ class Emulation:
         self._sfn: Any = None
 
     def _snapshots_done(self, event: dict[str, Any]) -> None:
-        """EBS's event for a CreateSnapshots call reaches this stack's EventBridge when the call
-        was made in its own Region and account (a peer's calls are not followed)."""
-        if event.get("region") == REGION and event.get("account") == ACCOUNT:
+        """EBS's event for a CreateSnapshots call reaches the EventBridge of the Region and
+        account the call was made in: this stack's, or a peer's (Emulation.deploy)."""
+        where = (event.get("region"), event.get("account"))
+        if where == (self.own.region, self.own.account):
             self.services.put_event(event)
+            return
+        for peer in self.peers:
+            if where == (peer.region, peer.account):
+                with peer.inside():
+                    peer.services.put_event(event)
 
     # -- lifecycle
 
@@ -596,6 +603,15 @@ class Peer:
         self.functions = stack.functions
         with stack.inside():
             self.sfn = stack.client("stepfunctions")
+        # Its EventBridge rules, acting on the emulation under its own IAM.
+        view = SimpleNamespace(
+            template=stack.template,
+            iam=stack.iam,
+            router=emu.router,
+            double=emu.double,
+            clock=emu.clock,
+        )
+        self.services = Services(view)  # type: ignore[arg-type]
 
     @contextlib.contextmanager
     def inside(self) -> Iterator[None]:

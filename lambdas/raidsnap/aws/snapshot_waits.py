@@ -87,6 +87,7 @@ def _get(table: str, key: str) -> dict[str, Any] | None:
 
 def waiting_on(table: str, snapshot_ids: list[str]) -> Waiting | None:
     """The run waiting on the set one of these snapshots belongs to, if one still waits."""
+
     for snapshot_id in snapshot_ids:
         pointer = _get(table, SNAPSHOT_PREFIX + snapshot_id)
         key = str((pointer or {}).get("wait", {}).get("S", ""))

@@ -103,8 +103,15 @@ def by_hand(events: list[dict[str, Any]]) -> tuple[int, Decimal, int]:
     event rounded up to the millisecond, times 256 MB (AWS Lambda pricing)."""
     assert not [e for e in events if e["type"] in ("LambdaFunctionFailed", "TaskFailed")]
     transitions = sum(1 for e in events if e["type"].endswith("StateEntered"))
-    started = {e["id"]: e["timestamp"] for e in events if e["type"] == "LambdaFunctionStarted"}
-    ended = [e for e in events if e["type"] == "LambdaFunctionSucceeded"]
+    # A plain Lambda Task's invocation (LambdaFunctionStarted to Succeeded), and a callback
+    # Task's (lambda:invoke.waitForTaskToken: TaskStarted to TaskSubmitted, when the function
+    # returned; the answer that ends the Task later is no invocation).
+    started = {
+        e["id"]: e["timestamp"]
+        for e in events
+        if e["type"] in ("LambdaFunctionStarted", "TaskStarted")
+    }
+    ended = [e for e in events if e["type"] in ("LambdaFunctionSucceeded", "TaskSubmitted")]
     millis = [
         math.ceil((e["timestamp"] - started[e["previousEventId"]]).total_seconds() * 1000)
         for e in ended
