@@ -25,9 +25,10 @@ def test_every_backup_task_reads_named_keys_and_writes_its_own(template: Path) -
         n: s.get("ResultPath", "$") for n, s in tasks.items() if s.get("ResultPath", "$") == "$"
     }
     # Prepare, the first state, replaces the input as sent (nothing a step wrote yet) with the
-    # run's object, its named keys made by its ResultSelector.
+    # run's object, its named keys made by its ResultSelector (no freeze or thaw yet: every path
+    # reads them).
     assert whole == {"Prepare": "$"}
-    assert sorted(states["Prepare"]["ResultSelector"]) == ["freeze", "members", "plan.$"]
+    assert sorted(states["Prepare"]["ResultSelector"]) == ["freeze", "members", "plan.$", "thaw"]
     assert backup_definition(template)["StartAt"] == "Prepare"
     unnamed = sorted(n for n, s in tasks.items() if "Parameters" not in s)
     assert unnamed == []
