@@ -10,7 +10,7 @@ their tags, as the restore created them."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -33,17 +33,6 @@ if TYPE_CHECKING:
 GIB = Decimal(1024**3)
 
 
-def _outputs(events: Iterable[Mapping[str, Any]]) -> Iterable[tuple[datetime, Any]]:
-    for e in events:
-        for key in ("lambdaFunctionSucceededEventDetails", "taskSucceededEventDetails"):
-            raw = (e.get(key) or {}).get("output")
-            if isinstance(raw, str):
-                try:
-                    yield run_cost._when(e["timestamp"]), json.loads(raw)
-                except ValueError:
-                    continue
-
-
 def _first_seen(events: list[dict[str, Any]], key_part: str) -> dict[str, datetime]:
     """When each id first appears in a list under a key naming ``key_part`` in a step's result."""
     seen: dict[str, datetime] = {}
@@ -60,7 +49,7 @@ def _first_seen(events: list[dict[str, Any]], key_part: str) -> dict[str, dateti
             for v in value:
                 walk(v, when)
 
-    for when, out in _outputs(events):
+    for when, out in kept_fsr_cost.outputs(events):
         walk(out, when)
     return seen
 
@@ -70,7 +59,7 @@ def _children(events: list[dict[str, Any]], own: str) -> list[str]:
     execution a callback Task's function reports it started (lambda:invoke.waitForTaskToken:
     the invocation's Payload, in TaskSubmitted; a recovery's StartRestore)."""
     arns = []
-    for _, out in _outputs(events):
+    for _, out in kept_fsr_cost.outputs(events):
         if isinstance(out, dict) and isinstance(out.get("ExecutionArn"), str):
             arns.append(out["ExecutionArn"])
     for e in events:

@@ -101,9 +101,13 @@ class Ec2(Volumes, Fsr, SnapshotLocks, RecycleBin):
         with self._lock:
             self._failing_volume_snapshots.discard(snapshot_id)
 
+    def _seconds(self, snap: _Snapshot) -> float:
+        """How long the snapshot takes (a copy has its own time)."""
+        return self.snapshot_seconds if snap.seconds is None else snap.seconds
+
     def _snapshot_state(self, snap: _Snapshot, now: datetime) -> tuple[str, str]:
         elapsed = (now - snap.start).total_seconds()
-        total = self.snapshot_seconds if snap.seconds is None else snap.seconds
+        total = self._seconds(snap)
         if snap.fails and elapsed >= total / 2:
             return "error", "50%"
         if total <= 0 or elapsed >= total:
@@ -293,7 +297,8 @@ class Ec2(Volumes, Fsr, SnapshotLocks, RecycleBin):
             self.clock.leave()
 
     def _ends_at(self, snap: _Snapshot) -> datetime:
-        total = self.snapshot_seconds if snap.seconds is None else snap.seconds
+        """When the snapshot is done: completed, or in error halfway (_snapshot_state)."""
+        total = self._seconds(snap)
         return snap.start + timedelta(seconds=total / 2 if snap.fails else total)
 
     def _completion_event(

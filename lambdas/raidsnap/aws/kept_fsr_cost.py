@@ -14,7 +14,8 @@ from raidsnap import clients
 from raidsnap.plan import run_cost
 
 
-def _outputs(events: Iterable[Mapping[str, Any]]) -> Iterable[tuple[datetime, Any]]:
+def outputs(events: Iterable[Mapping[str, Any]]) -> Iterable[tuple[datetime, Any]]:
+    """Each step's result in the history (a Lambda Task's or an integration's), with when."""
     for e in events:
         for key in ("lambdaFunctionSucceededEventDetails", "taskSucceededEventDetails"):
             raw = (e.get(key) or {}).get("output")
@@ -30,7 +31,7 @@ def _pairs(events: list[dict[str, Any]]) -> dict[tuple[str, str], datetime]:
     results: the set's snapshots in the policy's zones, but the pairs it found on before), and
     when a result first named each."""
     pairs: dict[tuple[str, str], datetime] = {}
-    for when, out in _outputs(events):
+    for when, out in outputs(events):
         if not isinstance(out, dict) or not isinstance(out.get("zones"), list):
             continue
         snaps = out.get("snapshots")

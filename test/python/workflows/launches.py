@@ -15,10 +15,12 @@ from raidsnap_emulation.world import (
 )
 
 
-def held_launch(emu: Emulation, token: str) -> tuple[ArrayFixture, str]:
+def held_launch(
+    emu: Emulation, token: str, heartbeat_timeout: float = 3600.0
+) -> tuple[ArrayFixture, str]:
     """analytics (3 x 1 TiB, backed up) recovered by its group, its instance gone, and a new
-    instance of the group held in Pending:Wait by the stack's hook under ``token`` (one-hour
-    heartbeat timeout): the array's fixture and the new instance."""
+    instance of the group held in Pending:Wait by the stack's hook under ``token`` (the hook's
+    heartbeat timeout: an hour unless said): the array's fixture and the new instance."""
     create_topics(emu)
     fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
     backed_up(emu.hosts, emu.run, fx)
@@ -33,5 +35,7 @@ def held_launch(emu: Emulation, token: str) -> tuple[ArrayFixture, str]:
     new = launch_instance(
         "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
     )
-    emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
+    emu.double.lifecycle_action(
+        "analytics", "raidsnap-analytics", token, new, heartbeat_timeout=heartbeat_timeout
+    )
     return fx, new

@@ -15,18 +15,13 @@ from typing import Any
 
 import boto3
 import pytest
+from launches import held_launch
 
 from raidsnap_emulation.double.base import AwsError
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, synthesize
 from raidsnap_emulation.world import (
     HeldStep,
-    backed_up,
-    configure_recovery,
-    create_topics,
     launch_event,
-    launch_instance,
-    make_array,
-    terminate,
 )
 
 
@@ -64,22 +59,8 @@ def test_one_failed_heartbeat_does_not_abandon_the_launch_its_restore_is_mountin
     # GIVEN analytics, backed up, whose instance is gone, a new instance of its group held in
     # Pending:Wait, and a restore that takes longer than one heartbeat interval to mount
     emu = example_emu
-    create_topics(emu)
-    fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
-    backed_up(emu.hosts, emu.run, fx)
-    configure_recovery(
-        emu,
-        "analytics",
-        instanceId=fx.instance_id,
-        autoScalingGroup="analytics",
-        initialization="none",
-    )
-    terminate(fx.instance_id)
-    new = launch_instance(
-        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
-    )
     token = "6e7f8091-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
-    emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
+    _, new = held_launch(emu, token)
     held = HeldStep(emu, "restore_attach")
     # (the restore goes on only once the failed heartbeat was asked again: a recovery waits for
     # its restore, so waiting for the recovery first would wait for a restore held forever)

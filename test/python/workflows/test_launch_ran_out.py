@@ -13,17 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from launches import held_launch
 
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, synthesize
 from raidsnap_emulation.world import (
     HeldStep,
-    backed_up,
-    configure_recovery,
-    create_topics,
     launch_event,
-    launch_instance,
-    make_array,
-    terminate,
 )
 
 
@@ -43,24 +38,8 @@ def test_a_recovery_whose_launch_ran_out_fails_launch_abandoned(example_emu: Emu
     # hook gives up after 10 minutes without a heartbeat (the stack's hook waits an hour, and
     # the recovery paces its heartbeats by that: here they come too late)
     emu = example_emu
-    create_topics(emu)
-    fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
-    backed_up(emu.hosts, emu.run, fx)
-    configure_recovery(
-        emu,
-        "analytics",
-        instanceId=fx.instance_id,
-        autoScalingGroup="analytics",
-        initialization="none",
-    )
-    terminate(fx.instance_id)
-    new = launch_instance(
-        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
-    )
     token = "7f8091a2-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
-    emu.double.lifecycle_action(
-        "analytics", "raidsnap-analytics", token, new, heartbeat_timeout=600.0
-    )
+    _, new = held_launch(emu, token, heartbeat_timeout=600.0)
     # the restore mounts the array only after the action has run out
     held = HeldStep(emu, "restore_attach")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+from launches import held_launch
 
 from raidsnap_emulation.clock import ClockStalledError
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, synthesize
@@ -21,11 +22,8 @@ from raidsnap_emulation.world import (
     alarm_event,
     backed_up,
     configure_recovery,
-    create_topics,
     launch_event,
-    launch_instance,
     make_array,
-    terminate,
 )
 
 
@@ -44,22 +42,8 @@ def test_a_recovery_whose_restore_cannot_answer_it_does_not_hold_then_abandon_th
     example_emu: Emulation,
 ) -> None:
     emu = example_emu
-    create_topics(emu)
-    fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
-    backed_up(emu.hosts, emu.run, fx)
-    configure_recovery(
-        emu,
-        "analytics",
-        instanceId=fx.instance_id,
-        autoScalingGroup="analytics",
-        initialization="none",
-    )
-    terminate(fx.instance_id)
-    new = launch_instance(
-        "analytics-asg", fx.availability_zone, tag_array=False, auto_scaling_group="analytics"
-    )
     token = "6e7f8091-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
-    emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
+    _, new = held_launch(emu, token)
     # GIVEN Step Functions refuses the restore's answers
     for op in ("SendTaskSuccess", "SendTaskFailure"):
         emu.double.fail("stepfunctions", op, times=1000, code="AccessDeniedException")

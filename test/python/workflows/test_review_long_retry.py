@@ -21,18 +21,15 @@ from typing import Any
 
 import boto3
 import pytest
+from launches import held_launch
 
 from raidsnap_emulation.double.base import AwsError
 from raidsnap_emulation.harness import EXAMPLE_CONFIG, Emulation, synthesize
 from raidsnap_emulation.world import (
     HeldStep,
     backed_up,
-    configure_recovery,
-    create_topics,
     launch_event,
-    launch_instance,
     make_array,
-    terminate,
 )
 
 FLEET_MINUTES = 45  # how long a fleet keeps a bucket empty (bench/fleet.py: many minutes)
@@ -113,25 +110,8 @@ def test_a_launch_held_for_its_restore_is_not_abandoned_while_keep_alive_is_thro
     (Amazon EC2 Auto Scaling User Guide, "Amazon EC2 Auto Scaling lifecycle hooks": the
     heartbeat timeout, RecordLifecycleActionHeartbeat, the default result on timeout)."""
     emu = example_emu
-    create_topics(emu)
-    fx = make_array(emu.hosts, "analytics", 3, size_gib=1024, unrelated=0)
-    backed_up(emu.hosts, emu.run, fx)
-    configure_recovery(
-        emu,
-        "analytics",
-        instanceId=fx.instance_id,
-        autoScalingGroup="analytics",
-        initialization="none",
-    )
-    terminate(fx.instance_id)
-    new = launch_instance(
-        "analytics-asg",
-        fx.availability_zone,
-        tag_array=False,
-        auto_scaling_group="analytics",
-    )
     token = "6e7f8091-1111-2222-3333-444455556666"  # noqa: S105 - a lifecycle action id
-    emu.double.lifecycle_action("analytics", "raidsnap-analytics", token, new)
+    _, new = held_launch(emu, token)
     held = HeldStep(emu, "restore_attach")
     sfn = boto3.client("stepfunctions")
     window: dict[str, Any] = {}

@@ -93,15 +93,20 @@ def snapshots_reported(event: SnapshotsCompletion) -> Answered:
         logger.info("no backup waits on these snapshots", extra={"snapshots": ids})
         return Answered(result=detail.result, answered=None)
     check = CheckCall.model_validate(found.call)
-    took = _seconds(detail.startTime, detail.endTime)
+    why = (
+        f"EBS reported the snapshots of set {check.snapshots.setId} {detail.result or 'done'}, "
+        "but they are not all completed yet"
+    )
     try:
-        answered = _answer(table, found.token, check, detail.result, took)
-    except (SnapshotsNotSeenError, ClientError) as err:
-        if isinstance(err, ClientError) and error_code(err) not in THROTTLE_CODES:
+        answered = _answer(table, found.token, check, _seconds(detail.startTime, detail.endTime))
+    except ClientError as err:
+        if error_code(err) not in THROTTLE_CODES:
             raise
+        answered, why = None, f"DescribeSnapshots was throttled ({error_code(err)})"
+    if answered is None:
         # Told, but not confirmed: the run looks by itself from now.
         snapshot_waits.done(table, _sets(check))
-        callbacks.fail(found.token, NOT_SEEN, str(err))
+        callbacks.fail(found.token, NOT_SEEN, why)
         answered = "to the run's own looks"
     return Answered(setId=check.snapshots.setId, result=detail.result, answered=answered)
 
@@ -117,13 +122,10 @@ def _seconds(start: str | None, end: str | None) -> int | None:
     return max(0, int(took.total_seconds()))
 
 
-def _answer(
-    table: str, token: str, check: CheckCall, said: str | None = None, took: int | None = None
-) -> str | None:
-    """Look at every set of the call; answer the Task when they are done. ``said``: what EBS's
-    event said (None: the Task's own first look, which may find them still pending); ``took``:
-    how long the snapshots took by the event (the output's waitedSeconds). Returns how the
-    Task was answered (None: not yet)."""
+def _answer(table: str, token: str, check: CheckCall, took: int | None = None) -> str | None:
+    """Look at every set of the call; answer the Task when they are done (a set in error fails
+    it). ``took``: how long the snapshots took by EBS's event (the output's waitedSeconds).
+    Returns how the Task was answered (None: not yet, the snapshots still pending)."""
     try:
         snaps: Snapshots = check_snapshots(check)
     except SnapshotFailedError as err:
@@ -131,11 +133,6 @@ def _answer(
         callbacks.fail(token, FAILED, str(err))
         return "failed"
     if snaps.status != "completed":
-        if said is not None:
-            raise SnapshotsNotSeenError(
-                f"EBS reported the snapshots of set {check.snapshots.setId} {said or 'done'}, "
-                "but they are not all completed yet"
-            )
         return None
     if took is not None:
         snaps = snaps.model_copy(update={"waitedSeconds": max(snaps.waitedSeconds, took)})

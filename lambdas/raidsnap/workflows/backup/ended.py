@@ -16,17 +16,15 @@ one), each well under a second at 256 MB."""
 from __future__ import annotations
 
 import json
-import re
 
-from botocore.exceptions import ClientError
+from pydantic import TypeAdapter
 
-from raidsnap.aws import costs, error_code
+from raidsnap.aws import costs
 from raidsnap.execution_events import StatusChange
-from raidsnap.observability import logger
+from raidsnap.models import ArrayName
 from raidsnap.workflows.backup.event_contracts import Priced
 
-# raidsnap.models.ArrayName's pattern: a name the backup input accepts.
-ARRAY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+ARRAY_NAME: TypeAdapter[str] = TypeAdapter(ArrayName)
 
 
 def cost_of_ended(change: StatusChange) -> Priced:
@@ -35,13 +33,8 @@ def cost_of_ended(change: StatusChange) -> Priced:
     if detail is None or not detail.executionArn:
         return Priced(priced=False, why="the event names no execution")
     array = _array(detail.input)
-    try:
-        cost = costs.so_far(detail.executionArn, after=0, array=array, kept_fsr=True)
-    except ClientError as err:
-        # The metric is a sum for the dashboard: a run not priced is logged, not retried for
-        # ever (Lambda retries a failed asynchronous invocation twice).
-        logger.warning("the run's history could not be read", extra={"error": error_code(err)})
-        raise
+    # A history that cannot be read fails the invocation: Lambda runs it twice more.
+    cost = costs.so_far(detail.executionArn, after=0, array=array, kept_fsr=True)
     return Priced(
         priced=True,
         executionArn=detail.executionArn,
@@ -54,7 +47,6 @@ def cost_of_ended(change: StatusChange) -> Priced:
 def _array(text: str | None) -> str | None:
     """The run's array, from its input (None where the input names none a run could have)."""
     try:
-        value = json.loads(text or "{}").get("array")
-    except (ValueError, AttributeError):
+        return ARRAY_NAME.validate_python(json.loads(text or "{}").get("array"))
+    except (ValueError, AttributeError):  # bad JSON, not an object, or no array name
         return None
-    return value if isinstance(value, str) and ARRAY_NAME.fullmatch(value) else None
