@@ -22,7 +22,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from moto.ec2.models import ec2_backends
@@ -34,6 +34,11 @@ from raidsnap_emulation import script_outputs
 from raidsnap_emulation.double import AwsDouble, CommandContext, CommandOutcome
 
 ACCOUNT = "123456789012"
+# freeze.sh: a later freeze of one run ends this long before the earliest earlier one, and is
+# refused with less than MIN_WINDOW left (lib/freeze_guard.sh group_gap_seconds, freeze.sh
+# min_window_seconds).
+GROUP_GAP = timedelta(seconds=2)
+MIN_WINDOW = timedelta(seconds=10)
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,8 @@ class InstanceState:
     freeze_tokens: dict[str, str] = field(default_factory=dict)
     # Mount point -> the post-snapshot hook owed once its pre hook ran (freeze.sh's marker).
     hooks_owed: dict[str, str] = field(default_factory=dict)
+    # Mount point -> when its freeze guard thaws it (the deadline in freeze.sh's state file).
+    deadlines: dict[str, datetime] = field(default_factory=dict)
     # Volumes EC2 shows attached whose NVMe device the instance no longer has (the controller
     # dropped off): no block device, no serial to read.
     dropped: set[str] = field(default_factory=set)
@@ -103,6 +110,9 @@ class Hosts:
     prewarm_mib_per_second = 1000.0
     # Or, for a benchmark, however long it says: (instance id, {volume id: bytes}) -> seconds.
     prewarm_seconds_for: Callable[[str, dict[str, int]], float] | None = None
+
+    # How long fsfreeze -f takes (it flushes the filesystem's dirty data first).
+    fsfreeze_seconds = 0.004
 
     def __init__(self, double: AwsDouble, document_names: dict[str, str], region: str) -> None:
         self.double = double
@@ -448,6 +458,25 @@ class Hosts:
                 f"{mount} is already frozen by someone else: fsfreeze: {mount}: freeze failed: "
                 "Device or resource busy",
             )
+        self._fire_guards(state, ctx.now)
+        # freeze.sh: a freeze of the same run (token) on another mount point caps this one's
+        # deadline GROUP_GAP before the earliest of theirs (lib/freeze_guard.sh, group_deadline).
+        group = [
+            d
+            for m, d in state.deadlines.items()
+            if m != mount and state.freeze_tokens.get(m) == token
+        ]
+        cap = min(group) - GROUP_GAP if group else None
+        if cap is not None and cap - ctx.now < MIN_WINDOW:
+            left = int((cap - ctx.now).total_seconds())
+            return self._refuse(
+                "FreezeWindowClosed",
+                f"{mount} was not frozen: a freeze of the same run on another mount point is "
+                f"thawed by its guard in {left + GROUP_GAP.seconds}s, and each later freeze ends "
+                f"{GROUP_GAP.seconds}s before it, which leaves {left}s (at least "
+                f"{MIN_WINDOW.seconds}s needed); raise MaxFreezeSeconds or take fewer arrays "
+                "together",
+            )
         pid = 4000 + len(state.log)
         pre, freeze = p["PreSnapshot"], p["Freeze"] == "true"
         if pre:
@@ -460,6 +489,9 @@ class Hosts:
         state.guards[mount] = pid
         state.freeze_tokens[mount] = token
         deadline = ctx.now + timedelta(seconds=max_seconds)
+        if cap is not None:
+            deadline = min(deadline, cap)
+        state.deadlines[mount] = deadline
         unit = "raidsnap-thaw-" + hashlib.sha256(mount.encode()).hexdigest()[:16]
         return self._ok(
             {
@@ -476,7 +508,28 @@ class Hosts:
                 "frozenAt": int(ctx.now.timestamp()),
             },
             progress=f"froze {mount}; guard {pid} thaws it by {deadline:%H:%M:%S}",
+            duration=self.fsfreeze_seconds + 0.5 if freeze else 0.5,
         )
+
+    @staticmethod
+    def _fire_guards(state: InstanceState, now: datetime) -> None:
+        """Each freeze guard whose deadline has come thaws its mount point and runs the post hook
+        owed (lib/freeze_guard.sh, raidsnap_guard), in deadline order."""
+        for mount, deadline in sorted(state.deadlines.items(), key=lambda item: item[1]):
+            if deadline <= now:
+                Hosts._guard_fires(state, mount)
+
+    @staticmethod
+    def _guard_fires(state: InstanceState, mount: str) -> None:
+        if mount in state.frozen:
+            state.frozen.discard(mount)
+            state.log.append(f"guard thawed {mount}")
+        state.guards.pop(mount, None)
+        state.freeze_tokens.pop(mount, None)
+        state.deadlines.pop(mount, None)
+        owed = state.hooks_owed.pop(mount, "")
+        if owed:
+            state.log.append(f"post-snapshot {owed} (guard)")
 
     def _thaw(self, ctx: CommandContext) -> CommandOutcome:
         return self._answer(ctx, "thaw", lambda p: self._do_thaw(ctx, p))
@@ -484,6 +537,7 @@ class Hosts:
     def _do_thaw(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
         mount, token = p["MountPoint"], p["FreezeToken"]
         state = self.state(ctx.instance_id)
+        self._fire_guards(state, ctx.now)
         mounted = self._mounted(ctx.instance_id, mount) is not None
         recorded = state.freeze_tokens.get(mount)
         if recorded is not None and recorded != token:
@@ -508,10 +562,18 @@ class Hosts:
                 progress=f"no raidsnap freeze guard for {mount}: nothing of ours to thaw",
             )
         was_frozen = mount in state.frozen
+        if was_frozen:
+            state.log.append(f"thaw {mount}")
         state.frozen.discard(mount)
         guard = state.guards.pop(mount, None)
         del state.freeze_tokens[mount]
+        state.deadlines.pop(mount, None)
         owed = state.hooks_owed.pop(mount, "")
+        waited = 0.0
+        if owed:
+            # thaw.sh: the post hook waits for the run's other freezes to end, each by its own
+            # thaw or at the latest its guard's deadline (lib/freeze_guard.sh, wait_group).
+            waited = self._wait_group(state, token, ctx.now)
         if owed and p["PostSnapshot"]:
             state.log.append(f"post-snapshot {p['PostSnapshot']}")
         return self._ok(
@@ -524,7 +586,19 @@ class Hosts:
                 "postSnapshot": "ok" if owed and p["PostSnapshot"] else "none",
             },
             progress=f"thawed {mount} (was frozen: {str(was_frozen).lower()})",
+            duration=1.0 + waited,
         )
+
+    @staticmethod
+    def _wait_group(state: InstanceState, token: str, now: datetime) -> float:
+        """The seconds a post hook waits for the freezes of its run on other mount points: each
+        ends at its guard's deadline, which fires while the thaw waits."""
+        group = {m: d for m, d in state.deadlines.items() if state.freeze_tokens.get(m) == token}
+        if not group:
+            return 0.0
+        for mount in sorted(group, key=group.__getitem__):
+            Hosts._guard_fires(state, mount)
+        return max(0.0, (max(group.values()) - now).total_seconds() + 1)
 
     def _assemble(self, ctx: CommandContext) -> CommandOutcome:
         return self._answer(ctx, "assemble", lambda p: self._do_assemble(ctx, p))

@@ -24,6 +24,7 @@ DiscoverError = Literal["InvalidInput", "ToolMissing"]
 FreezeError = Literal[
     "AlreadyFrozen",
     "FreezeFailed",
+    "FreezeWindowClosed",
     "GuardFailed",
     "HookFailed",
     "InvalidInput",

@@ -8,7 +8,9 @@
 # it started, SSM_PostSnapshot runs exactly once: here if the pre hook or the freeze fails, else
 # in thaw, else in the guard (recorded where a reboot keeps it, lib/freeze_guard.sh). The guard's
 # MaxFreezeSeconds counts from the freeze, not from the pre hook. SSM_Freeze=false runs the
-# hooks without fsfreeze.
+# hooks without fsfreeze. Freezes given one token (one run's, a mount point each) end in reverse
+# order: each later one's guard fires before every earlier one's (lib/freeze_guard.sh,
+# group_deadline), and a post hook runs once the others ended (wait_group).
 set -euo pipefail
 
 # shellcheck source=lib/system_directory.sh
@@ -69,6 +71,26 @@ old=$(guard_pid "$state")
 if [[ -n $old ]]; then
   fail AlreadyFrozen "$mount_point already has a freeze guard (pid $old); run thaw first"
 fi
+# A freeze of the same run (its token) already in place on another mount point ends after this
+# one: this one's deadline is capped to group_gap_seconds before the earliest of theirs. Refused
+# when less than min_window_seconds would be left: the snapshots could not be taken in time.
+min_window_seconds=10
+group_end=$(group_deadline "$state" "$token")
+if [[ -n $group_end ]]; then
+  left=$((group_end - group_gap_seconds - $(date +%s)))
+  if ((left < min_window_seconds)); then
+    fail FreezeWindowClosed "$mount_point was not frozen: a freeze of the same run on another mount point is thawed by its guard in $((group_end - $(date +%s)))s, and each later freeze ends ${group_gap_seconds}s before it, which leaves ${left}s (at least ${min_window_seconds}s needed); raise MaxFreezeSeconds or take fewer arrays together"
+  fi
+fi
+# capped EPOCH: EPOCH, or the group's cap if earlier.
+capped() {
+  if [[ -n $group_end ]] && (($1 > group_end - group_gap_seconds)); then
+    printf '%s' "$((group_end - group_gap_seconds))"
+  else
+    printf '%s' "$1"
+  fi
+}
+
 # A post hook still owed with no guard left (the instance restarted while a freeze held): run now,
 # once the pre hook that owes it ended (its freeze was killed during it; the guard too).
 [[ ! -e $owed ]] || wait_pre_hook "$state"
@@ -85,6 +107,7 @@ write_guard_program "$guard" "$hook_key"
 # arguments, never as shell text; it does not hold the lock's descriptor.
 deadline=$(($(date +%s) + max_seconds))
 [[ -z $pre_hook ]] || deadline=$((deadline + hook_seconds + 10))
+deadline=$(capped "$deadline")
 # shellcheck disable=SC2016 # the single-quoted program is the guard's, expanded by its own bash
 setsid nohup bash -c '
   printf "%s %s %s %s\n" "$$" "$2" "$3" "$4" >"$1.tmp" && mv -f "$1.tmp" "$1"
@@ -143,13 +166,15 @@ if [[ -n $pre_hook ]]; then
   fi
 fi
 
-# rearm DEADLINE: the guard's deadline from now on (the state file), and the timer's, which fires
-# MaxFreezeSeconds from now.
+# rearm DEADLINE: the guard's deadline from now on (the state file), capped for a group, and the
+# timer's, which fires then.
 rearm() {
-  deadline=$1
+  deadline=$(capped "$1")
   printf '%s %s %s %s\n' "$pid" "$deadline" "$token" "$mount_point" >"$state.tmp"
   mv -f "$state.tmp" "$state"
-  timer=$(arm_timer "$mount_point" "$max_seconds" "$guard" "$state" "$owed")
+  local seconds=$((deadline - $(date +%s)))
+  ((seconds > 0)) || seconds=1
+  timer=$(arm_timer "$mount_point" "$seconds" "$guard" "$state" "$owed")
 }
 
 if [[ $do_freeze != true ]]; then

@@ -95,9 +95,18 @@ fi
 
 # The post hook, once: freeze's record says it is owed; claiming it takes it from the guard
 # (which may have claimed it first: then its status is in the record's .done). Never while the
-# pre hook of a freeze killed during it still runs.
+# pre hook of a freeze killed during it still runs, nor while another freeze of the same run (its
+# token, on another mount point) is in place: the application it lets go may write there. That
+# one ends by its thaw or, at the latest, by its guard, whose deadline comes first
+# (lib/freeze_guard.sh, wait_group).
 post_status=none by=""
 [[ $owed_by != "$token" ]] || wait_pre_hook "$state"
+if [[ $owed_by == "$token" && -e $owed ]]; then
+  waited_from=$(date +%s)
+  wait_group "$state" "$token"
+  waited=$(($(date +%s) - waited_from))
+  ((waited < 1)) || say "waited ${waited}s for the other freezes of this run to end before the post-snapshot hook"
+fi
 if [[ $owed_by == "$token" ]] && run_owed_post "$owed"; then
   rm -f "$owed.done"
   post_status=$owed_status

@@ -89,6 +89,52 @@ wait_pre_hook() {
   rm -f "$file"
 }
 
+# The freezes of one run share its token, one per mount point (a backup that takes several
+# arrays at one point in time). Each later one ends before every earlier one: its deadline is at
+# most the earliest of theirs less group_gap_seconds, so their guards thaw in the reverse order of
+# the freezes, as the run's thaws do, and the first mount point frozen (the one whose freeze ran
+# the pre hook) is thawed, and its post hook run, last.
+# shellcheck disable=SC2034 # freeze.sh's, which caps its deadline with it
+group_gap_seconds=2
+
+# group_deadline STATE TOKEN: the earliest deadline (epoch seconds) of the other freezes made with
+# TOKEN that are still in place (their state file: a thaw or the guard removes it); nothing if
+# none. A state file more than 5 s past its deadline has no guard left to keep an order with
+# (its guard was killed): it does not count, here or in wait_group.
+group_deadline() {
+  local own=$1 token=$2 file deadline said earliest=""
+  for file in "$state_dir"/freeze-????????????????; do
+    [[ -e $file && $file != "$own" ]] || continue
+    read -r _ deadline said _ <"$file" 2>/dev/null || continue
+    [[ $said == "$token" && $deadline =~ ^[0-9]+$ ]] || continue
+    (($(date +%s) < deadline + 5)) || continue
+    if [[ -z $earliest ]] || ((deadline < earliest)); then
+      earliest=$deadline
+    fi
+  done
+  printf '%s' "$earliest"
+}
+
+# wait_group STATE TOKEN: the post hook runs once every other freeze made with TOKEN has ended
+# (thawed by its thaw, or by its guard: the application it releases may write to any of them).
+# Each is waited for until its own deadline and a margin: its guard has fired by then.
+wait_group() {
+  local own=$1 token=$2 file deadline said waiting
+  while :; do
+    waiting=""
+    for file in "$state_dir"/freeze-????????????????; do
+      [[ -e $file && $file != "$own" ]] || continue
+      read -r _ deadline said _ <"$file" 2>/dev/null || continue
+      [[ $said == "$token" && $deadline =~ ^[0-9]+$ ]] || continue
+      if (($(date +%s) < deadline + 5)); then
+        waiting=$file
+      fi
+    done
+    [[ -n $waiting ]] || return 0
+    sleep 0.2
+  done
+}
+
 # run_owed_post OWED: if a post hook is owed (OWED exists), claim it (exactly one caller does),
 # run it and record its status in OWED.done ("<token> ok" or "<token> <exit status>"). Sets
 # owed_status and owed_token; false if nothing was owed.
@@ -108,11 +154,11 @@ run_owed_post() {
 # it once the filesystem is frozen); the systemd timer's unit (WHEN "now") runs when the timer
 # fires, which freeze arms for the same deadline. Then, holding the lock and if the state is
 # still there (a thaw came first otherwise), it thaws (only a freeze of ours), drops the state
-# and runs the post hook owed. Arguments: STATE MOUNT_POINT OWED WHEN. Both guards run it as a
+# and runs the post hook owed, once the run's other freezes ended (wait_group). Arguments: STATE MOUNT_POINT OWED WHEN. Both guards run it as a
 # program of its own, written by write_guard_program.
 # shellcheck disable=SC2329 # called by the program write_guard_program writes
 raidsnap_guard() {
-  local state=$1 mount_point=$2 owed=$3 when=$4 deadline
+  local state=$1 mount_point=$2 owed=$3 when=$4 deadline token
   exec 9>>"$state.lock"
   while [[ -e $state ]]; do
     deadline=0
@@ -123,8 +169,11 @@ raidsnap_guard() {
       [[ $when == now ]] || read -r _ deadline _ <"$state" 2>/dev/null || deadline=0
       if (($(date +%s) >= deadline)); then
         [[ ! -e $state.frozen ]] || fsfreeze -u "$mount_point" >/dev/null 2>&1 || true
+        token=""
+        read -r _ _ token _ <"$state" 2>/dev/null || token=""
         rm -f "$state" "$state.frozen"
         wait_pre_hook "$state"
+        [[ -z $token || ! -e $owed ]] || wait_group "$state" "$token"
         run_owed_post "$owed" 2>/dev/null || true
         rm -f "$state.guard"
         return 0
@@ -140,10 +189,10 @@ raidsnap_guard() {
 write_guard_program() {
   {
     printf 'export LC_ALL=C PATH=%q\n' "$PATH"
-    printf 'hook_dir=%q hook_key=%q record_dir=%q\n' "$hook_dir" "$2" "$record_dir"
+    printf 'hook_dir=%q hook_key=%q record_dir=%q state_dir=%q\n' "$hook_dir" "$2" "$record_dir" "$state_dir"
     declare -f run_hook raidsnap_builtin_hook raidsnap_held_session raidsnap_cancel_session \
       run_owed_post raidsnap_guard \
-      pre_hook_running wait_pre_hook
+      pre_hook_running wait_pre_hook wait_group
     printf '%s\n' 'raidsnap_guard "$@"'
   } >"$1.tmp"
   chmod 0700 "$1.tmp"

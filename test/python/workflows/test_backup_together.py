@@ -5,6 +5,8 @@ success and on failure; refusals change nothing and leave no hold."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -25,6 +27,27 @@ from raidsnap_emulation.world import (
 
 def create_snapshots(emu: Emulation) -> list[Any]:
     return [c for c in emu.double.calls if c.operation == "CreateSnapshots" and c.applied]
+
+
+def ran_commands(instance_id: str, document: str) -> list[tuple[str, dict[str, Any], datetime]]:
+    """Each command of ``document`` the instance ran, in the order sent: its mount point, the
+    JSON line it printed last and when it ended, as SSM tells them."""
+    ssm = boto3.client("ssm")
+    listed = ssm.list_commands(InstanceId=instance_id)["Commands"]
+    out = []
+    for command in sorted(listed, key=lambda c: c["RequestedDateTime"]):
+        if command["DocumentName"] != document:
+            continue
+        ran = ssm.get_command_invocation(CommandId=command["CommandId"], InstanceId=instance_id)
+        line = json.loads(ran["StandardOutputContent"].strip().splitlines()[-1])
+        ended = datetime.fromisoformat(str(ran["ExecutionEndDateTime"]))
+        out.append((command["Parameters"]["MountPoint"][0], line, ended))
+    return out
+
+
+def reported_deadline(line: dict[str, Any]) -> datetime:
+    """The thawDeadline a freeze reported."""
+    return datetime.strptime(line["thawDeadline"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def two(emu: Emulation) -> tuple[ArrayFixture, list[str], str]:
@@ -259,32 +282,39 @@ def test_a_failure_after_both_froze_thaws_both(emu: Emulation) -> None:
     assert thawed == {"/data", "/logs"}
 
 
+def snapshot_between_the_guards(emu: Emulation, instance_id: str, held: HeldStep) -> None:
+    """Let the held snapshot step start after the guard of the second mount point frozen ran
+    out (freeze.sh caps it to end 2 s before the first one's) but while the first one's holds."""
+    (first, _, _), (_, second, _) = ran_commands(instance_id, "raidsnap-freeze")
+    sent = next(c for c in emu.double.calls if c.params.get("DocumentName") == "raidsnap-freeze")
+    # The first guard holds until at least its command was requested plus MaxFreezeSeconds.
+    start = (
+        reported_deadline(second)
+        + (sent.time + timedelta(seconds=60) - reported_deadline(second)) / 2
+    )
+    assert first == "/data" and start > reported_deadline(second)
+    emu.clock.advance((start - emu.clock.now()).total_seconds())
+    held.release()
+
+
 def test_each_set_is_labelled_by_its_own_freeze_guard(emu: Emulation) -> None:
-    # GIVEN an fsfreeze run whose snapshot step starts after the guard of /data (frozen first)
-    # ran out but while the guard of /logs (frozen later) still held
+    # GIVEN an fsfreeze run whose snapshot step starts after the guard of /logs (frozen second,
+    # so it ends first) ran out but while the guard of /data (frozen first) still held
     fx, _, _ = two(emu)
     held = HeldStep(emu, "backup_snapshot")
     arn = emu.start("backup", {"array": "db1", "takeWith": ["logs"], "consistency": "fsfreeze"})
     held.wait()
-    first, second = (
-        c for c in emu.double.calls if c.params.get("DocumentName") == "raidsnap-freeze"
-    )
-    gap = (second.time - first.time).total_seconds()
-    assert gap >= 1
-    emu.clock.advance(60 + gap / 2 - (emu.clock.now() - first.time).total_seconds())
-    held.release()
+    snapshot_between_the_guards(emu, fx.instance_id, held)
     run = emu.wait(arn)
-    # THEN db1's set says crash (and why), logs' set says fsfreeze: never more than each got
+    # THEN logs' set says crash (and why), db1's set says fsfreeze: never more than each got
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     (part,) = run.output["together"]
-    assert (run.output["consistency"], part["consistency"]) == ("crash", "fsfreeze")
+    assert (run.output["consistency"], part["consistency"]) == ("fsfreeze", "crash")
     assert any("guard" in n and "crash" in n for n in run.output["notes"])
     assert {tags_of(s)["raidsnap:consistency"] for s in sets_of("db1")[run.output["setId"]]} == {
-        "crash"
-    }
-    assert {tags_of(s)["raidsnap:consistency"] for s in sets_of("logs")[part["setId"]]} == {
         "fsfreeze"
     }
+    assert {tags_of(s)["raidsnap:consistency"] for s in sets_of("logs")[part["setId"]]} == {"crash"}
     host = emu.hosts.state(fx.instance_id)
     assert (host.frozen, host.guards) == (set(), {})
 

@@ -18,16 +18,14 @@ import json
 from typing import Any
 
 import pytest
-from test_backup_together import create_snapshots, two
+from test_backup_together import create_snapshots, snapshot_between_the_guards, two
 
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import (
     HeldStep,
-    add_array,
     configure_copies,
     configure_fast_restore,
-    make_array,
 )
 
 ZONE = "us-east-1a"
@@ -90,27 +88,20 @@ def test_a_named_array_whose_copies_or_fast_restore_would_not_run_is_refused_at_
 def test_a_named_arrays_lower_consistency_is_explained_in_the_output_by_its_name(
     emu: Emulation,
 ) -> None:
-    # GIVEN db1 (/data) and archive (/archive, frozen first: name order), fsfreeze; the snapshot
-    # step starts after the guard of /archive ran out but while db1's still held
-    fx = make_array(emu.hosts, "db1", 3, unrelated=0)
-    add_array(emu.hosts, fx, "archive", mount_point="/archive")
+    # GIVEN db1 (/data) and logs (/logs, frozen second: name order), fsfreeze; the snapshot
+    # step starts after the guard of /logs ran out (it ends first) but while db1's still held
+    fx, _, _ = two(emu)
     held = HeldStep(emu, "backup_snapshot")
-    arn = emu.start("backup", {"array": "db1", "takeWith": ["archive"], "consistency": "fsfreeze"})
+    arn = emu.start("backup", {"array": "db1", "takeWith": ["logs"], "consistency": "fsfreeze"})
     held.wait()
-    first, second = (
-        c for c in emu.double.calls if c.params.get("DocumentName") == "raidsnap-freeze"
-    )
-    assert first.params["Parameters"]["MountPoint"] == ["/archive"]
-    gap = (second.time - first.time).total_seconds()
-    emu.clock.advance(60 + gap / 2 - (emu.clock.now() - first.time).total_seconds())
-    held.release()
+    snapshot_between_the_guards(emu, fx.instance_id, held)
     run = emu.wait(arn)
-    # THEN archive's set says crash, and the output's notes say why, under archive's name
+    # THEN logs' set says crash, and the output's notes say why, under logs' name
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     (part,) = run.output["together"]
     assert (run.output["consistency"], part["consistency"]) == ("fsfreeze", "crash")
     said = [n for n in run.output["notes"] if "guard" in n]
-    assert len(said) == 1 and said[0].startswith("archive: the snapshots started"), said
+    assert len(said) == 1 and said[0].startswith("logs: the snapshots started"), said
     assert "crash-consistent" in said[0]
 
 

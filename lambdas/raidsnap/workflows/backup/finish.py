@@ -144,7 +144,7 @@ def apply_retention(call: RetentionCall) -> Retention:
 def _failed_thaws(call: RetentionCall) -> list[str]:
     """A thaw that failed is tolerated (the set was taken; the freeze guard thaws within its
     bound), but said: its filesystem stayed frozen until then, and a post hook sent after it
-    ran while it was."""
+    waited for that guard (thaw.sh) before it let the application go."""
     sent = freezes.commands(call.thaw)
     where = freezes.mount_points(call.members, call.plan.array)
     out = []
@@ -155,7 +155,7 @@ def _failed_thaws(call: RetentionCall) -> list[str]:
         said = command.result if isinstance(command.result, dict) else {}
         why = str(said.get("message") or command.stderrTail or "no detail")
         after = [c.array for c in sent[i + 1 :] if c.postOwed and c.array]
-        hook = f"; the post hook of {after[0]} ran while it was" if after else ""
+        hook = f"; the post hook of {after[0]} ran only after that" if after else ""
         out.append(
             f"the thaw of {mount} failed ({why}): it stayed frozen until its freeze guard "
             f"thawed it, at most MaxFreezeSeconds after its freeze{hook}"

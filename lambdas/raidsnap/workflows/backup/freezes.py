@@ -5,17 +5,26 @@ then one thaw per mount point in reverse order.
 
 The freeze and thaw documents keep one mount point each, so each array's freeze has the guard
 a single array's has: if the workflow dies, every frozen mount point is thawed by its own guard
-within MaxFreezeSeconds of its own freeze. A freeze that fails stops the run before the next
-one is sent, and the failure path thaws every mount point the run may have frozen."""
+within MaxFreezeSeconds of its own freeze. The guards keep the run's order: each later freeze's
+guard fires before every earlier one's (freeze.sh caps its deadline GROUP_GAP before theirs, and
+refuses with FreezeWindowClosed when too little is left), and a post hook waits on the instance
+until the run's other freezes ended (thaw.sh and the guard: lib/freeze_guard.sh, wait_group), so
+the application it lets go never finds a filesystem of its run still frozen, even after a thaw
+that failed. A freeze that fails stops the run before the next one is sent, and the failure path
+thaws every mount point the run may have frozen."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from raidsnap.hooks import SetConsistency
 from raidsnap.workflows.backup import times
 from raidsnap.workflows.backup.contracts import Command, Members
+
+# A later freeze of one run ends this long before the earliest earlier one: freeze.sh caps its
+# guard's deadline so (lib/freeze_guard.sh, group_gap_seconds).
+GROUP_GAP = timedelta(seconds=2)
 
 
 @dataclass(frozen=True)

@@ -73,11 +73,16 @@ def send_freeze(call: CommandCall, documents: Documents, settings: BackupSetting
     # (SendCommand TimeoutSeconds), so fsfreeze -f came before.
     requested = times.parse_time(str(command.requestedAt))
     bound = timedelta(seconds=settings.max_freeze_seconds)
+    until, at_most = requested + bound, requested + timedelta(seconds=timeout) + bound
+    # A later freeze of the run ends before the earlier ones (freeze.sh caps its guard's deadline
+    # GROUP_GAP before theirs), so both bounds are at most theirs less the gap.
+    earlier = freezes.commands(call.freeze) if target else []
+    for previous in earlier:
+        if previous.frozenUntil and previous.frozenAtMostUntil:
+            until = min(until, times.parse_time(previous.frozenUntil) - freezes.GROUP_GAP)
+            at_most = min(at_most, times.parse_time(previous.frozenAtMostUntil) - freezes.GROUP_GAP)
     command = command.model_copy(
-        update={
-            "frozenUntil": times.iso(requested + bound),
-            "frozenAtMostUntil": times.iso(requested + timedelta(seconds=timeout) + bound),
-        }
+        update={"frozenUntil": times.iso(until), "frozenAtMostUntil": times.iso(at_most)}
     )
     return freezes.carried(command, call.freeze, target) if target else command
 
@@ -102,18 +107,21 @@ def thaw_mount_point(
     own: Hooks | None,
 ) -> Command:
     # A thaw's failure is tolerated (the guard thaws within its bound), but not while it owes
-    # the post hook: unreported, the application may still be held (commands.poll).
+    # the post hook: unreported, the application may still be held (commands.poll). With several
+    # arrays frozen, the thaw that runs the post hook waits on the instance for the others to
+    # end, by their thaws or at the latest their guards (thaw.sh): up to MaxFreezeSeconds more.
     extra = hooks.document_parameters(own, freeze=False)
+    owed = bool(own and own.postSnapshot)
+    waits = settings.max_freeze_seconds if owed and len(call.members.freezes) > 1 else 0
     command = _start_command(
         documents.thaw,
         call,
         settings,
         mount_point=mount_point,
-        timeout=120 + _hook_seconds(own),
+        timeout=120 + _hook_seconds(own) + waits,
         fail_on_error=False,
         extra={k: v for k, v in extra.items() if k in ("PostSnapshot", "HookSeconds")},
     )
-    owed = bool(own and own.postSnapshot)
     return command.model_copy(update={"postOwed": True}) if owed else command
 
 
