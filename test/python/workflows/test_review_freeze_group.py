@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
+import boto3
 from test_backup_together import two
 
 from raidsnap_emulation.harness import Emulation
+from raidsnap_emulation.world import make_array
 
 
 def _max_freeze_seconds(emu: Emulation, seconds: int) -> None:
-    """The stack's defaults.maxFreezeSeconds (lib/config.ts accepts 1-900) as the functions get it."""
+    """defaults.maxFreezeSeconds (lib/config.ts accepts 1-900) as the functions get it."""
     assert emu.router is not None
     for fn in emu.router.functions.values():
         if "MAX_FREEZE_SECONDS" in fn.environment:
@@ -29,3 +33,36 @@ def test_a_two_array_fsfreeze_group_works_with_a_max_freeze_seconds_the_stack_ac
     # configuration that makes every backup of a group fail must be refused when the stack is
     # synthesized, or the freeze must fit
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+
+
+def _freeze(emu: Emulation, instance_id: str, mount: str, token: str, seconds: int) -> dict:
+    ssm = boto3.client("ssm")
+    sent = ssm.send_command(
+        DocumentName=emu.document_names["freeze"],
+        InstanceIds=[instance_id],
+        Parameters={
+            "MountPoint": [mount],
+            "MaxFreezeSeconds": [str(seconds)],
+            "FreezeToken": [token],
+        },
+    )["Command"]
+    emu.clock.advance(5)
+    inv = ssm.get_command_invocation(CommandId=sent["CommandId"], InstanceId=instance_id)
+    return json.loads(inv["StandardOutputContent"].strip().splitlines()[-1])
+
+
+def test_a_freeze_after_the_last_ones_guard_fired_is_not_refused_as_already_frozen(
+    emu: Emulation,
+) -> None:
+    # GIVEN /data frozen by a run whose workflow then died: its guard thaws it after 30 s
+    # (freeze.sh's detached guard and systemd timer fire on time, whatever else happens)
+    fx = make_array(emu.hosts, "db1", 3)
+    first = _freeze(emu, fx.instance_id, "/data", "a" * 32, 30)
+    assert first["ok"] is True, first
+    # WHEN, a minute later, the next run freezes /data
+    emu.clock.advance(60)
+    second = _freeze(emu, fx.instance_id, "/data", "b" * 32, 30)
+    # THEN it freezes it, as freeze.sh does: the old guard is gone (guard_pid finds none), so
+    # nothing refuses it. The emulation checks AlreadyFrozen before it lets the guards whose
+    # deadline came fire (host.py _do_freeze: _fire_guards after the guard check)
+    assert second["ok"] is True, second
