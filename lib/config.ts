@@ -441,7 +441,7 @@ export function parseConfig(raw: unknown): RaidsnapConfig {
     }
     checkHooksFit(arrays, (f, why, fix) => new ConfigError(f, why, fix));
   }
-  checkTakeWith(arrays, (f, why, fix) => new ConfigError(f, why, fix));
+  checkTakeWith(arrays, (f, why, fix) => new ConfigError(f, why, fix), defaults.maxFreezeSeconds);
   const tagProtection = parseTagProtection(raw.tagProtection);
   const prices = parsePrices(raw.prices, (f, why, fix) => new ConfigError(f, why, fix));
   return {

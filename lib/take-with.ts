@@ -10,6 +10,18 @@ import type { Problem } from './config-error';
 import { HooksConfig, hooksRun } from './hooks-config';
 
 const ARRAY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
+// An fsfreeze group's freezes (lambdas/raidsnap/workflows/backup/freezes.py, seconds_needed):
+// every freeze after the first ends GROUP_GAP_SECONDS before the first one's guard (freeze.sh),
+// comes at least FREEZE_STEP_SECONDS after the one before (the workflow's wait before it looks),
+// and is refused with less than MIN_WINDOW_SECONDS left for the snapshots.
+const GROUP_GAP_SECONDS = 2;
+const FREEZE_STEP_SECONDS = 2;
+const MIN_WINDOW_SECONDS = 10;
+
+/** The least maxFreezeSeconds with which `arrays` freezes of one run can all be made. */
+export function freezeSecondsNeeded(arrays: number): number {
+  return (arrays - 1) * FREEZE_STEP_SECONDS + GROUP_GAP_SECONDS + MIN_WINDOW_SECONDS;
+}
 // The backup input's limit (raidsnap.models.BackupInput.takeWith).
 const MAX_ARRAYS = 8;
 
@@ -44,11 +56,16 @@ export function parseTakeWith(raw: unknown, field: string, name: string, problem
  * array's (its sets would be frozen, or not, against its own setting), a named array with a
  * fastRestore policy or copies (they run for the array a backup is started for), or named
  * arrays whose recovery names another instance (where both name one; arrays found by tags alone
- * are checked at run time). */
-export function checkTakeWith(arrays: Record<string, TakeWithFacts>, problem: Problem): void {
+ * are checked at run time), or an fsfreeze group that maxFreezeSeconds cannot hold. */
+export function checkTakeWith(arrays: Record<string, TakeWithFacts>, problem: Problem, maxFreezeSeconds: number): void {
   for (const [name, array] of Object.entries(arrays)) {
     if (!array.takeWith) continue;
     const field = `arrays.${name}.takeWith`;
+    const needed = freezeSecondsNeeded(1 + array.takeWith.length);
+    if (array.consistency === 'fsfreeze' && maxFreezeSeconds < needed) {
+      throw problem(field, `${1 + array.takeWith.length} arrays frozen one after the other need a maxFreezeSeconds of at least ${needed} s (each freeze after the first ends 2 s before the first one's guard and needs 10 s for the snapshots); defaults.maxFreezeSeconds is ${maxFreezeSeconds}`,
+        `raise defaults.maxFreezeSeconds to ${needed} or more, or take fewer arrays together`);
+    }
     // Only hooks a backup runs by default count: a block of named commands alone runs nothing
     // unless a run names them, and a run's own hooks are checked when it starts (together.py).
     const hooked = [name, ...array.takeWith].filter((member) => hooksRun(arrays[member]?.hooks)).sort();

@@ -34,7 +34,7 @@ from raidsnap_emulation import script_outputs
 from raidsnap_emulation.double import AwsDouble, CommandContext, CommandOutcome
 
 ACCOUNT = "123456789012"
-# freeze.sh: a later freeze of one run ends this long before the earliest earlier one, and is
+# freeze.sh: a later freeze of one run ends this long before the first one, and is
 # refused with less than MIN_WINDOW left (lib/freeze_guard.sh group_gap_seconds, freeze.sh
 # min_window_seconds).
 GROUP_GAP = timedelta(seconds=2)
@@ -445,6 +445,8 @@ class Hosts:
         state = self.state(ctx.instance_id)
         if self._mounted(ctx.instance_id, mount) is None:
             return self._refuse("NotMounted", f"{mount} is not a mount point")
+        # A guard whose deadline came has fired by now (freeze.sh's guard_pid finds none).
+        self._fire_guards(state, ctx.now)
         if mount in state.guards:
             return self._refuse(
                 "AlreadyFrozen",
@@ -458,21 +460,21 @@ class Hosts:
                 f"{mount} is already frozen by someone else: fsfreeze: {mount}: freeze failed: "
                 "Device or resource busy",
             )
-        self._fire_guards(state, ctx.now)
         # freeze.sh: a freeze of the same run (token) on another mount point caps this one's
-        # deadline GROUP_GAP before the earliest of theirs (lib/freeze_guard.sh, group_deadline).
+        # deadline GROUP_GAP before the latest of theirs (lib/freeze_guard.sh, group_deadline).
         group = [
             d
             for m, d in state.deadlines.items()
             if m != mount and state.freeze_tokens.get(m) == token
         ]
-        cap = min(group) - GROUP_GAP if group else None
+        cap = max(group) - GROUP_GAP if group else None
         if cap is not None and cap - ctx.now < MIN_WINDOW:
             left = int((cap - ctx.now).total_seconds())
             return self._refuse(
                 "FreezeWindowClosed",
-                f"{mount} was not frozen: a freeze of the same run on another mount point is "
-                f"thawed by its guard in {left + GROUP_GAP.seconds}s, and each later freeze ends "
+                f"{mount} was not frozen: the first freeze of the same run, on another mount "
+                f"point, is thawed by its guard in {left + GROUP_GAP.seconds}s, and every later "
+                "freeze ends "
                 f"{GROUP_GAP.seconds}s before it, which leaves {left}s (at least "
                 f"{MIN_WINDOW.seconds}s needed); raise MaxFreezeSeconds or take fewer arrays "
                 "together",
@@ -488,7 +490,8 @@ class Hosts:
             state.frozen.add(mount)
         state.guards[mount] = pid
         state.freeze_tokens[mount] = token
-        deadline = ctx.now + timedelta(seconds=max_seconds)
+        # freeze.sh counts from `date +%s`, whole seconds rounded down.
+        deadline = ctx.now.replace(microsecond=0) + timedelta(seconds=max_seconds)
         if cap is not None:
             deadline = min(deadline, cap)
         state.deadlines[mount] = deadline

@@ -8,8 +8,8 @@
 # it started, SSM_PostSnapshot runs exactly once: here if the pre hook or the freeze fails, else
 # in thaw, else in the guard (recorded where a reboot keeps it, lib/freeze_guard.sh). The guard's
 # MaxFreezeSeconds counts from the freeze, not from the pre hook. SSM_Freeze=false runs the
-# hooks without fsfreeze. Freezes given one token (one run's, a mount point each) end in reverse
-# order: each later one's guard fires before every earlier one's (lib/freeze_guard.sh,
+# hooks without fsfreeze. Freezes given one token (one run's, a mount point each) end before the
+# first one: each later one's guard fires before the first one's (lib/freeze_guard.sh,
 # group_deadline), and a post hook runs once the others ended (wait_group).
 set -euo pipefail
 
@@ -72,14 +72,15 @@ if [[ -n $old ]]; then
   fail AlreadyFrozen "$mount_point already has a freeze guard (pid $old); run thaw first"
 fi
 # A freeze of the same run (its token) already in place on another mount point ends after this
-# one: this one's deadline is capped to group_gap_seconds before the earliest of theirs. Refused
-# when less than min_window_seconds would be left: the snapshots could not be taken in time.
+# one: this one's deadline is capped to group_gap_seconds before the latest of theirs (the first
+# freeze's). Refused when less than min_window_seconds would be left: the snapshots could not be
+# taken in time.
 min_window_seconds=10
 group_end=$(group_deadline "$state" "$token")
 if [[ -n $group_end ]]; then
   left=$((group_end - group_gap_seconds - $(date +%s)))
   if ((left < min_window_seconds)); then
-    fail FreezeWindowClosed "$mount_point was not frozen: a freeze of the same run on another mount point is thawed by its guard in $((group_end - $(date +%s)))s, and each later freeze ends ${group_gap_seconds}s before it, which leaves ${left}s (at least ${min_window_seconds}s needed); raise MaxFreezeSeconds or take fewer arrays together"
+    fail FreezeWindowClosed "$mount_point was not frozen: the first freeze of the same run, on another mount point, is thawed by its guard in $((group_end - $(date +%s)))s, and every later freeze ends ${group_gap_seconds}s before it, which leaves ${left}s (at least ${min_window_seconds}s needed); raise MaxFreezeSeconds or take fewer arrays together"
   fi
 fi
 # capped EPOCH: EPOCH, or the group's cap if earlier.

@@ -90,29 +90,29 @@ wait_pre_hook() {
 }
 
 # The freezes of one run share its token, one per mount point (a backup that takes several
-# arrays at one point in time). Each later one ends before every earlier one: its deadline is at
-# most the earliest of theirs less group_gap_seconds, so their guards thaw in the reverse order of
-# the freezes, as the run's thaws do, and the first mount point frozen (the one whose freeze ran
-# the pre hook) is thawed, and its post hook run, last.
+# arrays at one point in time). Each later one ends group_gap_seconds before the first one, the
+# one frozen longest (whose freeze ran the pre hook, if any): its deadline is at most the latest
+# of theirs less the gap, so every other guard of the run fires before the first one's, and the
+# first mount point is thawed, and its post hook run, last.
 # shellcheck disable=SC2034 # freeze.sh's, which caps its deadline with it
 group_gap_seconds=2
 
-# group_deadline STATE TOKEN: the earliest deadline (epoch seconds) of the other freezes made with
+# group_deadline STATE TOKEN: the latest deadline (epoch seconds) of the other freezes made with
 # TOKEN that are still in place (their state file: a thaw or the guard removes it); nothing if
 # none. A state file more than 5 s past its deadline has no guard left to keep an order with
 # (its guard was killed): it does not count, here or in wait_group.
 group_deadline() {
-  local own=$1 token=$2 file deadline said earliest=""
+  local own=$1 token=$2 file deadline said latest=""
   for file in "$state_dir"/freeze-????????????????; do
     [[ -e $file && $file != "$own" ]] || continue
     read -r _ deadline said _ <"$file" 2>/dev/null || continue
     [[ $said == "$token" && $deadline =~ ^[0-9]+$ ]] || continue
     (($(date +%s) < deadline + 5)) || continue
-    if [[ -z $earliest ]] || ((deadline < earliest)); then
-      earliest=$deadline
+    if [[ -z $latest ]] || ((deadline > latest)); then
+      latest=$deadline
     fi
   done
-  printf '%s' "$earliest"
+  printf '%s' "$latest"
 }
 
 # wait_group STATE TOKEN: the post hook runs once every other freeze made with TOKEN has ended

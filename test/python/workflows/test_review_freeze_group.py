@@ -19,20 +19,36 @@ def _max_freeze_seconds(emu: Emulation, seconds: int) -> None:
             fn.environment["MAX_FREEZE_SECONDS"] = str(seconds)
 
 
-def test_a_two_array_fsfreeze_group_works_with_a_max_freeze_seconds_the_stack_accepts(
+def test_a_max_freeze_seconds_a_group_cannot_fit_in_is_refused_before_anything_changes(
     emu: Emulation,
 ) -> None:
-    # GIVEN db1 and logs of one instance, and defaults.maxFreezeSeconds 12: the stack accepts
-    # it (1-900), and before the group cap a freeze of 12 s left time for the snapshots
+    # GIVEN db1 and logs of one instance, and defaults.maxFreezeSeconds 12: the second freeze
+    # comes 2 s or more after the first, ends 2 s before it and needs 10 s for the snapshots
     two(emu)
     _max_freeze_seconds(emu, 12)
     # WHEN db1 is backed up with logs, fsfreeze-consistent
     run = emu.run("backup", {"array": "db1", "takeWith": ["logs"], "consistency": "fsfreeze"})
-    # THEN the run takes its sets: the second freeze is not refused because the first freeze's
-    # 12 s less the 2 s gap and the time the workflow needed to send it is under 10 s; a
-    # configuration that makes every backup of a group fail must be refused when the stack is
-    # synthesized, or the freeze must fit
+    # THEN the run is refused before anything is held, sent or snapshotted, saying what it needs
+    assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
+    assert "need a MaxFreezeSeconds of at least 14 s" in str(run.cause)
+    assert "raise it, or take fewer arrays together" in str(run.cause)
+    assert not [
+        c
+        for c in emu.double.calls
+        if c.operation in ("SendCommand", "CreateSnapshots", "PutItem", "UpdateItem")
+    ]
+
+
+def test_a_two_array_fsfreeze_group_fits_in_a_small_max_freeze_seconds(emu: Emulation) -> None:
+    # GIVEN db1 and logs, and defaults.maxFreezeSeconds 20
+    two(emu)
+    _max_freeze_seconds(emu, 20)
+    # WHEN db1 is backed up with logs, fsfreeze-consistent
+    run = emu.run("backup", {"array": "db1", "takeWith": ["logs"], "consistency": "fsfreeze"})
+    # THEN the run takes both sets, each filesystem frozen through the call
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    (part,) = run.output["together"]
+    assert (run.output["consistency"], part["consistency"]) == ("fsfreeze", "fsfreeze")
 
 
 def _freeze(emu: Emulation, instance_id: str, mount: str, token: str, seconds: int) -> dict:

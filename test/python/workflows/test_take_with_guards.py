@@ -2,9 +2,8 @@
 hooks is frozen first and thawed last, and no guard or failed thaw lets its post hook run while
 another filesystem of the run is still frozen.
 
-- Each later freeze's guard fires before every earlier one's (freeze.sh caps its deadline 2 s
-  before theirs), so if the workflow dies the guards thaw in reverse freeze order and the hooked
-  array's guard, which runs the post hook, comes last.
+- Each later freeze's guard fires before the first one's (freeze.sh caps its deadline 2 s before
+  it), so if the workflow dies the hooked array's guard, which runs the post hook, comes last.
 - A group too slow to fit in the hooked array's MaxFreezeSeconds is refused at the freeze that no
   longer fits (FreezeWindowClosed), before any snapshot; every filesystem is thawed before the
   post hook.
@@ -14,8 +13,9 @@ another filesystem of the run is still frozen.
 
 from __future__ import annotations
 
-import itertools
 import json
+from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from test_backup_together import ran_commands, reported_deadline, two
@@ -25,6 +25,23 @@ from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation
 
 RELEASE = "/usr/local/sbin/db-hook --release"
+# freeze.sh: every later freeze of a run ends this long before the first one.
+GAP = timedelta(seconds=2)
+
+
+def _freeze_bounds(run: Any) -> dict[str, datetime]:
+    """Mount point -> frozenUntil, as the run's last freeze step carried them."""
+    outputs = [
+        json.loads(e["stateExitedEventDetails"]["output"])
+        for e in run.events
+        if e["type"] == "TaskStateExited" and e["stateExitedEventDetails"]["name"] == "PollFreeze"
+    ]
+    last = outputs[-1]["freeze"]
+    where = {"db1": "/data"} | {f"a{i}": f"/a{i}" for i in range(8)}
+    return {
+        where[c["array"]]: datetime.fromisoformat(c["frozenUntil"].replace("Z", "+00:00"))
+        for c in [*last["earlier"], last]
+    }
 
 
 def _before_post_hook(log: list[str]) -> list[str]:
@@ -33,25 +50,33 @@ def _before_post_hook(log: list[str]) -> list[str]:
     return log[:first]
 
 
-def test_each_later_freeze_ends_before_every_earlier_one(
+def test_each_later_freeze_ends_before_the_first_one(
     emu: Emulation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN db1 with hooks and 8 more arrays of its instance, whose freezes take a second each
     fx, names = many(emu, 8)
     configure_hooks(emu)
     monkeypatch.setattr(emu.hosts, "fsfreeze_seconds", 1.0)
+    # (SSM's RequestedDateTime has fractions of a second; freeze.sh's deadline whole seconds)
+    emu.clock.advance(1.7 - emu.clock.now().microsecond / 1e6)
     # WHEN db1 is backed up with them, fsfreeze-consistent
     run = emu.run("backup", {"array": "db1", "takeWith": names, "consistency": "fsfreeze"})
     # THEN the run took every set
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
-    # AND the guards' deadlines come in the reverse order of the freezes, 2 s apart at least:
-    # db1's guard, which runs its post hook, is the last to fire
+    # AND every other guard fires 2 s or more before db1's, which runs its post hook
     freezes = ran_commands(fx.instance_id, "raidsnap-freeze")
     order = [mount for mount, _, _ in freezes]
     assert order[0] == "/data" and len(order) == 9, order
     deadlines = [reported_deadline(line) for _, line, _ in freezes]
-    gaps = [(a - b).total_seconds() for a, b in itertools.pairwise(deadlines)]
-    assert all(gap >= 2 for gap in gaps), list(zip(order, deadlines, strict=True))
+    late = [(m, d) for m, d in zip(order[1:], deadlines[1:], strict=True) if d > deadlines[0] - GAP]
+    assert not late, (deadlines[0], late)
+    # AND the bound the run labels each set by (frozenUntil: the guard certainly holds until
+    # then) is never after the deadline the instance set, whole seconds included
+    by_mount = {mount: reported_deadline(line) for mount, line, _ in freezes}
+    bounds = _freeze_bounds(run)
+    assert len(bounds) == 9
+    for mount, until in bounds.items():
+        assert until <= by_mount[mount], (mount, until, by_mount[mount])
     # AND every set got what it asked for (db1's pre hook holds the application), each
     # snapshot started before its own guard's deadline
     labels = [run.output["consistency"], *(p["consistency"] for p in run.output["together"])]
@@ -61,11 +86,11 @@ def test_each_later_freeze_ends_before_every_earlier_one(
 def test_a_group_too_slow_for_the_hooked_arrays_bound_is_refused_before_any_snapshot(
     emu: Emulation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # GIVEN db1 with hooks and 8 more arrays, whose freezes take 5 s each (fsfreeze -f writes
+    # GIVEN db1 with hooks and 8 more arrays, whose freezes take 8 s each (fsfreeze -f writes
     # the dirty data out first): all 9 do not fit in db1's 60 s
     fx, names = many(emu, 8)
     configure_hooks(emu)
-    monkeypatch.setattr(emu.hosts, "fsfreeze_seconds", 5.0)
+    monkeypatch.setattr(emu.hosts, "fsfreeze_seconds", 8.0)
     # WHEN db1 is backed up with them
     run = emu.run("backup", {"array": "db1", "takeWith": names, "consistency": "fsfreeze"})
     # THEN the freeze that no longer fits is refused, and the run fails before any snapshot

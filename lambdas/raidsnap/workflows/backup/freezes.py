@@ -6,8 +6,8 @@ then one thaw per mount point in reverse order.
 The freeze and thaw documents keep one mount point each, so each array's freeze has the guard
 a single array's has: if the workflow dies, every frozen mount point is thawed by its own guard
 within MaxFreezeSeconds of its own freeze. The guards keep the run's order: each later freeze's
-guard fires before every earlier one's (freeze.sh caps its deadline GROUP_GAP before theirs, and
-refuses with FreezeWindowClosed when too little is left), and a post hook waits on the instance
+guard fires before the first one's (freeze.sh caps its deadline GROUP_GAP before it, and refuses
+with FreezeWindowClosed when too little is left), and a post hook waits on the instance
 until the run's other freezes ended (thaw.sh and the guard: lib/freeze_guard.sh, wait_group), so
 the application it lets go never finds a filesystem of its run still frozen, even after a thaw
 that failed. A freeze that fails stops the run before the next one is sent, and the failure path
@@ -22,9 +22,22 @@ from raidsnap.hooks import SetConsistency
 from raidsnap.workflows.backup import times
 from raidsnap.workflows.backup.contracts import Command, Members
 
-# A later freeze of one run ends this long before the earliest earlier one: freeze.sh caps its
-# guard's deadline so (lib/freeze_guard.sh, group_gap_seconds).
+# A later freeze of one run ends this long before the first one: freeze.sh caps its guard's
+# deadline so (lib/freeze_guard.sh, group_gap_seconds), and refuses a freeze that would have less
+# than MIN_WINDOW left (FreezeWindowClosed).
 GROUP_GAP = timedelta(seconds=2)
+MIN_WINDOW = timedelta(seconds=10)
+# The least time between two freezes of a run: the workflow waits this long before it looks at a
+# freeze it sent (snapshot.COMMAND_POLL_SECONDS, WaitForFreeze), and sends the next one after.
+FREEZE_STEP = timedelta(seconds=2)
+
+
+def seconds_needed(arrays: int) -> int:
+    """The least MaxFreezeSeconds with which ``arrays`` freezes of one run can all be made: the
+    last one comes at least FREEZE_STEP after the one before, and must still have MIN_WINDOW
+    before the first one's deadline less GROUP_GAP. lib/take-with.ts computes the same at synth."""
+    spent = (arrays - 1) * FREEZE_STEP + GROUP_GAP + MIN_WINDOW
+    return int(spent.total_seconds())
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,7 @@ def prepare(call: PrepareCall, documents: Documents, settings: BackupSettings) -
     # configuration does not give fails the run here, having changed nothing.
     hooks = hooks_for(request.array, request.hooks)
     named = together.others(request, hooks)
+    together.check_room(request, named, settings.max_freeze_seconds)
     table = restore_lock_table()
     # An array of another instance is refused before anything is held or sent.
     together.check_homes(table, request.array, named)

@@ -27,7 +27,8 @@ from raidsnap.workflows.backup.contracts import (
 )
 from raidsnap.workflows.backup.prepare import release_hold
 
-COMMAND_POLL_SECONDS = 2
+# How long the workflow waits before it looks at a command it sent (WaitForFreeze, WaitForThaw).
+COMMAND_POLL_SECONDS = int(freezes.FREEZE_STEP.total_seconds())
 SNAPSHOT_POLL_MIN_SECONDS = 15
 SNAPSHOT_POLL_MAX_SECONDS = 1800
 
@@ -71,16 +72,20 @@ def send_freeze(call: CommandCall, documents: Documents, settings: BackupSetting
     # freeze is certain to hold (create_set compares the snapshots' start with this). Nor after
     # the command's time limit plus its bound: the agent ends the command by then
     # (SendCommand TimeoutSeconds), so fsfreeze -f came before.
+    # The guard's deadline is whole seconds (freeze.sh counts from `date +%s`, rounded down), so
+    # the certain bound counts from the request's second, not its fraction.
     requested = times.parse_time(str(command.requestedAt))
     bound = timedelta(seconds=settings.max_freeze_seconds)
-    until, at_most = requested + bound, requested + timedelta(seconds=timeout) + bound
-    # A later freeze of the run ends before the earlier ones (freeze.sh caps its guard's deadline
-    # GROUP_GAP before theirs), so both bounds are at most theirs less the gap.
-    earlier = freezes.commands(call.freeze) if target else []
-    for previous in earlier:
-        if previous.frozenUntil and previous.frozenAtMostUntil:
-            until = min(until, times.parse_time(previous.frozenUntil) - freezes.GROUP_GAP)
-            at_most = min(at_most, times.parse_time(previous.frozenAtMostUntil) - freezes.GROUP_GAP)
+    until = requested.replace(microsecond=0) + bound
+    at_most = requested + timedelta(seconds=timeout) + bound
+    # A later freeze of the run ends GROUP_GAP before the first one (freeze.sh caps its guard's
+    # deadline at the latest other deadline of the run less the gap): both bounds follow.
+    earlier = [c for c in freezes.commands(call.freeze) if c.frozenUntil and c.frozenAtMostUntil]
+    if target and earlier:
+        first_until = max(times.parse_time(str(c.frozenUntil)) for c in earlier)
+        first_at_most = max(times.parse_time(str(c.frozenAtMostUntil)) for c in earlier)
+        until = min(until, first_until - freezes.GROUP_GAP)
+        at_most = min(at_most, first_at_most - freezes.GROUP_GAP)
     command = command.model_copy(
         update={"frozenUntil": times.iso(until), "frozenAtMostUntil": times.iso(at_most)}
     )

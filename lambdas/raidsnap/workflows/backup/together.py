@@ -62,6 +62,23 @@ def others(request: BackupInput, hooks: Hooks | None) -> list[str]:
     return sorted(named)
 
 
+def check_room(request: BackupInput, named: Sequence[str], max_freeze_seconds: int) -> None:
+    """Refuse an fsfreeze group that MaxFreezeSeconds cannot hold, before anything is held or
+    sent: every later freeze ends 2 s before the first one (freeze.sh), so the last one would be
+    refused with FreezeWindowClosed on every run (freezes.seconds_needed)."""
+    if not named or request.consistency != "fsfreeze":
+        return
+    needed = freezes.seconds_needed(1 + len(named))
+    if max_freeze_seconds < needed:
+        raise InvalidInputError(
+            FIELD,
+            f"{1 + len(named)} arrays frozen one after the other need a MaxFreezeSeconds of at "
+            f"least {needed} s (each freeze after the first ends 2 s before the first one's "
+            f"guard and needs 10 s for the snapshots); defaults.maxFreezeSeconds is "
+            f"{max_freeze_seconds}: raise it, or take fewer arrays together",
+        )
+
+
 def _refuse_what_would_not_run(named: Sequence[str]) -> None:
     """A named array's copies and fastRestore policy run only for the array a backup is started
     for (the copy and KeepFsr steps read the plan's array): taken with another, its set would
