@@ -101,6 +101,8 @@ kill -KILL -- -$caller
 probe dies_logs /logs
 until grep -q "^post {DIES[:4]} " /work/hooklog; do sleep 0.2; done
 wait
+# The guard ends once its post hook has: given 5 s.
+for _ in $(seq 50); do ls /run/raidsnap/*.guard >/dev/null 2>&1 || break; sleep 0.1; done
 ls -A /run/raidsnap >/work/dies.state 2>&1
 
 # 2. /logs' thaw failed (never sent); /data's thaw, which runs the post hook, comes at once.
