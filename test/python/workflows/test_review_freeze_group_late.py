@@ -86,3 +86,30 @@ def test_the_emulation_keeps_freeze_shs_window_in_whole_seconds(emu: Emulation) 
     # FreezeWindowClosed, so it refuses freezes the instance makes (and the README's "less than
     # 10 s left is refused" is not what the instance does: it takes down to 9.x s)
     assert second["ok"] is True, second
+
+
+def _max_freeze_seconds(emu: Emulation, seconds: int) -> None:
+    """defaults.maxFreezeSeconds as the functions get it (MAX_FREEZE_SECONDS)."""
+    assert emu.router is not None
+    for fn in emu.router.functions.values():
+        if "MAX_FREEZE_SECONDS" in fn.environment:
+            fn.environment["MAX_FREEZE_SECONDS"] = str(seconds)
+
+
+def test_the_room_check_counts_only_the_arrays_the_run_freezes(emu: Emulation) -> None:
+    # GIVEN db1 (/data) with a0 (/a0) and a1 on its instance, a1 mounted at /srv, a directory
+    # raidsnap never freezes (its set is taken crash-consistent, with a note); and
+    # defaults.maxFreezeSeconds 14, which two frozen arrays fit (README: 12 + 2 x (n - 1))
+    fx, names = many(emu, 2)
+    state = emu.hosts.state(fx.instance_id)
+    (a1,) = [md for md in state.arrays.values() if md.mount_point == "/a1"]
+    a1.mount_point = "/srv"
+    _max_freeze_seconds(emu, 14)
+    # WHEN db1 is backed up with a0 and a1, fsfreeze-consistent
+    run = emu.run("backup", {"array": "db1", "takeWith": names, "consistency": "fsfreeze"})
+    # THEN the run takes the three sets, /data and /a0 frozen: only two freezes are made. It is
+    # refused at Prepare (InvalidInput, "3 arrays ... need 16 s"): check_room counts every
+    # named array, frozen or not
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
+    labels = [run.output["consistency"], *(p["consistency"] for p in run.output["together"])]
+    assert labels == ["fsfreeze", "fsfreeze", "crash"], labels
