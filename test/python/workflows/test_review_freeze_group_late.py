@@ -17,6 +17,9 @@ from typing import Any
 
 import boto3
 import pytest
+
+import raidsnap.aws
+from raidsnap.aws import commands
 from test_backup_together import two
 from test_review_take_with_many import configure_hooks, many
 
@@ -113,3 +116,34 @@ def test_the_room_check_counts_only_the_arrays_the_run_freezes(emu: Emulation) -
     assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
     labels = [run.output["consistency"], *(p["consistency"] for p in run.output["together"])]
     assert labels == ["fsfreeze", "fsfreeze", "crash"], labels
+
+
+# What a SendCommand costs the workflow before SSM records it: the SendFreeze function's
+# invocation and the API's round trip (the Step Functions Wait before each look is 2 s exactly,
+# and nothing else between two freezes is free).
+SEND_SECONDS = 0.2
+
+
+def test_a_group_the_room_check_accepts_is_not_refused_on_every_run(
+    emu: Emulation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN db1 (hooked) and 8 more arrays of its instance, and defaults.maxFreezeSeconds 28,
+    # which the synth check and check_room accept for nine arrays (README: "28 for nine");
+    # each freeze's SendCommand is recorded 0.2 s after the step that sends it starts
+    _, names = many(emu, 8)
+    configure_hooks(emu)
+    _max_freeze_seconds(emu, 28)
+    send_timed = commands.send_timed
+
+    def slower(*args: Any, **kwargs: Any) -> Any:
+        raidsnap.aws.pause(SEND_SECONDS)
+        return send_timed(*args, **kwargs)
+
+    monkeypatch.setattr(commands, "send_timed", slower)
+    # WHEN db1 is backed up with them, fsfreeze-consistent
+    run = emu.run("backup", {"array": "db1", "takeWith": names, "consistency": "fsfreeze"})
+    # THEN the run takes every set. It fails: the ninth freeze comes 8 x (2 + 0.2) = 17.6 s
+    # after the first, past the first one's deadline less 2 s less 10 s (28 - 12 = 16 s), on
+    # freeze.sh's whole seconds too (date +%s moved on by 17 or 18), so FreezeWindowClosed on
+    # every run: seconds_needed counts each step as the Wait's 2 s alone
+    assert run.status == "SUCCEEDED", f"{run.error}: {run.cause}"
