@@ -17,12 +17,11 @@ from typing import Any
 
 import boto3
 import pytest
-
-import raidsnap.aws
-from raidsnap.aws import commands
 from test_backup_together import two
 from test_review_take_with_many import configure_hooks, many
 
+import raidsnap.aws
+from raidsnap.aws import commands
 from raidsnap_emulation.double import CommandOutcome
 from raidsnap_emulation.harness import Emulation
 
