@@ -12,10 +12,11 @@ import { HooksConfig, hooksRun } from './hooks-config';
 const ARRAY_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 // An fsfreeze group's freezes (lambdas/raidsnap/workflows/backup/freezes.py, seconds_needed):
 // every freeze after the first ends GROUP_GAP_SECONDS before the first one's guard (freeze.sh),
-// comes at least FREEZE_STEP_SECONDS after the one before (the workflow's wait before it looks),
-// and is refused with less than MIN_WINDOW_SECONDS left for the snapshots.
+// comes FREEZE_STEP_SECONDS after the one before (the workflow's 2 s wait before it looks, and a
+// second allowed for sending the next one and the agent picking it up), and is refused with less
+// than MIN_WINDOW_SECONDS left for the snapshots.
 const GROUP_GAP_SECONDS = 2;
-const FREEZE_STEP_SECONDS = 2;
+const FREEZE_STEP_SECONDS = 3;
 const MIN_WINDOW_SECONDS = 10;
 
 /** The least maxFreezeSeconds with which `arrays` freezes of one run can all be made. */
@@ -63,7 +64,7 @@ export function checkTakeWith(arrays: Record<string, TakeWithFacts>, problem: Pr
     const field = `arrays.${name}.takeWith`;
     const needed = freezeSecondsNeeded(1 + array.takeWith.length);
     if (array.consistency === 'fsfreeze' && maxFreezeSeconds < needed) {
-      throw problem(field, `${1 + array.takeWith.length} arrays frozen one after the other need a maxFreezeSeconds of at least ${needed} s (each freeze after the first ends 2 s before the first one's guard and needs 10 s for the snapshots); defaults.maxFreezeSeconds is ${maxFreezeSeconds}`,
+      throw problem(field, `${1 + array.takeWith.length} arrays frozen one after the other need a maxFreezeSeconds of at least ${needed} s (each freeze comes 3 s or more after the one before, ends 2 s before the first one's guard and needs 10 s for the snapshots); defaults.maxFreezeSeconds is ${maxFreezeSeconds}`,
         `raise defaults.maxFreezeSeconds to ${needed} or more, or take fewer arrays together`);
     }
     // Only hooks a backup runs by default count: a block of named commands alone runs nothing

@@ -41,17 +41,17 @@ describe('arrays.<name>.takeWith', () => {
 
   test('an fsfreeze group refuses a maxFreezeSeconds its freezes cannot fit in, naming what it needs', () => {
     const arrays = { db1: { takeWith: ['logs'], consistency: 'fsfreeze' }, logs: { consistency: 'fsfreeze' } };
-    // 2 arrays: the second freeze comes 2 s or more after the first, ends 2 s before it, and
-    // needs 10 s for the snapshots.
-    expect(() => parseConfig({ defaults: { maxFreezeSeconds: 13 }, arrays })).toThrow(
-      'arrays.db1.takeWith: 2 arrays frozen one after the other need a maxFreezeSeconds of at least 14 s');
-    expect(parseConfig({ defaults: { maxFreezeSeconds: 14 }, arrays }).arrays.db1.takeWith).toEqual(['logs']);
+    // 2 arrays: the second freeze comes 3 s after the first, ends 2 s before it, and needs 10 s
+    // for the snapshots.
+    expect(() => parseConfig({ defaults: { maxFreezeSeconds: 14 }, arrays })).toThrow(
+      'arrays.db1.takeWith: 2 arrays frozen one after the other need a maxFreezeSeconds of at least 15 s');
+    expect(parseConfig({ defaults: { maxFreezeSeconds: 15 }, arrays }).arrays.db1.takeWith).toEqual(['logs']);
     // crash-consistent groups freeze nothing: any bound will do.
     expect(parseConfig({ defaults: { maxFreezeSeconds: 1 }, arrays: { db1: { takeWith: ['logs'] }, logs: {} } })
       .arrays.db1.takeWith).toEqual(['logs']);
     const nine = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
     const big = Object.fromEntries([['db1', { takeWith: nine, consistency: 'fsfreeze' }], ...nine.map((n) => [n, { consistency: 'fsfreeze' }])]);
-    expect(() => parseConfig({ defaults: { maxFreezeSeconds: 27 }, arrays: big })).toThrow('need a maxFreezeSeconds of at least 28 s');
+    expect(() => parseConfig({ defaults: { maxFreezeSeconds: 35 }, arrays: big })).toThrow('need a maxFreezeSeconds of at least 36 s');
     expect(parseConfig({ arrays: big }).defaults.maxFreezeSeconds).toBe(60);
   });
 

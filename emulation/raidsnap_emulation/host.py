@@ -85,6 +85,8 @@ class InstanceState:
     hooks_owed: dict[str, str] = field(default_factory=dict)
     # Mount point -> when its freeze guard thaws it (the deadline in freeze.sh's state file).
     deadlines: dict[str, datetime] = field(default_factory=dict)
+    # Freeze token -> the deadline of the run's first freeze (freeze.sh's group record).
+    group_deadlines: dict[str, datetime] = field(default_factory=dict)
     # Volumes EC2 shows attached whose NVMe device the instance no longer has (the controller
     # dropped off): no block device, no serial to read.
     dropped: set[str] = field(default_factory=set)
@@ -442,6 +444,7 @@ class Hosts:
     def _do_freeze(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
         mount, max_seconds = p["MountPoint"], int(p["MaxFreezeSeconds"])
         token = p["FreezeToken"] or uuid.uuid4().hex
+        freeze_asked = p["Freeze"] == "true"
         state = self.state(ctx.instance_id)
         if self._mounted(ctx.instance_id, mount) is None:
             return self._refuse("NotMounted", f"{mount} is not a mount point")
@@ -460,24 +463,35 @@ class Hosts:
                 f"{mount} is already frozen by someone else: fsfreeze: {mount}: freeze failed: "
                 "Device or resource busy",
             )
-        # freeze.sh: a freeze of the same run (token) on another mount point caps this one's
-        # deadline GROUP_GAP before the latest of theirs (lib/freeze_guard.sh, group_deadline).
-        group = [
-            d
-            for m, d in state.deadlines.items()
-            if m != mount and state.freeze_tokens.get(m) == token
-        ]
-        cap = max(group) - GROUP_GAP if group else None
-        if cap is not None and cap - ctx.now < MIN_WINDOW:
-            left = int((cap - ctx.now).total_seconds())
+        # freeze.sh: the run's record of its first freeze (lib/freeze_guard.sh, group_deadline;
+        # kept after that freeze ended, ignored an hour past it) caps this one's deadline
+        # GROUP_GAP before it; the time left is counted in whole seconds (`date +%s`).
+        first = state.group_deadlines.get(token)
+        if first is not None and ctx.now >= first + timedelta(hours=1):
+            first = None
+        cap = first - GROUP_GAP if first is not None else None
+        if cap is not None and cap - ctx.now.replace(microsecond=0) < MIN_WINDOW:
+            left = int((cap - ctx.now.replace(microsecond=0)).total_seconds())
             return self._refuse(
                 "FreezeWindowClosed",
                 f"{mount} was not frozen: the first freeze of the same run, on another mount "
-                f"point, is thawed by its guard in {left + GROUP_GAP.seconds}s, and every later "
-                "freeze ends "
-                f"{GROUP_GAP.seconds}s before it, which leaves {left}s (at least "
+                f"point, is thawed by its guard at {first:%Y-%m-%dT%H:%M:%SZ}, and every later "
+                f"freeze ends {GROUP_GAP.seconds}s before it, which leaves {left}s (at least "
                 f"{MIN_WINDOW.seconds}s needed); raise MaxFreezeSeconds or take fewer arrays "
                 "together",
+            )
+        if (
+            cap is not None
+            and freeze_asked
+            and ctx.now + timedelta(seconds=self.fsfreeze_seconds) >= cap
+        ):
+            # freeze.sh: fsfreeze -f ended past the cap: thawed at once.
+            return self._refuse(
+                "FreezeWindowClosed",
+                f"{mount} was thawed at once: fsfreeze -f ended past the end of the run's first "
+                f"freeze (its guard at {first:%Y-%m-%dT%H:%M:%SZ}); raise MaxFreezeSeconds or "
+                "take fewer arrays together",
+                duration=self.fsfreeze_seconds + 0.5,
             )
         pid = 4000 + len(state.log)
         pre, freeze = p["PreSnapshot"], p["Freeze"] == "true"
@@ -495,6 +509,7 @@ class Hosts:
         if cap is not None:
             deadline = min(deadline, cap)
         state.deadlines[mount] = deadline
+        state.group_deadlines[token] = max(deadline, state.group_deadlines.get(token, deadline))
         unit = "raidsnap-thaw-" + hashlib.sha256(mount.encode()).hexdigest()[:16]
         return self._ok(
             {

@@ -71,16 +71,18 @@ old=$(guard_pid "$state")
 if [[ -n $old ]]; then
   fail AlreadyFrozen "$mount_point already has a freeze guard (pid $old); run thaw first"
 fi
-# A freeze of the same run (its token) already in place on another mount point ends after this
-# one: this one's deadline is capped to group_gap_seconds before the latest of theirs (the first
-# freeze's). Refused when less than min_window_seconds would be left: the snapshots could not be
-# taken in time.
+# The run's first freeze (its token's, on another mount point) ends after this one: this one's
+# deadline is capped to group_gap_seconds before it (lib/freeze_guard.sh, group_deadline). Refused
+# when less than min_window_seconds would be left (the snapshots could not be taken in time),
+# or when the first freeze has ended already.
 min_window_seconds=10
-group_end=$(group_deadline "$state" "$token")
+# Records of runs long over go (group_deadline ignores them an hour past their deadline).
+find "$state_dir" -maxdepth 1 -name 'group-*' -mmin +180 -delete 2>/dev/null || true
+group_end=$(group_deadline "$token")
 if [[ -n $group_end ]]; then
   left=$((group_end - group_gap_seconds - $(date +%s)))
   if ((left < min_window_seconds)); then
-    fail FreezeWindowClosed "$mount_point was not frozen: the first freeze of the same run, on another mount point, is thawed by its guard in $((group_end - $(date +%s)))s, and every later freeze ends ${group_gap_seconds}s before it, which leaves ${left}s (at least ${min_window_seconds}s needed); raise MaxFreezeSeconds or take fewer arrays together"
+    fail FreezeWindowClosed "$mount_point was not frozen: the first freeze of the same run, on another mount point, is thawed by its guard at $(date -u -d "@$group_end" +%Y-%m-%dT%H:%M:%SZ), and every later freeze ends ${group_gap_seconds}s before it, which leaves ${left}s (at least ${min_window_seconds}s needed); raise MaxFreezeSeconds or take fewer arrays together"
   fi
 fi
 # capped EPOCH: EPOCH, or the group's cap if earlier.
@@ -181,6 +183,7 @@ rearm() {
 if [[ $do_freeze != true ]]; then
   begun=$(date +%s)
   rearm "$((begun + max_seconds))"
+  record_group "$token" "$deadline"
   exec 9>&-
   say "pre-snapshot hook $pre_status; no fsfreeze asked for; the guard runs the post hook by $(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ) if thaw does not"
   printf '{"ok":true,"mountPoint":%s,"frozen":false,"freezeSeconds":0,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s,"token":%s,"preSnapshot":%s,"frozenAt":%s}\n' \
@@ -205,6 +208,15 @@ if ! err=$(fsfreeze -f "$mount_point" 2>&1); then
   fail FreezeFailed "fsfreeze -f $mount_point failed: $err; post-snapshot hook: $post_status"
 fi
 rearm "$((begun + max_seconds))"
+# A slow fsfreeze -f (it writes the dirty data out first) may end past the run's first freeze:
+# thawed at once, never left frozen after the first one's guard let its application go.
+if [[ -n $group_end ]] && (($(date +%s) >= deadline)); then
+  fsfreeze -u "$mount_point" >/dev/null 2>&1 || true
+  rm -f "$state.frozen"
+  give_up
+  fail FreezeWindowClosed "$mount_point was thawed at once: fsfreeze -f ended past the end of the run's first freeze (its guard at $(date -u -d "@$group_end" +%Y-%m-%dT%H:%M:%SZ)); raise MaxFreezeSeconds or take fewer arrays together"
+fi
+record_group "$token" "$deadline"
 exec 9>&-
 took=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.3f", e-s}')
 say "froze $mount_point in ${took}s; guard pid $pid thaws it by $(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ)"

@@ -9,6 +9,8 @@ frozen first, /logs second, and the thaws go in reverse order.
    instance for /logs' guard before it runs the post hook.
 3. A second freeze that would have less than 10 s before the first one's guard is refused
    (FreezeWindowClosed) and leaves its filesystem as it was.
+4. So is one that comes after the first one's guard fired (its state gone, the run's record
+   of it kept).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ pytestmark = pytest.mark.vm
 DIES = "d4d4d4d4d4d4d4d4d4d4d4d4d4d4d4d4"
 EARLY = "e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5"
 CLOSED = "f6f6f6f6f6f6f6f6f6f6f6f6f6f6f6f6"
+LATE = "a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7a7"
 # Room for the second freeze: a command takes a few seconds on a busy test machine.
 FIRST_SECONDS = 40
 
@@ -122,6 +125,16 @@ if [ -f /work/closed_logs.done ]; then echo no; else echo yes; fi >/work/closed_
 {cmds.ssm("closed_thaw_data", "thaw", MountPoint="/data", FreezeToken=CLOSED)}
 wait
 ls -A /run/raidsnap >/work/closed.state 2>&1
+
+# 4. A freeze of the run that comes after the first one's guard fired (a slow freeze before it):
+#    the first one's state is gone, its record is not.
+{cmds.ssm("late_data", "freeze", MountPoint="/data", FreezeToken=LATE, MaxFreezeSeconds="3")}
+sleep 5
+{cmds.ssm("late_logs", "freeze", **_second(LATE))}
+probe late_logs /logs
+sleep 2
+if [ -f /work/late_logs.done ]; then echo no; else echo yes; fi >/work/late_logs.blocked
+wait
 """
     b = record(
         "freeze group order",
@@ -167,8 +180,18 @@ ls -A /run/raidsnap >/work/closed.state 2>&1
     assert b.rc_of("closed_thaw_data") == 0, b.explain("closed_thaw_data")
     assert _state_left(b.text("closed.state")) == []
 
+    # 4. refused after the first one ended, though no other freeze of the run is in place
+    assert b.rc_of("late_data") == 0, b.explain("late_data")
+    assert b.rc_of("late_logs") == 1, b.explain("late_logs")
+    assert b.json_of("late_logs")["error"] == "FreezeWindowClosed"
+    assert b.text("late_logs.blocked").strip() == "no"
+
 
 def _state_left(text: str) -> list[str]:
-    """What the runs left in the state directory, but the lock files (kept by design) and the
-    hooks' directory."""
-    return [f for f in text.split() if not f.endswith(".lock") and f != "hooks"]
+    """What the runs left in the state directory, but the lock files and the runs' records of
+    their first freeze (kept by design) and the hooks' directory."""
+    return [
+        f
+        for f in text.split()
+        if not f.endswith(".lock") and not f.startswith("group-") and f != "hooks"
+    ]

@@ -166,5 +166,5 @@ echo after >/data/after && echo after >/logs/after && cat /data/after /logs/afte
 def _state_left(text: str) -> list[str]:
     """What the runs left in the state directory, but the lock files: they stay by design
     (lib/freeze_guard.sh: a lock file unlinked while held would let the next opener lock
-    another file)."""
-    return [f for f in text.split() if not f.endswith(".lock")]
+    another file), nor the runs' records of their first freeze (group-<token>, for an hour)."""
+    return [f for f in text.split() if not f.endswith(".lock") and not f.startswith("group-")]

@@ -97,27 +97,42 @@ wait_pre_hook() {
 # shellcheck disable=SC2034 # freeze.sh's, which caps its deadline with it
 group_gap_seconds=2
 
-# group_deadline STATE TOKEN: the latest deadline (epoch seconds) of the other freezes made with
-# TOKEN that are still in place (their state file: a thaw or the guard removes it); nothing if
-# none. A state file more than 5 s past its deadline has no guard left to keep an order with
-# (its guard was killed): it does not count, here or in wait_group.
+# The run's record of its first freeze's deadline (the latest of its freezes'), per token, in
+# state_dir: written by each freeze of the run once it froze, read by the next one. It outlives
+# the freezes themselves (a guard that fires removes its state file), so a freeze of the run that
+# comes after the first one ended is refused, not left uncapped.
+group_file() {
+  printf '%s/group-%s\n' "$state_dir" "$1"
+}
+
+# group_deadline TOKEN: the recorded deadline of the run's first freeze (epoch seconds); nothing
+# if none, or if it is more than an hour past (a run's freezes all come well within that: a
+# freeze command's time limit is under an hour).
 group_deadline() {
-  local own=$1 token=$2 file deadline said latest=""
-  for file in "$state_dir"/freeze-????????????????; do
-    [[ -e $file && $file != "$own" ]] || continue
-    read -r _ deadline said _ <"$file" 2>/dev/null || continue
-    [[ $said == "$token" && $deadline =~ ^[0-9]+$ ]] || continue
-    (($(date +%s) < deadline + 5)) || continue
-    if [[ -z $latest ]] || ((deadline > latest)); then
-      latest=$deadline
-    fi
-  done
-  printf '%s' "$latest"
+  local file deadline=""
+  file=$(group_file "$1")
+  [[ -r $file ]] || return 0
+  read -r deadline <"$file" 2>/dev/null || return 0
+  [[ $deadline =~ ^[0-9]+$ ]] || return 0
+  (($(date +%s) < deadline + 3600)) || return 0
+  printf '%s' "$deadline"
+}
+
+# record_group TOKEN DEADLINE: keep the latest deadline of the run's freezes.
+record_group() {
+  local file current
+  file=$(group_file "$1")
+  current=$(group_deadline "$1")
+  if [[ -z $current ]] || (($2 > current)); then
+    printf '%s\n' "$2" >"$file.tmp"
+    mv -f "$file.tmp" "$file"
+  fi
 }
 
 # wait_group STATE TOKEN: the post hook runs once every other freeze made with TOKEN has ended
 # (thawed by its thaw, or by its guard: the application it releases may write to any of them).
-# Each is waited for until its own deadline and a margin: its guard has fired by then.
+# Each is waited for until its own deadline and a margin: its guard has fired by then. A state
+# file more than 5 s past its deadline has no guard left (it was killed) and is not waited for.
 wait_group() {
   local own=$1 token=$2 file deadline said waiting
   while :; do

@@ -35,12 +35,12 @@ def test_the_gap_and_the_window_are_the_scripts_everywhere() -> None:
     assert (_ts_value("GROUP_GAP_SECONDS"), _ts_value("MIN_WINDOW_SECONDS")) == (gap, window)
 
 
-def test_a_freeze_step_is_the_workflows_wait_before_it_looks() -> None:
-    assert freezes.FREEZE_STEP.total_seconds() == snapshot.COMMAND_POLL_SECONDS
-    assert _ts_value("FREEZE_STEP_SECONDS") == snapshot.COMMAND_POLL_SECONDS
+def test_a_freeze_step_is_the_workflows_wait_before_it_looks_and_a_second() -> None:
+    assert freezes.FREEZE_STEP.total_seconds() == snapshot.COMMAND_POLL_SECONDS + 1
+    assert _ts_value("FREEZE_STEP_SECONDS") == freezes.FREEZE_STEP.total_seconds()
 
 
 def test_the_least_max_freeze_seconds_of_a_group() -> None:
-    # 2 arrays: the second freeze 2 s after the first, ending 2 s before it, 10 s left
-    assert freezes.seconds_needed(2) == 14
-    assert freezes.seconds_needed(9) == 28
+    # 2 arrays: the second freeze 3 s after the first, ending 2 s before it, 10 s left
+    assert freezes.seconds_needed(2) == 15
+    assert freezes.seconds_needed(9) == 36

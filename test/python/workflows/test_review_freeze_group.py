@@ -23,14 +23,14 @@ def test_a_max_freeze_seconds_a_group_cannot_fit_in_is_refused_before_anything_c
     emu: Emulation,
 ) -> None:
     # GIVEN db1 and logs of one instance, and defaults.maxFreezeSeconds 12: the second freeze
-    # comes 2 s or more after the first, ends 2 s before it and needs 10 s for the snapshots
+    # comes 3 s or more after the first, ends 2 s before it and needs 10 s for the snapshots
     two(emu)
     _max_freeze_seconds(emu, 12)
     # WHEN db1 is backed up with logs, fsfreeze-consistent
     run = emu.run("backup", {"array": "db1", "takeWith": ["logs"], "consistency": "fsfreeze"})
     # THEN the run is refused before anything is held, sent or snapshotted, saying what it needs
     assert (run.status, run.error) == ("FAILED", "InvalidInput"), run.cause
-    assert "need a MaxFreezeSeconds of at least 14 s" in str(run.cause)
+    assert "need a MaxFreezeSeconds of at least 15 s" in str(run.cause)
     assert "raise it, or take fewer arrays together" in str(run.cause)
     assert not [
         c

@@ -27,15 +27,18 @@ from raidsnap.workflows.backup.contracts import Command, Members
 # than MIN_WINDOW left (FreezeWindowClosed).
 GROUP_GAP = timedelta(seconds=2)
 MIN_WINDOW = timedelta(seconds=10)
-# The least time between two freezes of a run: the workflow waits this long before it looks at a
-# freeze it sent (snapshot.COMMAND_POLL_SECONDS, WaitForFreeze), and sends the next one after.
-FREEZE_STEP = timedelta(seconds=2)
+# How long the workflow waits before it looks at a command it sent (WaitForFreeze, WaitForThaw).
+COMMAND_POLL_SECONDS = 2
+# The time between two freezes of a run that a group's room is counted with: the workflow's wait
+# before it looks at the freeze it sent, then the next freeze sent (the Task's Lambda and
+# SendCommand) and picked up by the agent, allowed a second (an allowance, not a measured figure).
+FREEZE_STEP = timedelta(seconds=COMMAND_POLL_SECONDS + 1)
 
 
 def seconds_needed(arrays: int) -> int:
-    """The least MaxFreezeSeconds with which ``arrays`` freezes of one run can all be made: the
-    last one comes at least FREEZE_STEP after the one before, and must still have MIN_WINDOW
-    before the first one's deadline less GROUP_GAP. lib/take-with.ts computes the same at synth."""
+    """The least MaxFreezeSeconds with which ``arrays`` freezes of one run can all be made: each
+    comes FREEZE_STEP after the one before, and the last must still have MIN_WINDOW before the
+    first one's deadline less GROUP_GAP. lib/take-with.ts computes the same at synth."""
     spent = (arrays - 1) * FREEZE_STEP + GROUP_GAP + MIN_WINDOW
     return int(spent.total_seconds())
 

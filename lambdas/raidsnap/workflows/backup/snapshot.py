@@ -27,8 +27,7 @@ from raidsnap.workflows.backup.contracts import (
 )
 from raidsnap.workflows.backup.prepare import release_hold
 
-# How long the workflow waits before it looks at a command it sent (WaitForFreeze, WaitForThaw).
-COMMAND_POLL_SECONDS = int(freezes.FREEZE_STEP.total_seconds())
+COMMAND_POLL_SECONDS = freezes.COMMAND_POLL_SECONDS
 SNAPSHOT_POLL_MIN_SECONDS = 15
 SNAPSHOT_POLL_MAX_SECONDS = 1800
 

@@ -73,8 +73,9 @@ def check_room(request: BackupInput, named: Sequence[str], max_freeze_seconds: i
         raise InvalidInputError(
             FIELD,
             f"{1 + len(named)} arrays frozen one after the other need a MaxFreezeSeconds of at "
-            f"least {needed} s (each freeze after the first ends 2 s before the first one's "
-            f"guard and needs 10 s for the snapshots); defaults.maxFreezeSeconds is "
+            f"least {needed} s (each freeze comes 3 s or more after the one before, ends 2 s "
+            f"before the first one's guard and needs 10 s for the snapshots); "
+            f"defaults.maxFreezeSeconds is "
             f"{max_freeze_seconds}: raise it, or take fewer arrays together",
         )
 
