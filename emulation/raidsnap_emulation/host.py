@@ -85,8 +85,9 @@ class InstanceState:
     hooks_owed: dict[str, str] = field(default_factory=dict)
     # Mount point -> when its freeze guard thaws it (the deadline in freeze.sh's state file).
     deadlines: dict[str, datetime] = field(default_factory=dict)
-    # Freeze token -> the deadline of the run's first freeze (freeze.sh's group record).
-    group_deadlines: dict[str, datetime] = field(default_factory=dict)
+    # Freeze token -> the deadline and mount point of the run's first freeze (freeze.sh's group
+    # record).
+    group_deadlines: dict[str, tuple[datetime, str]] = field(default_factory=dict)
     # Volumes EC2 shows attached whose NVMe device the instance no longer has (the controller
     # dropped off): no block device, no serial to read.
     dropped: set[str] = field(default_factory=set)
@@ -466,8 +467,9 @@ class Hosts:
         # freeze.sh: the run's record of its first freeze (lib/freeze_guard.sh, group_deadline;
         # kept after that freeze ended, ignored an hour past it) caps this one's deadline
         # GROUP_GAP before it; the time left is counted in whole seconds (`date +%s`).
-        first = state.group_deadlines.get(token)
-        if first is not None and ctx.now >= first + timedelta(hours=1):
+        # A record of this very mount point (the same freeze again) starts the sequence anew.
+        first, first_mount = state.group_deadlines.get(token, (None, None))
+        if first is not None and (first_mount == mount or ctx.now >= first + timedelta(hours=1)):
             first = None
         cap = first - GROUP_GAP if first is not None else None
         if cap is not None and cap - ctx.now.replace(microsecond=0) < MIN_WINDOW:
@@ -509,7 +511,8 @@ class Hosts:
         if cap is not None:
             deadline = min(deadline, cap)
         state.deadlines[mount] = deadline
-        state.group_deadlines[token] = max(deadline, state.group_deadlines.get(token, deadline))
+        if first is None:
+            state.group_deadlines[token] = (deadline, mount)
         unit = "raidsnap-thaw-" + hashlib.sha256(mount.encode()).hexdigest()[:16]
         return self._ok(
             {

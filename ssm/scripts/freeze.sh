@@ -78,7 +78,7 @@ fi
 min_window_seconds=10
 # Records of runs long over go (group_deadline ignores them an hour past their deadline).
 find "$state_dir" -maxdepth 1 -name 'group-*' -mmin +180 -delete 2>/dev/null || true
-group_end=$(group_deadline "$token")
+group_end=$(group_deadline "$token" "$hook_key")
 if [[ -n $group_end ]]; then
   left=$((group_end - group_gap_seconds - $(date +%s)))
   if ((left < min_window_seconds)); then
@@ -183,7 +183,7 @@ rearm() {
 if [[ $do_freeze != true ]]; then
   begun=$(date +%s)
   rearm "$((begun + max_seconds))"
-  record_group "$token" "$deadline"
+  [[ -n $group_end ]] || record_group "$token" "$deadline" "$hook_key"
   exec 9>&-
   say "pre-snapshot hook $pre_status; no fsfreeze asked for; the guard runs the post hook by $(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ) if thaw does not"
   printf '{"ok":true,"mountPoint":%s,"frozen":false,"freezeSeconds":0,"guardPid":%s,"maxFreezeSeconds":%s,"thawDeadline":%s,"systemdTimer":%s,"token":%s,"preSnapshot":%s,"frozenAt":%s}\n' \
@@ -216,7 +216,7 @@ if [[ -n $group_end ]] && (($(date +%s) >= deadline)); then
   give_up
   fail FreezeWindowClosed "$mount_point was thawed at once: fsfreeze -f ended past the end of the run's first freeze (its guard at $(date -u -d "@$group_end" +%Y-%m-%dT%H:%M:%SZ)); raise MaxFreezeSeconds or take fewer arrays together"
 fi
-record_group "$token" "$deadline"
+[[ -n $group_end ]] || record_group "$token" "$deadline" "$hook_key"
 exec 9>&-
 took=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN{printf "%.3f", e-s}')
 say "froze $mount_point in ${took}s; guard pid $pid thaws it by $(date -u -d "@$deadline" +%Y-%m-%dT%H:%M:%SZ)"

@@ -97,36 +97,36 @@ wait_pre_hook() {
 # shellcheck disable=SC2034 # freeze.sh's, which caps its deadline with it
 group_gap_seconds=2
 
-# The run's record of its first freeze's deadline (the latest of its freezes'), per token, in
-# state_dir: written by each freeze of the run once it froze, read by the next one. It outlives
-# the freezes themselves (a guard that fires removes its state file), so a freeze of the run that
-# comes after the first one ended is refused, not left uncapped.
+# The run's record of its first freeze, per token, in state_dir: "<deadline> <mount point key>",
+# written by the first freeze of the run once it froze, read by the next ones. It outlives the
+# freeze itself (a guard that fires removes its state file), so a freeze of the run that comes
+# after the first one ended is refused, not left uncapped. A freeze of the record's own mount
+# point with its token (the same freeze again: a retried or redriven step, a hand run) starts
+# the sequence anew instead.
 group_file() {
   printf '%s/group-%s\n' "$state_dir" "$1"
 }
 
-# group_deadline TOKEN: the recorded deadline of the run's first freeze (epoch seconds); nothing
-# if none, or if it is more than an hour past (a run's freezes all come well within that: a
-# freeze command's time limit is under an hour).
+# group_deadline TOKEN KEY: the recorded deadline of the run's first freeze (epoch seconds), if
+# it froze another mount point than the one KEY names; nothing if none, or if it is more than an
+# hour past (a run's freezes all come well within that: a freeze command's time limit is under
+# an hour).
 group_deadline() {
-  local file deadline=""
+  local file deadline="" first=""
   file=$(group_file "$1")
   [[ -r $file ]] || return 0
-  read -r deadline <"$file" 2>/dev/null || return 0
-  [[ $deadline =~ ^[0-9]+$ ]] || return 0
+  read -r deadline first <"$file" 2>/dev/null || return 0
+  [[ $deadline =~ ^[0-9]+$ && $first != "$2" ]] || return 0
   (($(date +%s) < deadline + 3600)) || return 0
   printf '%s' "$deadline"
 }
 
-# record_group TOKEN DEADLINE: keep the latest deadline of the run's freezes.
+# record_group TOKEN DEADLINE KEY: this freeze (of the mount point KEY names) is the run's first.
 record_group() {
-  local file current
+  local file
   file=$(group_file "$1")
-  current=$(group_deadline "$1")
-  if [[ -z $current ]] || (($2 > current)); then
-    printf '%s\n' "$2" >"$file.tmp"
-    mv -f "$file.tmp" "$file"
-  fi
+  printf '%s %s\n' "$2" "$3" >"$file.tmp"
+  mv -f "$file.tmp" "$file"
 }
 
 # wait_group STATE TOKEN: the post hook runs once every other freeze made with TOKEN has ended
