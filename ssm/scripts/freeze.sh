@@ -170,13 +170,16 @@ if [[ -n $pre_hook ]]; then
 fi
 
 # rearm DEADLINE: the guard's deadline from now on (the state file), capped for a group, and the
-# timer's, which fires then.
+# timer's, which fires MaxFreezeSeconds from now, or at the cap.
 rearm() {
   deadline=$(capped "$1")
   printf '%s %s %s %s\n' "$pid" "$deadline" "$token" "$mount_point" >"$state.tmp"
   mv -f "$state.tmp" "$state"
-  local seconds=$((deadline - $(date +%s)))
-  ((seconds > 0)) || seconds=1
+  local seconds=$max_seconds
+  if ((deadline < $1)); then
+    seconds=$((deadline - $(date +%s)))
+    ((seconds > 0)) || seconds=1
+  fi
   timer=$(arm_timer "$mount_point" "$seconds" "$guard" "$state" "$owed")
 }
 
