@@ -445,7 +445,7 @@ class Hosts:
     def _do_freeze(self, ctx: CommandContext, p: dict[str, str]) -> CommandOutcome:
         mount, max_seconds = p["MountPoint"], int(p["MaxFreezeSeconds"])
         token = p["FreezeToken"] or uuid.uuid4().hex
-        freeze_asked = p["Freeze"] == "true"
+        pre, freeze = p["PreSnapshot"], p["Freeze"] == "true"
         state = self.state(ctx.instance_id)
         if self._mounted(ctx.instance_id, mount) is None:
             return self._refuse("NotMounted", f"{mount} is not a mount point")
@@ -482,11 +482,7 @@ class Hosts:
                 f"{MIN_WINDOW.seconds}s needed); raise MaxFreezeSeconds or take fewer arrays "
                 "together",
             )
-        if (
-            cap is not None
-            and freeze_asked
-            and ctx.now + timedelta(seconds=self.fsfreeze_seconds) >= cap
-        ):
+        if cap is not None and freeze and ctx.now + timedelta(seconds=self.fsfreeze_seconds) >= cap:
             # freeze.sh: fsfreeze -f ended past the cap: thawed at once.
             return self._refuse(
                 "FreezeWindowClosed",
@@ -496,7 +492,6 @@ class Hosts:
                 duration=self.fsfreeze_seconds + 0.5,
             )
         pid = 4000 + len(state.log)
-        pre, freeze = p["PreSnapshot"], p["Freeze"] == "true"
         if pre:
             # freeze.sh runs the pre hook before fsfreeze and owes the post hook from then on.
             state.log.append(f"pre-snapshot {pre}")

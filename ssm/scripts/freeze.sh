@@ -78,17 +78,18 @@ fi
 min_window_seconds=10
 # Records of runs long over go (group_deadline ignores them an hour past their deadline).
 find "$state_dir" -maxdepth 1 -name 'group-*' -mmin +180 -delete 2>/dev/null || true
-group_end=$(group_deadline "$token" "$hook_key")
+group_end=$(group_deadline "$token" "$hook_key") cap=""
 if [[ -n $group_end ]]; then
-  left=$((group_end - group_gap_seconds - $(date +%s)))
+  cap=$((group_end - group_gap_seconds))
+  left=$((cap - $(date +%s)))
   if ((left < min_window_seconds)); then
     fail FreezeWindowClosed "$mount_point was not frozen: the first freeze of the same run, on another mount point, is thawed by its guard at $(date -u -d "@$group_end" +%Y-%m-%dT%H:%M:%SZ), and every later freeze ends ${group_gap_seconds}s before it, which leaves ${left}s (at least ${min_window_seconds}s needed); raise MaxFreezeSeconds or take fewer arrays together"
   fi
 fi
 # capped EPOCH: EPOCH, or the group's cap if earlier.
 capped() {
-  if [[ -n $group_end ]] && (($1 > group_end - group_gap_seconds)); then
-    printf '%s' "$((group_end - group_gap_seconds))"
+  if [[ -n $cap ]] && (($1 > cap)); then
+    printf '%s' "$cap"
   else
     printf '%s' "$1"
   fi

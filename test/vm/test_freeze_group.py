@@ -16,10 +16,10 @@ frozen first, /logs second, and the thaws go in reverse order.
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from test_freeze_together import _deadline
 from vmlib import Boot, Commands, blank_disk, boot, new_volume_id
 
 from conftest import record
@@ -52,11 +52,6 @@ def _hooked(token: str) -> dict[str, str]:
 
 def _second(token: str) -> dict[str, str]:
     return {"MountPoint": "/logs", "FreezeToken": token, "MaxFreezeSeconds": "300"}
-
-
-def _deadline(b: Boot, name: str) -> float:
-    said = datetime.strptime(b.json_of(name)["thawDeadline"], "%Y-%m-%dT%H:%M:%SZ")
-    return said.replace(tzinfo=UTC).timestamp()
 
 
 def _post_started(b: Boot, token: str) -> float:

@@ -169,8 +169,9 @@ run_owed_post() {
 # it once the filesystem is frozen); the systemd timer's unit (WHEN "now") runs when the timer
 # fires, which freeze arms for the same deadline. Then, holding the lock and if the state is
 # still there (a thaw came first otherwise), it thaws (only a freeze of ours), drops the state
-# and runs the post hook owed, once the run's other freezes ended (wait_group). Arguments: STATE MOUNT_POINT OWED WHEN. Both guards run it as a
-# program of its own, written by write_guard_program.
+# and runs the post hook owed, once the run's other freezes ended (wait_group). Arguments: STATE
+# MOUNT_POINT OWED WHEN. Both guards run it as a program of its own, written by
+# write_guard_program.
 # shellcheck disable=SC2329 # called by the program write_guard_program writes
 raidsnap_guard() {
   local state=$1 mount_point=$2 owed=$3 when=$4 deadline token

@@ -11,7 +11,7 @@ from raidsnap_emulation.harness import Emulation
 from raidsnap_emulation.world import make_array
 
 
-def _max_freeze_seconds(emu: Emulation, seconds: int) -> None:
+def set_max_freeze_seconds(emu: Emulation, seconds: int) -> None:
     """defaults.maxFreezeSeconds (lib/config.ts accepts 1-900) as the functions get it."""
     assert emu.router is not None
     for fn in emu.router.functions.values():
@@ -25,7 +25,7 @@ def test_a_max_freeze_seconds_a_group_cannot_fit_in_is_refused_before_anything_c
     # GIVEN db1 and logs of one instance, and defaults.maxFreezeSeconds 12: the second freeze
     # comes 3 s or more after the first, ends 2 s before it and needs 10 s for the snapshots
     two(emu)
-    _max_freeze_seconds(emu, 12)
+    set_max_freeze_seconds(emu, 12)
     # WHEN db1 is backed up with logs, fsfreeze-consistent
     run = emu.run("backup", {"array": "db1", "takeWith": ["logs"], "consistency": "fsfreeze"})
     # THEN the run is refused before anything is held, sent or snapshotted, saying what it needs
@@ -42,7 +42,7 @@ def test_a_max_freeze_seconds_a_group_cannot_fit_in_is_refused_before_anything_c
 def test_a_two_array_fsfreeze_group_fits_in_a_small_max_freeze_seconds(emu: Emulation) -> None:
     # GIVEN db1 and logs, and defaults.maxFreezeSeconds 20
     two(emu)
-    _max_freeze_seconds(emu, 20)
+    set_max_freeze_seconds(emu, 20)
     # WHEN db1 is backed up with logs, fsfreeze-consistent
     run = emu.run("backup", {"array": "db1", "takeWith": ["logs"], "consistency": "fsfreeze"})
     # THEN the run takes both sets, each filesystem frozen through the call
@@ -51,7 +51,16 @@ def test_a_two_array_fsfreeze_group_fits_in_a_small_max_freeze_seconds(emu: Emul
     assert (run.output["consistency"], part["consistency"]) == ("fsfreeze", "fsfreeze")
 
 
-def _freeze(emu: Emulation, instance_id: str, mount: str, token: str, seconds: int) -> dict:
+def freeze_by_hand(
+    emu: Emulation,
+    instance_id: str,
+    mount: str,
+    token: str,
+    seconds: int,
+    *,
+    answer_after: float = 5,
+) -> dict:
+    """The freeze document sent directly, and its JSON line once ``answer_after`` seconds went."""
     ssm = boto3.client("ssm")
     sent = ssm.send_command(
         DocumentName=emu.document_names["freeze"],
@@ -62,7 +71,7 @@ def _freeze(emu: Emulation, instance_id: str, mount: str, token: str, seconds: i
             "FreezeToken": [token],
         },
     )["Command"]
-    emu.clock.advance(5)
+    emu.clock.advance(answer_after)
     inv = ssm.get_command_invocation(CommandId=sent["CommandId"], InstanceId=instance_id)
     return json.loads(inv["StandardOutputContent"].strip().splitlines()[-1])
 
@@ -73,11 +82,11 @@ def test_a_freeze_after_the_last_ones_guard_fired_is_not_refused_as_already_froz
     # GIVEN /data frozen by a run whose workflow then died: its guard thaws it after 30 s
     # (freeze.sh's detached guard and systemd timer fire on time, whatever else happens)
     fx = make_array(emu.hosts, "db1", 3)
-    first = _freeze(emu, fx.instance_id, "/data", "a" * 32, 30)
+    first = freeze_by_hand(emu, fx.instance_id, "/data", "a" * 32, 30)
     assert first["ok"] is True, first
     # WHEN, a minute later, the next run freezes /data
     emu.clock.advance(60)
-    second = _freeze(emu, fx.instance_id, "/data", "b" * 32, 30)
+    second = freeze_by_hand(emu, fx.instance_id, "/data", "b" * 32, 30)
     # THEN it freezes it, as freeze.sh does: the old guard is gone (guard_pid finds none), so
     # nothing refuses it. The emulation checks AlreadyFrozen before it lets the guards whose
     # deadline came fire (host.py _do_freeze: _fire_guards after the guard check)

@@ -12,12 +12,11 @@ refused with FreezeWindowClosed: the run freezes a filesystem after the applicat
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
-import boto3
 import pytest
 from test_backup_together import two
+from test_review_freeze_group import freeze_by_hand, set_max_freeze_seconds
 from test_review_take_with_many import configure_hooks, many
 
 import raidsnap.aws
@@ -55,47 +54,23 @@ def test_no_freeze_of_the_run_comes_after_its_post_hook_when_a_freeze_is_slow(
     assert not late, log
 
 
-def _freeze(emu: Emulation, instance_id: str, mount: str, token: str, seconds: int) -> dict:
-    ssm = boto3.client("ssm")
-    sent = ssm.send_command(
-        DocumentName=emu.document_names["freeze"],
-        InstanceIds=[instance_id],
-        Parameters={
-            "MountPoint": [mount],
-            "MaxFreezeSeconds": [str(seconds)],
-            "FreezeToken": [token],
-        },
-    )["Command"]
-    emu.clock.advance(1)
-    inv = ssm.get_command_invocation(CommandId=sent["CommandId"], InstanceId=instance_id)
-    return json.loads(inv["StandardOutputContent"].strip().splitlines()[-1])
-
-
 def test_the_emulation_keeps_freeze_shs_window_in_whole_seconds(emu: Emulation) -> None:
     # GIVEN /data frozen by a run at a whole second t with MaxFreezeSeconds 30: its guard's
     # deadline is t + 30, and a later freeze of the run is capped at t + 28
     fx, _, _ = two(emu)
     emu.clock.advance(1 - emu.clock.now().microsecond / 1e6)
     token = "c" * 32
-    first = _freeze(emu, fx.instance_id, "/data", token, 30)
+    first = freeze_by_hand(emu, fx.instance_id, "/data", token, 30, answer_after=1)
     assert first["ok"] is True, first
     # WHEN the run freezes /logs at t + 18.5 (9.5 s before the cap)
     emu.clock.advance(17.5)
-    second = _freeze(emu, fx.instance_id, "/logs", token, 30)
+    second = freeze_by_hand(emu, fx.instance_id, "/logs", token, 30, answer_after=1)
     # THEN it is frozen, as freeze.sh does: left=$((group_end - group_gap_seconds -
     # $(date +%s))) is (t + 30) - 2 - (t + 18) = 10, not under min_window_seconds. The
     # emulation compares with the fraction (cap - ctx.now = 9.5 s) and refuses it with
     # FreezeWindowClosed, so it refuses freezes the instance makes (and the README's "less than
     # 10 s left is refused" is not what the instance does: it takes down to 9.x s)
     assert second["ok"] is True, second
-
-
-def _max_freeze_seconds(emu: Emulation, seconds: int) -> None:
-    """defaults.maxFreezeSeconds as the functions get it (MAX_FREEZE_SECONDS)."""
-    assert emu.router is not None
-    for fn in emu.router.functions.values():
-        if "MAX_FREEZE_SECONDS" in fn.environment:
-            fn.environment["MAX_FREEZE_SECONDS"] = str(seconds)
 
 
 # What a SendCommand costs the workflow before SSM records it: the SendFreeze function's
@@ -112,7 +87,7 @@ def test_a_group_the_room_check_accepts_is_not_refused_on_every_run(
     # each freeze's SendCommand is recorded 0.2 s after the step that sends it starts
     _, names = many(emu, 8)
     configure_hooks(emu)
-    _max_freeze_seconds(emu, 36)
+    set_max_freeze_seconds(emu, 36)
     send_timed = commands.send_timed
 
     def slower(*args: Any, **kwargs: Any) -> Any:

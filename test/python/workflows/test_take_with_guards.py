@@ -50,13 +50,20 @@ def _before_post_hook(log: list[str]) -> list[str]:
     return log[:first]
 
 
+def hooked_nine(emu: Emulation, monkeypatch: pytest.MonkeyPatch, fsfreeze_seconds: float) -> Any:
+    """db1 with hooks and 8 more arrays of its instance, whose fsfreeze -f takes this long:
+    (db1's fixture, the other arrays' names)."""
+    fx, names = many(emu, 8)
+    configure_hooks(emu)
+    monkeypatch.setattr(emu.hosts, "fsfreeze_seconds", fsfreeze_seconds)
+    return fx, names
+
+
 def test_each_later_freeze_ends_before_the_first_one(
     emu: Emulation, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN db1 with hooks and 8 more arrays of its instance, whose freezes take a second each
-    fx, names = many(emu, 8)
-    configure_hooks(emu)
-    monkeypatch.setattr(emu.hosts, "fsfreeze_seconds", 1.0)
+    fx, names = hooked_nine(emu, monkeypatch, 1.0)
     # (SSM's RequestedDateTime has fractions of a second; freeze.sh's deadline whole seconds)
     emu.clock.advance(1.7 - emu.clock.now().microsecond / 1e6)
     # WHEN db1 is backed up with them, fsfreeze-consistent
@@ -88,9 +95,7 @@ def test_a_group_too_slow_for_the_hooked_arrays_bound_is_refused_before_any_snap
 ) -> None:
     # GIVEN db1 with hooks and 8 more arrays, whose freezes take 8 s each (fsfreeze -f writes
     # the dirty data out first): all 9 do not fit in db1's 60 s
-    fx, names = many(emu, 8)
-    configure_hooks(emu)
-    monkeypatch.setattr(emu.hosts, "fsfreeze_seconds", 8.0)
+    fx, names = hooked_nine(emu, monkeypatch, 8.0)
     # WHEN db1 is backed up with them
     run = emu.run("backup", {"array": "db1", "takeWith": names, "consistency": "fsfreeze"})
     # THEN the freeze that no longer fits is refused, and the run fails before any snapshot
